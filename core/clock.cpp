@@ -1,0 +1,72 @@
+#include "clock.h"
+
+#include <chrono>
+#include <thread>
+
+namespace mongoelector {
+
+namespace {
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+}  // namespace
+
+std::int64_t SystemClock::mono_ms() {
+  return duration_cast<milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t SystemClock::wall_ms() {
+  return duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool SystemClock::wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                             std::int64_t deadline_mono_ms, const std::function<bool()>& wake) {
+  auto deadline = std::chrono::steady_clock::time_point(milliseconds(deadline_mono_ms));
+  return cv.wait_until(lk, deadline, wake);
+}
+
+void SystemClock::sleep_ms(std::int64_t ms) {
+  if (ms > 0) std::this_thread::sleep_for(milliseconds(ms));
+}
+
+std::shared_ptr<Clock> system_clock() {
+  static std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();
+  return clock;
+}
+
+std::int64_t FakeClock::mono_ms() {
+  std::lock_guard<std::mutex> g(mu_);
+  return mono_;
+}
+
+std::int64_t FakeClock::wall_ms() {
+  std::lock_guard<std::mutex> g(mu_);
+  return wall_;
+}
+
+bool FakeClock::wait_until(std::unique_lock<std::mutex>&, std::condition_variable&,
+                           std::int64_t deadline_mono_ms, const std::function<bool()>& wake) {
+  if (wake()) return true;
+  std::lock_guard<std::mutex> g(mu_);
+  if (deadline_mono_ms > mono_) {
+    wall_ += deadline_mono_ms - mono_;
+    mono_ = deadline_mono_ms;
+  }
+  return false;
+}
+
+void FakeClock::sleep_ms(std::int64_t ms) { advance(ms); }
+
+void FakeClock::advance(std::int64_t ms) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (ms > 0) {
+    mono_ += ms;
+    wall_ += ms;
+  }
+}
+
+void FakeClock::jump_wall(std::int64_t ms) {
+  std::lock_guard<std::mutex> g(mu_);
+  wall_ += ms;
+}
+
+}  // namespace mongoelector

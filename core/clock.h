@@ -1,0 +1,62 @@
+// Time sources. Everything in core/ reads time through Clock so that protocol and
+// election timing are unit-tested with FakeClock, without real sleeps.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace mongoelector {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Monotonic milliseconds: used for every interval (leases, deadlines, timeouts).
+  virtual std::int64_t mono_ms() = 0;
+  // Host wall clock, ms since the Unix epoch: used only to estimate the server offset
+  // and to stamp status documents.
+  virtual std::int64_t wall_ms() = 0;
+  // Blocks until mono_ms() >= deadline or until `wake()` returns true when checked
+  // after a notify on `cv` (guarded by `mu`, which the caller holds). Returns
+  // wake(). A FakeClock jumps straight to the deadline.
+  virtual bool wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                          std::int64_t deadline_mono_ms, const std::function<bool()>& wake) = 0;
+  // Sleeps without a condition (blocking acquire's step).
+  virtual void sleep_ms(std::int64_t ms) = 0;
+};
+
+class SystemClock final : public Clock {
+ public:
+  std::int64_t mono_ms() override;
+  std::int64_t wall_ms() override;
+  bool wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                  std::int64_t deadline_mono_ms, const std::function<bool()>& wake) override;
+  void sleep_ms(std::int64_t ms) override;
+};
+
+std::shared_ptr<Clock> system_clock();
+
+// Deterministic clock for tests: time moves only through advance() and through sleeps
+// and waits, which jump to their deadline at once.
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(std::int64_t wall_start_ms = 1700000000000, std::int64_t mono_start_ms = 1000)
+      : wall_(wall_start_ms), mono_(mono_start_ms) {}
+  std::int64_t mono_ms() override;
+  std::int64_t wall_ms() override;
+  bool wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                  std::int64_t deadline_mono_ms, const std::function<bool()>& wake) override;
+  void sleep_ms(std::int64_t ms) override;
+  void advance(std::int64_t ms);
+  // Steps only the wall clock, as NTP would: intervals must not change.
+  void jump_wall(std::int64_t ms);
+
+ private:
+  std::mutex mu_;
+  std::int64_t wall_;
+  std::int64_t mono_;
+};
+
+}  // namespace mongoelector

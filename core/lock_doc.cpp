@@ -1,0 +1,24 @@
+#include "storage.h"
+
+namespace mongoelector {
+
+LockDoc LockDoc::from_document(const Document& raw) {
+  LockDoc d;
+  d.raw = raw;
+  d.key = raw.get_string("_id").value_or("");
+  d.locked = raw.get_bool("locked").value_or(false);
+  d.host = raw.get_string("host").value_or("");
+  d.uuid = raw.get_string("uuid").value_or("");
+  d.pid = raw.get_int("pid").value_or(0);
+  d.ts_created = raw.get_date("ts_created");
+  d.ts_expire = raw.get_date("ts_expire");
+  d.fence = raw.get_int("fence").value_or(0);
+  return d;
+}
+
+bool LockDoc::held_at(std::int64_t now_ms) const {
+  // A document without a usable expiry is treated as expired: it cannot block forever.
+  return locked && ts_expire.has_value() && ts_expire->ms > now_ms;
+}
+
+}  // namespace mongoelector

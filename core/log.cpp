@@ -1,0 +1,43 @@
+#include "log.h"
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+
+namespace mongoelector {
+
+namespace {
+std::mutex& sink_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::shared_ptr<LogSink>& sink_slot() {
+  static std::shared_ptr<LogSink> sink;
+  return sink;
+}
+}  // namespace
+
+void set_log_sink(LogSink sink) {
+  std::lock_guard<std::mutex> g(sink_mutex());
+  sink_slot() = sink ? std::make_shared<LogSink>(std::move(sink)) : nullptr;
+}
+
+void log(LogLevel level, const std::string& message) {
+  std::shared_ptr<LogSink> sink;
+  {
+    std::lock_guard<std::mutex> g(sink_mutex());
+    sink = sink_slot();
+  }
+  // The sink runs outside the mutex: it may log again or take the GIL.
+  if (sink) {
+    try {
+      (*sink)(level, message);
+    } catch (...) {
+      // A failing sink must not break the caller (often the election loop).
+    }
+    return;
+  }
+  if (level >= LogLevel::Warning) std::fprintf(stderr, "mongoelector: %s\n", message.c_str());
+}
+
+}  // namespace mongoelector

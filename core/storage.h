@@ -1,0 +1,128 @@
+// The storage interface: only the semantic operations the lock protocol needs.
+// One implementation per backend in core/storage/ (memory, MongoDB via libmongoc) and,
+// from the Python package, one that calls a pymongo Database.
+//
+// Document schema (shared with the original pure-Python mongoelector so that old and new
+// nodes can run on the same collections during a rolling upgrade):
+//   lock:   {_id: key, locked: bool, host, uuid, pid, ts_created: date, ts_expire: date,
+//            fence: int64}             (fence is ours; original nodes ignore it)
+//   epoch:  {_id: key, epoch: int64}   in "<lock collection>.fences": the fencing
+//            high-water mark, which survives deletion of the lock document.
+//   status: {_id: node uuid, key, ..., timestamp: date}   (elector.leader_status)
+//
+// Every time passed in or out is a server-time instant (ms since the Unix epoch on the
+// SERVER's clock, see server_clock.h), never the host's wall clock.
+//
+// Errors: backends throw StorageUnavailable when the server cannot be reached or a call
+// times out, StorageError for any other failure (errors.h). Bindings may throw their own
+// exception types (Python re-raises pymongo's exceptions unchanged); core/ lets
+// exceptions it does not know propagate.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "value.h"
+
+namespace mongoelector {
+
+// A lock document as read from the database.
+struct LockDoc {
+  std::string key;
+  bool locked = false;
+  std::string host;
+  std::string uuid;
+  std::int64_t pid = 0;
+  std::optional<DateTime> ts_created;
+  std::optional<DateTime> ts_expire;
+  std::int64_t fence = 0;  // 0 when the field is absent (document of an original node)
+  Document raw;            // every field as stored, for get_current()
+
+  // Parses a raw document; missing or odd-typed fields take their defaults.
+  static LockDoc from_document(const Document& raw);
+  // Held by someone at server time `now_ms`: locked and not yet expired.
+  bool held_at(std::int64_t now_ms) const;
+};
+
+// What an acquiring node writes into the lock document.
+struct LockClaim {
+  std::string key;
+  std::string uuid;
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t now_ms = 0;     // becomes ts_created
+  std::int64_t expire_ms = 0;  // becomes ts_expire
+};
+
+// What the server says it is.
+struct ServerInfo {
+  std::string name;     // "MongoDB", "FerretDB", "mongo-java-server", ...
+  std::string version;  // as reported
+  // True only for MongoDB proper, whose findAndModify is atomic. Servers that emulate
+  // the protocol may read-then-write (FerretDB does): see Locker's safety check.
+  bool atomic_find_and_modify = false;
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  virtual ServerInfo server_info() = 0;
+
+  // The server's clock: `localTime` from hello/serverStatus, in ms. One round trip.
+  virtual std::int64_t server_time_ms() = 0;
+
+  // TTL index {ts_expire: 1}, expireAfterSeconds 0 (clean-up only; the protocol never
+  // waits for it). A server that rejects TTL indexes is tolerated: log one warning.
+  // If an index of another spec exists, drop the collection's indexes and retry once,
+  // as the original does.
+  virtual void ensure_lock_indexes(const std::string& collection) = 0;
+
+  // One atomic round trip: takes the lock when it is absent, released (locked false) or
+  // expired at claim.now_ms (ts_expire <= now) -- or, with `force`, whatever its state --
+  // writing the claim's fields and incrementing `fence` by one ($inc: an absent
+  // document or field starts from 0, so gets 1). Returns the document after the write.
+  // Returns nullopt when another holds the lock (the conditional upsert turns into an
+  // insert that fails with a duplicate-key error, E11000).
+  virtual std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
+                                       bool force) = 0;
+
+  // Increments and returns the epoch of `key` in "<collection>.fences" (upsert, starts
+  // at 1). Only on the rare path where a lock document had to be created.
+  virtual std::int64_t bump_epoch(const std::string& collection, const std::string& key) = 0;
+
+  // Sets fence = new_fence if the lock is still {uuid, fence: old_fence}. True if matched.
+  virtual bool set_fence(const std::string& collection, const std::string& key,
+                         const std::string& uuid, std::int64_t old_fence,
+                         std::int64_t new_fence) = 0;
+
+  // Renewal: sets ts_expire = expire_ms if the lock is {locked: true, uuid, fence} and
+  // unexpired (ts_expire > now_ms). fence == 0 means "do not check fence". True if matched.
+  virtual bool renew(const std::string& collection, const std::string& key,
+                     const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                     std::int64_t expire_ms) = 0;
+
+  // Release: if `uuid` is set, only a lock held by that uuid; otherwise any (force).
+  // With delete_document false: sets locked=false, ts_expire=now_ms and keeps the
+  // document (and so its fence); with true: deletes it, as an original node does.
+  // True if a document was matched.
+  virtual bool release(const std::string& collection, const std::string& key,
+                       const std::optional<std::string>& uuid, std::int64_t now_ms,
+                       bool delete_document) = 0;
+
+  // The lock document of `key`, whatever its state, or nullopt.
+  virtual std::optional<LockDoc> read(const std::string& collection, const std::string& key) = 0;
+
+  // Status collection: TTL index on `timestamp` (expireAfterSeconds = ttl_s) and an
+  // index on `key`; same tolerance as ensure_lock_indexes.
+  virtual void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) = 0;
+  // Upserts (replaces) the document whose _id is doc["_id"].
+  virtual void put_status(const std::string& collection, const Document& doc) = 0;
+  // Status documents whose `key` equals key, newest `timestamp` first.
+  virtual std::vector<Document> list_status(const std::string& collection,
+                                            const std::string& key) = 0;
+};
+
+}  // namespace mongoelector

@@ -1,0 +1,56 @@
+// Storage over a MongoDB server through libmongoc (one mongoc_client_t per instance,
+// guarded by a mutex). Used by the C API and by the Python URI transport.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "../storage.h"
+
+namespace mongoelector {
+
+struct MongoStorageOptions {
+  std::string uri;       // mongodb://...
+  std::string database;
+  // Upper bound for one call (socketTimeoutMS, serverSelectionTimeoutMS,
+  // connectTimeoutMS, maxTimeMS) unless the URI sets them. Lockers and electors pass a
+  // value well below their renew deadline so a hung call cannot outlive the lease.
+  std::int64_t op_timeout_ms = 5000;
+};
+
+class MongoStorage final : public Storage {
+ public:
+  // Throws InvalidArgument for a malformed URI or database name. Does not connect.
+  explicit MongoStorage(MongoStorageOptions options);
+  ~MongoStorage() override;
+
+  // Commands sent so far (libmongoc APM command-started events, handshakes excluded).
+  std::int64_t round_trips() const;
+
+  ServerInfo server_info() override;
+  std::int64_t server_time_ms() override;
+  void ensure_lock_indexes(const std::string& collection) override;
+  std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
+                               bool force) override;
+  std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
+  bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
+                 std::int64_t old_fence, std::int64_t new_fence) override;
+  bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
+             std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  bool release(const std::string& collection, const std::string& key,
+               const std::optional<std::string>& uuid, std::int64_t now_ms,
+               bool delete_document) override;
+  std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
+  void put_status(const std::string& collection, const Document& doc) override;
+  std::vector<Document> list_status(const std::string& collection, const std::string& key) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mongoelector

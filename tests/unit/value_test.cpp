@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include "errors.h"
+#include "identity.h"
+#include "storage.h"
+#include "value.h"
+
+using namespace mongoelector;
+
+TEST(Document, SetGetKeepsOrderAndTypes) {
+  Document d{{"_id", std::string("k")}, {"pid", std::int64_t{7}}};
+  d.set("fence", 3.0);  // stored by another writer as a double
+  d.set("pid", std::int64_t{8});
+  EXPECT_EQ(d.fields().size(), 3u);
+  EXPECT_EQ(d.fields()[1].first, "pid");
+  EXPECT_EQ(d.get_int("pid"), 8);
+  EXPECT_EQ(d.get_int("fence"), 3);
+  EXPECT_FALSE(d.get_string("pid"));
+  d.erase("pid");
+  EXPECT_FALSE(d.has("pid"));
+}
+
+TEST(LockDoc, OddTypesTakeDefaults) {
+  Document raw{{"_id", std::string("k")}, {"locked", std::string("yes")},
+               {"ts_expire", std::string("tomorrow")}, {"pid", std::string("12")}};
+  LockDoc d = LockDoc::from_document(raw);
+  EXPECT_FALSE(d.locked);
+  EXPECT_FALSE(d.ts_expire);
+  EXPECT_EQ(d.pid, 0);
+  EXPECT_FALSE(d.held_at(0));  // unusable expiry: never blocks forever
+}
+
+TEST(Identity, Uuid4Format) {
+  std::string a = new_uuid4(), b = new_uuid4();
+  EXPECT_NE(a, b);
+  ASSERT_EQ(a.size(), 36u);
+  EXPECT_EQ(a[14], '4');
+  EXPECT_TRUE(a[19] == '8' || a[19] == '9' || a[19] == 'a' || a[19] == 'b');
+}
+
+TEST(Identity, KeyValidation) {
+  EXPECT_THROW(validate_key(""), InvalidArgument);
+  EXPECT_THROW(validate_key(std::string(kMaxKeyBytes + 1, 'x')), InvalidArgument);
+  EXPECT_NO_THROW(validate_key(std::string(kMaxKeyBytes, 'x')));
+  EXPECT_THROW(validate_key(std::string("a\0b", 3)), InvalidArgument);
+  EXPECT_THROW(validate_key("\xff\xfe"), InvalidArgument);
+  EXPECT_THROW(validate_key("\xc3"), InvalidArgument);          // truncated
+  EXPECT_THROW(validate_key("\xc0\xaf"), InvalidArgument);      // overlong
+  EXPECT_THROW(validate_key("\xed\xa0\x80"), InvalidArgument);  // surrogate
+  EXPECT_NO_THROW(validate_key("caf\xc3\xa9-\xf0\x9f\x94\x92"));
+  EXPECT_THROW(validate_collection("a$b"), InvalidArgument);
+}
