@@ -71,6 +71,11 @@ class Storage {
 
   virtual ServerInfo server_info() = 0;
 
+  // The longest one call can take before it fails (connection, selection and socket
+  // timeouts together), or 0 when unknown. The elector never starts a renewal that
+  // could still be running at its renew deadline.
+  virtual std::int64_t call_bound_ms() const { return 0; }
+
   // The server's clock: `localTime` from hello/serverStatus, in ms. One round trip.
   virtual std::int64_t server_time_ms() = 0;
 

@@ -115,26 +115,33 @@ std::int64_t Elector::jitter_ms() {
 
 std::int64_t Elector::margin_ms() {
   // Room for both nodes' server-clock estimates and a scheduling hiccup (README).
-  return std::max<std::int64_t>(locker_->ttl_ms() / 4,
+  return std::max<std::int64_t>(locker_->ttl_ms() / 10,
                                 2 * locker_->server_clock().uncertainty_ms() + 50);
 }
 
 void Elector::poll() {
-  std::vector<Event> events;
+  Event first;
   {
     std::lock_guard<std::mutex> g(poll_mu_);
-    Event first = poll_locked();
-    if (first != Event::None) events.push_back(first);
-    // Lost leadership this cycle: look for a leader at once, as the original does.
-    if (first == Event::LostLeader) {
-      Event second = poll_locked();
-      if (second != Event::None) events.push_back(second);
-    }
+    first = poll_locked();
+  }
+  Event second = Event::None;
+  if (first == Event::LostLeader) {
+    // Tell the application at once, before any further I/O that might hang.
+    fire(first);
+    // Then look for a leader in the same cycle, as the original does.
+    std::lock_guard<std::mutex> g(poll_mu_);
+    second = poll_locked();
+  } else if (first != Event::None) {
+    second = first;
+  }
+  {
+    std::lock_guard<std::mutex> g(poll_mu_);
     if (options_.report_status) report_status();
     std::lock_guard<std::mutex> s(mu_);
     last_poll_ = DateTime{clock_->wall_ms()};
   }
-  for (Event e : events) fire(e);
+  if (second != Event::None) fire(second);
   call(callbacks_.on_loop, "on_loop");
 }
 
@@ -151,9 +158,16 @@ Elector::Event Elector::poll_locked() {
 
   if (leader) {
     Event e = Event::None;
+    const std::int64_t bound = locker_->storage().call_bound_ms();
     if (deadline && now >= *deadline) {
       log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down");
       e = Event::LostLeader;
+    } else if (deadline && bound > 0 && now + bound > *deadline) {
+      // A renewal started now could still hang at the deadline: wait for the deadline
+      // instead and step down then (invariant 3).
+      std::lock_guard<std::mutex> g(mu_);
+      next_poll_mono_ = *deadline;
+      return Event::None;
     } else {
       try {
         if (locker_->renew()) {
@@ -221,6 +235,13 @@ Elector::Event Elector::poll_locked() {
 }
 
 void Elector::report_status() {
+  {
+    // Like a renewal, a status write must not be able to hang past the renew deadline.
+    const std::int64_t bound = locker_->storage().call_bound_ms();
+    std::lock_guard<std::mutex> g(mu_);
+    if (leader_ && renew_deadline_ && bound > 0 && clock_->mono_ms() + bound > *renew_deadline_)
+      return;
+  }
   try {
     locker_->storage().put_status(options_.status_collection, node_status());
   } catch (const std::exception& ex) {

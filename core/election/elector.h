@@ -4,10 +4,12 @@
 // Timing (T = ttl):
 //  * Leader renews every T/2 (one round trip); after a failed renewal it retries every
 //    min(T/10, 1 s). Its RENEW DEADLINE is lease_start + T - margin, margin =
-//    max(T/4, 2*clock uncertainty + 50 ms), on the host's monotonic clock, where
+//    max(T/10, 2*clock uncertainty + 50 ms), on the host's monotonic clock, where
 //    lease_start is when the last successful write was SENT. Past the deadline it steps
 //    down locally (is_leader() turns false at once; on_leader_loss fires on the loop
 //    thread), i.e. strictly before anyone else can take the lease at lease_start + T.
+//    A renewal is only started if it cannot still be running at the deadline
+//    (Storage::call_bound_ms), so a hung call cannot outlive the lease.
 //  * Follower reads the lock (one round trip) and sleeps until the leader's lease can
 //    expire, plus jitter, at most T; then tries one conditional acquire. Failover after a
 //    leader crash is therefore about T, not T + TTL-monitor delay + T.

@@ -22,6 +22,8 @@ class MemoryStorage final : public Storage {
     server_time_source_ = std::move(fn);
   }
   void set_unavailable(bool down) { std::lock_guard<std::mutex> g(mu_); down_ = down; }
+  void set_call_bound_ms(std::int64_t ms) { std::lock_guard<std::mutex> g(mu_); call_bound_ = ms; }
+  std::int64_t call_bound_ms() const override { std::lock_guard<std::mutex> g(mu_); return call_bound_; }
   // Deletes a lock document behind the library's back (TTL monitor, original node).
   void delete_lock(const std::string& collection, const std::string& key);
   // Writes a raw lock document (e.g. in the original's schema).
@@ -53,6 +55,7 @@ class MemoryStorage final : public Storage {
   std::int64_t server_time_ = 0;
   std::function<std::int64_t()> server_time_source_;
   bool down_ = false;
+  std::int64_t call_bound_ = 0;
   std::map<std::string, std::map<std::string, Document>> locks_;     // coll -> key -> doc
   std::map<std::string, std::map<std::string, std::int64_t>> epochs_;
   std::map<std::string, std::map<std::string, Document>> status_;    // coll -> _id -> doc

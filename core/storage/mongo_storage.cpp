@@ -8,12 +8,14 @@
 //   dropIndexes, and the isMaster/serverStatus fall-backs) counts; the connection
 //   handshake and server monitoring are NOT reported by libmongoc's APM, so they do not.
 // - Every call is bounded: unless the URI sets them, socketTimeoutMS, connectTimeoutMS
-//   and serverSelectionTimeoutMS are op_timeout_ms (serverSelectionTryOnce=false, so a
-//   server coming back within the window is still found), maxTimeMS is sent where the
-//   command takes it, and libmongoc's automatic retries are off (retryWrites/retryReads
-//   false unless the URI sets them) because a retry would double the bound; the caller
-//   retries on its own schedule. Worst case for one call is therefore about
-//   selection + connect + socket timeouts, i.e. a small multiple of op_timeout_ms.
+//   and serverSelectionTimeoutMS are op_timeout_ms, maxTimeMS is sent where the command
+//   takes it, and libmongoc's automatic retries are off (retryWrites/retryReads false
+//   unless the URI sets them) because a retry would double the bound; the caller
+//   retries on its own schedule. Worst case for one call (call_bound_ms()): selection,
+//   then connect + handshake of a new connection, then the reply:
+//   serverSelectionTimeoutMS + connectTimeoutMS + socketTimeoutMS.
+// - A server that failed is found again within ~0.5 s of coming back (pooled client
+//   with a background monitor, see Impl::pool).
 // - Errors: cannot reach / timed out -> StorageUnavailable; duplicate key in claim() ->
 //   nullopt ("held"); any other server answer -> StorageError(message, server code).
 #include "mongo_storage.h"
@@ -108,6 +110,13 @@ bool is_server_domain(std::uint32_t domain) {
 
 bool is_unavailable(const bson_error_t& e) {
   if (e.domain == MONGOC_ERROR_STREAM || e.domain == MONGOC_ERROR_SERVER_SELECTION) return true;
+  // A connection opened for a command (not by a server scan) whose handshake fails or
+  // times out is reported in the CLIENT domain with a STREAM code.
+  if (e.domain == MONGOC_ERROR_CLIENT &&
+      (e.code == MONGOC_ERROR_STREAM_NAME_RESOLUTION || e.code == MONGOC_ERROR_STREAM_SOCKET ||
+       e.code == MONGOC_ERROR_STREAM_CONNECT || e.code == MONGOC_ERROR_STREAM_NOT_ESTABLISHED)) {
+    return true;
+  }
   return is_server_domain(e.domain) && is_unavailable_server_code(e.code);
 }
 
@@ -116,7 +125,7 @@ bool is_server_error(const bson_error_t& e, std::uint32_t code) {
 }
 
 [[noreturn]] void raise(const std::string& what, const bson_error_t& e) {
-  std::string msg = what + ": " + e.message;
+  std::string msg = what + ": " + e.message + " [libmongoc domain " + std::to_string(e.domain) + " code " + std::to_string(e.code) + "]";
   if (is_unavailable(e)) throw StorageUnavailable(msg);
   // libmongoc's client-side argument checks (e.g. a '$' field in a replacement).
   if (e.domain == MONGOC_ERROR_COMMAND && e.code == MONGOC_ERROR_COMMAND_INVALID_ARG) {
@@ -244,12 +253,25 @@ struct MongoStorage::Impl {
   std::string database;
   std::int64_t op_timeout_ms = 0;
   std::mutex mu;  // mongoc_client_t is not thread-safe: every use holds mu
-  mongoc_client_t* client = nullptr;
+  // A pool of one: libmongoc's multi-threaded mode, whose background monitor re-checks
+  // a failed server within minHeartbeatFrequencyMS (500 ms). A single-threaded client
+  // instead skips a server that failed a check for a 5 s "cooldown", so one network
+  // blip made every call fail for 5 s. We pop one client, lazily (the constructor does
+  // not connect), and use it under `mu`.
+  mongoc_client_pool_t* pool = nullptr;
+  mongoc_client_t* client_ = nullptr;
+
+  mongoc_client_t* client() {
+    if (client_ == nullptr) client_ = mongoc_client_pool_pop(pool);
+    return client_;
+  }
   std::atomic<std::int64_t> commands{0};
+  std::int64_t call_bound_ms = 0;  // fixed at construction, see MongoStorage::call_bound_ms
   bool hello_unsupported = false;  // guarded by mu; mongo-java-server knows only isMaster
 
   ~Impl() {
-    if (client != nullptr) mongoc_client_destroy(client);
+    if (client_ != nullptr) mongoc_client_pool_push(pool, client_);
+    if (pool != nullptr) mongoc_client_pool_destroy(pool);
   }
 
   static void on_command_started(const mongoc_apm_command_started_t* event) {
@@ -259,12 +281,12 @@ struct MongoStorage::Impl {
 
   CollectionPtr collection(const std::string& name) {
     check_collection_name(name);
-    return CollectionPtr(mongoc_client_get_collection(client, database.c_str(), name.c_str()));
+    return CollectionPtr(mongoc_client_get_collection(client(), database.c_str(), name.c_str()));
   }
 
   // Runs a read-only command on `db`. Returns false with `error` set on failure.
   bool command(const char* db, const bson_t* cmd, bson_t* reply, bson_error_t* error) {
-    return mongoc_client_command_simple(client, db, cmd, nullptr, reply, error);
+    return mongoc_client_command_simple(client(), db, cmd, nullptr, reply, error);
   }
 
   // Runs {name: 1} on admin; throws on failure.
@@ -355,7 +377,7 @@ struct MongoStorage::Impl {
     bson_append_array_end(cmd.get(), &indexes);
     BSON_APPEND_INT64(cmd.get(), "maxTimeMS", op_timeout_ms);
     Bson reply;
-    mongoc_database_t* db = mongoc_client_get_database(client, database.c_str());
+    mongoc_database_t* db = mongoc_client_get_database(client(), database.c_str());
     bool ok = mongoc_database_write_command_with_opts(db, cmd.get(), nullptr, reply.get(), error);
     mongoc_database_destroy(db);
     return ok;
@@ -368,7 +390,7 @@ struct MongoStorage::Impl {
     BSON_APPEND_INT64(cmd.get(), "maxTimeMS", op_timeout_ms);
     Bson reply;
     bson_error_t error;
-    mongoc_database_t* db = mongoc_client_get_database(client, database.c_str());
+    mongoc_database_t* db = mongoc_client_get_database(client(), database.c_str());
     bool ok = mongoc_database_write_command_with_opts(db, cmd.get(), nullptr, reply.get(), &error);
     mongoc_database_destroy(db);
     if (!ok) raise("dropIndexes on " + collection_name, error);
@@ -401,27 +423,43 @@ MongoStorage::MongoStorage(MongoStorageOptions options) : impl_(std::make_unique
       mongoc_uri_set_option_as_int32(uri.get(), opt, timeout);
     }
   }
-  for (const char* opt : {MONGOC_URI_SERVERSELECTIONTRYONCE, MONGOC_URI_RETRYWRITES,
-                          MONGOC_URI_RETRYREADS}) {
+  for (const char* opt : {MONGOC_URI_RETRYWRITES, MONGOC_URI_RETRYREADS}) {
     if (!mongoc_uri_has_option(uri.get(), opt)) mongoc_uri_set_option_as_bool(uri.get(), opt, false);
   }
   if (mongoc_uri_get_appname(uri.get()) == nullptr) {
     mongoc_uri_set_appname(uri.get(), "mongoelector");
   }
 
-  mongoc_client_t* client = mongoc_client_new_from_uri_with_error(uri.get(), &error);
-  if (client == nullptr) {
+  // How long one call can take at worst, from the effective (URI or default) values: a
+  // server selection that starts a blocking scan just before its deadline runs on for
+  // up to connectTimeoutMS (the scan also does the handshake), then the command waits
+  // up to socketTimeoutMS for its reply. libmongoc's retries, if the URI turns them on,
+  // repeat all of it once. A 0 (or negative) timeout means "none": no bound is known.
+  {
+    const std::int64_t sst = mongoc_uri_get_option_as_int32(
+        uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, 0);
+    const std::int64_t cto = mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, 0);
+    const std::int64_t sto = mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, 0);
+    const bool retries =
+        mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYWRITES, false) ||
+        mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYREADS, false);
+    if (sst > 0 && cto > 0 && sto > 0) impl_->call_bound_ms = (sst + cto + sto) * (retries ? 2 : 1);
+  }
+
+  mongoc_client_pool_t* pool = mongoc_client_pool_new_with_error(uri.get(), &error);
+  if (pool == nullptr) {
     throw InvalidArgument(std::string("cannot use MongoDB URI: ") + error.message);
   }
-  impl_->client = client;
+  impl_->pool = pool;
   impl_->database = database;
   impl_->op_timeout_ms = options.op_timeout_ms;
-  mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
+  mongoc_client_pool_set_error_api(pool, MONGOC_ERROR_API_VERSION_2);
+  mongoc_client_pool_max_size(pool, 1);
 
   mongoc_apm_callbacks_t* callbacks = mongoc_apm_callbacks_new();
   mongoc_apm_set_command_started_cb(callbacks, &Impl::on_command_started);
-  mongoc_client_set_apm_callbacks(client, callbacks, impl_.get());
-  mongoc_apm_callbacks_destroy(callbacks);  // the client keeps its own copy
+  mongoc_client_pool_set_apm_callbacks(pool, callbacks, impl_.get());
+  mongoc_apm_callbacks_destroy(callbacks);  // the pool keeps its own copy
 }
 
 MongoStorage::~MongoStorage() = default;
@@ -429,6 +467,8 @@ MongoStorage::~MongoStorage() = default;
 std::int64_t MongoStorage::round_trips() const {
   return impl_->commands.load(std::memory_order_relaxed);
 }
+
+std::int64_t MongoStorage::call_bound_ms() const { return impl_->call_bound_ms; }
 
 ServerInfo MongoStorage::server_info() {
   std::lock_guard<std::mutex> lock(impl_->mu);

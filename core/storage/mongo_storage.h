@@ -29,6 +29,8 @@ class MongoStorage final : public Storage {
   // Commands sent so far (libmongoc APM command-started events, handshakes excluded).
   std::int64_t round_trips() const;
 
+  // serverSelectionTimeoutMS + socketTimeoutMS: a call fails by then.
+  std::int64_t call_bound_ms() const override;
   ServerInfo server_info() override;
   std::int64_t server_time_ms() override;
   void ensure_lock_indexes(const std::string& collection) override;

@@ -1,0 +1,177 @@
+#include "harness.h"
+
+#include <fcntl.h>
+#include <mongoc/mongoc.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+namespace it {
+
+std::string test_uri() {
+  const char* v = std::getenv("MONGOELECTOR_TEST_URI");
+  return v ? v : "";
+}
+
+std::string test_server_kind() {
+  const char* v = std::getenv("MONGOELECTOR_TEST_SERVER");
+  return v ? v : "";
+}
+
+bool unsafe_server() { return test_server_kind() == "ferretdb"; }
+
+std::string unique_db(const std::string& tag) {
+  static int counter = 0;
+  return "me_it_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + "_" + tag;
+}
+
+std::int64_t mono_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::shared_ptr<mongoelector::MongoStorage> storage(const std::string& uri, const std::string& db,
+                                                    std::int64_t op_timeout_ms) {
+  mongoelector::MongoStorageOptions o;
+  o.uri = uri;
+  o.database = db;
+  o.op_timeout_ms = op_timeout_ms;
+  return std::make_shared<mongoelector::MongoStorage>(o);
+}
+
+Child::Child(const std::string& role, const std::vector<std::string>& args) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<std::string> argv_s{"/proc/self/exe", "--child", role};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_fd_ = fds[0];
+}
+
+Child::~Child() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+std::string Child::read_line(std::int64_t timeout_ms) {
+  std::int64_t end = mono_ms() + timeout_ms;
+  for (;;) {
+    auto nl = buf_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buf_.substr(0, nl);
+      buf_.erase(0, nl + 1);
+      return line;
+    }
+    std::int64_t left = end - mono_ms();
+    if (left <= 0) return "";
+    pollfd p{out_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char tmp[512];
+    ssize_t n = ::read(out_fd_, tmp, sizeof tmp);
+    if (n <= 0) return "";
+    buf_.append(tmp, static_cast<std::size_t>(n));
+  }
+}
+
+void Child::kill9() {
+  if (pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+int Child::wait() {
+  int status = 0;
+  if (pid_ > 0) waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void insert_original_lock(const std::string& uri, const std::string& db,
+                          const std::string& collection, const std::string& key,
+                          const std::string& uuid, std::int64_t created_ms,
+                          std::int64_t expire_ms) {
+  mongoc_init();
+  bson_error_t err;
+  mongoc_client_t* client = mongoc_client_new(uri.c_str());
+  if (!client) throw std::runtime_error("bad uri");
+  mongoc_collection_t* coll = mongoc_client_get_collection(client, db.c_str(), collection.c_str());
+  bson_t* doc = BCON_NEW("_id", BCON_UTF8(key.c_str()), "locked", BCON_BOOL(true), "host",
+                         BCON_UTF8("original-host"), "uuid", BCON_UTF8(uuid.c_str()), "pid",
+                         BCON_INT32(4242), "ts_created", BCON_DATE_TIME(created_ms), "ts_expire",
+                         BCON_DATE_TIME(expire_ms));
+  bool ok = mongoc_collection_insert_one(coll, doc, nullptr, nullptr, &err);
+  bson_destroy(doc);
+  mongoc_collection_destroy(coll);
+  mongoc_client_destroy(client);
+  if (!ok) throw std::runtime_error(std::string("insert failed: ") + err.message);
+}
+
+namespace {
+std::string run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  return out;
+}
+}  // namespace
+
+PrivateServer::PrivateServer(const std::string& kind) : kind_(kind) {
+  std::string script = MONGOELECTOR_TESTSERVER_SCRIPT;
+  if (access(script.c_str(), X_OK) != 0) return;
+  std::string out = run_capture(script + " start " + kind + " 2>/dev/null");
+  auto pos = out.rfind("mongodb://");
+  if (pos == std::string::npos) return;
+  uri_ = out.substr(pos);
+  while (!uri_.empty() && (uri_.back() == '\n' || uri_.back() == ' ')) uri_.pop_back();
+  // The script keeps the server's pid in $CACHE/run/<port>/pid.
+  auto colon = uri_.rfind(':');
+  std::string port = uri_.substr(colon + 1);
+  while (!port.empty() && !isdigit(static_cast<unsigned char>(port.back()))) port.pop_back();
+  const char* cache = std::getenv("MONGOELECTOR_CACHE");
+  std::string dir = cache ? cache : std::string(std::getenv("HOME")) + "/.cache/mongoelector";
+  std::ifstream pidf(dir + "/run/" + port + "/pid");
+  pidf >> pid_;
+}
+
+PrivateServer::~PrivateServer() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+  if (!uri_.empty())
+    run_capture(std::string(MONGOELECTOR_TESTSERVER_SCRIPT) + " stop " + uri_ + " 2>/dev/null");
+}
+
+void PrivateServer::freeze() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void PrivateServer::kill() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+  run_capture(std::string(MONGOELECTOR_TESTSERVER_SCRIPT) + " stop " + uri_ + " 2>/dev/null");
+  pid_ = -1;
+}
+
+}  // namespace it
