@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every suite: unit, build checks (exported
+# symbols, header, ABI, install consumer), the C++ and C integration suites against
+# mongo-java-server AND FerretDB, the Python suite, and the Go and Rust bindings.
+# Also against $MONGOELECTOR_TEST_URI when set (a real MongoDB of yours).
+# Exits non-zero if any suite fails. Idempotent.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+USER_URI="${MONGOELECTOR_TEST_URI:-}"
+unset MONGOELECTOR_TEST_URI MONGOELECTOR_TEST_SERVER
+FAILED=()
+PASSED=()
+run_suite() {  # run_suite NAME CMD...: runs, records, never aborts the script
+  local name="$1"; shift
+  say "$name"
+  local start=$SECONDS
+  if "$@"; then
+    PASSED+=("$name ($((SECONDS - start)) s)")
+  else
+    FAILED+=("$name")
+    echo "*** suite failed: $name"
+  fi
+}
+with_server() {  # with_server KIND CMD...: a fresh server for CMD
+  bash "$ROOT/tests/servers/testserver.sh" run "$@"
+}
+
+install_apt
+install_pip
+install_servers java ferretdb
+build_native
+
+CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 900)
+run_suite "unit tests and build checks (ctest -LE integration)" "${CTEST[@]}" -LE integration
+for server in java ferretdb; do
+  run_suite "integration suites on $server (ctest -L integration)" \
+    with_server "$server" -- "${CTEST[@]}" -L integration
+done
+if [[ -n "$USER_URI" ]]; then
+  run_suite "integration suites on \$MONGOELECTOR_TEST_URI" \
+    env MONGOELECTOR_TEST_URI="$USER_URI" "${CTEST[@]}" -L integration
+fi
+for extra in "$ROOT"/tests/suites/*.sh; do
+  [[ -e "$extra" ]] || continue
+  run_suite "$(basename "$extra" .sh)" bash "$extra"
+done
+
+say "summary"
+for s in "${PASSED[@]}"; do echo "  ok      $s"; done
+for s in "${FAILED[@]}"; do echo "  FAILED  $s"; done
+echo "${#PASSED[@]} passed, ${#FAILED[@]} failed"
+((${#FAILED[@]} == 0))
