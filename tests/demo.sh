@@ -49,8 +49,12 @@ for n in node-1 node-2 node-3; do
   sleep 0.2
 done
 first="$(wait_for ' LEADER ' 30 1)" || { cat "$LOG"; echo "no leader elected" >&2; exit 1; }
-sleep 1
+sleep $((TTL * 2))  # several renewals: leadership must stay put
 cat "$LOG"
+if grep -q "LOST-LEADERSHIP" "$LOG" || (( $(grep -c " LEADER " "$LOG") != 1 )); then
+  echo "leadership flapped while the leader was healthy" >&2
+  exit 1
+fi
 leader="$(awk '{print $2}' <<<"$first")"
 idx="${leader#node-}"
 leader_pid="${PIDS[$((idx - 1))]}"

@@ -36,6 +36,13 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
   lo.ensure_indexes = options_.ensure_indexes;
   locker_ = std::make_shared<Locker>(storage, lo, clock_, std::move(identity));
   validate_collection(options_.status_collection);
+  // A leader renews at ttl/2 and must be done by the renew deadline (0.9 ttl).
+  const std::int64_t bound = storage->call_bound_ms();
+  if (bound > 0 && bound * 10 > locker_->ttl_ms() * 4)
+    log(LogLevel::Warning, "calls may take up to " + std::to_string(bound) +
+                               " ms, too long for ttl " + std::to_string(locker_->ttl_ms()) +
+                               " ms: the leader may step down before it can renew; lower the "
+                               "driver timeouts or raise ttl");
   if (options_.ensure_indexes && options_.report_status) {
     auto ttl_s = static_cast<std::int64_t>(options_.ttl_s);
     storage->ensure_status_indexes(options_.status_collection, std::max<std::int64_t>(1, ttl_s));

@@ -11,6 +11,12 @@ void MemoryStorage::enter() {
   if (down_) throw StorageUnavailable("memory storage is marked unavailable");
 }
 
+Document* MemoryStorage::find_lock(const std::string& collection, const std::string& key) {
+  auto& coll = locks_[collection];
+  auto it = coll.find(key);
+  return it == coll.end() ? nullptr : &it->second;
+}
+
 std::int64_t MemoryStorage::round_trips() const {
   std::lock_guard<std::mutex> g(mu_);
   return round_trips_;
@@ -80,12 +86,11 @@ bool MemoryStorage::set_fence(const std::string& collection, const std::string& 
                               std::int64_t new_fence) {
   std::lock_guard<std::mutex> g(mu_);
   enter();
-  auto& coll = locks_[collection];
-  auto it = coll.find(key);
-  if (it == coll.end()) return false;
-  LockDoc cur = LockDoc::from_document(it->second);
+  Document* doc = find_lock(collection, key);
+  if (!doc) return false;
+  LockDoc cur = LockDoc::from_document(*doc);
   if (cur.uuid != uuid || cur.fence != old_fence) return false;
-  it->second.set("fence", new_fence);
+  doc->set("fence", new_fence);
   return true;
 }
 
@@ -94,14 +99,13 @@ bool MemoryStorage::renew(const std::string& collection, const std::string& key,
                           std::int64_t expire_ms) {
   std::lock_guard<std::mutex> g(mu_);
   enter();
-  auto& coll = locks_[collection];
-  auto it = coll.find(key);
-  if (it == coll.end()) return false;
-  LockDoc cur = LockDoc::from_document(it->second);
+  Document* doc = find_lock(collection, key);
+  if (!doc) return false;
+  LockDoc cur = LockDoc::from_document(*doc);
   if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) ||
       !cur.held_at(now_ms))
     return false;
-  it->second.set("ts_expire", DateTime{expire_ms});
+  doc->set("ts_expire", DateTime{expire_ms});
   return true;
 }
 
@@ -126,10 +130,9 @@ bool MemoryStorage::release(const std::string& collection, const std::string& ke
 std::optional<LockDoc> MemoryStorage::read(const std::string& collection, const std::string& key) {
   std::lock_guard<std::mutex> g(mu_);
   enter();
-  auto& coll = locks_[collection];
-  auto it = coll.find(key);
-  if (it == coll.end()) return std::nullopt;
-  return LockDoc::from_document(it->second);
+  Document* doc = find_lock(collection, key);
+  if (!doc) return std::nullopt;
+  return LockDoc::from_document(*doc);
 }
 
 void MemoryStorage::ensure_status_indexes(const std::string&, std::int64_t) {

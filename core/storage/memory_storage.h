@@ -49,6 +49,7 @@ class MemoryStorage final : public Storage {
 
  private:
   void enter();  // counts a round trip; throws StorageUnavailable when down
+  Document* find_lock(const std::string& collection, const std::string& key);  // mu_ held
 
   mutable std::mutex mu_;
   std::int64_t round_trips_ = 0;

@@ -261,13 +261,15 @@ struct MongoStorage::Impl {
   mongoc_client_pool_t* pool = nullptr;
   mongoc_client_t* client_ = nullptr;
 
+  std::atomic<std::int64_t> commands{0};  // APM command-started events
+  std::int64_t call_bound_ms = 0;  // fixed at construction, see MongoStorage::call_bound_ms
+  bool hello_unsupported = false;  // guarded by mu; mongo-java-server knows only isMaster
+
+  // Callers hold mu. The pool's monitor starts with the first pop.
   mongoc_client_t* client() {
     if (client_ == nullptr) client_ = mongoc_client_pool_pop(pool);
     return client_;
   }
-  std::atomic<std::int64_t> commands{0};
-  std::int64_t call_bound_ms = 0;  // fixed at construction, see MongoStorage::call_bound_ms
-  bool hello_unsupported = false;  // guarded by mu; mongo-java-server knows only isMaster
 
   ~Impl() {
     if (client_ != nullptr) mongoc_client_pool_push(pool, client_);
@@ -554,18 +556,25 @@ std::optional<LockDoc> MongoStorage::claim(const std::string& collection, const 
   Bson query, update;
   append_key(query.get(), claim.key);
   if (!force) {
-    // Free (released) or expired: otherwise the upsert becomes an insert that fails
-    // with E11000, which is how "held" is reported atomically.
-    bson_t any, free_doc, expired_doc, cond;
+    // Not held: NOT (locked == true AND ts_expire > now), the negation of
+    // LockDoc::held_at. For the documents we and original nodes write this is "released
+    // or expired"; a document with an odd-typed or missing locked/ts_expire cannot block
+    // the key forever. When held, the upsert becomes an insert of the same _id, which
+    // fails with E11000: that is how "held" is reported atomically.
+    bson_t any, not_locked, ne, not_live, negated, gt;
     BSON_APPEND_ARRAY_BEGIN(query.get(), "$or", &any);
-    BSON_APPEND_DOCUMENT_BEGIN(&any, "0", &free_doc);
-    BSON_APPEND_BOOL(&free_doc, "locked", false);
-    bson_append_document_end(&any, &free_doc);
-    BSON_APPEND_DOCUMENT_BEGIN(&any, "1", &expired_doc);
-    BSON_APPEND_DOCUMENT_BEGIN(&expired_doc, "ts_expire", &cond);
-    BSON_APPEND_DATE_TIME(&cond, "$lte", claim.now_ms);
-    bson_append_document_end(&expired_doc, &cond);
-    bson_append_document_end(&any, &expired_doc);
+    BSON_APPEND_DOCUMENT_BEGIN(&any, "0", &not_locked);
+    BSON_APPEND_DOCUMENT_BEGIN(&not_locked, "locked", &ne);
+    BSON_APPEND_BOOL(&ne, "$ne", true);
+    bson_append_document_end(&not_locked, &ne);
+    bson_append_document_end(&any, &not_locked);
+    BSON_APPEND_DOCUMENT_BEGIN(&any, "1", &not_live);
+    BSON_APPEND_DOCUMENT_BEGIN(&not_live, "ts_expire", &negated);
+    BSON_APPEND_DOCUMENT_BEGIN(&negated, "$not", &gt);
+    BSON_APPEND_DATE_TIME(&gt, "$gt", claim.now_ms);
+    bson_append_document_end(&negated, &gt);
+    bson_append_document_end(&not_live, &negated);
+    bson_append_document_end(&any, &not_live);
     bson_append_array_end(query.get(), &any);
   }
   bson_t set, inc;
@@ -753,6 +762,14 @@ std::vector<Document> MongoStorage::list_status(const std::string& collection,
   bson_error_t error;
   if (mongoc_cursor_error(cursor.get(), &error)) raise("find (status of " + key + ")", error);
   return result;
+}
+
+std::int64_t op_timeout_ms_for_ttl(double ttl_s) {
+  if (!(ttl_s > 0)) return 100;
+  double ms = ttl_s * 100.0;  // ttl / 10
+  if (ms < 100) return 100;
+  if (ms > 5000) return 5000;
+  return static_cast<std::int64_t>(ms);
 }
 
 }  // namespace mongoelector

@@ -20,6 +20,12 @@ struct MongoStorageOptions {
   std::int64_t op_timeout_ms = 5000;
 };
 
+// The per-call timeout for a storage that serves a locker or elector with this ttl:
+// ttl/10 clamped to [100 ms, 5 s]. A call is bounded by three such timeouts (selection,
+// connect, socket), so a renewal started at ttl/2 ends by 0.8 ttl, before the renew
+// deadline at 0.9 ttl.
+std::int64_t op_timeout_ms_for_ttl(double ttl_s);
+
 class MongoStorage final : public Storage {
  public:
   // Throws InvalidArgument for a malformed URI or database name. Does not connect.
@@ -29,7 +35,8 @@ class MongoStorage final : public Storage {
   // Commands sent so far (libmongoc APM command-started events, handshakes excluded).
   std::int64_t round_trips() const;
 
-  // serverSelectionTimeoutMS + socketTimeoutMS: a call fails by then.
+  // serverSelectionTimeoutMS + connectTimeoutMS + socketTimeoutMS (doubled when the
+  // URI turns retries on): a call has failed by then.
   std::int64_t call_bound_ms() const override;
   ServerInfo server_info() override;
   std::int64_t server_time_ms() override;

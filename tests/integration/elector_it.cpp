@@ -53,8 +53,8 @@ void step_down_scenario(bool freeze) {
   it::PrivateServer server(kind);
   if (!server.ok()) GTEST_SKIP() << "cannot start a private " << kind << " server";
   const double ttl = 3.0;
-  // Bound each call well below the renew deadline (the C API derives this from ttl).
-  auto store = it::storage(server.uri(), "stepdown", 300);
+  // The same per-call bound the C API and Python derive from the ttl.
+  auto store = it::storage(server.uri(), "stepdown", op_timeout_ms_for_ttl(ttl));
   std::mutex mu;
   std::int64_t loss_at = 0, lease_end_at_loss = 0;
   std::atomic<int> leads{0};
@@ -71,12 +71,16 @@ void step_down_scenario(bool freeze) {
   for (int i = 0; i < 100 && !e->is_leader(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_TRUE(e->is_leader());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1700));  // at least one renewal
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // several renewals
+  {
+    std::lock_guard<std::mutex> g(mu);
+    ASSERT_EQ(loss_at, 0) << "a healthy leader must keep leading across renewals";
+  }
+  std::int64_t cut = it::mono_ms();
   if (freeze)
     server.freeze();
   else
     server.kill();
-  std::int64_t cut = it::mono_ms();
   for (int i = 0; i < 100; ++i) {
     {
       std::lock_guard<std::mutex> g(mu);

@@ -4,6 +4,7 @@
 #include "identity.h"
 #include "storage.h"
 #include "value.h"
+#include "storage/mongo_storage.h"
 
 using namespace mongoelector;
 
@@ -49,4 +50,16 @@ TEST(Identity, KeyValidation) {
   EXPECT_THROW(validate_key("\xed\xa0\x80"), InvalidArgument);  // surrogate
   EXPECT_NO_THROW(validate_key("caf\xc3\xa9-\xf0\x9f\x94\x92"));
   EXPECT_THROW(validate_collection("a$b"), InvalidArgument);
+}
+
+TEST(Timeouts, ARenewalAtHalfTtlEndsBeforeTheRenewDeadline) {
+  // A call is bounded by three op timeouts (selection, connect, socket); the leader
+  // renews at ttl/2 and its deadline is at ttl - max(ttl/10, ...).
+  for (double ttl : {1.0, 2.0, 3.0, 15.0, 60.0, 600.0}) {
+    std::int64_t ttl_ms = static_cast<std::int64_t>(ttl * 1000);
+    std::int64_t bound = 3 * op_timeout_ms_for_ttl(ttl);
+    EXPECT_LE(ttl_ms / 2 + bound, ttl_ms - ttl_ms / 10) << "ttl " << ttl;
+  }
+  EXPECT_EQ(op_timeout_ms_for_ttl(0.2), 100);
+  EXPECT_EQ(op_timeout_ms_for_ttl(600), 5000);
 }
