@@ -9,6 +9,7 @@
 #include <random>
 
 #include "errors.h"
+#include "utf8.h"
 
 namespace mongoelector {
 
@@ -45,33 +46,6 @@ Identity Identity::generate() {
   return Identity{new_uuid4(), fqdn(), static_cast<std::int64_t>(getpid())};
 }
 
-namespace {
-bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  while (i < s.size()) {
-    unsigned char c = p[i];
-    std::size_t n;
-    std::uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; }
-    else return false;
-    if (i + n >= s.size()) return false;  // truncated sequence
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size() || (p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-      return false;
-    i += n + 1;
-  }
-  return true;
-}
-}  // namespace
 
 void validate_key(const std::string& key) {
   if (key.empty()) throw InvalidArgument("key must be a non-empty string");
@@ -79,7 +53,7 @@ void validate_key(const std::string& key) {
     throw InvalidArgument("key is " + std::to_string(key.size()) + " bytes; at most " +
                           std::to_string(kMaxKeyBytes) + " are allowed");
   if (key.find('\0') != std::string::npos) throw InvalidArgument("key must not contain NUL");
-  if (!valid_utf8(key)) throw InvalidArgument("key must be valid UTF-8");
+  if (!is_valid_utf8(key)) throw InvalidArgument("key must be valid UTF-8");
 }
 
 void validate_collection(const std::string& name) {
@@ -87,7 +61,7 @@ void validate_collection(const std::string& name) {
   if (name.find('\0') != std::string::npos || name.find('$') != std::string::npos)
     throw InvalidArgument("collection name must not contain NUL or '$': " + name);
   if (name.size() > 200) throw InvalidArgument("collection name is too long");
-  if (!valid_utf8(name)) throw InvalidArgument("collection name must be valid UTF-8");
+  if (!is_valid_utf8(name)) throw InvalidArgument("collection name must be valid UTF-8");
 }
 
 }  // namespace mongoelector

@@ -7,13 +7,14 @@
 namespace mongoelector {
 
 namespace {
+// Never destroyed: elector threads may still log while the process exits.
 std::mutex& sink_mutex() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::shared_ptr<LogSink>& sink_slot() {
-  static std::shared_ptr<LogSink> sink;
-  return sink;
+  static auto* sink = new std::shared_ptr<LogSink>;
+  return *sink;
 }
 }  // namespace
 

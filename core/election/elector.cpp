@@ -144,9 +144,11 @@ void Elector::poll() {
   }
   {
     std::lock_guard<std::mutex> g(poll_mu_);
+    {
+      std::lock_guard<std::mutex> s(mu_);
+      last_poll_ = DateTime{clock_->wall_ms()};  // before the report, which carries it
+    }
     if (options_.report_status) report_status();
-    std::lock_guard<std::mutex> s(mu_);
-    last_poll_ = DateTime{clock_->wall_ms()};
   }
   if (second != Event::None) fire(second);
   call(callbacks_.on_loop, "on_loop");

@@ -341,7 +341,7 @@ struct MongoStorage::Impl {
         if (spec.expire_after_s && is_ttl_rejection(error)) {
           if (!g_ttl_warned.exchange(true)) {
             log(LogLevel::Warning,
-                "mongoelector: the server refused the TTL index on " + database + "." +
+                "the server refused the TTL index on " + database + "." +
                     collection_name + "." + spec.field + " (" + error.message +
                     "); expired documents will stay until overwritten (the lock protocol "
                     "does not depend on the TTL index). Logged once per process.");
@@ -349,7 +349,7 @@ struct MongoStorage::Impl {
           continue;
         }
         if (is_index_conflict(error) && attempt == 0) {
-          log(LogLevel::Info, "mongoelector: index conflict on " + database + "." +
+          log(LogLevel::Info, "index conflict on " + database + "." +
                                   collection_name + " (" + error.message +
                                   "); dropping its indexes and creating them again");
           drop_indexes(collection_name);

@@ -1,0 +1,74 @@
+// The structs behind the opaque handles, and their validation.
+//
+// Each handle starts with a magic number that *_free overwrites before releasing the
+// memory, so a call on a freed handle usually finds the poison (or a reused block with
+// another value) and answers MONGOELECTOR_ERR_INVALID_ARGUMENT. This is best effort: once
+// freed, the memory may be reused by anything, and reading it is undefined behaviour.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "election/elector.h"
+#include "guard.h"
+#include "locker.h"
+#include "storage/mongo_storage.h"
+
+namespace mongoelector::capi {
+
+constexpr std::uint64_t kClientMagic = 0x6d65436c69656e74ULL;   // "meClient"
+constexpr std::uint64_t kLockerMagic = 0x6d654c6f636b6572ULL;   // "meLocker"
+constexpr std::uint64_t kElectorMagic = 0x6d65456c6563746fULL;  // "meElecto"
+constexpr std::uint64_t kFreedMagic = 0x6672656564646561ULL;    // "freeddea"
+
+}  // namespace mongoelector::capi
+
+struct mongoelector_client {
+  std::uint64_t magic = mongoelector::capi::kClientMagic;
+  std::string uri;
+  std::string database;
+  // Used only by server_info(); lockers and electors get their own connections, with
+  // timeouts derived from their ttl.
+  std::unique_ptr<mongoelector::MongoStorage> storage;
+  std::mutex info_mu;
+  std::string server_name;
+  std::string server_version;
+};
+
+struct mongoelector_locker {
+  std::uint64_t magic = mongoelector::capi::kLockerMagic;
+  std::shared_ptr<mongoelector::MongoStorage> storage;
+  std::unique_ptr<mongoelector::Locker> locker;
+  // Serialises every call except cancel, which must get through while acquire blocks.
+  std::mutex mu;
+  // Set by mongoelector_locker_cancel(); consumed by the next blocking acquire.
+  std::atomic<bool> cancel_requested{false};
+};
+
+struct mongoelector_elector {
+  std::uint64_t magic = mongoelector::capi::kElectorMagic;
+  std::shared_ptr<mongoelector::MongoStorage> storage;
+  // No handle mutex: Elector is thread-safe, and its callbacks may call stop() or
+  // release() on this same handle from inside poll().
+  std::unique_ptr<mongoelector::Elector> elector;
+};
+
+namespace mongoelector::capi {
+
+// Throw InvalidArgument unless `h` is a live handle of the right kind.
+mongoelector_client& checked(mongoelector_client* h);
+mongoelector_locker& checked(mongoelector_locker* h);
+mongoelector_elector& checked(mongoelector_elector* h);
+
+// Operation timeout of one storage call (ms), below the holder's renew deadline so a
+// hung call cannot outlive the lease.
+std::int64_t locker_op_timeout_ms(double ttl_s);
+std::int64_t elector_op_timeout_ms(double ttl_s);
+
+// A key given by C: non-NULL and valid (core's validate_key: non-empty, UTF-8, <= 1024).
+std::string checked_key(const char* key);
+
+}  // namespace mongoelector::capi

@@ -1,0 +1,234 @@
+// mongoelector_locker_*: a mongoelector::Locker on its own MongoStorage.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "errors.h"
+#include "handles.h"
+#include "utf8.h"
+
+using mongoelector::capi::checked;
+using mongoelector::capi::guard;
+using mongoelector::capi::require;
+
+namespace {
+
+// Reads the fields that exist in the caller's options version (only ever appended).
+mongoelector::LockerOptions to_core(const char* key, const mongoelector_locker_options* o) {
+  mongoelector::LockerOptions opts;
+  opts.key = mongoelector::capi::checked_key(key);
+  if (o == nullptr) return opts;
+  if (o->version == 0 || o->version > MONGOELECTOR_LOCKER_OPTIONS_VERSION) {
+    throw mongoelector::InvalidArgument(
+        "locker options version " + std::to_string(o->version) +
+        " is not supported (this library knows 1.." +
+        std::to_string(MONGOELECTOR_LOCKER_OPTIONS_VERSION) +
+        "); initialise options with mongoelector_locker_options_init()");
+  }
+  if (o->collection != nullptr) {
+    opts.collection = o->collection;  // the core checks it is a usable name
+    require(mongoelector::is_valid_utf8(opts.collection), "collection is not valid UTF-8");
+  }
+  mongoelector::capi::require_positive_duration(o->ttl_seconds, "ttl_seconds");
+  opts.ttl_s = o->ttl_seconds;
+  opts.timeparanoid = o->timeparanoid != 0;
+  require(std::isfinite(o->max_offset_seconds) && o->max_offset_seconds >= 0,
+          "max_offset_seconds must be a finite number >= 0");
+  opts.maxoffset_s = o->max_offset_seconds;
+  opts.delete_on_release = o->delete_on_release != 0;
+  opts.allow_unsafe_server = o->allow_unsafe_server != 0;
+  return opts;
+}
+
+// Copies into a fixed buffer, always NUL-terminated, truncated if needed.
+template <std::size_t N>
+void copy_truncated(char (&dst)[N], const std::string& src) {
+  const std::size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+MONGOELECTOR_API void mongoelector_locker_options_init(mongoelector_locker_options* options) {
+  if (options == nullptr) return;
+  mongoelector::LockerOptions defaults;
+  options->version = MONGOELECTOR_LOCKER_OPTIONS_VERSION;
+  options->collection = nullptr;
+  options->ttl_seconds = defaults.ttl_s;
+  options->timeparanoid = defaults.timeparanoid ? 1 : 0;
+  options->max_offset_seconds = defaults.maxoffset_s;
+  options->delete_on_release = defaults.delete_on_release ? 1 : 0;
+  options->allow_unsafe_server = defaults.allow_unsafe_server ? 1 : 0;
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client* client,
+                                                             const char* key,
+                                                             const mongoelector_locker_options* options,
+                                                             mongoelector_locker** out) {
+  return guard([&] {
+    auto& c = checked(client);
+    require(out != nullptr, "out is NULL");
+    auto opts = to_core(key, options);
+    auto h = std::make_unique<mongoelector_locker>();
+    h->storage = std::make_shared<mongoelector::MongoStorage>(mongoelector::MongoStorageOptions{
+        c.uri, c.database, mongoelector::capi::locker_op_timeout_ms(opts.ttl_s)});
+    // Validates the collection name and ensures the TTL index (one round trip).
+    h->locker = std::make_unique<mongoelector::Locker>(h->storage, std::move(opts));
+    *out = h.release();
+  });
+}
+
+MONGOELECTOR_API void mongoelector_locker_free(mongoelector_locker* locker) {
+  if (locker == nullptr || locker->magic != mongoelector::capi::kLockerMagic) return;
+  locker->magic = mongoelector::capi::kFreedMagic;
+  try {
+    delete locker;
+  } catch (...) {
+  }
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire(mongoelector_locker* locker,
+                                                                 int blocking,
+                                                                 double timeout_seconds,
+                                                                 double step_seconds, int force,
+                                                                 int64_t* fence_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(!std::isnan(timeout_seconds), "timeout_seconds is NaN");
+    std::optional<double> timeout;
+    // Negative means "none"; +infinity is the same wait.
+    if (timeout_seconds >= 0 && std::isfinite(timeout_seconds)) timeout = timeout_seconds;
+    if (!blocking) {
+      require(timeout_seconds < 0,
+              "blocking=0 takes no timeout: pass a negative timeout_seconds");
+    } else {
+      mongoelector::capi::require_positive_duration(step_seconds, "step_seconds");
+    }
+    std::lock_guard<std::mutex> g(h.mu);
+    // A cancel that arrived before this call is consumed here, so it is never lost.
+    if (blocking && h.cancel_requested.exchange(false)) {
+      throw mongoelector::Cancelled("acquire cancelled by mongoelector_locker_cancel()");
+    }
+    mongoelector::CancelFn cancel;
+    if (blocking) cancel = [&h] { return h.cancel_requested.exchange(false); };
+    const std::int64_t fence =
+        h.locker->acquire(blocking != 0, timeout, blocking ? step_seconds : 0.25, force != 0, cancel);
+    if (fence_out != nullptr) *fence_out = fence;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_cancel(mongoelector_locker* locker) {
+  return guard([&] { checked(locker).cancel_requested.store(true); });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_locker* locker,
+                                                                 int force) {
+  return guard([&] {
+    auto& h = checked(locker);
+    std::lock_guard<std::mutex> g(h.mu);
+    h.locker->release(force != 0);
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_touch(mongoelector_locker* locker,
+                                                               int* renewed_out,
+                                                               int64_t* expire_ms_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(renewed_out != nullptr, "renewed_out is NULL");
+    std::lock_guard<std::mutex> g(h.mu);
+    const auto expire = h.locker->touch();
+    *renewed_out = expire ? 1 : 0;
+    if (expire_ms_out != nullptr) *expire_ms_out = expire.value_or(0);
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_locked(mongoelector_locker* locker,
+                                                                int* out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(out != nullptr, "out is NULL");
+    std::lock_guard<std::mutex> g(h.mu);
+    *out = h.locker->locked() ? 1 : 0;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_owned(mongoelector_locker* locker,
+                                                               int* out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(out != nullptr, "out is NULL");
+    std::lock_guard<std::mutex> g(h.mu);
+    *out = h.locker->owned() ? 1 : 0;
+  });
+}
+
+// Local reads (fence, uuid) skip the handle mutex so they answer while an acquire blocks.
+MONGOELECTOR_API mongoelector_status mongoelector_locker_fence(mongoelector_locker* locker,
+                                                               int64_t* out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(out != nullptr, "out is NULL");
+    *out = h.locker->fence();
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_uuid(mongoelector_locker* locker,
+                                                              const char** out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(out != nullptr, "out is NULL");
+    *out = h.locker->identity().uuid.c_str();
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_verify_time(mongoelector_locker* locker,
+                                                                     double* offset_seconds_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    std::lock_guard<std::mutex> g(h.mu);
+    try {
+      const double offset = h.locker->verify_time();
+      if (offset_seconds_out != nullptr) *offset_seconds_out = offset;
+    } catch (const mongoelector::TimeOffsetError& e) {
+      // The offset is written in both cases (see the header).
+      if (offset_seconds_out != nullptr) *offset_seconds_out = e.offset_s();
+      throw;
+    }
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_current(mongoelector_locker* locker,
+                                                                 mongoelector_lock_info* out,
+                                                                 int* found_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(out != nullptr, "out is NULL");
+    require(found_out != nullptr, "found_out is NULL");
+    std::optional<mongoelector::LockDoc> doc;
+    {
+      std::lock_guard<std::mutex> g(h.mu);
+      doc = h.locker->current();
+    }
+    if (!doc) {
+      *found_out = 0;
+      return;
+    }
+    mongoelector_lock_info info{};
+    copy_truncated(info.uuid, doc->uuid);
+    copy_truncated(info.host, doc->host);
+    info.pid = doc->pid;
+    info.created_ms = doc->ts_created ? doc->ts_created->ms : 0;
+    info.expire_ms = doc->ts_expire ? doc->ts_expire->ms : 0;
+    info.fence = doc->fence;
+    *out = info;
+    *found_out = 1;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,78 @@
+# cmake -DLIBRARY=... -DWHITELIST=... -DNM=nm -DREADELF=readelf -DEXPECTED_SONAME=...
+#       -P check_exported_symbols.cmake
+# Fails if the library exports a symbol that is not in WHITELIST (a leaked C++ or core
+# symbol), lacks one that is (a lost API function), or has another SONAME.
+cmake_minimum_required(VERSION 3.18)  # IN_LIST
+foreach(var LIBRARY WHITELIST NM READELF EXPECTED_SONAME)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "check_exported_symbols: -D${var}=... is required")
+  endif()
+endforeach()
+
+execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY}
+  OUTPUT_VARIABLE nm_out RESULT_VARIABLE nm_rc ERROR_VARIABLE nm_err)
+if(NOT nm_rc EQUAL 0)
+  message(FATAL_ERROR "nm -D --defined-only ${LIBRARY} failed (${nm_rc}): ${nm_err}")
+endif()
+
+# "<address> <type> <name>[@@version]" per line.
+set(exported "")
+string(REPLACE "\n" ";" nm_lines "${nm_out}")
+foreach(line IN LISTS nm_lines)
+  if(line MATCHES "^[0-9a-fA-F]* *[A-Za-z] ([^@ ]+)")
+    list(APPEND exported "${CMAKE_MATCH_1}")
+  endif()
+endforeach()
+list(REMOVE_DUPLICATES exported)
+
+file(STRINGS ${WHITELIST} wl_lines)
+set(allowed "")
+foreach(line IN LISTS wl_lines)
+  string(STRIP "${line}" line)
+  if(line STREQUAL "" OR line MATCHES "^#")
+    continue()
+  endif()
+  if(NOT line MATCHES "^mongoelector_[a-z0-9_]+$")
+    message(FATAL_ERROR "${WHITELIST}: '${line}' is not a mongoelector_* name")
+  endif()
+  list(APPEND allowed "${line}")
+endforeach()
+
+set(unexpected "")
+foreach(sym IN LISTS exported)
+  if(NOT sym IN_LIST allowed)
+    list(APPEND unexpected "${sym}")
+  endif()
+endforeach()
+set(missing "")
+foreach(sym IN LISTS allowed)
+  if(NOT sym IN_LIST exported)
+    list(APPEND missing "${sym}")
+  endif()
+endforeach()
+
+execute_process(COMMAND ${READELF} -d ${LIBRARY} OUTPUT_VARIABLE dyn RESULT_VARIABLE re_rc)
+set(soname "")
+if(dyn MATCHES "\\(SONAME\\)[^\n]*\\[([^]\n]*)\\]")
+  set(soname "${CMAKE_MATCH_1}")
+endif()
+
+list(LENGTH exported n_exported)
+list(LENGTH allowed n_allowed)
+set(errors "")
+if(unexpected)
+  string(REPLACE ";" "\n  " txt "${unexpected}")
+  string(APPEND errors "exported but not in ${WHITELIST}:\n  ${txt}\n")
+endif()
+if(missing)
+  string(REPLACE ";" "\n  " txt "${missing}")
+  string(APPEND errors "in ${WHITELIST} but not exported:\n  ${txt}\n")
+endif()
+if(NOT soname STREQUAL EXPECTED_SONAME)
+  string(APPEND errors "SONAME is '${soname}', expected '${EXPECTED_SONAME}'\n")
+endif()
+if(errors)
+  message(FATAL_ERROR "check_exported_symbols: ${LIBRARY}\n${errors}")
+endif()
+message(STATUS "${n_exported} exported symbols, all mongoelector_* and whitelisted "
+               "(${n_allowed}); SONAME ${soname}")
