@@ -101,6 +101,8 @@ MONGOELECTOR_API void mongoelector_free(void *ptr);
  * valid only during the call, user_data). Runs on whichever thread logs, often an
  * elector thread; it must be thread-safe and must not call back into the library's
  * *_free functions. NULL restores the default (warnings and errors to stderr).
+ * A message being logged on another thread while the callback is replaced may still
+ * reach the previous callback: keep its user_data valid a little longer.
  * Process-wide; any thread. */
 typedef void (*mongoelector_log_fn)(mongoelector_log_level level, const char *message,
                                     void *user_data);
@@ -156,7 +158,9 @@ MONGOELECTOR_API void mongoelector_locker_free(mongoelector_locker *locker);
 
 /* Acquires the lock. blocking=0: one attempt, MONGOELECTOR_ERR_LOCK_EXISTS if held;
  * timeout_seconds must then be < 0 ("none"). blocking=1: retries every step_seconds
- * until timeout_seconds (< 0: wait forever), then MONGOELECTOR_ERR_TIMEOUT. force=1
+ * (finite, > 0) until timeout_seconds (< 0 or +inf: wait forever), then
+ * MONGOELECTOR_ERR_TIMEOUT. The wait holds the locker's mutex: other calls on the same
+ * locker wait, except fence, uuid and cancel. force=1
  * takes the lock whoever holds it. On success *fence_out (may be NULL) receives the
  * fencing token: strictly greater than every token handed out before for this key. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire(mongoelector_locker *locker,
