@@ -41,10 +41,12 @@ if [[ -n "$USER_URI" ]]; then
   run_suite "integration suites on \$MONGOELECTOR_TEST_URI" \
     env MONGOELECTOR_TEST_URI="$USER_URI" "${CTEST[@]}" -L integration
 fi
-for extra in "$ROOT"/tests/suites/*.sh; do
-  [[ -e "$extra" ]] || continue
-  run_suite "$(basename "$extra" .sh)" bash "$extra"
-done
+# Bindings over the C ABI (each starts its own mongo-java-server unless a URI is given).
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/cargo-target}"
+run_suite "Go binding (go vet, go test -race)" bash "$ROOT/tests/bindings/run_go.sh" "$BUILD_DIR"
+run_suite "Rust binding (cargo test)" bash "$ROOT/tests/bindings/run_rust.sh" "$BUILD_DIR"
+run_suite "installed library consumers (pkg-config and CMake)" \
+  bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR"
 
 say "summary"
 for s in "${PASSED[@]}"; do echo "  ok      $s"; done
