@@ -1,0 +1,71 @@
+package mongoelector
+
+// Linking: by default the package links -lmongoelector and finds the header in
+// ../include (this checkout). Point the linker at a build or install tree with
+//
+//	CGO_LDFLAGS="-L/path/to/lib" LD_LIBRARY_PATH=/path/to/lib go test ./...
+//
+// or build with `-tags mongoelector_pkgconfig` to take both flags from
+// `pkg-config mongoelector` (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig).
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include
+#cgo !mongoelector_pkgconfig LDFLAGS: -lmongoelector
+#cgo mongoelector_pkgconfig pkg-config: mongoelector
+#include <stdlib.h>
+#include "mongoelector.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// call runs one C call and, on failure, reads mongoelector_last_error() on the same OS
+// thread: the message is thread-local and a goroutine may migrate between cgo calls.
+func call(fn func() C.mongoelector_status) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	st := fn()
+	if st == C.MONGOELECTOR_OK {
+		return nil
+	}
+	return &Error{Code: Code(st), Message: C.GoString(C.mongoelector_last_error())}
+}
+
+// cstring copies s into C memory; release with freeC. Strings with NUL bytes are cut
+// there by C anyway, so they are rejected up front with a clear error.
+func cstring(what, s string) (*C.char, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return nil, &Error{Code: CodeInvalidArgument, Message: what + " contains a NUL byte"}
+		}
+	}
+	return C.CString(s), nil
+}
+
+func freeC(p *C.char) {
+	if p != nil {
+		C.free(unsafe.Pointer(p))
+	}
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Version is the runtime version of the loaded libmongoelector, e.g. "1.0.0".
+func Version() string { return C.GoString(C.mongoelector_version()) }
+
+// VersionNumber is major*10000 + minor*100 + patch of the loaded library.
+func VersionNumber() int { return int(C.mongoelector_version_number()) }
+
+// HeaderVersion is MONGOELECTOR_VERSION_STRING of the header this package was built
+// against; Version() may differ when a newer compatible library is loaded.
+const HeaderVersion = C.MONGOELECTOR_VERSION_STRING
+
+func unsafePtr(p *C.char) unsafe.Pointer { return unsafe.Pointer(p) }

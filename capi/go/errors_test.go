@@ -1,0 +1,160 @@
+package mongoelector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestVersionMatchesHeader(t *testing.T) {
+	if Version() != HeaderVersion {
+		t.Fatalf("library version %q, header %q", Version(), HeaderVersion)
+	}
+	var maj, min, pat int
+	if _, err := fmt.Sscanf(Version(), "%d.%d.%d", &maj, &min, &pat); err != nil {
+		t.Fatalf("version %q: %v", Version(), err)
+	}
+	if VersionNumber() != maj*10000+min*100+pat {
+		t.Fatalf("VersionNumber %d does not match %q", VersionNumber(), Version())
+	}
+}
+
+func TestErrorMatchesOnlyItsSentinel(t *testing.T) {
+	sentinels := map[Code]error{
+		CodeInvalidArgument: ErrInvalidArgument, CodeLockExists: ErrLockHeld, CodeTimeout: ErrTimeout,
+		CodeTimeOffset: ErrClockOffset, CodeCancelled: ErrCancelled, CodeUnavailable: ErrUnavailable,
+		CodeServer: ErrServer, CodeUnsafeServer: ErrUnsafeServer, CodeInternal: ErrInternal, CodeClosed: ErrClosed,
+	}
+	for code := range sentinels {
+		err := fmt.Errorf("wrapped: %w", &Error{Code: code, Message: "m"})
+		for other, s := range sentinels {
+			if got := errors.Is(err, s); got != (other == code) {
+				t.Errorf("errors.Is(%v, %v) = %v", code, other, got)
+			}
+		}
+	}
+	if s := CodeTimeout.String(); s != "MONGOELECTOR_ERR_TIMEOUT" {
+		t.Errorf("CodeTimeout.String() = %q", s)
+	}
+	e := contextError(context.Canceled, "x")
+	if !errors.Is(e, ErrCancelled) || !errors.Is(e, context.Canceled) {
+		t.Errorf("context cancel error %v should match ErrCancelled and context.Canceled", e)
+	}
+	e = contextError(context.DeadlineExceeded, "x")
+	if !errors.Is(e, ErrTimeout) || !errors.Is(e, context.DeadlineExceeded) {
+		t.Errorf("deadline error %v should match ErrTimeout and context.DeadlineExceeded", e)
+	}
+}
+
+// Arguments rejected before any round trip: these need no server.
+func TestInvalidArguments(t *testing.T) {
+	if _, err := NewClient("not a uri", "db"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("bad URI: %v", err)
+	}
+	if _, err := NewClient("mongodb://127.0.0.1:1/\x00", "db"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("URI with NUL: %v", err)
+	}
+	c, err := NewClient("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300", "db")
+	if err != nil {
+		t.Fatalf("NewClient is lazy, should not fail: %v", err)
+	}
+	defer c.Close()
+	for name, key := range map[string]string{"empty": "", "too long": strings.Repeat("k", 1025),
+		"not utf-8": "\xff\xfe", "NUL": "a\x00b"} {
+		start := time.Now()
+		if _, err := NewLocker(c, key, nil); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s key: want ErrInvalidArgument, got %v", name, err)
+		}
+		if _, err := NewElector(c, key, nil); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s key (elector): want ErrInvalidArgument, got %v", name, err)
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Errorf("%s key: rejection took %v, should not need the server", name, time.Since(start))
+		}
+	}
+	if _, err := NewLocker(c, "k", &LockerOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("negative TTL: %v", err)
+	}
+	if _, err := NewElector(c, "k", &ElectorOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("negative elector TTL: %v", err)
+	}
+	if _, err := NewLocker(nil, "k", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("nil client: %v", err)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	c, err := NewClient("mongodb://127.0.0.1:1/", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := NewLocker(c, "k", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewLocker on closed client: %v", err)
+	}
+	if _, err := NewElector(c, "k", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewElector on closed client: %v", err)
+	}
+	if _, _, err := c.ServerInfo(); !errors.Is(err, ErrClosed) {
+		t.Errorf("ServerInfo on closed client: %v", err)
+	}
+}
+
+// A server that is down must give ErrUnavailable in bounded time, never hang.
+func TestServerDownIsUnavailable(t *testing.T) {
+	c, err := NewClient("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=500&connectTimeoutMS=500", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_, _, err = c.ServerInfo()
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("ServerInfo against a closed port: want ErrUnavailable, got %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("ServerInfo took %v against a closed port", el)
+	}
+	start = time.Now()
+	l, err := NewLocker(c, "down", &LockerOptions{TTL: 2 * time.Second})
+	if err == nil {
+		// Index creation failing may be tolerated; the first real call must not be.
+		defer l.Close()
+		_, err = l.TryAcquire()
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("locker against a closed port: want ErrUnavailable, got %v", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("locker calls took %v against a closed port", el)
+	}
+}
+
+// Without timeouts in the URI the library bounds every call from the locker's ttl.
+func TestServerDownDefaultTimeoutsFollowTTL(t *testing.T) {
+	c, err := NewClient("mongodb://127.0.0.1:1/", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	l, err := NewLocker(c, "down", &LockerOptions{TTL: 2 * time.Second})
+	if err == nil {
+		defer l.Close()
+		_, err = l.TryAcquire()
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+	if el := time.Since(start); el > 6*time.Second {
+		t.Fatalf("a 2 s ttl locker took %v to report a dead server", el)
+	}
+}

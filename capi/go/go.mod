@@ -1,0 +1,3 @@
+module mongoelector.dev/go/mongoelector
+
+go 1.22

@@ -1,0 +1,224 @@
+//! Raw declarations of the C API in `capi/include/mongoelector.h`, written by hand.
+//!
+//! `tests/header_drift.rs` parses the header and fails when any function, callback type,
+//! struct, enum value or macro here differs from it (names, parameter and return types,
+//! field lists, sizes and offsets). Read the header for ownership and thread rules.
+//!
+//! Linking: see `build.rs` (MONGOELECTOR_LIB_DIR, else pkg-config, else the system).
+#![allow(non_camel_case_types)]
+
+use std::os::raw::{c_char, c_double, c_int, c_void};
+
+pub const MONGOELECTOR_VERSION_MAJOR: c_int = 1;
+pub const MONGOELECTOR_VERSION_MINOR: c_int = 0;
+pub const MONGOELECTOR_VERSION_PATCH: c_int = 0;
+pub const MONGOELECTOR_VERSION_STRING: &str = "1.0.0";
+pub const MONGOELECTOR_VERSION_NUMBER: c_int = MONGOELECTOR_VERSION_MAJOR * 10000
+    + MONGOELECTOR_VERSION_MINOR * 100
+    + MONGOELECTOR_VERSION_PATCH;
+
+/// A C enum: `int`-sized on every ABI we target (the drift test checks the size).
+pub type mongoelector_status = c_int;
+pub const MONGOELECTOR_OK: mongoelector_status = 0;
+pub const MONGOELECTOR_ERR_INVALID_ARGUMENT: mongoelector_status = 1;
+pub const MONGOELECTOR_ERR_LOCK_EXISTS: mongoelector_status = 2;
+pub const MONGOELECTOR_ERR_TIMEOUT: mongoelector_status = 3;
+pub const MONGOELECTOR_ERR_TIME_OFFSET: mongoelector_status = 4;
+pub const MONGOELECTOR_ERR_CANCELLED: mongoelector_status = 5;
+pub const MONGOELECTOR_ERR_UNAVAILABLE: mongoelector_status = 6;
+pub const MONGOELECTOR_ERR_SERVER: mongoelector_status = 7;
+pub const MONGOELECTOR_ERR_UNSAFE_SERVER: mongoelector_status = 8;
+pub const MONGOELECTOR_ERR_INTERNAL: mongoelector_status = 100;
+
+pub type mongoelector_log_level = c_int;
+pub const MONGOELECTOR_LOG_DEBUG: mongoelector_log_level = 10;
+pub const MONGOELECTOR_LOG_INFO: mongoelector_log_level = 20;
+pub const MONGOELECTOR_LOG_WARNING: mongoelector_log_level = 30;
+pub const MONGOELECTOR_LOG_ERROR: mongoelector_log_level = 40;
+
+/// Opaque handles.
+#[repr(C)]
+pub struct mongoelector_client {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct mongoelector_locker {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct mongoelector_elector {
+    _private: [u8; 0],
+}
+
+pub type mongoelector_log_fn = Option<
+    unsafe extern "C" fn(
+        level: mongoelector_log_level,
+        message: *const c_char,
+        user_data: *mut c_void,
+    ),
+>;
+pub type mongoelector_callback_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+pub const MONGOELECTOR_LOCKER_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_locker_options {
+    pub version: u32,
+    pub collection: *const c_char,
+    pub ttl_seconds: c_double,
+    pub timeparanoid: c_int,
+    pub max_offset_seconds: c_double,
+    pub delete_on_release: c_int,
+    pub allow_unsafe_server: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct mongoelector_lock_info {
+    pub uuid: [c_char; 64],
+    pub host: [c_char; 256],
+    pub pid: i64,
+    pub created_ms: i64,
+    pub expire_ms: i64,
+    pub fence: i64,
+}
+
+pub const MONGOELECTOR_ELECTOR_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_elector_options {
+    pub version: u32,
+    pub ttl_seconds: c_double,
+    pub report_status: c_int,
+    pub app_version: *const c_char,
+    pub on_leader: mongoelector_callback_fn,
+    pub on_leader_loss: mongoelector_callback_fn,
+    pub on_loop: mongoelector_callback_fn,
+    pub user_data: *mut c_void,
+    pub allow_unsafe_server: c_int,
+}
+
+extern "C" {
+    // ---- Library
+    pub fn mongoelector_version() -> *const c_char;
+    pub fn mongoelector_version_number() -> c_int;
+    pub fn mongoelector_status_name(status: mongoelector_status) -> *const c_char;
+    pub fn mongoelector_last_error() -> *const c_char;
+    pub fn mongoelector_free(ptr: *mut c_void);
+    pub fn mongoelector_set_log_callback(
+        fn_: mongoelector_log_fn,
+        user_data: *mut c_void,
+    ) -> mongoelector_status;
+
+    // ---- Client
+    pub fn mongoelector_client_new(
+        uri: *const c_char,
+        database: *const c_char,
+        out: *mut *mut mongoelector_client,
+    ) -> mongoelector_status;
+    pub fn mongoelector_client_free(client: *mut mongoelector_client);
+    pub fn mongoelector_client_server_info(
+        client: *mut mongoelector_client,
+        name_out: *mut *const c_char,
+        version_out: *mut *const c_char,
+    ) -> mongoelector_status;
+
+    // ---- Locker
+    pub fn mongoelector_locker_options_init(options: *mut mongoelector_locker_options);
+    pub fn mongoelector_locker_new(
+        client: *mut mongoelector_client,
+        key: *const c_char,
+        options: *const mongoelector_locker_options,
+        out: *mut *mut mongoelector_locker,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_free(locker: *mut mongoelector_locker);
+    pub fn mongoelector_locker_acquire(
+        locker: *mut mongoelector_locker,
+        blocking: c_int,
+        timeout_seconds: c_double,
+        step_seconds: c_double,
+        force: c_int,
+        fence_out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_cancel(locker: *mut mongoelector_locker) -> mongoelector_status;
+    pub fn mongoelector_locker_release(
+        locker: *mut mongoelector_locker,
+        force: c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_touch(
+        locker: *mut mongoelector_locker,
+        renewed_out: *mut c_int,
+        expire_ms_out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_locked(
+        locker: *mut mongoelector_locker,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_owned(
+        locker: *mut mongoelector_locker,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_fence(
+        locker: *mut mongoelector_locker,
+        out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_uuid(
+        locker: *mut mongoelector_locker,
+        out: *mut *const c_char,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_verify_time(
+        locker: *mut mongoelector_locker,
+        offset_seconds_out: *mut c_double,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_current(
+        locker: *mut mongoelector_locker,
+        out: *mut mongoelector_lock_info,
+        found_out: *mut c_int,
+    ) -> mongoelector_status;
+
+    // ---- Elector
+    pub fn mongoelector_elector_options_init(options: *mut mongoelector_elector_options);
+    pub fn mongoelector_elector_new(
+        client: *mut mongoelector_client,
+        key: *const c_char,
+        options: *const mongoelector_elector_options,
+        out: *mut *mut mongoelector_elector,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_free(elector: *mut mongoelector_elector);
+    pub fn mongoelector_elector_start(elector: *mut mongoelector_elector) -> mongoelector_status;
+    pub fn mongoelector_elector_stop(elector: *mut mongoelector_elector) -> mongoelector_status;
+    pub fn mongoelector_elector_poll(elector: *mut mongoelector_elector) -> mongoelector_status;
+    pub fn mongoelector_elector_release(elector: *mut mongoelector_elector) -> mongoelector_status;
+    pub fn mongoelector_elector_is_leader(
+        elector: *mut mongoelector_elector,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_leader_exists(
+        elector: *mut mongoelector_elector,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_running(
+        elector: *mut mongoelector_elector,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_poll_wait(
+        elector: *mut mongoelector_elector,
+        out: *mut c_double,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_fence(
+        elector: *mut mongoelector_elector,
+        out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_uuid(
+        elector: *mut mongoelector_elector,
+        out: *mut *const c_char,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_node_status(
+        elector: *mut mongoelector_elector,
+        json_out: *mut *mut c_char,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_cluster_detail(
+        elector: *mut mongoelector_elector,
+        json_out: *mut *mut c_char,
+    ) -> mongoelector_status;
+}

@@ -1,0 +1,236 @@
+//! Shared test scaffolding: the server from MONGOELECTOR_TEST_URI, unique keys, and
+//! helper processes (this test binary re-executed with MONGOELECTOR_RS_HELPER set, its
+//! `helper_process` test doing the work) so that contention and failover are tested
+//! between OS processes.
+#![allow(dead_code)]
+
+use mongoelector::{Client, Elector, Locker, LockerOptions};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub const DB: &str = "mongoelector_rust_test";
+pub const HELPER_ENV: &str = "MONGOELECTOR_RS_HELPER";
+
+/// The test server's URI, or None (the test then returns early, reported as skipped).
+pub fn test_uri() -> Option<String> {
+    match std::env::var("MONGOELECTOR_TEST_URI") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            eprintln!("SKIPPED: MONGOELECTOR_TEST_URI is not set (tests/servers/testserver.sh run java -- cargo test)");
+            None
+        }
+    }
+}
+
+pub fn client(uri: &str) -> Client {
+    Client::new(uri, DB).expect("Client::new")
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+pub fn unique_key(name: &str) -> String {
+    format!(
+        "rs-{name}-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+pub fn locker(c: &Client, key: &str, ttl: Duration) -> Locker {
+    Locker::new(c, key, &LockerOptions::default().ttl(ttl)).expect("Locker::new")
+}
+
+pub struct Helper {
+    pub child: Child,
+    lines: Receiver<String>,
+}
+
+impl Helper {
+    /// Runs this test binary's `helper_process` test in `role` with extra env vars.
+    pub fn start(role: &str, env: &[(&str, String)]) -> Helper {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "helper_process",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HELPER_ENV, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn helper");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Helper { child, lines: rx }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for a line "HELPER <word> <rest>" and returns <rest>.
+    pub fn expect(&self, word: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let prefix = format!("HELPER {word}");
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                // The harness may print "test helper_process ... " just before our line.
+                Ok(line) => {
+                    if let Some(i) = line.find(&prefix) {
+                        return line[i + prefix.len()..].trim().to_string();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("helper did not print {prefix:?} within {timeout:?}")
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("helper exited before printing {prefix:?}")
+                }
+            }
+        }
+    }
+
+    /// Lines printed so far that start with "HELPER <word>".
+    pub fn seen(&self, word: &str) -> Vec<String> {
+        let prefix = format!("HELPER {word}");
+        self.lines
+            .try_iter()
+            .filter(|l| l.contains(&prefix))
+            .collect()
+    }
+
+    pub fn kill(&mut self) {
+        // SIGKILL: no release, no cleanup, exactly like a crash.
+        self.child.kill().expect("kill helper");
+        self.child.wait().unwrap();
+    }
+
+    pub fn wait_success(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "helper failed: {st}");
+                return;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("helper did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+/// Body of the `helper_process` test when re-executed as a helper; returns false when
+/// this process is not a helper.
+pub fn run_helper() -> bool {
+    let Ok(role) = std::env::var(HELPER_ENV) else {
+        return false;
+    };
+    let uri = std::env::var("MONGOELECTOR_TEST_URI").unwrap();
+    let key = std::env::var("HELPER_KEY").unwrap();
+    let ttl = env_ms("HELPER_TTL_MS", 10_000);
+    let c = client(&uri);
+    match role.as_str() {
+        // acquire, print ACQUIRED <fence>, hold HELPER_HOLD_MS (0: until killed), release
+        "hold" => {
+            let l = locker(&c, &key, ttl);
+            let fence = l
+                .acquire(Some(Duration::from_secs(30)))
+                .expect("helper acquire");
+            println!("HELPER ACQUIRED {fence}");
+            let hold = env_ms("HELPER_HOLD_MS", 0);
+            if hold.is_zero() {
+                loop {
+                    std::thread::park();
+                }
+            }
+            std::thread::sleep(hold);
+            l.release().expect("helper release");
+            println!("HELPER RELEASED");
+        }
+        // HELPER_N rounds of read-modify-write of a file, guarded by the lock
+        "count" => {
+            let n: usize = std::env::var("HELPER_N").unwrap().parse().unwrap();
+            let file = std::env::var("HELPER_FILE").unwrap();
+            let l = locker(&c, &key, ttl);
+            for _ in 0..n {
+                let fence = l
+                    .acquire_with(&mongoelector::AcquireOptions {
+                        timeout: Some(Duration::from_secs(60)),
+                        step: Duration::from_millis(20),
+                        ..Default::default()
+                    })
+                    .expect("helper acquire");
+                let text = std::fs::read_to_string(&file).unwrap();
+                let mut lines: Vec<String> = text.lines().map(String::from).collect();
+                let count: u64 = lines[0].parse().unwrap();
+                std::thread::sleep(Duration::from_millis(5)); // widen a broken lock's race window
+                lines[0] = (count + 1).to_string();
+                lines.push(format!("{fence} {}", std::process::id()));
+                std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+                l.release().expect("helper release");
+            }
+            println!("HELPER DONE");
+        }
+        // an elector until killed: LEADER <fence> / LOSS
+        "elect" => {
+            let (tx, rx) = channel();
+            let e = Elector::builder(&c, &key)
+                .ttl(ttl)
+                .on_leader(move || {
+                    let _ = tx.send(());
+                })
+                .on_leader_loss(|| println!("HELPER LOSS"))
+                .build()
+                .expect("helper elector");
+            e.start().unwrap();
+            for () in rx {
+                println!("HELPER LEADER {}", e.fence().unwrap());
+            }
+        }
+        other => panic!("unknown helper role {other}"),
+    }
+    true
+}
+
+pub fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,270 @@
+//! Elector against a real server, including failover between OS processes.
+
+mod common;
+
+use common::{client, unique_key, wait_for, Helper};
+use mongoelector::Elector;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+#[test]
+fn helper_process() {
+    if common::run_helper() {
+        std::process::exit(0);
+    }
+}
+
+fn counter() -> (Arc<AtomicUsize>, impl FnMut() + Send + 'static) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let m = n.clone();
+    (n, move || {
+        m.fetch_add(1, Ordering::SeqCst);
+    })
+}
+
+#[test]
+fn poll_callbacks_status_and_release() {
+    let Some(uri) = common::test_uri() else {
+        return;
+    };
+    let c = client(&uri);
+    let key = unique_key("poll");
+    let (leader, on_leader) = counter();
+    let (loss, on_loss) = counter();
+    let (loops, mut on_loop) = counter();
+    let a = Elector::builder(&c, &key)
+        .ttl(Duration::from_secs(4))
+        .app_version("rust-test")
+        .on_leader(on_leader)
+        .on_leader_loss(on_loss)
+        .on_loop(move || {
+            on_loop();
+            panic!("a panicking callback must not unwind into C");
+        })
+        .build()
+        .unwrap();
+    let b = Elector::builder(&c, &key)
+        .ttl(Duration::from_secs(4))
+        .build()
+        .unwrap();
+
+    a.poll().unwrap();
+    assert_eq!(
+        (leader.load(Ordering::SeqCst), loops.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+    assert!(a.is_leader().unwrap());
+    let fence = a.fence().unwrap();
+    assert!(fence > 0);
+    assert_eq!(a.poll_wait().unwrap(), Duration::from_secs(2));
+    b.poll().unwrap();
+    assert!(!b.is_leader().unwrap() && b.leader_exists().unwrap());
+    assert_eq!(b.poll_wait().unwrap(), Duration::from_secs(4));
+    assert_eq!(b.fence().unwrap(), 0);
+
+    let st = a.node_status().unwrap();
+    assert_eq!(st["is_leader"], true, "{st}");
+    assert_eq!(st["uuid"], a.uuid().unwrap().as_str(), "{st}");
+    assert_eq!(st["app_version"], "rust-test", "{st}");
+    let detail = b.cluster_detail().unwrap();
+    assert_eq!(
+        detail["leader"]["uuid"],
+        a.uuid().unwrap().as_str(),
+        "{detail}"
+    );
+    assert!(!detail["member_detail"]
+        .as_array()
+        .expect("member_detail")
+        .is_empty());
+
+    a.release().unwrap();
+    assert_eq!(loss.load(Ordering::SeqCst), 1);
+    assert!(!a.is_leader().unwrap());
+    b.poll().unwrap();
+    assert!(b.is_leader().unwrap());
+    assert!(b.fence().unwrap() > fence);
+}
+
+#[test]
+fn a_lone_leader_keeps_leading() {
+    let Some(uri) = common::test_uri() else {
+        return;
+    };
+    let c = client(&uri);
+    let (loss, on_loss) = counter();
+    let (tx, rx) = channel();
+    let ttl = Duration::from_secs(2);
+    let e = Elector::builder(&c, &unique_key("lone"))
+        .ttl(ttl)
+        .on_leader(move || {
+            let _ = tx.send(());
+        })
+        .on_leader_loss(on_loss)
+        .build()
+        .unwrap();
+    e.start().unwrap();
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("sole elector becomes leader");
+    let fence = e.fence().unwrap();
+    std::thread::sleep(ttl * 3);
+    assert_eq!(
+        loss.load(Ordering::SeqCst),
+        0,
+        "a healthy leader stepped down (renewals not keeping up)"
+    );
+    assert!(e.is_leader().unwrap());
+    assert_eq!(e.fence().unwrap(), fence, "leadership was lost and re-won");
+    e.stop().unwrap();
+    assert!(!e.running().unwrap());
+    assert_eq!(loss.load(Ordering::SeqCst), 1, "stop releases leadership");
+}
+
+#[test]
+fn closures_are_dropped_with_the_elector() {
+    let Some(uri) = common::test_uri() else {
+        return;
+    };
+    let c = client(&uri);
+    let marker = Arc::new(());
+    let m1 = marker.clone();
+    let m2 = marker.clone();
+    let e = Elector::builder(&c, &unique_key("drop"))
+        .ttl(Duration::from_secs(2))
+        .on_leader(move || drop(m1.clone()))
+        .on_loop(move || drop(m2.clone()))
+        .build()
+        .unwrap();
+    e.start().unwrap();
+    wait_for("leadership", Duration::from_secs(5), || {
+        e.is_leader().unwrap()
+    });
+    assert_eq!(Arc::strong_count(&marker), 3);
+    drop(e);
+    assert_eq!(
+        Arc::strong_count(&marker),
+        1,
+        "closures outlived the elector"
+    );
+}
+
+#[test]
+fn dropping_the_last_reference_inside_a_callback() {
+    let Some(uri) = common::test_uri() else {
+        return;
+    };
+    let c = client(&uri);
+    let slot: Arc<std::sync::Mutex<Option<Arc<Elector>>>> = Arc::default();
+    let (tx, rx) = channel();
+    let slot2 = slot.clone();
+    let marker = Arc::new(());
+    let m = marker.clone();
+    let e = Arc::new(
+        Elector::builder(&c, &unique_key("self-drop"))
+            .ttl(Duration::from_secs(2))
+            .on_leader(move || {
+                let _keep = &m;
+                // The callback takes the only strong reference and drops it here.
+                let e = slot2.lock().unwrap().take();
+                drop(e);
+                let _ = tx.send(());
+            })
+            .build()
+            .unwrap(),
+    );
+    e.start().unwrap();
+    let weak: Weak<Elector> = Arc::downgrade(&e);
+    *slot.lock().unwrap() = Some(e);
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("on_leader fired");
+    wait_for(
+        "the elector to be freed off the callback thread",
+        Duration::from_secs(5),
+        || weak.upgrade().is_none() && Arc::strong_count(&marker) == 1,
+    );
+}
+
+#[test]
+fn failover_between_processes() {
+    let Some(uri) = common::test_uri() else {
+        return;
+    };
+    let c = client(&uri);
+    let key = unique_key("failover");
+    let ttl = Duration::from_secs(2);
+    let mut h = Helper::start(
+        "elect",
+        &[
+            ("HELPER_KEY", key.clone()),
+            ("HELPER_TTL_MS", "2000".into()),
+        ],
+    );
+    let child_fence: i64 = h.expect("LEADER", Duration::from_secs(30)).parse().unwrap();
+
+    let (tx, rx) = channel();
+    let e = Elector::builder(&c, &key)
+        .ttl(ttl)
+        .on_leader(move || {
+            let _ = tx.send(Instant::now());
+        })
+        .build()
+        .unwrap();
+    e.start().unwrap();
+    wait_for(
+        "the follower to see the other process lead",
+        Duration::from_secs(5),
+        || e.leader_exists().unwrap(),
+    );
+    assert!(
+        rx.recv_timeout(ttl * 2).is_err(),
+        "follower took over from a live leader"
+    );
+    let losses = h.seen("LOSS");
+    assert!(
+        losses.is_empty(),
+        "the live leader stepped down: {losses:?}"
+    );
+    h.kill();
+    let killed = Instant::now();
+    let at = rx
+        .recv_timeout(ttl * 4)
+        .expect("no failover after the leader was killed");
+    let took = at - killed;
+    eprintln!("failover took {took:?} (ttl {ttl:?})");
+    assert!(
+        took <= ttl + Duration::from_millis(1500),
+        "failover took {took:?}"
+    );
+    assert!(e.fence().unwrap() > child_fence);
+}
+
+#[test]
+fn log_handler_receives_library_messages() {
+    let Some(uri) = common::test_uri() else {
+        return;
+    };
+    let c = client(&uri);
+    let key = unique_key("log");
+    let (tx, rx) = channel::<String>();
+    let tx = std::sync::Mutex::new(tx);
+    mongoelector::set_log_handler(Some(Box::new(move |_level, msg: &str| {
+        let _ = tx.lock().unwrap().send(msg.to_owned());
+        panic!("a panicking log handler must not unwind into C");
+    })))
+    .unwrap();
+    let e = Elector::builder(&c, &key)
+        .ttl(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    e.poll().unwrap();
+    let want = format!("became leader of {key}");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let found = std::iter::from_fn(|| {
+        rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .ok()
+    })
+    .any(|m| m == want);
+    mongoelector::set_log_handler(None).unwrap();
+    assert!(found, "no {want:?} log message delivered");
+}
