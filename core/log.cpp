@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include <cxxabi.h>
+
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -33,6 +35,8 @@ void log(LogLevel level, const std::string& message) {
   if (sink) {
     try {
       (*sink)(level, message);
+    } catch (abi::__forced_unwind&) {
+      throw;  // thread cancellation (CPython ends threads this way at exit): let it unwind
     } catch (...) {
       // A failing sink must not break the caller (often the election loop).
     }

@@ -41,6 +41,25 @@ if [[ -n "$USER_URI" ]]; then
   run_suite "integration suites on \$MONGOELECTOR_TEST_URI" \
     env MONGOELECTOR_TEST_URI="$USER_URI" "${CTEST[@]}" -L integration
 fi
+# Python: the package built by `pip install .[test]` into a virtualenv kept in the cache.
+PY_VENV="$CACHE/py-venv"
+install_python_package() {
+  [[ -x "$PY_VENV/bin/python" ]] || python3 -m venv "$PY_VENV"
+  "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  (cd "$ROOT" && "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -C build-dir="$CACHE/py-build/$(echo "$ROOT" | md5sum | cut -c1-12)" ".[test]")
+}
+run_suite "Python package install (pip install .[test])" install_python_package
+PYTEST=("$PY_VENV/bin/python" -m pytest -p no:cacheprovider)
+run_suite "Python suite on java (pytest: mongomock + real server, processes, mixed fleet, GIL)" \
+  with_server java -- "${PYTEST[@]}" "$ROOT/tests/python"
+run_suite "Python suite on ferretdb (pytest -m ferretdb)" \
+  with_server ferretdb -- "${PYTEST[@]}" -m ferretdb "$ROOT/tests/python"
+if [[ -n "$USER_URI" ]]; then
+  run_suite "Python suite on \$MONGOELECTOR_TEST_URI" \
+    env MONGOELECTOR_TEST_URI="$USER_URI" "${PYTEST[@]}" "$ROOT/tests/python"
+fi
+
 # Bindings over the C ABI (each starts its own mongo-java-server unless a URI is given).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/cargo-target}"
 run_suite "Go binding (go vet, go test -race)" bash "$ROOT/tests/bindings/run_go.sh" "$BUILD_DIR"

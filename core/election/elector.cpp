@@ -1,7 +1,10 @@
 #include "elector.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "../errors.h"
 #include "../log.h"
@@ -34,6 +37,7 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
   lo.timeparanoid = true;
   lo.allow_unsafe_server = options_.allow_unsafe_server;
   lo.ensure_indexes = options_.ensure_indexes;
+  lo.delete_on_release = options_.delete_on_release;
   locker_ = std::make_shared<Locker>(storage, lo, clock_, std::move(identity));
   validate_collection(options_.status_collection);
   // A leader renews at ttl/2 and must be done by the renew deadline (0.9 ttl).
@@ -56,10 +60,13 @@ Elector::~Elector() {
   }
   cv_.notify_all();
   if (thread_.joinable()) {
-    if (thread_.get_id() == std::this_thread::get_id())
-      thread_.detach();  // destroyed from its own callback: nothing left to wait for
-    else
-      thread_.join();
+    if (thread_.get_id() == std::this_thread::get_id()) {
+      // A broken precondition (see elector.h): fail loudly rather than let the loop run
+      // on freed memory.
+      log(LogLevel::Error, "Elector destroyed from its own callback; aborting");
+      std::abort();
+    }
+    thread_.join();
   }
 }
 
@@ -295,6 +302,8 @@ void Elector::call(const std::function<void()>& fn, const char* name) {
   if (!fn) return;
   try {
     fn();
+  } catch (abi::__forced_unwind&) {
+    throw;  // thread cancellation, not an error of the callback: must unwind
   } catch (const std::exception& ex) {
     log(LogLevel::Error, std::string(name) + " callback raised: " + ex.what());
   } catch (...) {

@@ -40,6 +40,9 @@ struct ElectorOptions {
   std::string status_collection = "elector.leader_status";
   bool allow_unsafe_server = false;
   bool ensure_indexes = true;
+  // As LockerOptions::delete_on_release: lets original electors take over at once after
+  // this node releases (rolling upgrades); costs the next leader two round trips.
+  bool delete_on_release = false;
 };
 
 struct ElectorCallbacks {
@@ -52,7 +55,11 @@ class Elector {
  public:
   Elector(std::shared_ptr<Storage> storage, ElectorOptions options, ElectorCallbacks callbacks,
           std::shared_ptr<Clock> clock = system_clock(), Identity identity = Identity::generate());
-  ~Elector();  // stops the loop (joins unless called on the loop thread)
+  // Stops the loop and joins its thread. Must not run on the loop thread (from one of
+  // its own callbacks): the loop still uses the object after the callback returns.
+  // Bindings whose last reference may drop inside a callback hand the destruction to
+  // another thread (the Python module does).
+  ~Elector();
 
   Elector(const Elector&) = delete;
   Elector& operator=(const Elector&) = delete;

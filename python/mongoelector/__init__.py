@@ -1,0 +1,26 @@
+"""Distributed locks and leader election over MongoDB, on a native core.
+
+A drop-in replacement for the pure-Python ``mongoelector`` 1.0 package: same names,
+signatures, documents and collections, plus fencing tokens (``MongoLocker.fence``),
+step-down before takeover, failover in about one ttl, a server-time base and an
+election loop that does not compete for the GIL.
+"""
+
+from .elector import MongoLeaderElector
+from .errors import MongoElectorError, StorageError, StorageUnavailable, UnsafeServerError
+from .locker import AcquireTimeout, LockExists, MongoLocker, TimeOffsetError
+
+__version__ = "1.1.0"
+
+__all__ = [
+    "MongoLocker",
+    "MongoLeaderElector",
+    "LockExists",
+    "AcquireTimeout",
+    "TimeOffsetError",
+    "MongoElectorError",
+    "UnsafeServerError",
+    "StorageUnavailable",
+    "StorageError",
+    "__version__",
+]

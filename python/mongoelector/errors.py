@@ -1,0 +1,57 @@
+"""Exceptions of mongoelector.
+
+``LockExists``, ``AcquireTimeout`` and ``TimeOffsetError`` are the original's three
+exceptions (also importable from ``mongoelector`` and ``mongoelector.locker``); they now
+share the base class ``MongoElectorError``. The others are new: they are raised only by
+the native URI transport and by the server-safety check, and they subclass the pymongo
+exception a pymongo-based caller already catches.
+"""
+
+from pymongo.errors import ConnectionFailure, OperationFailure
+
+__all__ = [
+    "MongoElectorError",
+    "LockExists",
+    "AcquireTimeout",
+    "TimeOffsetError",
+    "UnsafeServerError",
+    "StorageUnavailable",
+    "StorageError",
+]
+
+
+class MongoElectorError(Exception):
+    """Base class of every exception defined by mongoelector."""
+
+
+class LockExists(MongoElectorError):
+    """Raised when attempting a non-blocking acquire on an existing lock."""
+
+
+class AcquireTimeout(MongoElectorError):
+    """Raised when lock acquisition times out."""
+
+
+class TimeOffsetError(MongoElectorError):
+    """Raised when the clock offset between this host and MongoDB is too high."""
+
+
+# The original defines these three in mongoelector.locker: keep that name in reprs,
+# tracebacks and pickles.
+for _cls in (LockExists, AcquireTimeout, TimeOffsetError):
+    _cls.__module__ = "mongoelector.locker"
+del _cls
+
+
+class UnsafeServerError(MongoElectorError):
+    """The server does not run findAndModify atomically (e.g. FerretDB), so two nodes
+    could both take over one expired lock. Pass ``allow_unsafe_server=True`` to run
+    anyway (tests, a single node)."""
+
+
+class StorageUnavailable(MongoElectorError, ConnectionFailure):
+    """URI transport: the server could not be reached or did not answer in time."""
+
+
+class StorageError(MongoElectorError, OperationFailure):
+    """URI transport: the server answered with an error (``code`` is the server's)."""

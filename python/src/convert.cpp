@@ -1,0 +1,109 @@
+#include "convert.h"
+
+#include <string>
+
+namespace mongoelector_py {
+
+namespace me = mongoelector;
+
+namespace {
+// Python objects cached for the life of the process. Deliberately leaked: destroying
+// them at static-destruction time, after the interpreter is gone, would crash.
+struct DateTypes {
+  py::object datetime_type;
+  py::object timedelta;
+  py::object utc;
+  py::object epoch;
+  py::object one_ms;
+  py::object datetime_ms_type;  // bson.datetime_ms.DatetimeMS, or None
+};
+
+DateTypes& types() {
+  static DateTypes* t = [] {
+    auto* d = new DateTypes;
+    py::module_ dt = py::module_::import("datetime");
+    d->datetime_type = dt.attr("datetime");
+    d->timedelta = dt.attr("timedelta");
+    d->utc = dt.attr("timezone").attr("utc");
+    d->epoch = d->datetime_type(1970, 1, 1, py::arg("tzinfo") = d->utc);
+    d->one_ms = d->timedelta(py::arg("milliseconds") = 1);
+    d->datetime_ms_type = py::none();
+    try {
+      d->datetime_ms_type = py::module_::import("bson.datetime_ms").attr("DatetimeMS");
+    } catch (py::error_already_set&) {
+      // pymongo < 4.3 has no DatetimeMS: nothing to convert from.
+    }
+    return d;
+  }();
+  return *t;
+}
+}  // namespace
+
+py::object datetime_from_ms(std::int64_t ms) {
+  DateTypes& t = types();
+  return t.epoch + t.timedelta(py::arg("milliseconds") = ms);
+}
+
+py::object utcnow() {
+  DateTypes& t = types();
+  return t.datetime_type.attr("now")(t.utc);
+}
+
+std::optional<std::int64_t> ms_from_datetime(py::handle obj) {
+  DateTypes& t = types();
+  if (py::isinstance(obj, t.datetime_type)) {
+    py::object dt = py::reinterpret_borrow<py::object>(obj);
+    if (dt.attr("tzinfo").is_none()) dt = dt.attr("replace")(py::arg("tzinfo") = t.utc);
+    // Floor division, as BSON encoding truncates to milliseconds.
+    return (dt - t.epoch).attr("__floordiv__")(t.one_ms).cast<std::int64_t>();
+  }
+  if (!t.datetime_ms_type.is_none() && py::isinstance(obj, t.datetime_ms_type))
+    return py::int_(py::reinterpret_borrow<py::object>(obj)).cast<std::int64_t>();
+  return std::nullopt;
+}
+
+py::object to_py(const me::Value& v) {
+  struct Visitor {
+    py::object operator()(const me::Null&) const { return py::none(); }
+    py::object operator()(bool b) const { return py::bool_(b); }
+    py::object operator()(std::int64_t i) const { return py::int_(i); }
+    py::object operator()(double d) const { return py::float_(d); }
+    py::object operator()(const std::string& s) const { return py::str(s); }
+    py::object operator()(const me::DateTime& d) const { return datetime_from_ms(d.ms); }
+  };
+  return std::visit(Visitor{}, v);
+}
+
+py::dict to_py(const me::Document& doc) {
+  py::dict d;
+  for (const auto& f : doc.fields()) d[py::str(f.first)] = to_py(f.second);
+  return d;
+}
+
+std::optional<me::Value> value_from_py(py::handle obj) {
+  if (obj.is_none()) return me::Value(me::Null{});
+  if (py::isinstance<py::bool_>(obj)) return me::Value(obj.cast<bool>());
+  if (py::isinstance<py::int_>(obj)) {
+    try {
+      return me::Value(obj.cast<std::int64_t>());
+    } catch (py::cast_error&) {
+      return std::nullopt;  // beyond int64: BSON cannot hold it either
+    }
+  }
+  if (py::isinstance<py::float_>(obj)) return me::Value(obj.cast<double>());
+  if (py::isinstance<py::str>(obj)) return me::Value(obj.cast<std::string>());
+  if (auto ms = ms_from_datetime(obj)) return me::Value(me::DateTime{*ms});
+  return std::nullopt;
+}
+
+me::Document doc_from_py(py::handle mapping) {
+  me::Document doc;
+  for (py::handle item : mapping.attr("items")()) {
+    py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
+    if (!py::isinstance<py::str>(kv[0])) continue;
+    if (auto v = value_from_py(kv[1])) doc.set(kv[0].cast<std::string>(), *v);
+  }
+  return doc;
+}
+
+}  // namespace mongoelector_py

@@ -1,0 +1,31 @@
+// Conversions between core's Value/Document and Python objects. All functions need the
+// GIL. Datetimes are timezone-aware UTC on the way out (as the original returns them);
+// naive datetimes coming in are read as UTC (pymongo's default decoding).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "value.h"
+
+namespace mongoelector_py {
+
+namespace py = pybind11;
+
+py::object datetime_from_ms(std::int64_t ms);
+// datetime (aware or naive UTC) or bson DatetimeMS -> ms since the epoch; nullopt for
+// anything else.
+std::optional<std::int64_t> ms_from_datetime(py::handle obj);
+py::object utcnow();
+
+py::object to_py(const mongoelector::Value& v);
+py::dict to_py(const mongoelector::Document& doc);
+
+// Values of types core cannot hold (ObjectId, sub-documents, ...) give nullopt; the
+// document conversion skips such fields, exactly as the libmongoc backend does.
+std::optional<mongoelector::Value> value_from_py(py::handle obj);
+mongoelector::Document doc_from_py(py::handle mapping);
+
+}  // namespace mongoelector_py

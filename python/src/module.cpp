@@ -1,0 +1,472 @@
+// mongoelector._native: the pybind11 bindings of core/ (private; the public API is the
+// pure-Python package around it).
+//
+// GIL discipline: every binding that enters core/ releases the GIL first. The core
+// then runs without it; only PyMongoStorage, callbacks and the log bridge take it back,
+// each for its own Python call. So no core mutex is ever waited for while holding the
+// GIL, and no thread holding a core mutex ever waits for the GIL for long.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "convert.h"
+#include "election/elector.h"
+#include "errors.h"
+#include "gil.h"
+#include "locker.h"
+#include "log_bridge.h"
+#include "pymongo_storage.h"
+#include "storage/mongo_storage.h"
+
+namespace py = pybind11;
+namespace me = mongoelector;
+using namespace mongoelector_py;
+
+namespace {
+
+// ---------------------------------------------------------------- errors ----
+
+py::object& errors_module() {
+  static py::object* m = new py::object(py::module_::import("mongoelector.errors"));
+  return *m;
+}
+
+void set_error(const char* cls, const std::string& msg) {
+  py::object type = errors_module().attr(cls);
+  PyErr_SetObject(type.ptr(), py::str(msg).ptr());
+}
+
+void translate(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const me::InvalidArgument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const me::LockExists& e) {
+    set_error("LockExists", e.what());
+  } catch (const me::AcquireTimeout& e) {
+    set_error("AcquireTimeout", e.what());
+  } catch (const me::TimeOffsetError& e) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f", std::fabs(e.offset_s()));
+    set_error("TimeOffsetError", std::string("Clock offset vs MongoDB is too high: ") + buf + "s");
+  } catch (const me::Cancelled& e) {
+    PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+  } catch (const me::UnsafeServer& e) {
+    set_error("UnsafeServerError", e.what());
+  } catch (const me::StorageUnavailable& e) {
+    set_error("StorageUnavailable", e.what());
+  } catch (const me::StorageError& e) {
+    py::object type = errors_module().attr("StorageError");
+    py::object exc = type(e.what(), e.code());
+    PyErr_SetObject(type.ptr(), exc.ptr());
+  }
+}
+
+// ------------------------------------------------------------- locker -------
+
+// Ctrl-C for native blocking waits: look at pending signals (main thread only does
+// anything) every time the core asks.
+bool check_signals() {
+  if (interpreter_finalizing()) return true;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  return false;
+}
+
+py::object hold_tuple(const std::optional<me::Hold>& h) {
+  if (!h) return py::none();
+  return py::make_tuple(h->fence, datetime_from_ms(h->created_ms), datetime_from_ms(h->expire_ms));
+}
+
+// The token of a hold whose lease has not run out on this host's monotonic clock.
+std::optional<std::int64_t> live_fence(me::Locker& l) {
+  auto h = l.hold();
+  auto deadline = l.lease_deadline_mono();
+  if (!h || !deadline || l.clock().mono_ms() >= *deadline) return std::nullopt;
+  return h->fence;
+}
+
+std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, std::string key,
+                                        std::string collection, double ttl, bool timeparanoid,
+                                        double maxoffset, bool delete_on_release,
+                                        bool allow_unsafe_server, bool ensure_indexes,
+                                        std::optional<me::Identity> identity) {
+  me::LockerOptions o;
+  o.key = std::move(key);
+  o.collection = std::move(collection);
+  o.ttl_s = ttl;
+  o.timeparanoid = timeparanoid;
+  o.maxoffset_s = maxoffset;
+  o.delete_on_release = delete_on_release;
+  o.allow_unsafe_server = allow_unsafe_server;
+  o.ensure_indexes = ensure_indexes;
+  me::Identity id = identity ? *identity : me::Identity::generate();
+  py::gil_scoped_release nogil;  // index creation goes through the storage
+  return std::make_shared<me::Locker>(std::move(storage), std::move(o), me::system_clock(),
+                                      std::move(id));
+}
+
+// ------------------------------------------------------------- elector ------
+
+// Set while a Python thread is inside an elector binding (poll, release, stop...): a
+// callback fired then runs on that thread, not on the loop thread.
+thread_local bool t_in_user_call = false;
+
+struct UserCall {
+  bool saved = t_in_user_call;
+  UserCall() { t_in_user_call = true; }
+  ~UserCall() { t_in_user_call = saved; }
+};
+
+// Destroys electors whose last Python reference went away on their own loop thread
+// (inside a callback): that thread cannot join itself, and the core must not be freed
+// while the loop is still running on it. Tracked so interpreter exit can wait for them.
+struct Reapers {
+  std::mutex mu;
+  std::condition_variable cv;
+  int active = 0;
+};
+Reapers* g_reapers = new Reapers;  // leaked: used by detached threads until the end
+
+void reap(std::unique_ptr<me::Elector> elector) {
+  {
+    std::lock_guard<std::mutex> g(g_reapers->mu);
+    ++g_reapers->active;
+  }
+  std::thread([e = std::move(elector)]() mutable {
+    e.reset();  // stop(): joins the loop thread once it has left the callback
+    std::lock_guard<std::mutex> g(g_reapers->mu);
+    --g_reapers->active;
+    g_reapers->cv.notify_all();
+  }).detach();
+}
+
+bool wait_reapers(double timeout_s) {
+  py::gil_scoped_release nogil;
+  std::unique_lock<std::mutex> lk(g_reapers->mu);
+  return g_reapers->cv.wait_for(lk, std::chrono::duration<double>(timeout_s),
+                                [] { return g_reapers->active == 0; });
+}
+
+// The Python callbacks, looked up at call time by a dispatcher function on the Python
+// side (so that reassigning elector.callback_on_leader works as in the original). A
+// callback that is None costs nothing: the flag is checked without the GIL, so a loop
+// whose callbacks are unset never waits for the GIL except for storage calls.
+struct CallbackState {
+  SharedPyObject dispatch;
+  std::atomic<bool> enabled[3] = {{false}, {false}, {false}};
+  std::atomic<std::thread::id> loop_thread{};
+
+  void fire(int slot, const char* name) {
+    if (!t_in_user_call) loop_thread = std::this_thread::get_id();
+    if (!enabled[slot].load() || interpreter_finalizing()) return;
+    py::gil_scoped_acquire gil;
+    if (interpreter_finalizing()) return;
+    dispatch.get()(name);  // exceptions are caught in Python; anything left, core logs
+  }
+};
+
+int slot_of(const std::string& name) {
+  if (name == "on_leader") return 0;
+  if (name == "on_leader_loss") return 1;
+  if (name == "on_loop") return 2;
+  throw py::value_error("unknown callback " + name);
+}
+
+class PyElector {
+ public:
+  PyElector(std::shared_ptr<me::Storage> storage, std::string key, double ttl,
+            bool report_status, std::optional<std::string> app_version, py::object dispatch,
+            std::string lock_collection, std::string status_collection,
+            bool allow_unsafe_server, std::optional<me::Identity> identity,
+            bool delete_on_release)
+      : callbacks_(std::make_shared<CallbackState>()) {
+    callbacks_->dispatch = SharedPyObject(std::move(dispatch));
+    me::ElectorOptions o;
+    o.key = std::move(key);
+    o.ttl_s = ttl;
+    o.report_status = report_status;
+    o.app_version = std::move(app_version);
+    o.lock_collection = std::move(lock_collection);
+    o.status_collection = std::move(status_collection);
+    o.allow_unsafe_server = allow_unsafe_server;
+    o.delete_on_release = delete_on_release;
+    me::ElectorCallbacks cb;
+    auto state = callbacks_;
+    cb.on_leader = [state] { state->fire(0, "on_leader"); };
+    cb.on_leader_loss = [state] { state->fire(1, "on_leader_loss"); };
+    cb.on_loop = [state] { state->fire(2, "on_loop"); };
+    me::Identity id = identity ? *identity : me::Identity::generate();
+    py::gil_scoped_release nogil;
+    elector_ = std::make_unique<me::Elector>(std::move(storage), std::move(o), std::move(cb),
+                                             me::system_clock(), std::move(id));
+  }
+
+  // Stops and joins the loop WITHOUT the GIL: the loop may be waiting for it. On the
+  // loop's own thread (last reference dropped in a callback) a reaper thread does it.
+  ~PyElector() {
+    if (!elector_) return;
+    if (callbacks_->loop_thread.load() == std::this_thread::get_id()) {
+      reap(std::move(elector_));
+      return;
+    }
+    py::gil_scoped_release nogil;
+    elector_.reset();
+  }
+
+  me::Elector& get() {
+    if (!elector_)
+      throw std::runtime_error(
+          "this elector was inherited through fork(); create a new one in the child");
+    return *elector_;
+  }
+
+  void set_enabled(const std::string& name, bool on) { callbacks_->enabled[slot_of(name)] = on; }
+
+  // In a forked child the loop thread does not exist: forget the native elector
+  // without stopping or joining it (leaked on purpose).
+  void abandon() { (void)elector_.release(); }
+
+ private:
+  std::shared_ptr<CallbackState> callbacks_;
+  std::unique_ptr<me::Elector> elector_;
+};
+
+template <class R, class F>
+R nogil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
+  py::list members;
+  for (const auto& d : cd.member_detail) members.append(to_py(d));
+  py::dict out;
+  out["member_detail"] = members;
+  if (cd.leader) {
+    py::dict leader;
+    leader["host"] = cd.leader->host;
+    leader["process_id"] = cd.leader->pid;
+    leader["uuid"] = cd.leader->uuid;
+    out["leader"] = leader;
+  } else {
+    out["leader"] = py::none();
+  }
+  out["timestamp"] = datetime_from_ms(cd.timestamp.ms);
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "Native core of mongoelector (private: use the mongoelector package).";
+  py::register_exception_translator(translate);
+  install_log_bridge();
+
+  // Who a locker is. Python passes the original's values (uuid.uuid4(), socket.getfqdn(),
+  // os.getpid()) so documents and messages match what the original writes.
+  py::class_<me::Identity>(m, "Identity")
+      .def(py::init([](std::string uuid, std::string host, std::int64_t pid) {
+             return me::Identity{std::move(uuid), std::move(host), pid};
+           }),
+           py::arg("uuid"), py::arg("host"), py::arg("pid"))
+      .def_readonly("uuid", &me::Identity::uuid)
+      .def_readonly("host", &me::Identity::host)
+      .def_readonly("pid", &me::Identity::pid);
+
+  // ------------------------------------------------------------ storages -----
+  py::class_<me::Storage, std::shared_ptr<me::Storage>>(m, "Storage")
+      .def("server_time", [](me::Storage& s) {
+        auto ms = nogil<std::int64_t>([&] { return s.server_time_ms(); });
+        return datetime_from_ms(ms);
+      })
+      .def("server_info", [](me::Storage& s) {
+        auto info = nogil<me::ServerInfo>([&] { return s.server_info(); });
+        py::dict d;
+        d["name"] = info.name;
+        d["version"] = info.version;
+        d["atomic_find_and_modify"] = info.atomic_find_and_modify;
+        return d;
+      });
+
+  py::class_<PyMongoStorage, me::Storage, std::shared_ptr<PyMongoStorage>>(m, "PyMongoStorage")
+      .def(py::init<py::object, double>(), py::arg("db"), py::arg("op_timeout"))
+      .def_property_readonly("is_mock", &PyMongoStorage::is_mock)
+      .def_property_readonly("op_timeout", &PyMongoStorage::op_timeout_s)
+      .def_property_readonly("db", &PyMongoStorage::db);
+
+  py::class_<me::MongoStorage, me::Storage, std::shared_ptr<me::MongoStorage>>(m, "MongoStorage")
+      .def(py::init([](std::string uri, std::string database, double op_timeout) {
+             me::MongoStorageOptions o;
+             o.uri = std::move(uri);
+             o.database = std::move(database);
+             o.op_timeout_ms = static_cast<std::int64_t>(std::llround(op_timeout * 1000.0));
+             return std::make_shared<me::MongoStorage>(std::move(o));
+           }),
+           py::arg("uri"), py::arg("database"), py::arg("op_timeout"))
+      .def_property_readonly("round_trips", &me::MongoStorage::round_trips);
+
+  // -------------------------------------------------------------- locker -----
+  py::class_<me::Locker, std::shared_ptr<me::Locker>>(m, "Locker")
+      .def(py::init(&make_locker), py::arg("storage"), py::arg("key"),
+           py::arg("collection") = "mongolocker", py::arg("ttl") = 600.0,
+           py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
+           py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
+           py::arg("ensure_indexes") = true, py::arg("identity") = py::none())
+      .def("try_acquire",
+           [](me::Locker& l, bool force) {
+             return nogil<std::optional<std::int64_t>>([&] { return l.try_acquire(force); });
+           },
+           py::arg("force") = false)
+      .def("acquire",
+           [](me::Locker& l, bool blocking, std::optional<double> timeout, double step,
+              bool force) {
+             return nogil<std::int64_t>(
+                 [&] { return l.acquire(blocking, timeout, step, force, check_signals); });
+           },
+           py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
+           py::arg("force") = false)
+      .def("release",
+           [](me::Locker& l, bool force) { nogil<void>([&] { l.release(force); }); },
+           py::arg("force") = false)
+      .def("touch",
+           [](me::Locker& l) -> py::object {
+             auto r = nogil<std::optional<std::int64_t>>([&] { return l.touch(); });
+             return r ? datetime_from_ms(*r) : py::none();
+           })
+      .def("locked", [](me::Locker& l) { return nogil<bool>([&] { return l.locked(); }); })
+      .def("owned", [](me::Locker& l) { return nogil<bool>([&] { return l.owned(); }); })
+      .def("current",
+           [](me::Locker& l) -> py::object {
+             auto d = nogil<std::optional<me::LockDoc>>([&] { return l.current(); });
+             return d ? py::object(to_py(d->raw)) : py::none();
+           })
+      .def("read",
+           [](me::Locker& l) -> py::object {
+             auto d = nogil<std::optional<me::LockDoc>>(
+                 [&] { return l.storage().read(l.options().collection, l.key()); });
+             return d ? py::object(to_py(d->raw)) : py::none();
+           })
+      .def("measure_offset",
+           [](me::Locker& l) {
+             return nogil<double>([&] {
+               l.server_clock().refresh();
+               return l.server_clock().offset_s();
+             });
+           },
+           "Server clock minus host clock in seconds, from a fresh hello round trip.")
+      .def("verify_time", [](me::Locker& l) { return nogil<double>([&] { return l.verify_time(); }); })
+      .def("server_now",
+           [](me::Locker& l) {
+             return datetime_from_ms(nogil<std::int64_t>([&] { return l.server_now_ms(); }));
+           })
+      .def_property_readonly("hold",
+                             [](me::Locker& l) {
+                               return hold_tuple(nogil<std::optional<me::Hold>>([&] { return l.hold(); }));
+                             })
+      .def_property_readonly("fence",
+                             [](me::Locker& l) {
+                               return nogil<std::optional<std::int64_t>>([&] { return live_fence(l); });
+                             })
+      .def_property_readonly("lease_remaining",
+                             [](me::Locker& l) -> std::optional<double> {
+                               return nogil<std::optional<double>>([&]() -> std::optional<double> {
+                                 auto d = l.lease_deadline_mono();
+                                 if (!d) return std::nullopt;
+                                 return (*d - l.clock().mono_ms()) / 1000.0;
+                               });
+                             })
+      .def_property_readonly("uuid", [](me::Locker& l) { return l.identity().uuid; })
+      .def_property_readonly("host", [](me::Locker& l) { return l.identity().host; })
+      .def_property_readonly("pid", [](me::Locker& l) { return l.identity().pid; })
+      .def_property_readonly("key", [](me::Locker& l) { return l.key(); })
+      .def_property_readonly("collection", [](me::Locker& l) { return l.options().collection; })
+      .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); });
+
+  // ------------------------------------------------------------- elector -----
+  py::class_<PyElector>(m, "Elector")
+      .def(py::init<std::shared_ptr<me::Storage>, std::string, double, bool,
+                    std::optional<std::string>, py::object, std::string, std::string, bool,
+                    std::optional<me::Identity>, bool>(),
+           py::arg("storage"), py::arg("key"), py::arg("ttl"), py::arg("report_status"),
+           py::arg("app_version"), py::arg("dispatch"),
+           py::arg("lock_collection") = "elector.locks",
+           py::arg("status_collection") = "elector.leader_status",
+           py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none(),
+           py::arg("delete_on_release") = false)
+      .def("set_callback_enabled", &PyElector::set_enabled)
+      .def("start", [](PyElector& e) {
+        UserCall uc;
+        nogil<void>([&] { e.get().start(); });
+      })
+      .def("stop", [](PyElector& e) {
+        UserCall uc;
+        nogil<void>([&] { e.get().stop(); });
+      })
+      .def("poll", [](PyElector& e) {
+        UserCall uc;
+        nogil<void>([&] { e.get().poll(); });
+      })
+      .def("release", [](PyElector& e) {
+        UserCall uc;
+        nogil<void>([&] { e.get().release(); });
+      })
+      .def("_abandon", &PyElector::abandon)
+      .def_property_readonly("running",
+                             [](PyElector& e) { return nogil<bool>([&] { return e.get().running(); }); })
+      .def_property_readonly("is_leader",
+                             [](PyElector& e) { return nogil<bool>([&] { return e.get().is_leader(); }); })
+      .def_property_readonly(
+          "leader_exists", [](PyElector& e) { return nogil<bool>([&] { return e.get().leader_exists(); }); })
+      .def_property_readonly(
+          "poll_wait", [](PyElector& e) { return nogil<double>([&] { return e.get().poll_wait(); }); })
+      .def_property_readonly("last_poll",
+                             [](PyElector& e) -> py::object {
+                               auto lp = nogil<std::optional<me::DateTime>>([&] { return e.get().last_poll(); });
+                               return lp ? datetime_from_ms(lp->ms) : py::none();
+                             })
+      .def_property_readonly("renew_deadline_remaining",
+                             [](PyElector& e) -> std::optional<double> {
+                               return nogil<std::optional<double>>([&]() -> std::optional<double> {
+                                 auto d = e.get().renew_deadline_mono();
+                                 if (!d) return std::nullopt;
+                                 return (*d - e.get().locker().clock().mono_ms()) / 1000.0;
+                               });
+                             })
+      .def("node_status",
+           [](PyElector& e) { return to_py(nogil<me::Document>([&] { return e.get().node_status(); })); })
+      .def("cluster_detail",
+           [](PyElector& e) {
+             return cluster_detail_dict(
+                 nogil<me::Elector::ClusterDetail>([&] { return e.get().cluster_detail(); }));
+           })
+      .def_property_readonly("locker", [](PyElector& e) { return e.get().locker_ptr(); });
+
+  // ------------------------------------------------------------- process -----
+  m.def("flush_log", &flush_log_bridge, "Wait until queued core log messages reached logging.");
+  m.def("shutdown_log", &shutdown_log_bridge, "Flush and stop the log bridge (interpreter exit).");
+  m.def("finalizing", &interpreter_finalizing);
+  m.def("wait_reapers", &wait_reapers, py::arg("timeout"),
+        "Wait until electors released from their own callbacks are destroyed.");
+  m.def("_spin_with_gil",
+        [](double seconds) {
+          // Test helper: a long C call that keeps the GIL, like a heavy C extension.
+          auto end = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(seconds));
+          volatile std::uint64_t n = 0;
+          while (std::chrono::steady_clock::now() < end) n = n + 1;
+          return static_cast<std::uint64_t>(n);
+        },
+        py::arg("seconds"), "Busy-wait for `seconds` holding the GIL (tests only).");
+}

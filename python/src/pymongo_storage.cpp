@@ -1,0 +1,386 @@
+#include "pymongo_storage.h"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "convert.h"
+#include "errors.h"
+#include "gil.h"
+
+namespace mongoelector_py {
+
+namespace me = mongoelector;
+
+namespace {
+// MongoDB's duplicate-key codes: a conditional upsert that hit a held lock.
+bool is_duplicate_key_code(int code) { return code == 11000 || code == 11001 || code == 12582; }
+// Codes of servers that refuse TTL indexes: NotImplemented (FerretDB),
+// InvalidIndexSpecificationOption, CommandNotSupported.
+bool is_unsupported_code(int code) { return code == 238 || code == 197 || code == 115; }
+
+int error_code(const py::error_already_set& e) {
+  py::object code = py::getattr(e.value(), "code", py::none());
+  if (code.is_none()) return 0;
+  try {
+    return code.cast<int>();
+  } catch (py::cast_error&) {
+    return 0;
+  }
+}
+
+std::int64_t host_wall_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// pymongo.timeout(seconds) entered for one storage call (client-side operation timeout,
+// pymongo >= 4.2): bounds server selection, connection checkout and the round trip, so
+// that a hung call cannot outlive the lease.
+class TimeoutScope {
+ public:
+  TimeoutScope(const py::object& timeout_fn, double seconds) {
+    if (timeout_fn.is_none() || seconds <= 0) return;
+    cm_ = timeout_fn(seconds);
+    cm_.attr("__enter__")();
+  }
+  ~TimeoutScope() {
+    if (!cm_) return;
+    try {
+      cm_.attr("__exit__")(py::none(), py::none(), py::none());
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable(__func__);
+    }
+  }
+  TimeoutScope(const TimeoutScope&) = delete;
+  TimeoutScope& operator=(const TimeoutScope&) = delete;
+
+ private:
+  py::object cm_;
+};
+}  // namespace
+
+struct PyMongoStorage::Refs {
+  py::object db;
+  py::object return_after;         // pymongo.ReturnDocument.AFTER
+  py::object duplicate_key_error;  // pymongo.errors.DuplicateKeyError
+  py::object operation_failure;    // pymongo.errors.OperationFailure
+  py::object timeout_fn;           // pymongo.timeout, or None
+  py::object logger;               // logging.getLogger("mongoelector")
+};
+
+PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s)
+    : refs_(new Refs), op_timeout_s_(op_timeout_s) {
+  py::module_ pymongo = py::module_::import("pymongo");
+  refs_->db = std::move(db);
+  refs_->return_after = pymongo.attr("ReturnDocument").attr("AFTER");
+  py::module_ errors = py::module_::import("pymongo.errors");
+  refs_->duplicate_key_error = errors.attr("DuplicateKeyError");
+  refs_->operation_failure = errors.attr("OperationFailure");
+  refs_->logger = py::module_::import("logging").attr("getLogger")("mongoelector");
+  refs_->timeout_fn = py::getattr(pymongo, "timeout", py::none());
+
+  py::object database_type = py::module_::import("pymongo.database").attr("Database");
+  bool real = py::isinstance(refs_->db, database_type);
+  csot_ = real && !refs_->timeout_fn.is_none();
+  std::string module = py::str(py::type::of(refs_->db).attr("__module__"));
+  mock_ = !real && module.rfind("mongomock", 0) == 0;
+}
+
+PyMongoStorage::~PyMongoStorage() {
+  if (interpreter_finalizing()) return;  // leak: decref'ing now would crash
+  py::gil_scoped_acquire gil;
+  delete refs_;
+}
+
+py::object PyMongoStorage::db() const { return refs_->db; }
+
+// Runs f() with the GIL and, for a real pymongo Database, inside pymongo.timeout().
+template <class F>
+auto PyMongoStorage::with_python(F&& f) {
+  if (interpreter_finalizing())
+    throw me::StorageUnavailable("the Python interpreter is shutting down");
+  py::gil_scoped_acquire gil;
+  TimeoutScope scope(csot_ ? refs_->timeout_fn : py::object(py::none()), op_timeout_s_);
+  return f();
+}
+
+std::int64_t PyMongoStorage::call_bound_ms() const {
+  return csot_ ? static_cast<std::int64_t>(std::llround(op_timeout_s_ * 1000.0)) : 0;
+}
+
+me::ServerInfo PyMongoStorage::server_info() {
+  return with_python([&] {
+    me::ServerInfo info;
+    if (mock_) {
+      // mongomock runs in this process, one operation at a time.
+      info.name = "mongomock";
+      info.atomic_find_and_modify = true;
+      return info;
+    }
+    py::object reply;
+    try {
+      reply = refs_->db.attr("command")("buildInfo");
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_NotImplementedError)) throw;
+      mock_ = true;  // a lookalike that runs no server commands: an in-process fake
+      info.name = "in-process fake database";
+      info.atomic_find_and_modify = true;
+      return info;
+    }
+    py::object get = py::getattr(reply, "get");
+    py::object version = get("version");
+    info.version = version.is_none() ? "" : py::str(version).cast<std::string>();
+    py::object ferret = get("ferretdbVersion");
+    if (!ferret.is_none() || !get("ferretdb").is_none()) {
+      // Reads then writes in findAndModify/update (protocol notes): not atomic.
+      info.name = "FerretDB";
+      if (!ferret.is_none()) info.version = py::str(ferret).cast<std::string>();
+      info.atomic_find_and_modify = false;
+      return info;
+    }
+    if (!get("gitVersion").is_none()) {  // every mongod/mongos reports it
+      info.name = "MongoDB";
+      info.atomic_find_and_modify = true;
+      return info;
+    }
+    // mongo-java-server: buildInfo is bare, serverStatus says process "java"; its
+    // collection operations are synchronized (atomic).
+    try {
+      py::object status = refs_->db.attr("command")("serverStatus");
+      py::object process = py::getattr(status, "get")("process");
+      if (!process.is_none() && py::str(process).cast<std::string>() == "java") {
+        info.name = "mongo-java-server";
+        info.atomic_find_and_modify = true;
+        return info;
+      }
+    } catch (py::error_already_set& e) {
+      if (!e.matches(refs_->operation_failure)) throw;
+    }
+    // Unknown emulation: not assumed atomic, so the Locker's safety check applies.
+    info.name = "unknown MongoDB-compatible server";
+    info.atomic_find_and_modify = false;
+    return info;
+  });
+}
+
+std::int64_t PyMongoStorage::server_time_ms() {
+  if (mock_) return host_wall_ms();
+  return with_python([&]() -> std::int64_t {
+    // hello needs no privileges (serverStatus may); mongo-java-server knows only
+    // isMaster. The first command that answers with localTime is remembered.
+    static const char* const kCommands[] = {"hello", "isMaster", "serverStatus"};
+    for (int i = time_command_.load(); i < 3; ++i) {
+      py::object reply;
+      try {
+        reply = refs_->db.attr("command")(kCommands[i]);
+      } catch (py::error_already_set& e) {
+        if (e.matches(PyExc_NotImplementedError)) {
+          mock_ = true;  // mongomock: the "server" is this process
+          return host_wall_ms();
+        }
+        if (e.matches(refs_->operation_failure)) continue;
+        throw;
+      }
+      if (auto ms = ms_from_datetime(py::getattr(reply, "get")("localTime"))) {
+        time_command_ = i;
+        return *ms;
+      }
+    }
+    throw me::StorageError("the server reports no localTime in hello or serverStatus");
+  });
+}
+
+void PyMongoStorage::ensure_ttl_index(const py::object& coll, const char* field,
+                                      std::int64_t seconds) {
+  auto create = [&] { coll.attr("create_index")(field, py::arg("expireAfterSeconds") = seconds); };
+  auto tolerate = [&](const py::error_already_set& e) {
+    if (!is_unsupported_code(error_code(e))) return false;
+    if (!ttl_warned_.exchange(true))
+      refs_->logger.attr("warning")(
+          "the server does not support TTL indexes (%s); expired lock documents stay until "
+          "overwritten, which the protocol does not need",
+          py::str(e.value()));
+    return true;
+  };
+  try {
+    create();
+    return;
+  } catch (py::error_already_set& e) {
+    if (!e.matches(refs_->operation_failure)) throw;
+    if (tolerate(e)) return;
+  }
+  // An index of another spec exists: drop the indexes and create again, as the original.
+  coll.attr("drop_indexes")();
+  try {
+    create();
+  } catch (py::error_already_set& e) {
+    if (!e.matches(refs_->operation_failure) || !tolerate(e)) throw;
+  }
+}
+
+void PyMongoStorage::ensure_lock_indexes(const std::string& collection) {
+  with_python([&] { ensure_ttl_index(refs_->db[py::str(collection)], "ts_expire", 0); });
+}
+
+std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
+                                                 const me::LockClaim& c, bool force) {
+  return with_python([&]() -> std::optional<me::LockDoc> {
+    py::object now = datetime_from_ms(c.now_ms);
+    py::dict filter;
+    filter["_id"] = c.key;
+    if (!force) {
+      // "Free or expired": absent / released / no usable expiry / expired. A held lock
+      // matches nothing, so the upsert becomes an insert of an existing _id: E11000.
+      py::dict not_locked, expired, gt, not_gt;
+      not_locked["locked"] = py::dict(py::arg("$ne") = true);
+      gt["$gt"] = now;
+      not_gt["$not"] = gt;
+      expired["ts_expire"] = not_gt;
+      py::list any;
+      any.append(not_locked);
+      any.append(expired);
+      filter["$or"] = any;
+    }
+    py::dict set;
+    set["locked"] = true;
+    set["host"] = c.host;
+    set["uuid"] = c.uuid;
+    set["pid"] = c.pid;
+    set["ts_created"] = now;
+    set["ts_expire"] = datetime_from_ms(c.expire_ms);
+    py::dict update;
+    update["$set"] = set;
+    update["$inc"] = py::dict(py::arg("fence") = 1);
+    py::object result;
+    try {
+      result = refs_->db[py::str(collection)].attr("find_one_and_update")(
+          filter, update, py::arg("upsert") = true, py::arg("return_document") = refs_->return_after);
+    } catch (py::error_already_set& e) {
+      if (e.matches(refs_->duplicate_key_error)) return std::nullopt;
+      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
+        return std::nullopt;
+      throw;
+    }
+    if (result.is_none()) throw me::StorageError("findAndModify upsert returned no document");
+    return me::LockDoc::from_document(doc_from_py(result));
+  });
+}
+
+std::int64_t PyMongoStorage::bump_epoch(const std::string& collection, const std::string& key) {
+  return with_python([&]() -> std::int64_t {
+    py::object fences = refs_->db[py::str(collection + ".fences")];
+    py::dict update;
+    update["$inc"] = py::dict(py::arg("epoch") = 1);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        py::object doc = fences.attr("find_one_and_update")(
+            py::dict(py::arg("_id") = key), update, py::arg("upsert") = true,
+            py::arg("return_document") = refs_->return_after);
+        if (doc.is_none()) throw me::StorageError("epoch upsert returned no document");
+        auto v = value_from_py(py::getattr(doc, "get")("epoch"));
+        if (!v || !std::holds_alternative<std::int64_t>(*v))
+          throw me::StorageError("epoch document of " + key + " has no integer epoch");
+        return std::get<std::int64_t>(*v);
+      } catch (py::error_already_set& e) {
+        // Two first-time upserts raced on one _id: the loser retries once and increments.
+        if (attempt == 0 && e.matches(refs_->duplicate_key_error)) continue;
+        throw;
+      }
+    }
+  });
+}
+
+bool PyMongoStorage::set_fence(const std::string& collection, const std::string& key,
+                               const std::string& uuid, std::int64_t old_fence,
+                               std::int64_t new_fence) {
+  return with_python([&] {
+    py::dict filter;
+    filter["_id"] = key;
+    filter["uuid"] = uuid;
+    filter["fence"] = old_fence;
+    py::dict update;
+    update["$set"] = py::dict(py::arg("fence") = new_fence);
+    py::object r = refs_->db[py::str(collection)].attr("update_one")(filter, update);
+    return r.attr("matched_count").cast<std::int64_t>() > 0;
+  });
+}
+
+bool PyMongoStorage::renew(const std::string& collection, const std::string& key,
+                           const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                           std::int64_t expire_ms) {
+  return with_python([&] {
+    py::dict filter;
+    filter["_id"] = key;
+    filter["locked"] = true;
+    filter["uuid"] = uuid;
+    if (fence != 0) filter["fence"] = fence;
+    filter["ts_expire"] = py::dict(py::arg("$gt") = datetime_from_ms(now_ms));
+    py::dict update;
+    update["$set"] = py::dict(py::arg("ts_expire") = datetime_from_ms(expire_ms));
+    py::object r = refs_->db[py::str(collection)].attr("update_one")(filter, update);
+    return r.attr("matched_count").cast<std::int64_t>() > 0;
+  });
+}
+
+bool PyMongoStorage::release(const std::string& collection, const std::string& key,
+                             const std::optional<std::string>& uuid, std::int64_t now_ms,
+                             bool delete_document) {
+  return with_python([&] {
+    py::dict filter;
+    filter["_id"] = key;
+    if (uuid) filter["uuid"] = *uuid;
+    py::object coll = refs_->db[py::str(collection)];
+    if (delete_document)
+      return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;
+    py::dict set;
+    set["locked"] = false;
+    set["ts_expire"] = datetime_from_ms(now_ms);
+    py::dict update;
+    update["$set"] = set;
+    return coll.attr("update_one")(filter, update).attr("matched_count").cast<std::int64_t>() > 0;
+  });
+}
+
+std::optional<me::LockDoc> PyMongoStorage::read(const std::string& collection,
+                                                const std::string& key) {
+  return with_python([&]() -> std::optional<me::LockDoc> {
+    py::object doc =
+        refs_->db[py::str(collection)].attr("find_one")(py::dict(py::arg("_id") = key));
+    if (doc.is_none()) return std::nullopt;
+    return me::LockDoc::from_document(doc_from_py(doc));
+  });
+}
+
+void PyMongoStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
+  with_python([&] {
+    py::object coll = refs_->db[py::str(collection)];
+    ensure_ttl_index(coll, "timestamp", ttl_s);
+    coll.attr("create_index")("key");
+  });
+}
+
+void PyMongoStorage::put_status(const std::string& collection, const me::Document& doc) {
+  const me::Value* id = doc.get("_id");
+  if (id == nullptr) throw me::InvalidArgument("status document without _id");
+  with_python([&] {
+    py::dict filter;
+    filter["_id"] = to_py(*id);
+    refs_->db[py::str(collection)].attr("replace_one")(filter, to_py(doc),
+                                                       py::arg("upsert") = true);
+  });
+}
+
+std::vector<me::Document> PyMongoStorage::list_status(const std::string& collection,
+                                                      const std::string& key) {
+  return with_python([&] {
+    std::vector<me::Document> out;
+    py::object cursor = refs_->db[py::str(collection)]
+                            .attr("find")(py::dict(py::arg("key") = key))
+                            .attr("sort")("timestamp", -1);
+    for (py::handle d : cursor) out.push_back(doc_from_py(d));
+    return out;
+  });
+}
+
+}  // namespace mongoelector_py

@@ -1,0 +1,77 @@
+// Storage backend that talks to MongoDB THROUGH the user's pymongo Database (or a
+// mongomock database, or any lookalike): whatever the user configured on their
+// MongoClient (auth, TLS, replica set, read/write concern, listeners) applies.
+//
+// Every call takes the GIL for the Python call only (the core releases nothing of its
+// own while calling us). Python exceptions (pymongo's) propagate unchanged as
+// py::error_already_set: the Python caller gets the same exception object; on the
+// elector thread the core logs them.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "storage.h"
+
+namespace mongoelector_py {
+
+namespace py = pybind11;
+
+class PyMongoStorage final : public mongoelector::Storage {
+ public:
+  // op_timeout_s: CSOT budget (pymongo.timeout) for each call when `db` is a real
+  // pymongo Database; <= 0 disables it. Needs the GIL.
+  PyMongoStorage(py::object db, double op_timeout_s);
+  ~PyMongoStorage() override;
+
+  PyMongoStorage(const PyMongoStorage&) = delete;
+  PyMongoStorage& operator=(const PyMongoStorage&) = delete;
+
+  // mongomock (or a lookalike without server commands): the host clock is the server's.
+  bool is_mock() const { return mock_.load(); }
+  double op_timeout_s() const { return op_timeout_s_; }
+  py::object db() const;  // needs the GIL
+
+  // With pymongo.timeout (CSOT) a call fails within op_timeout, server selection and
+  // retries included; without it (mongomock, lookalikes) no bound is known.
+  std::int64_t call_bound_ms() const override;
+  mongoelector::ServerInfo server_info() override;
+  std::int64_t server_time_ms() override;
+  void ensure_lock_indexes(const std::string& collection) override;
+  std::optional<mongoelector::LockDoc> claim(const std::string& collection,
+                                             const mongoelector::LockClaim& claim,
+                                             bool force) override;
+  std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
+  bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
+                 std::int64_t old_fence, std::int64_t new_fence) override;
+  bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
+             std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  bool release(const std::string& collection, const std::string& key,
+               const std::optional<std::string>& uuid, std::int64_t now_ms,
+               bool delete_document) override;
+  std::optional<mongoelector::LockDoc> read(const std::string& collection,
+                                            const std::string& key) override;
+  void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
+  void put_status(const std::string& collection, const mongoelector::Document& doc) override;
+  std::vector<mongoelector::Document> list_status(const std::string& collection,
+                                                  const std::string& key) override;
+
+  struct Refs;
+
+ private:
+  template <class F>
+  auto with_python(F&& f);
+  void ensure_ttl_index(const py::object& coll, const char* field, std::int64_t seconds);
+
+  Refs* refs_;  // Python objects; freed under the GIL (or leaked at interpreter exit)
+  double op_timeout_s_;
+  bool csot_ = false;
+  std::atomic<bool> mock_{false};
+  std::atomic<bool> ttl_warned_{false};
+  std::atomic<int> time_command_{0};  // index of the first command that gave localTime
+};
+
+}  // namespace mongoelector_py
