@@ -7,6 +7,7 @@
 #include "utf8.h"
 
 using mongoelector::capi::checked;
+using mongoelector::capi::read_out;
 using mongoelector::capi::guard;
 using mongoelector::capi::require;
 
@@ -134,58 +135,37 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_release(mongoelector_e
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_is_leader(mongoelector_elector* elector,
                                                                     int* out) {
-  return guard([&] {
-    auto& h = checked(elector);
-    require(out != nullptr, "out is NULL");
-    *out = h.elector->is_leader() ? 1 : 0;
-  });
+  return read_out(elector, out, [](auto& h) { return h.elector->is_leader() ? 1 : 0; });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_leader_exists(mongoelector_elector* elector,
                                                                         int* out) {
-  return guard([&] {
-    auto& h = checked(elector);
-    require(out != nullptr, "out is NULL");
-    *out = h.elector->leader_exists() ? 1 : 0;
-  });
+  return read_out(elector, out, [](auto& h) { return h.elector->leader_exists() ? 1 : 0; });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_running(mongoelector_elector* elector,
                                                                   int* out) {
-  return guard([&] {
-    auto& h = checked(elector);
-    require(out != nullptr, "out is NULL");
-    *out = h.elector->running() ? 1 : 0;
-  });
+  return read_out(elector, out, [](auto& h) { return h.elector->running() ? 1 : 0; });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_poll_wait(mongoelector_elector* elector,
                                                                     double* out) {
-  return guard([&] {
-    auto& h = checked(elector);
-    require(out != nullptr, "out is NULL");
-    *out = h.elector->poll_wait();
-  });
+  return read_out(elector, out, [](auto& h) { return h.elector->poll_wait(); });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_fence(mongoelector_elector* elector,
                                                                 int64_t* out) {
-  return guard([&] {
-    auto& h = checked(elector);
-    require(out != nullptr, "out is NULL");
-    // The locker may still remember a hold after a local step-down: only a current
-    // leadership has a token.
-    *out = h.elector->is_leader() ? h.elector->locker().fence() : 0;
+  // The locker may still remember a hold after a local step-down: only a current
+  // leadership has a token.
+  return read_out(elector, out, [](auto& h) -> int64_t {
+    return h.elector->is_leader() ? h.elector->locker().fence() : 0;
   });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elector* elector,
                                                               const char** out) {
-  return guard([&] {
-    auto& h = checked(elector);
-    require(out != nullptr, "out is NULL");
-    *out = h.elector->locker().identity().uuid.c_str();
-  });
+  return read_out(elector, out,
+                  [](auto& h) { return h.elector->locker().identity().uuid.c_str(); });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelector_elector* elector,

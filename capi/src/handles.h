@@ -63,6 +63,17 @@ mongoelector_client& checked(mongoelector_client* h);
 mongoelector_locker& checked(mongoelector_locker* h);
 mongoelector_elector& checked(mongoelector_elector* h);
 
+// The shape of every accessor: check the handle and the out pointer, then write what
+// `read(handle)` returns. Exceptions become status codes (guard).
+template <class Handle, class Out, class Read>
+mongoelector_status read_out(Handle* handle, Out* out, Read&& read) noexcept {
+  return guard([&] {
+    auto& h = checked(handle);
+    require(out != nullptr, "out is NULL");
+    *out = read(h);
+  });
+}
+
 // Operation timeout of one storage call (ms), below the holder's renew deadline so a
 // hung call cannot outlive the lease.
 std::int64_t locker_op_timeout_ms(double ttl_s);

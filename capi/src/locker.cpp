@@ -10,6 +10,7 @@
 #include "utf8.h"
 
 using mongoelector::capi::checked;
+using mongoelector::capi::read_out;
 using mongoelector::capi::guard;
 using mongoelector::capi::require;
 
@@ -150,41 +151,29 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_touch(mongoelector_lock
 
 MONGOELECTOR_API mongoelector_status mongoelector_locker_locked(mongoelector_locker* locker,
                                                                 int* out) {
-  return guard([&] {
-    auto& h = checked(locker);
-    require(out != nullptr, "out is NULL");
+  return read_out(locker, out, [](auto& h) {
     std::lock_guard<std::mutex> g(h.mu);
-    *out = h.locker->locked() ? 1 : 0;
+    return h.locker->locked() ? 1 : 0;
   });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_locker_owned(mongoelector_locker* locker,
                                                                int* out) {
-  return guard([&] {
-    auto& h = checked(locker);
-    require(out != nullptr, "out is NULL");
+  return read_out(locker, out, [](auto& h) {
     std::lock_guard<std::mutex> g(h.mu);
-    *out = h.locker->owned() ? 1 : 0;
+    return h.locker->owned() ? 1 : 0;
   });
 }
 
 // Local reads (fence, uuid) skip the handle mutex so they answer while an acquire blocks.
 MONGOELECTOR_API mongoelector_status mongoelector_locker_fence(mongoelector_locker* locker,
                                                                int64_t* out) {
-  return guard([&] {
-    auto& h = checked(locker);
-    require(out != nullptr, "out is NULL");
-    *out = h.locker->fence();
-  });
+  return read_out(locker, out, [](auto& h) { return h.locker->fence(); });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_locker_uuid(mongoelector_locker* locker,
                                                               const char** out) {
-  return guard([&] {
-    auto& h = checked(locker);
-    require(out != nullptr, "out is NULL");
-    *out = h.locker->identity().uuid.c_str();
-  });
+  return read_out(locker, out, [](auto& h) { return h.locker->identity().uuid.c_str(); });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_locker_verify_time(mongoelector_locker* locker,
