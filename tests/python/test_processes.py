@@ -154,8 +154,9 @@ def test_interpreter_exit_with_a_running_elector(request, transport, exit_how, s
     assert "Fatal Python error" not in r.stderr and "terminate" not in r.stderr, r.stderr
     assert time.monotonic() - t0 < 15
     if db is not None:
+        # Released on the way out: deleted (delete_on_release, the default) or marked free.
         doc = db["elector.locks"].find_one({"_id": key})
-        assert doc is not None and doc["locked"] is False
+        assert doc is None or doc["locked"] is False, doc
 
 
 FORK_SCRIPT = r"""
