@@ -1,5 +1,6 @@
-// BSON <-> mongoelector::Document conversion for the libmongoc backend (private to
-// core/storage/mongo_storage.cpp and its tests). Header-only so it needs no build entry.
+// BSON <-> mongoelector::Document conversion and reply field access for the libmongoc
+// backend (private to core/storage/mongo_*.cpp and its tests). Header-only so it needs
+// no build entry.
 //
 // Reading (to_document): only top-level fields of the types Value can hold are kept:
 //   bool -> bool, int32/int64 -> int64, double -> double, utf8 -> string,
@@ -13,6 +14,7 @@
 #include <mongoc/mongoc.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -124,6 +126,27 @@ inline void append_value(bson_t* b, const std::string& name, const Value& v) {
 
 inline void append_document(bson_t* b, const Document& doc) {
   for (const auto& f : doc.fields()) append_value(b, f.first, f.second);
+}
+
+// The string at `path` ("name" or "sub.name") of a command reply, if it is one.
+inline std::optional<std::string> find_utf8(const bson_t* reply, const char* path) {
+  bson_iter_t it, found;
+  if (bson_iter_init(&it, reply) && bson_iter_find_descendant(&it, path, &found) &&
+      BSON_ITER_HOLDS_UTF8(&found)) {
+    std::uint32_t len = 0;
+    const char* s = bson_iter_utf8(&found, &len);
+    return std::string(s, len);
+  }
+  return std::nullopt;
+}
+
+// The date field `name` of a command reply, in ms since the epoch, if it is one.
+inline std::optional<std::int64_t> find_date_time(const bson_t* reply, const char* name) {
+  bson_iter_t it;
+  if (bson_iter_init_find(&it, reply, name) && BSON_ITER_HOLDS_DATE_TIME(&it)) {
+    return bson_iter_date_time(&it);
+  }
+  return std::nullopt;
 }
 
 }  // namespace mongo_bson
