@@ -111,7 +111,7 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   if (!doc) return std::nullopt;
   if (doc->uuid != identity_.uuid)
     throw StorageError("the server returned a lock document of another holder after a claim");
-  auto token = anchor_epoch(*doc, sent);
+  auto token = anchor_epoch(*doc);
   if (!token) return std::nullopt;
   std::lock_guard<std::mutex> g(mu_);
   hold_ = Hold{*token, now, now + ttl_ms(), sent};
@@ -121,7 +121,7 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
 // The rare path: the document was created by this claim, or carried no token of ours
 // (original node, deleted by the TTL monitor). Its counter restarted, so move it to a
 // fresh epoch from "<coll>.fences", which outlives the lock document.
-std::optional<std::int64_t> Locker::anchor_epoch(const LockDoc& doc, std::int64_t) {
+std::optional<std::int64_t> Locker::anchor_epoch(const LockDoc& doc) {
   if (doc.fence >= kEpochUnit) return doc.fence;
   std::int64_t epoch = storage_->bump_epoch(options_.collection, options_.key);
   if (epoch <= 0 || epoch >= (std::int64_t{1} << 30))
@@ -191,7 +191,7 @@ double Locker::verify_time() {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (time_verified_mono_ && clock_->mono_ms() - *time_verified_mono_ < kTimeCheckCacheMs)
-      return 0.0;
+      return verified_offset_s_;
   }
   server_clock_.refresh();
   double offset = server_clock_.offset_s();
@@ -202,6 +202,7 @@ double Locker::verify_time() {
                           offset);
   std::lock_guard<std::mutex> g(mu_);
   time_verified_mono_ = clock_->mono_ms();
+  verified_offset_s_ = offset;
   return offset;
 }
 

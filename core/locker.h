@@ -84,7 +84,7 @@ class Locker {
   std::optional<LockDoc> current();  // the unexpired lock document, or nullopt
 
   // Raises TimeOffsetError when |server - host| > maxoffset; a good result is cached
-  // for 10 minutes. Returns the measured offset in seconds.
+  // for 10 minutes. Returns the measured (or cached) offset in seconds.
   double verify_time();
   // The contract's retry rule (see _acquireretry): may a blocking/non-blocking loop try
   // attempt number `count` at mono time `now_ms` having started at `start_ms`?
@@ -116,7 +116,7 @@ class Locker {
  private:
   void check_server_safety();
   std::string held_message(const std::optional<LockDoc>& holder) const;
-  std::optional<std::int64_t> anchor_epoch(const LockDoc& doc, std::int64_t lease_start_mono);
+  std::optional<std::int64_t> anchor_epoch(const LockDoc& doc);
 
   std::shared_ptr<Storage> storage_;
   LockerOptions options_;
@@ -127,6 +127,7 @@ class Locker {
   mutable std::mutex mu_;
   std::optional<Hold> hold_;
   std::optional<std::int64_t> time_verified_mono_;
+  double verified_offset_s_ = 0;  // what the cached check measured
   bool safety_checked_ = false;
 };
 

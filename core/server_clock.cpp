@@ -64,9 +64,4 @@ void ServerClock::refresh() {
   sample_locked(/*force=*/true);
 }
 
-bool ServerClock::has_sample() {
-  std::lock_guard<std::mutex> g(mu_);
-  return sample_.has_value();
-}
-
 }  // namespace mongoelector

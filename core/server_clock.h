@@ -33,7 +33,6 @@ class ServerClock {
   // Takes a new sample now (one round trip). Logs a clock jump when the new estimate
   // differs from the old one by more than their combined uncertainty.
   void refresh();
-  bool has_sample();
 
  private:
   struct Sample {

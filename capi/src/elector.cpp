@@ -23,15 +23,9 @@ void to_core(const char* key, const mongoelector_elector_options* o,
              mongoelector::ElectorOptions& opts, mongoelector::ElectorCallbacks& callbacks) {
   opts.key = mongoelector::capi::checked_key(key);
   if (o == nullptr) return;
-  if (o->version == 0 || o->version > MONGOELECTOR_ELECTOR_OPTIONS_VERSION) {
-    throw mongoelector::InvalidArgument(
-        "elector options version " + std::to_string(o->version) +
-        " is not supported (this library knows 1.." +
-        std::to_string(MONGOELECTOR_ELECTOR_OPTIONS_VERSION) +
-        "); initialise options with mongoelector_elector_options_init()");
-  }
-  mongoelector::capi::require_positive_duration(o->ttl_seconds, "ttl_seconds");
-  opts.ttl_s = o->ttl_seconds;
+  mongoelector::capi::check_options_version(o->version, MONGOELECTOR_ELECTOR_OPTIONS_VERSION,
+                                            "elector");
+  opts.ttl_s = o->ttl_seconds;  // checked by the core, before any I/O
   opts.report_status = o->report_status != 0;
   if (o->app_version != nullptr) {
     std::string v(o->app_version);
@@ -96,7 +90,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
     to_core(key, options, opts, callbacks);
     auto h = std::make_unique<mongoelector_elector>();
     h->storage = std::make_shared<mongoelector::MongoStorage>(mongoelector::MongoStorageOptions{
-        c.uri, c.database, mongoelector::capi::elector_op_timeout_ms(opts.ttl_s)});
+        c.uri, c.database, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s)});
     h->elector = std::make_unique<mongoelector::Elector>(h->storage, std::move(opts),
                                                          std::move(callbacks));
     *out = h.release();

@@ -32,12 +32,14 @@ mongoelector_elector& checked(mongoelector_elector* h) {
   return checked_handle(h, kElectorMagic, "elector");
 }
 
-// Both from core's rule (ttl/10 within [100 ms, 5 s]): a call is bounded by three such
-// timeouts, so an elector's renewal at ttl/2 ends before its renew deadline, and a caller
-// facing a dead server hears of it in seconds even with the default 600 s ttl.
-std::int64_t locker_op_timeout_ms(double ttl_s) { return op_timeout_ms_for_ttl(ttl_s); }
-
-std::int64_t elector_op_timeout_ms(double ttl_s) { return op_timeout_ms_for_ttl(ttl_s); }
+void check_options_version(std::uint32_t version, std::uint32_t latest, const char* kind) {
+  if (version == 0 || version > latest) {
+    throw InvalidArgument(std::string(kind) + " options version " + std::to_string(version) +
+                          " is not supported (this library knows 1.." + std::to_string(latest) +
+                          "); initialise options with mongoelector_" + kind +
+                          "_options_init()");
+  }
+}
 
 std::string checked_key(const char* key) {
   require(key != nullptr, "key is NULL");

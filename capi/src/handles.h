@@ -74,12 +74,11 @@ mongoelector_status read_out(Handle* handle, Out* out, Read&& read) noexcept {
   });
 }
 
-// Operation timeout of one storage call (ms), below the holder's renew deadline so a
-// hung call cannot outlive the lease.
-std::int64_t locker_op_timeout_ms(double ttl_s);
-std::int64_t elector_op_timeout_ms(double ttl_s);
 
 // A key given by C: non-NULL and valid (core's validate_key: non-empty, UTF-8, <= 1024).
 std::string checked_key(const char* key);
+// An options struct's version field: 1..latest (fields are only ever appended), else
+// InvalidArgument naming the init function to use.
+void check_options_version(std::uint32_t version, std::uint32_t latest, const char* kind);
 
 }  // namespace mongoelector::capi

@@ -21,22 +21,15 @@ mongoelector::LockerOptions to_core(const char* key, const mongoelector_locker_o
   mongoelector::LockerOptions opts;
   opts.key = mongoelector::capi::checked_key(key);
   if (o == nullptr) return opts;
-  if (o->version == 0 || o->version > MONGOELECTOR_LOCKER_OPTIONS_VERSION) {
-    throw mongoelector::InvalidArgument(
-        "locker options version " + std::to_string(o->version) +
-        " is not supported (this library knows 1.." +
-        std::to_string(MONGOELECTOR_LOCKER_OPTIONS_VERSION) +
-        "); initialise options with mongoelector_locker_options_init()");
-  }
+  mongoelector::capi::check_options_version(o->version, MONGOELECTOR_LOCKER_OPTIONS_VERSION,
+                                            "locker");
   if (o->collection != nullptr) {
     opts.collection = o->collection;  // the core checks it is a usable name
     require(mongoelector::is_valid_utf8(opts.collection), "collection is not valid UTF-8");
   }
-  mongoelector::capi::require_positive_duration(o->ttl_seconds, "ttl_seconds");
+  // ttl and max_offset are checked by the Locker itself, before any I/O.
   opts.ttl_s = o->ttl_seconds;
   opts.timeparanoid = o->timeparanoid != 0;
-  require(std::isfinite(o->max_offset_seconds) && o->max_offset_seconds >= 0,
-          "max_offset_seconds must be a finite number >= 0");
   opts.maxoffset_s = o->max_offset_seconds;
   opts.delete_on_release = o->delete_on_release != 0;
   opts.allow_unsafe_server = o->allow_unsafe_server != 0;
@@ -77,7 +70,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client
     auto opts = to_core(key, options);
     auto h = std::make_unique<mongoelector_locker>();
     h->storage = std::make_shared<mongoelector::MongoStorage>(mongoelector::MongoStorageOptions{
-        c.uri, c.database, mongoelector::capi::locker_op_timeout_ms(opts.ttl_s)});
+        c.uri, c.database, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s)});
     // Validates the collection name and ensures the TTL index (one round trip).
     h->locker = std::make_unique<mongoelector::Locker>(h->storage, std::move(opts));
     *out = h.release();

@@ -30,6 +30,7 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
       callbacks_(std::move(callbacks)),
       clock_(clock),
       rng_(std::random_device{}()) {
+  validate_collection(options_.status_collection);  // before the locker's first round trip
   LockerOptions lo;
   lo.key = options_.key;
   lo.collection = options_.lock_collection;
@@ -39,7 +40,6 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
   lo.ensure_indexes = options_.ensure_indexes;
   lo.delete_on_release = options_.delete_on_release;
   locker_ = std::make_shared<Locker>(storage, lo, clock_, std::move(identity));
-  validate_collection(options_.status_collection);
   // A leader renews at ttl/2 and must be done by the renew deadline (0.9 ttl).
   const std::int64_t bound = storage->call_bound_ms();
   if (bound > 0 && bound * 10 > locker_->ttl_ms() * 4)
@@ -116,7 +116,12 @@ void Elector::stop() {
     own_thread = loop_thread_id_ == std::this_thread::get_id();
   }
   cv_.notify_all();
-  if (!own_thread && thread_.joinable()) thread_.join();
+  if (!own_thread && thread_.joinable()) {
+    thread_.join();  // run_loop() released leadership on its way out
+    return;
+  }
+  // Never started, or called from a callback: release now (the loop, if any, exits
+  // after the callback and finds nothing left to release).
   release();
 }
 
@@ -227,14 +232,13 @@ Elector::Event Elector::poll_locked() {
       next_poll_mono_ = now + std::max<std::int64_t>(wait, 1);
       return Event::None;
     }
-    if (auto token = locker_->try_acquire(false)) {
+    if (locker_->try_acquire(false)) {
       auto lease_end = locker_->lease_deadline_mono();
       std::lock_guard<std::mutex> g(mu_);
       leader_ = true;
       leader_exists_ = true;
       renew_deadline_ = *lease_end - margin_ms();
       next_poll_mono_ = now + ttl / 2;
-      (void)token;
       return Event::BecameLeader;
     }
     // Someone else won the race: its lease is about a full ttl.
