@@ -1,7 +1,8 @@
 #include "harness.h"
 
+#include "../storage/raw_client.h"
+
 #include <fcntl.h>
-#include <mongoc/mongoc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -112,20 +113,15 @@ void insert_original_lock(const std::string& uri, const std::string& db,
                           const std::string& collection, const std::string& key,
                           const std::string& uuid, std::int64_t created_ms,
                           std::int64_t expire_ms) {
-  mongoc_init();
-  bson_error_t err;
-  mongoc_client_t* client = mongoc_client_new(uri.c_str());
-  if (!client) throw std::runtime_error("bad uri");
-  mongoc_collection_t* coll = mongoc_client_get_collection(client, db.c_str(), collection.c_str());
-  bson_t* doc = BCON_NEW("_id", BCON_UTF8(key.c_str()), "locked", BCON_BOOL(true), "host",
-                         BCON_UTF8("original-host"), "uuid", BCON_UTF8(uuid.c_str()), "pid",
-                         BCON_INT32(4242), "ts_created", BCON_DATE_TIME(created_ms), "ts_expire",
-                         BCON_DATE_TIME(expire_ms));
-  bool ok = mongoc_collection_insert_one(coll, doc, nullptr, nullptr, &err);
-  bson_destroy(doc);
-  mongoc_collection_destroy(coll);
-  mongoc_client_destroy(client);
-  if (!ok) throw std::runtime_error(std::string("insert failed: ") + err.message);
+  auto date = [](std::int64_t ms) {
+    return "{\"$date\": {\"$numberLong\": \"" + std::to_string(ms) + "\"}}";
+  };
+  // Exactly what the original package inserts: no fence field, pid as int32.
+  mongoelector::storage_test::RawClient(uri, db)
+      .insert(collection, "{\"_id\": \"" + key + "\", \"locked\": true, \"host\": "
+                          "\"original-host\", \"uuid\": \"" + uuid + "\", \"pid\": 4242, "
+                          "\"ts_created\": " + date(created_ms) + ", \"ts_expire\": " +
+                          date(expire_ms) + "}");
 }
 
 namespace {
