@@ -36,6 +36,12 @@ class TimeOffsetError(MongoElectorError):
     """Raised when the clock offset between this host and MongoDB is too high."""
 
 
+def _time_offset_error(offset):
+    """The original's error for a clock offset (seconds, either sign) above maxoffset;
+    the native core's offset errors are raised with this message too."""
+    return TimeOffsetError(f"Clock offset vs MongoDB is too high: {round(abs(offset), 2)}s")
+
+
 # The original defines these three in mongoelector.locker: keep that name in reprs,
 # tracebacks and pickles.
 for _cls in (LockExists, AcquireTimeout, TimeOffsetError):

@@ -15,7 +15,7 @@ from socket import getfqdn
 from time import sleep
 
 from . import _native, _transport
-from .errors import AcquireTimeout, LockExists, TimeOffsetError
+from .errors import AcquireTimeout, LockExists, TimeOffsetError, _time_offset_error
 
 __all__ = ["MongoLocker", "LockExists", "AcquireTimeout", "TimeOffsetError"]
 
@@ -146,26 +146,11 @@ class MongoLocker:
 
     @property
     def status(self):
-        current = self.get_current()
-        mine = False
-        lock_created = None
-        lock_expires = None
-        if current:
-            mine = current.get("uuid") == self.uuid
-            if mine:
-                lock_created = current.get("ts_created")
-                lock_expires = current.get("ts_expire")
-        return {
-            "uuid": self.uuid,
-            "key": self.key,
-            "ttl": self._ttl,
-            "timestamp": _utcnow(),
-            "host": self.host,
-            "pid": self.pid,
-            "lock_owned": mine,
-            "lock_created": lock_created,
-            "lock_expires": lock_expires,
-        }
+        """uuid, key, ttl, timestamp, host, pid, lock_owned, lock_created, lock_expires
+        (core Elector::locker_status: one round trip)."""
+        status = self._core.status()
+        status["ttl"] = self._ttl  # as given (the core keeps an integral ttl an int)
+        return status
 
     @property
     def fence(self):
@@ -193,7 +178,7 @@ class MongoLocker:
         # the round trip (the original compared without that correction).
         offset = abs(self._core.measure_offset())
         if offset > self._maxoffset:
-            raise TimeOffsetError(f"Clock offset vs MongoDB is too high: {round(offset, 2)}s")
+            raise _time_offset_error(offset)
         self._sanetime = now
         return True
 

@@ -5,6 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -13,6 +14,9 @@
 namespace mongoelector_py {
 
 namespace py = pybind11;
+
+// Seconds (Python float options) -> whole milliseconds, rounded.
+inline std::int64_t ms_from_seconds(double s) { return std::llround(s * 1000.0); }
 
 py::object datetime_from_ms(std::int64_t ms);
 // datetime (aware or naive UTC) or bson DatetimeMS -> ms since the epoch; nullopt for

@@ -78,8 +78,9 @@ void sink(me::LogLevel level, const std::string& message) {
   b->cv.notify_all();
 }
 
-// After fork() only the forking thread exists in the child: the drainer and the
-// mutex state are the parent's. Start over with a fresh bridge (the old one leaks).
+// After fork() only the forking thread exists in the child: the drainer is the
+// parent's and the mutex was locked by before_fork(). Start over with a fresh bridge
+// (the old one is abandoned, leaked).
 void after_fork_in_child() {
   Bridge* old = g_bridge;
   auto* fresh = new Bridge;
@@ -88,10 +89,6 @@ void after_fork_in_child() {
 }
 void before_fork() { g_bridge->mu.lock(); }
 void after_fork_in_parent() { g_bridge->mu.unlock(); }
-void after_fork_child_unlock() {
-  // The old bridge's mutex was locked by before_fork(); it is abandoned with the bridge.
-  after_fork_in_child();
-}
 
 }  // namespace
 
@@ -99,7 +96,7 @@ void install_log_bridge() {
   if (g_logger == nullptr)
     g_logger = new py::object(py::module_::import("logging").attr("getLogger")("mongoelector"));
   static bool atfork = [] {
-    pthread_atfork(before_fork, after_fork_in_parent, after_fork_child_unlock);
+    pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
     return true;
   }();
   (void)atfork;

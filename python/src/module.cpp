@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <memory>
 #include <condition_variable>
 #include <mutex>
@@ -56,9 +55,10 @@ void translate(std::exception_ptr p) {
   } catch (const me::AcquireTimeout& e) {
     set_error("AcquireTimeout", e.what());
   } catch (const me::TimeOffsetError& e) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.2f", std::fabs(e.offset_s()));
-    set_error("TimeOffsetError", std::string("Clock offset vs MongoDB is too high: ") + buf + "s");
+    // The message is built where the Python path (_verifytime) builds it, so both read
+    // the same.
+    py::object exc = errors_module().attr("_time_offset_error")(e.offset_s());
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   } catch (const me::Cancelled& e) {
     PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
   } catch (const me::UnsafeServer& e) {
@@ -86,6 +86,13 @@ bool check_signals() {
 py::object hold_tuple(const std::optional<me::Hold>& h) {
   if (!h) return py::none();
   return py::make_tuple(h->fence, datetime_from_ms(h->created_ms), datetime_from_ms(h->expire_ms));
+}
+
+// Seconds from now (host monotonic clock) until a deadline, None without one.
+std::optional<double> seconds_until(const std::optional<std::int64_t>& deadline_mono,
+                                    me::Clock& clock) {
+  if (!deadline_mono) return std::nullopt;
+  return (*deadline_mono - clock.mono_ms()) / 1000.0;
 }
 
 // The token of a hold whose lease has not run out on this host's monotonic clock.
@@ -310,7 +317,7 @@ PYBIND11_MODULE(_native, m) {
              me::MongoStorageOptions o;
              o.uri = std::move(uri);
              o.database = std::move(database);
-             o.op_timeout_ms = static_cast<std::int64_t>(std::llround(op_timeout * 1000.0));
+             o.op_timeout_ms = ms_from_seconds(op_timeout);
              return std::make_shared<me::MongoStorage>(std::move(o));
            }),
            py::arg("uri"), py::arg("database"), py::arg("op_timeout"))
@@ -351,6 +358,11 @@ PYBIND11_MODULE(_native, m) {
              auto d = nogil<std::optional<me::LockDoc>>([&] { return l.current(); });
              return d ? py::object(to_py(d->raw)) : py::none();
            })
+      .def("status",
+           [](me::Locker& l) {
+             return to_py(nogil<me::Document>([&] { return me::Elector::locker_status(l); }));
+           },
+           "MongoLocker.status (one round trip).")
       .def("read",
            [](me::Locker& l) -> py::object {
              auto d = nogil<std::optional<me::LockDoc>>(
@@ -379,12 +391,9 @@ PYBIND11_MODULE(_native, m) {
                                return nogil<std::optional<std::int64_t>>([&] { return live_fence(l); });
                              })
       .def_property_readonly("lease_remaining",
-                             [](me::Locker& l) -> std::optional<double> {
-                               return nogil<std::optional<double>>([&]() -> std::optional<double> {
-                                 auto d = l.lease_deadline_mono();
-                                 if (!d) return std::nullopt;
-                                 return (*d - l.clock().mono_ms()) / 1000.0;
-                               });
+                             [](me::Locker& l) {
+                               return nogil<std::optional<double>>(
+                                   [&] { return seconds_until(l.lease_deadline_mono(), l.clock()); });
                              })
       .def_property_readonly("uuid", [](me::Locker& l) { return l.identity().uuid; })
       .def_property_readonly("host", [](me::Locker& l) { return l.identity().host; })
@@ -436,11 +445,10 @@ PYBIND11_MODULE(_native, m) {
                                return lp ? datetime_from_ms(lp->ms) : py::none();
                              })
       .def_property_readonly("renew_deadline_remaining",
-                             [](PyElector& e) -> std::optional<double> {
-                               return nogil<std::optional<double>>([&]() -> std::optional<double> {
-                                 auto d = e.get().renew_deadline_mono();
-                                 if (!d) return std::nullopt;
-                                 return (*d - e.get().locker().clock().mono_ms()) / 1000.0;
+                             [](PyElector& e) {
+                               return nogil<std::optional<double>>([&] {
+                                 me::Elector& el = e.get();
+                                 return seconds_until(el.renew_deadline_mono(), el.locker().clock());
                                });
                              })
       .def("node_status",

@@ -1,12 +1,12 @@
 #include "pymongo_storage.h"
 
 #include <chrono>
-#include <cmath>
 #include <string>
 
 #include "convert.h"
 #include "errors.h"
 #include "gil.h"
+#include "log.h"
 
 namespace mongoelector_py {
 
@@ -66,7 +66,10 @@ struct PyMongoStorage::Refs {
   py::object duplicate_key_error;  // pymongo.errors.DuplicateKeyError
   py::object operation_failure;    // pymongo.errors.OperationFailure
   py::object timeout_fn;           // pymongo.timeout, or None
-  py::object logger;               // logging.getLogger("mongoelector")
+  // Collection objects by name: db[name] builds a new Collection (name checks, codec
+  // options) on every call; the lock, fences and status collections are asked for on
+  // every poll.
+  py::dict collections;
 };
 
 PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s)
@@ -77,7 +80,6 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s)
   py::module_ errors = py::module_::import("pymongo.errors");
   refs_->duplicate_key_error = errors.attr("DuplicateKeyError");
   refs_->operation_failure = errors.attr("OperationFailure");
-  refs_->logger = py::module_::import("logging").attr("getLogger")("mongoelector");
   refs_->timeout_fn = py::getattr(pymongo, "timeout", py::none());
 
   py::object database_type = py::module_::import("pymongo.database").attr("Database");
@@ -95,6 +97,14 @@ PyMongoStorage::~PyMongoStorage() {
 
 py::object PyMongoStorage::db() const { return refs_->db; }
 
+py::object PyMongoStorage::collection(const std::string& name) {
+  py::str key(name);
+  if (refs_->collections.contains(key)) return refs_->collections[key];
+  py::object coll = refs_->db[key];
+  refs_->collections[key] = coll;
+  return coll;
+}
+
 // Runs f() with the GIL and, for a real pymongo Database, inside pymongo.timeout().
 template <class F>
 auto PyMongoStorage::with_python(F&& f) {
@@ -106,7 +116,7 @@ auto PyMongoStorage::with_python(F&& f) {
 }
 
 std::int64_t PyMongoStorage::call_bound_ms() const {
-  return csot_ ? static_cast<std::int64_t>(std::llround(op_timeout_s_ * 1000.0)) : 0;
+  return csot_ ? ms_from_seconds(op_timeout_s_) : 0;
 }
 
 me::ServerInfo PyMongoStorage::server_info() {
@@ -197,10 +207,10 @@ void PyMongoStorage::ensure_ttl_index(const py::object& coll, const char* field,
   auto tolerate = [&](const py::error_already_set& e) {
     if (!is_unsupported_code(error_code(e))) return false;
     if (!ttl_warned_.exchange(true))
-      refs_->logger.attr("warning")(
-          "the server does not support TTL indexes (%s); expired lock documents stay until "
-          "overwritten, which the protocol does not need",
-          py::str(e.value()));
+      me::log(me::LogLevel::Warning,
+              "the server does not support TTL indexes (" + py::str(e.value()).cast<std::string>() +
+                  "); expired lock documents stay until overwritten, which the protocol does "
+                  "not need");
     return true;
   };
   try {
@@ -220,7 +230,7 @@ void PyMongoStorage::ensure_ttl_index(const py::object& coll, const char* field,
 }
 
 void PyMongoStorage::ensure_lock_indexes(const std::string& collection) {
-  with_python([&] { ensure_ttl_index(refs_->db[py::str(collection)], "ts_expire", 0); });
+  with_python([&] { ensure_ttl_index(this->collection(collection), "ts_expire", 0); });
 }
 
 std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
@@ -254,7 +264,7 @@ std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
     update["$inc"] = py::dict(py::arg("fence") = 1);
     py::object result;
     try {
-      result = refs_->db[py::str(collection)].attr("find_one_and_update")(
+      result = this->collection(collection).attr("find_one_and_update")(
           filter, update, py::arg("upsert") = true, py::arg("return_document") = refs_->return_after);
     } catch (py::error_already_set& e) {
       if (e.matches(refs_->duplicate_key_error)) return std::nullopt;
@@ -269,7 +279,7 @@ std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
 
 std::int64_t PyMongoStorage::bump_epoch(const std::string& collection, const std::string& key) {
   return with_python([&]() -> std::int64_t {
-    py::object fences = refs_->db[py::str(collection + ".fences")];
+    py::object fences = this->collection(collection + ".fences");
     py::dict update;
     update["$inc"] = py::dict(py::arg("epoch") = 1);
     for (int attempt = 0;; ++attempt) {
@@ -301,7 +311,7 @@ bool PyMongoStorage::set_fence(const std::string& collection, const std::string&
     filter["fence"] = old_fence;
     py::dict update;
     update["$set"] = py::dict(py::arg("fence") = new_fence);
-    py::object r = refs_->db[py::str(collection)].attr("update_one")(filter, update);
+    py::object r = this->collection(collection).attr("update_one")(filter, update);
     return r.attr("matched_count").cast<std::int64_t>() > 0;
   });
 }
@@ -318,7 +328,7 @@ bool PyMongoStorage::renew(const std::string& collection, const std::string& key
     filter["ts_expire"] = py::dict(py::arg("$gt") = datetime_from_ms(now_ms));
     py::dict update;
     update["$set"] = py::dict(py::arg("ts_expire") = datetime_from_ms(expire_ms));
-    py::object r = refs_->db[py::str(collection)].attr("update_one")(filter, update);
+    py::object r = this->collection(collection).attr("update_one")(filter, update);
     return r.attr("matched_count").cast<std::int64_t>() > 0;
   });
 }
@@ -330,7 +340,7 @@ bool PyMongoStorage::release(const std::string& collection, const std::string& k
     py::dict filter;
     filter["_id"] = key;
     if (uuid) filter["uuid"] = *uuid;
-    py::object coll = refs_->db[py::str(collection)];
+    py::object coll = this->collection(collection);
     if (delete_document)
       return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;
     py::dict set;
@@ -346,7 +356,7 @@ std::optional<me::LockDoc> PyMongoStorage::read(const std::string& collection,
                                                 const std::string& key) {
   return with_python([&]() -> std::optional<me::LockDoc> {
     py::object doc =
-        refs_->db[py::str(collection)].attr("find_one")(py::dict(py::arg("_id") = key));
+        this->collection(collection).attr("find_one")(py::dict(py::arg("_id") = key));
     if (doc.is_none()) return std::nullopt;
     return me::LockDoc::from_document(doc_from_py(doc));
   });
@@ -354,7 +364,7 @@ std::optional<me::LockDoc> PyMongoStorage::read(const std::string& collection,
 
 void PyMongoStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
   with_python([&] {
-    py::object coll = refs_->db[py::str(collection)];
+    py::object coll = this->collection(collection);
     ensure_ttl_index(coll, "timestamp", ttl_s);
     coll.attr("create_index")("key");
   });
@@ -366,8 +376,7 @@ void PyMongoStorage::put_status(const std::string& collection, const me::Documen
   with_python([&] {
     py::dict filter;
     filter["_id"] = to_py(*id);
-    refs_->db[py::str(collection)].attr("replace_one")(filter, to_py(doc),
-                                                       py::arg("upsert") = true);
+    this->collection(collection).attr("replace_one")(filter, to_py(doc), py::arg("upsert") = true);
   });
 }
 
@@ -375,7 +384,7 @@ std::vector<me::Document> PyMongoStorage::list_status(const std::string& collect
                                                       const std::string& key) {
   return with_python([&] {
     std::vector<me::Document> out;
-    py::object cursor = refs_->db[py::str(collection)]
+    py::object cursor = this->collection(collection)
                             .attr("find")(py::dict(py::arg("key") = key))
                             .attr("sort")("timestamp", -1);
     for (py::handle d : cursor) out.push_back(doc_from_py(d));

@@ -64,6 +64,8 @@ class PyMongoStorage final : public mongoelector::Storage {
  private:
   template <class F>
   auto with_python(F&& f);
+  // The Collection object of `name`, created once. Needs the GIL.
+  py::object collection(const std::string& name);
   void ensure_ttl_index(const py::object& coll, const char* field, std::int64_t seconds);
 
   Refs* refs_;  // Python objects; freed under the GIL (or leaked at interpreter exit)
