@@ -34,6 +34,25 @@ func call(fn func() C.mongoelector_status) error {
 	return &Error{Code: Code(st), Message: C.GoString(C.mongoelector_last_error())}
 }
 
+// guarded runs one C call on a handle while g keeps it alive; what names the handle
+// in ErrClosed.
+func guarded(g *guard, what string, fn func() C.mongoelector_status) error {
+	if !g.enter() {
+		return closedError(what)
+	}
+	defer g.exit()
+	return call(fn)
+}
+
+// boolCall is guarded for a C function with an int flag result.
+func boolCall(g *guard, what string, fn func(*C.int) C.mongoelector_status) (bool, error) {
+	var out C.int
+	if err := guarded(g, what, func() C.mongoelector_status { return fn(&out) }); err != nil {
+		return false, err
+	}
+	return out != 0, nil
+}
+
 // cstring copies s into C memory; release with freeC. Strings with NUL bytes are cut
 // there by C anyway, so they are rejected up front with a clear error.
 func cstring(what, s string) (*C.char, error) {

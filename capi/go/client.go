@@ -19,9 +19,8 @@ type Client struct {
 	g        guard
 	ptr      *C.mongoelector_client
 	infoMu   sync.Mutex // mongoelector_client_server_info is not concurrent with itself
-	mu       sync.Mutex // guards children and freed
+	mu       sync.Mutex // guards children and ptr once closed
 	children int
-	freed    bool
 }
 
 // NewClient connects lazily to uri ("mongodb://host:port/?options") and uses database.
@@ -98,10 +97,11 @@ func (c *Client) childDone() {
 func (c *Client) maybeFree() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.freed || c.children > 0 || !c.g.isClosed() {
+	// Not drained: a child's Close may get here while Close still waits for a call in
+	// flight (ServerInfo), which must not see the client freed. ptr == nil: freed.
+	if c.ptr == nil || c.children > 0 || !c.g.drained() {
 		return
 	}
-	c.freed = true
 	C.mongoelector_client_free(c.ptr)
 	c.ptr = nil
 }

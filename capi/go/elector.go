@@ -61,8 +61,7 @@ type Elector struct {
 	g      guard
 	ptr    *C.mongoelector_elector
 	client *Client
-	handle cgo.Handle
-	cbs    *callbacks
+	handle cgo.Handle // refers to the *callbacks; deleted only after the C elector is freed
 }
 
 // running keeps started electors reachable, so a program that starts one and then
@@ -84,10 +83,7 @@ func NewElector(client *Client, key string, opts *ElectorOptions) (*Elector, err
 	defer freeC(ckey)
 	var o C.mongoelector_elector_options
 	C.mongoelector_elector_options_init(&o)
-	if opts.TTL < 0 {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "TTL must be positive"}
-	}
-	if opts.TTL > 0 {
+	if opts.TTL != 0 { // C rejects a negative TTL before any I/O
 		o.ttl_seconds = C.double(opts.TTL.Seconds())
 	}
 	if opts.DisableStatusReport {
@@ -120,18 +116,12 @@ func NewElector(client *Client, key string, opts *ElectorOptions) (*Elector, err
 		h.Delete()
 		return nil, err
 	}
-	e := &Elector{ptr: ptr, client: client, handle: h, cbs: cbs}
+	e := &Elector{ptr: ptr, client: client, handle: h}
 	runtime.SetFinalizer(e, (*Elector).Close)
 	return e, nil
 }
 
-func (e *Elector) do(fn func() C.mongoelector_status) error {
-	if !e.g.enter() {
-		return closedError("elector")
-	}
-	defer e.g.exit()
-	return call(fn)
-}
+func (e *Elector) do(fn func() C.mongoelector_status) error { return guarded(&e.g, "elector", fn) }
 
 // Start runs the election loop on a new native thread (no-op if running).
 func (e *Elector) Start() error {
@@ -164,11 +154,7 @@ func (e *Elector) Release() error {
 }
 
 func (e *Elector) boolCall(fn func(*C.int) C.mongoelector_status) (bool, error) {
-	var out C.int
-	if err := e.do(func() C.mongoelector_status { return fn(&out) }); err != nil {
-		return false, err
-	}
-	return out != 0, nil
+	return boolCall(&e.g, "elector", fn)
 }
 
 // IsLeader is true while this node leads; false the moment its renew deadline passes,
@@ -207,11 +193,17 @@ func (e *Elector) Fence() (int64, error) {
 
 // UUID is this node's identity.
 func (e *Elector) UUID() (string, error) {
-	var s *C.char
-	if err := e.do(func() C.mongoelector_status { return C.mongoelector_elector_uuid(e.ptr, &s) }); err != nil {
-		return "", err
-	}
-	return C.GoString(s), nil
+	// The string belongs to the handle: copy it while the guard keeps the handle alive.
+	var uuid string
+	err := e.do(func() C.mongoelector_status {
+		var s *C.char
+		st := C.mongoelector_elector_uuid(e.ptr, &s)
+		if st == C.MONGOELECTOR_OK {
+			uuid = C.GoString(s)
+		}
+		return st
+	})
+	return uuid, err
 }
 
 func (e *Elector) jsonCall(fn func(**C.char) C.mongoelector_status) (map[string]any, error) {
@@ -252,7 +244,7 @@ func (e *Elector) Close() error {
 	runtime.SetFinalizer(e, nil)
 	running.Delete(e)
 	runtime.LockOSThread()
-	inside := e.cbs.onThread(currentThreadID())
+	inside := e.handle.Value().(*callbacks).onThread(currentThreadID())
 	runtime.UnlockOSThread()
 	if inside {
 		go e.free()

@@ -81,6 +81,9 @@ func TestInvalidArguments(t *testing.T) {
 	if _, err := NewElector(c, "k", &ElectorOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("negative elector TTL: %v", err)
 	}
+	if _, err := NewLocker(c, "k", &LockerOptions{MaxOffset: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("negative MaxOffset: %v", err)
+	}
 	if _, err := NewLocker(nil, "k", nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("nil client: %v", err)
 	}
@@ -123,19 +126,24 @@ func TestServerDownIsUnavailable(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("ServerInfo took %v against a closed port", el)
 	}
-	start = time.Now()
+	if el, err := downLockerError(c); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("locker against a closed port: want ErrUnavailable, got %v", err)
+	} else if el > 10*time.Second {
+		t.Fatalf("locker calls took %v against a closed port", el)
+	}
+}
+
+// downLockerError makes a 2 s ttl locker on c (whose server is down) and tries to
+// acquire: how long the first error took to come, and that error.
+func downLockerError(c *Client) (time.Duration, error) {
+	start := time.Now()
 	l, err := NewLocker(c, "down", &LockerOptions{TTL: 2 * time.Second})
 	if err == nil {
 		// Index creation failing may be tolerated; the first real call must not be.
 		defer l.Close()
 		_, err = l.TryAcquire()
 	}
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("locker against a closed port: want ErrUnavailable, got %v", err)
-	}
-	if el := time.Since(start); el > 10*time.Second {
-		t.Fatalf("locker calls took %v against a closed port", el)
-	}
+	return time.Since(start), err
 }
 
 // Without timeouts in the URI the library bounds every call from the locker's ttl.
@@ -145,16 +153,9 @@ func TestServerDownDefaultTimeoutsFollowTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	start := time.Now()
-	l, err := NewLocker(c, "down", &LockerOptions{TTL: 2 * time.Second})
-	if err == nil {
-		defer l.Close()
-		_, err = l.TryAcquire()
-	}
-	if !errors.Is(err, ErrUnavailable) {
+	if el, err := downLockerError(c); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("want ErrUnavailable, got %v", err)
-	}
-	if el := time.Since(start); el > 6*time.Second {
+	} else if el > 6*time.Second {
 		t.Fatalf("a 2 s ttl locker took %v to report a dead server", el)
 	}
 }

@@ -49,6 +49,14 @@ func (g *guard) isClosed() bool {
 	return g.closed
 }
 
+// drained reports whether the guard is closed and no call is inside any more: from
+// then on nothing can use the handle.
+func (g *guard) drained() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed && g.active == 0
+}
+
 // wait blocks until no call is inside.
 func (g *guard) wait() {
 	g.mu.Lock()

@@ -69,16 +69,14 @@ func NewLocker(client *Client, key string, opts *LockerOptions) (*Locker, error)
 		defer freeC(ccoll)
 		o.collection = ccoll
 	}
-	if opts.TTL < 0 {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "TTL must be positive"}
-	}
-	if opts.TTL > 0 {
+	// Only 0 means "default": C rejects a negative TTL or MaxOffset, before any I/O.
+	if opts.TTL != 0 {
 		o.ttl_seconds = C.double(opts.TTL.Seconds())
 	}
 	if opts.DisableTimeParanoid {
 		o.timeparanoid = 0
 	}
-	if opts.MaxOffset > 0 {
+	if opts.MaxOffset != 0 {
 		o.max_offset_seconds = C.double(opts.MaxOffset.Seconds())
 	}
 	o.delete_on_release = cbool(opts.DeleteOnRelease)
@@ -140,9 +138,6 @@ func (l *Locker) Acquire(ctx context.Context, opts ...AcquireOption) (int64, err
 	cfg := newAcquireConfig(opts)
 	if cfg.timeout == 0 {
 		return 0, &Error{Code: CodeInvalidArgument, Message: "timeout must be positive (or use TryAcquire)"}
-	}
-	if cfg.step <= 0 {
-		return 0, &Error{Code: CodeInvalidArgument, Message: "step must be positive"}
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, contextError(err, "acquire of "+l.key+" not started")
@@ -225,12 +220,8 @@ func contextError(ctxErr error, msg string) error {
 // when another holds the lock. Only WithForce applies.
 func (l *Locker) TryAcquire(opts ...AcquireOption) (int64, error) {
 	cfg := newAcquireConfig(opts)
-	if !l.g.enter() {
-		return 0, closedError("locker")
-	}
-	defer l.g.exit()
 	var fence C.int64_t
-	err := call(func() C.mongoelector_status {
+	err := l.do(func() C.mongoelector_status {
 		return C.mongoelector_locker_acquire(l.ptr, 0, -1, 0.25, cbool(cfg.force), &fence)
 	})
 	if err != nil {
@@ -246,23 +237,15 @@ func (l *Locker) Release() error { return l.release(false) }
 func (l *Locker) ForceRelease() error { return l.release(true) }
 
 func (l *Locker) release(force bool) error {
-	if !l.g.enter() {
-		return closedError("locker")
-	}
-	defer l.g.exit()
-	return call(func() C.mongoelector_status { return C.mongoelector_locker_release(l.ptr, cbool(force)) })
+	return l.do(func() C.mongoelector_status { return C.mongoelector_locker_release(l.ptr, cbool(force)) })
 }
 
 // Touch renews a held, unexpired lock: renewed and the new expiry (server time), or
 // false when this locker does not hold it any more.
 func (l *Locker) Touch() (renewed bool, expire time.Time, err error) {
-	if !l.g.enter() {
-		return false, time.Time{}, closedError("locker")
-	}
-	defer l.g.exit()
 	var r C.int
 	var ms C.int64_t
-	if err = call(func() C.mongoelector_status { return C.mongoelector_locker_touch(l.ptr, &r, &ms) }); err != nil {
+	if err = l.do(func() C.mongoelector_status { return C.mongoelector_locker_touch(l.ptr, &r, &ms) }); err != nil {
 		return false, time.Time{}, err
 	}
 	if r == 0 {
@@ -271,16 +254,10 @@ func (l *Locker) Touch() (renewed bool, expire time.Time, err error) {
 	return true, time.UnixMilli(int64(ms)), nil
 }
 
+func (l *Locker) do(fn func() C.mongoelector_status) error { return guarded(&l.g, "locker", fn) }
+
 func (l *Locker) boolCall(fn func(*C.int) C.mongoelector_status) (bool, error) {
-	if !l.g.enter() {
-		return false, closedError("locker")
-	}
-	defer l.g.exit()
-	var out C.int
-	if err := call(func() C.mongoelector_status { return fn(&out) }); err != nil {
-		return false, err
-	}
-	return out != 0, nil
+	return boolCall(&l.g, "locker", fn)
 }
 
 // Locked reports whether anyone holds an unexpired lock on the key (one round trip).
@@ -297,12 +274,8 @@ func (l *Locker) Owned() (bool, error) {
 // (local, no round trip). Guard writes with it: a resource that refuses tokens below
 // the highest it has seen refuses every superseded holder.
 func (l *Locker) Fence() (int64, error) {
-	if !l.g.enter() {
-		return 0, closedError("locker")
-	}
-	defer l.g.exit()
 	var f C.int64_t
-	if err := call(func() C.mongoelector_status { return C.mongoelector_locker_fence(l.ptr, &f) }); err != nil {
+	if err := l.do(func() C.mongoelector_status { return C.mongoelector_locker_fence(l.ptr, &f) }); err != nil {
 		return 0, err
 	}
 	return int64(f), nil
@@ -310,26 +283,24 @@ func (l *Locker) Fence() (int64, error) {
 
 // UUID is this locker's identity in the lock document.
 func (l *Locker) UUID() (string, error) {
-	if !l.g.enter() {
-		return "", closedError("locker")
-	}
-	defer l.g.exit()
-	var s *C.char
-	if err := call(func() C.mongoelector_status { return C.mongoelector_locker_uuid(l.ptr, &s) }); err != nil {
-		return "", err
-	}
-	return C.GoString(s), nil
+	// The string belongs to the handle: copy it while the guard keeps the handle alive.
+	var uuid string
+	err := l.do(func() C.mongoelector_status {
+		var s *C.char
+		st := C.mongoelector_locker_uuid(l.ptr, &s)
+		if st == C.MONGOELECTOR_OK {
+			uuid = C.GoString(s)
+		}
+		return st
+	})
+	return uuid, err
 }
 
 // VerifyTime measures server minus host clock; the error matches ErrClockOffset when
 // the difference exceeds MaxOffset (the offset is returned in both cases).
 func (l *Locker) VerifyTime() (time.Duration, error) {
-	if !l.g.enter() {
-		return 0, closedError("locker")
-	}
-	defer l.g.exit()
 	off := C.double(math.NaN())
-	err := call(func() C.mongoelector_status { return C.mongoelector_locker_verify_time(l.ptr, &off) })
+	err := l.do(func() C.mongoelector_status { return C.mongoelector_locker_verify_time(l.ptr, &off) })
 	if math.IsNaN(float64(off)) {
 		return 0, err
 	}
@@ -338,13 +309,9 @@ func (l *Locker) VerifyTime() (time.Duration, error) {
 
 // Current is the unexpired lock document of the key, nil when nobody holds it.
 func (l *Locker) Current() (*LockInfo, error) {
-	if !l.g.enter() {
-		return nil, closedError("locker")
-	}
-	defer l.g.exit()
 	var info C.mongoelector_lock_info
 	var found C.int
-	if err := call(func() C.mongoelector_status { return C.mongoelector_locker_current(l.ptr, &info, &found) }); err != nil {
+	if err := l.do(func() C.mongoelector_status { return C.mongoelector_locker_current(l.ptr, &info, &found) }); err != nil {
 		return nil, err
 	}
 	if found == 0 {

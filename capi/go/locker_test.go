@@ -376,7 +376,7 @@ func TestClientCloseKeepsChildrenWorking(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Close()
-	if !c.freed {
+	if c.ptr != nil {
 		t.Fatal("client not freed after its last locker closed")
 	}
 }

@@ -30,18 +30,18 @@ def main():
         print(f"| {op['label']} | {op['round_trips']:.2f} | {fmt(o.get('round_trips'), '.2f')} | "
               f"{op['p50_ms']:.3f} | {fmt(o.get('p50_ms'), '.3f')} |")
 
-    orig_tp = {t["id"]: t for t in orig["throughput"]}
-    print("\n| throughput | ours cycles/s | original cycles/s |")
-    print("|---|---:|---:|")
-    for t in ours["throughput"]:
-        print(f"| {t['label']} | {t['cycles_per_s']:.0f} | "
-              f"{fmt(orig_tp.get(t['id'], {}).get('cycles_per_s'), '.0f')} |")
+    side_by_side(ours, orig, "throughput", "cycles_per_s", "cycles/s")
+    side_by_side(ours, orig, "memory", "kib", "KiB")
 
-    orig_mem = {m["id"]: m for m in orig["memory"]}
-    print("\n| memory | ours KiB | original KiB |")
+
+def side_by_side(ours, orig, section, field, unit):
+    """One table of ours[section] against the original's entry of the same id."""
+    orig_by_id = {e["id"]: e for e in orig[section]}
+    print(f"\n| {section} | ours {unit} | original {unit} |")
     print("|---|---:|---:|")
-    for m in ours["memory"]:
-        print(f"| {m['label']} | {m['kib']:.0f} | {fmt(orig_mem.get(m['id'], {}).get('kib'), '.0f')} |")
+    for e in ours[section]:
+        print(f"| {e['label']} | {e[field]:.0f} | "
+              f"{fmt(orig_by_id.get(e['id'], {}).get(field), '.0f')} |")
 
 
 if __name__ == "__main__":

@@ -671,38 +671,39 @@ fn sig(f: &Func) -> String {
     format!("{} ({})", f.ret, f.params.join(", "))
 }
 
-/// Every difference between the header's model and the Rust one; empty when in sync.
-pub fn compare(c: &Model, r: &Model) -> Vec<String> {
-    let mut d = Vec::new();
-    for (what, cm, rm) in [
-        ("function", &c.funcs, &r.funcs),
-        ("callback type", &c.fn_types, &r.fn_types),
-    ] {
-        for (name, cf) in cm {
-            match rm.get(name) {
-                None => d.push(format!("{what} {name} is in the header but not in Rust")),
-                Some(rf) if rf != cf => d.push(format!(
-                    "{what} {name}: header {} vs Rust {}",
-                    sig(cf),
-                    sig(rf)
-                )),
-                _ => {}
-            }
-        }
-        for name in rm.keys().filter(|n| !cm.contains_key(*n)) {
-            d.push(format!("{what} {name} is in Rust but not in the header"));
-        }
-    }
-    for (name, cf) in &c.structs {
-        match r.structs.get(name) {
-            None => d.push(format!("struct {name} is in the header but not in Rust")),
-            Some(rf) if rf != cf => d.push(format!("struct {name}: header {cf:?} vs Rust {rf:?}")),
+/// Pushes to `d` every `what` named in only one of the maps, or differing (shown by
+/// `show`).
+fn diff_maps<V: PartialEq>(
+    d: &mut Vec<String>,
+    what: &str,
+    cm: &BTreeMap<String, V>,
+    rm: &BTreeMap<String, V>,
+    show: impl Fn(&V) -> String,
+) {
+    for (name, cv) in cm {
+        match rm.get(name) {
+            None => d.push(format!("{what} {name} is in the header but not in Rust")),
+            Some(rv) if rv != cv => d.push(format!(
+                "{what} {name}: header {} vs Rust {}",
+                show(cv),
+                show(rv)
+            )),
             _ => {}
         }
     }
-    for name in r.structs.keys().filter(|n| !c.structs.contains_key(*n)) {
-        d.push(format!("struct {name} is in Rust but not in the header"));
+    for name in rm.keys().filter(|n| !cm.contains_key(*n)) {
+        d.push(format!("{what} {name} is in Rust but not in the header"));
     }
+}
+
+/// Every difference between the header's model and the Rust one; empty when in sync.
+pub fn compare(c: &Model, r: &Model) -> Vec<String> {
+    let mut d = Vec::new();
+    diff_maps(&mut d, "function", &c.funcs, &r.funcs, sig);
+    diff_maps(&mut d, "callback type", &c.fn_types, &r.fn_types, sig);
+    diff_maps(&mut d, "struct", &c.structs, &r.structs, |f| {
+        format!("{f:?}")
+    });
     let mut co = c.opaque.clone();
     let mut ro = r.opaque.clone();
     co.sort();
@@ -716,15 +717,8 @@ pub fn compare(c: &Model, r: &Model) -> Vec<String> {
             other => d.push(format!("enum {name}: header {ty} vs Rust {other:?}")),
         }
     }
-    for (name, v) in &c.consts {
-        match r.consts.get(name) {
-            None => d.push(format!("constant {name} is in the header but not in Rust")),
-            Some(rv) if rv != v => d.push(format!("constant {name}: header {v:?} vs Rust {rv:?}")),
-            _ => {}
-        }
-    }
-    for name in r.consts.keys().filter(|n| !c.consts.contains_key(*n)) {
-        d.push(format!("constant {name} is in Rust but not in the header"));
-    }
+    diff_maps(&mut d, "constant", &c.consts, &r.consts, |v| {
+        format!("{v:?}")
+    });
     d
 }

@@ -84,82 +84,98 @@ fn struct_layouts_match_the_c_compiler() {
 }
 
 // The checker itself must see each kind of drift the task names.
-fn diffs_after(edit: impl Fn(&str) -> String) -> Vec<String> {
-    let header = edit(&header_text());
-    let c = parse_c(&header).expect("parse edited header");
-    let r = parse_rust(RUST_DECLS).unwrap();
-    compare(&c, &r)
-}
 
-fn assert_caught(what: &str, diffs: Vec<String>, needle: &str) {
+/// Replaces `from` (which must occur) by `to` in the header and asserts that the
+/// comparison with src/lib.rs reports every one of `needles`.
+fn assert_caught(what: &str, from: &str, to: &str, needles: &[&str]) {
+    let header = header_text();
     assert!(
-        diffs.iter().any(|d| d.contains(needle)),
-        "{what} was not detected; differences: {diffs:?}"
+        header.contains(from),
+        "{what}: {from:?} is not in the header any more"
     );
+    let c = parse_c(&header.replace(from, to)).expect("parse edited header");
+    let r = parse_rust(RUST_DECLS).unwrap();
+    let diffs = compare(&c, &r);
+    for needle in needles {
+        assert!(
+            diffs.iter().any(|d| d.contains(needle)),
+            "{what} was not detected ({needle}); differences: {diffs:?}"
+        );
+    }
 }
 
 #[test]
 fn detects_a_renamed_function() {
-    let d = diffs_after(|h| h.replace("mongoelector_locker_touch(", "mongoelector_locker_renew("));
-    assert_caught("a renamed function", d.clone(), "mongoelector_locker_renew");
-    assert_caught("a renamed function", d, "mongoelector_locker_touch");
+    assert_caught(
+        "a renamed function",
+        "mongoelector_locker_touch(",
+        "mongoelector_locker_renew(",
+        &["mongoelector_locker_renew", "mongoelector_locker_touch"],
+    );
 }
 
 #[test]
 fn detects_an_added_parameter() {
-    let d = diffs_after(|h| {
-        h.replace(
-            "mongoelector_locker_release(mongoelector_locker *locker,",
-            "mongoelector_locker_release(mongoelector_locker *locker, double grace,",
-        )
-    });
-    assert_caught("an added parameter", d, "mongoelector_locker_release");
+    assert_caught(
+        "an added parameter",
+        "mongoelector_locker_release(mongoelector_locker *locker,",
+        "mongoelector_locker_release(mongoelector_locker *locker, double grace,",
+        &["mongoelector_locker_release"],
+    );
 }
 
 #[test]
 fn detects_a_changed_parameter_type() {
-    let d = diffs_after(|h| h.replace("int64_t *fence_out", "int32_t *fence_out"));
-    assert_caught("a changed parameter type", d, "mongoelector_locker_acquire");
+    assert_caught(
+        "a changed parameter type",
+        "int64_t *fence_out",
+        "int32_t *fence_out",
+        &["mongoelector_locker_acquire"],
+    );
 }
 
 #[test]
 fn detects_a_changed_struct() {
-    let d = diffs_after(|h| h.replace("  int64_t fence;  ", "  int32_t fence;  "));
-    assert_caught("a changed field type", d, "mongoelector_lock_info");
-    let d = diffs_after(|h| {
-        h.replace(
-            "  int allow_unsafe_server;                 /* default 0 */",
-            "  int allow_unsafe_server;\n  int new_field;",
-        )
-    });
-    assert_caught("an added field", d, "mongoelector_elector_options");
-    let d = diffs_after(|h| h.replace("char uuid[64];", "char uuid[37];"));
-    assert_caught("a changed array size", d, "mongoelector_lock_info");
+    assert_caught(
+        "a changed field type",
+        "  int64_t fence;  ",
+        "  int32_t fence;  ",
+        &["mongoelector_lock_info"],
+    );
+    assert_caught(
+        "an added field",
+        "  int allow_unsafe_server;                 /* default 0 */",
+        "  int allow_unsafe_server;\n  int new_field;",
+        &["mongoelector_elector_options"],
+    );
+    assert_caught(
+        "a changed array size",
+        "char uuid[64];",
+        "char uuid[37];",
+        &["mongoelector_lock_info"],
+    );
 }
 
 #[test]
 fn detects_changed_constants_and_callbacks() {
-    let d = diffs_after(|h| {
-        h.replace(
-            "MONGOELECTOR_ERR_INTERNAL = 100",
-            "MONGOELECTOR_ERR_INTERNAL = 99",
-        )
-    });
-    assert_caught("a changed enum value", d, "MONGOELECTOR_ERR_INTERNAL");
-    let d = diffs_after(|h| {
-        h.replace(
-            "typedef void (*mongoelector_callback_fn)(void *user_data);",
-            "typedef void (*mongoelector_callback_fn)(void *user_data, int event);",
-        )
-    });
-    assert_caught("a changed callback type", d, "mongoelector_callback_fn");
-    let d = diffs_after(|h| {
-        h.replace(
-            "#define MONGOELECTOR_VERSION_MINOR 0",
-            "#define MONGOELECTOR_VERSION_MINOR 1",
-        )
-    });
-    assert_caught("a changed version macro", d, "MONGOELECTOR_VERSION_NUMBER");
+    assert_caught(
+        "a changed enum value",
+        "MONGOELECTOR_ERR_INTERNAL = 100",
+        "MONGOELECTOR_ERR_INTERNAL = 99",
+        &["MONGOELECTOR_ERR_INTERNAL"],
+    );
+    assert_caught(
+        "a changed callback type",
+        "typedef void (*mongoelector_callback_fn)(void *user_data);",
+        "typedef void (*mongoelector_callback_fn)(void *user_data, int event);",
+        &["mongoelector_callback_fn"],
+    );
+    assert_caught(
+        "a changed version macro",
+        "#define MONGOELECTOR_VERSION_MINOR 0",
+        "#define MONGOELECTOR_VERSION_MINOR 1",
+        &["MONGOELECTOR_VERSION_NUMBER"],
+    );
 }
 
 #[test]

@@ -1,6 +1,5 @@
 use crate::client::{Client, ClientInner};
 use crate::error::{check, cstring, Error, Result};
-use crate::locker::secs;
 use mongoelector_sys as sys;
 use std::cell::RefCell;
 use std::ffi::CStr;
@@ -79,7 +78,9 @@ thread_local! {
 unsafe fn trampoline(user_data: *mut c_void, pick: fn(&Callbacks) -> &Slot) {
     let cbs = &*(user_data as *const Callbacks);
     ACTIVE.with(|a| a.borrow_mut().push(user_data as usize));
-    pick(cbs).call();
+    // Nothing may unwind into C: Slot::call catches the closure's panic, this one what
+    // is left (eprintln! panics when stderr cannot be written).
+    let _ = catch_unwind(AssertUnwindSafe(|| pick(cbs).call()));
     ACTIVE.with(|a| {
         a.borrow_mut().pop();
     });
@@ -163,7 +164,7 @@ impl<'a> ElectorBuilder<'a> {
             o.assume_init()
         };
         if let Some(t) = self.ttl {
-            o.ttl_seconds = secs(t);
+            o.ttl_seconds = t.as_secs_f64();
         }
         o.report_status = self.report_status as c_int;
         o.app_version = cver.as_ref().map_or(ptr::null(), |v| v.as_ptr());

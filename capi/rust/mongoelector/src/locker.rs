@@ -1,5 +1,5 @@
 use crate::client::{Client, ClientInner};
-use crate::error::{check, cstring, Error, Result};
+use crate::error::{check, cstring, Result};
 use mongoelector_sys as sys;
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -24,13 +24,18 @@ pub struct LockerOptions {
     pub allow_unsafe_server: bool,
 }
 
+/// The C options struct as mongoelector_locker_options_init() sets it up.
+fn c_options() -> sys::mongoelector_locker_options {
+    let mut o = std::mem::MaybeUninit::<sys::mongoelector_locker_options>::zeroed();
+    unsafe {
+        sys::mongoelector_locker_options_init(o.as_mut_ptr());
+        o.assume_init()
+    }
+}
+
 impl Default for LockerOptions {
     fn default() -> Self {
-        let mut o = std::mem::MaybeUninit::<sys::mongoelector_locker_options>::zeroed();
-        let o = unsafe {
-            sys::mongoelector_locker_options_init(o.as_mut_ptr());
-            o.assume_init()
-        };
+        let o = c_options();
         LockerOptions {
             collection: None,
             ttl: Duration::from_secs_f64(o.ttl_seconds),
@@ -126,11 +131,7 @@ impl CancelHandle {
     }
 }
 
-pub(crate) fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
-}
-
-pub(crate) fn from_ms(ms: i64) -> SystemTime {
+fn from_ms(ms: i64) -> SystemTime {
     if ms >= 0 {
         UNIX_EPOCH + Duration::from_millis(ms as u64)
     } else {
@@ -158,17 +159,13 @@ impl Locker {
             .as_deref()
             .map(|c| cstring("collection", c))
             .transpose()?;
-        let mut o = std::mem::MaybeUninit::<sys::mongoelector_locker_options>::zeroed();
-        let mut o = unsafe {
-            sys::mongoelector_locker_options_init(o.as_mut_ptr());
-            o.assume_init()
-        };
+        let mut o = c_options();
         if let Some(c) = &coll {
             o.collection = c.as_ptr();
         }
-        o.ttl_seconds = secs(options.ttl);
+        o.ttl_seconds = options.ttl.as_secs_f64();
         o.timeparanoid = options.timeparanoid as c_int;
-        o.max_offset_seconds = secs(options.max_offset);
+        o.max_offset_seconds = options.max_offset.as_secs_f64();
         o.delete_on_release = options.delete_on_release as c_int;
         o.allow_unsafe_server = options.allow_unsafe_server as c_int;
         let mut ptr = ptr::null_mut();
@@ -205,23 +202,18 @@ impl Locker {
         })
     }
 
+    /// Acquires as `o` says. A non-blocking acquire with a timeout is
+    /// `Error::InvalidArgument` (the C library checks it).
     pub fn acquire_with(&self, o: &AcquireOptions) -> Result<i64> {
-        let timeout = match (o.blocking, o.timeout) {
-            (_, None) => -1.0,
-            (false, Some(_)) => {
-                return Err(Error::InvalidArgument(
-                    "a non-blocking acquire takes no timeout".into(),
-                ))
-            }
-            (true, Some(t)) => secs(t),
-        };
+        // C: a negative timeout is "none".
+        let timeout = o.timeout.map_or(-1.0, |t| t.as_secs_f64());
         let mut fence = 0i64;
         check(unsafe {
             sys::mongoelector_locker_acquire(
                 self.inner.ptr,
                 o.blocking as c_int,
                 timeout,
-                secs(o.step),
+                o.step.as_secs_f64(),
                 o.force as c_int,
                 &mut fence,
             )

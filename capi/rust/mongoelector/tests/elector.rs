@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{client, unique_key, wait_for, Helper};
+use common::{unique_key, wait_for, Helper};
 use mongoelector::Elector;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
@@ -26,10 +26,9 @@ fn counter() -> (Arc<AtomicUsize>, impl FnMut() + Send + 'static) {
 
 #[test]
 fn poll_callbacks_status_and_release() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("poll");
     let (leader, on_leader) = counter();
     let (loss, on_loss) = counter();
@@ -89,10 +88,9 @@ fn poll_callbacks_status_and_release() {
 
 #[test]
 fn a_lone_leader_keeps_leading() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let (loss, on_loss) = counter();
     let (tx, rx) = channel();
     let ttl = Duration::from_secs(2);
@@ -123,10 +121,9 @@ fn a_lone_leader_keeps_leading() {
 
 #[test]
 fn closures_are_dropped_with_the_elector() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let marker = Arc::new(());
     let m1 = marker.clone();
     let m2 = marker.clone();
@@ -151,10 +148,9 @@ fn closures_are_dropped_with_the_elector() {
 
 #[test]
 fn dropping_the_last_reference_inside_a_callback() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let slot: Arc<std::sync::Mutex<Option<Arc<Elector>>>> = Arc::default();
     let (tx, rx) = channel();
     let slot2 = slot.clone();
@@ -187,20 +183,13 @@ fn dropping_the_last_reference_inside_a_callback() {
 
 #[test]
 fn failover_between_processes() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("failover");
     let ttl = Duration::from_secs(2);
-    let mut h = Helper::start(
-        "elect",
-        &[
-            ("HELPER_KEY", key.clone()),
-            ("HELPER_TTL_MS", "2000".into()),
-        ],
-    );
-    let child_fence: i64 = h.expect("LEADER", Duration::from_secs(30)).parse().unwrap();
+    let mut h = Helper::start_on("elect", &key, ttl, &[]);
+    let child_fence = h.expect_fence("LEADER");
 
     let (tx, rx) = channel();
     let e = Elector::builder(&c, &key)
@@ -241,10 +230,9 @@ fn failover_between_processes() {
 
 #[test]
 fn log_handler_receives_library_messages() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("log");
     let (tx, rx) = channel::<String>();
     let tx = std::sync::Mutex::new(tx);

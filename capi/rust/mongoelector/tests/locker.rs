@@ -17,10 +17,9 @@ fn helper_process() {
 
 #[test]
 fn acquire_release_touch_and_fence() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("basic");
     let a = locker(&c, &key, Duration::from_secs(5));
     let b = locker(&c, &key, Duration::from_secs(5));
@@ -63,10 +62,9 @@ fn acquire_release_touch_and_fence() {
 
 #[test]
 fn short_ttl_expires_without_renewal() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("expiry");
     let a = locker(&c, &key, Duration::from_secs(1));
     let b = locker(&c, &key, Duration::from_secs(1));
@@ -82,23 +80,17 @@ fn short_ttl_expires_without_renewal() {
 
 #[test]
 fn contention_between_processes() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("contention");
-    let mut h = Helper::start(
+    let mut h = Helper::start_on(
         "hold",
-        &[
-            ("HELPER_KEY", key.clone()),
-            ("HELPER_TTL_MS", "20000".into()),
-            ("HELPER_HOLD_MS", "3000".into()),
-        ],
+        &key,
+        Duration::from_secs(20),
+        &[("HELPER_HOLD_MS", "3000".into())],
     );
-    let child_fence: i64 = h
-        .expect("ACQUIRED", Duration::from_secs(30))
-        .parse()
-        .unwrap();
+    let child_fence = h.expect_fence("ACQUIRED");
     let held_at = Instant::now();
     let l = locker(&c, &key, Duration::from_secs(20));
     match l.try_acquire() {
@@ -145,12 +137,14 @@ fn mutual_exclusion_between_processes() {
     std::fs::write(&file, "0\n").unwrap();
     const ROUNDS: usize = 15;
     let env = [
-        ("HELPER_KEY", key.clone()),
-        ("HELPER_TTL_MS", "30000".into()),
         ("HELPER_FILE", file.display().to_string()),
         ("HELPER_N", ROUNDS.to_string()),
     ];
-    let mut hs = vec![Helper::start("count", &env), Helper::start("count", &env)];
+    let ttl = Duration::from_secs(30);
+    let mut hs = vec![
+        Helper::start_on("count", &key, ttl, &env),
+        Helper::start_on("count", &key, ttl, &env),
+    ];
     for h in &mut hs {
         h.expect("DONE", Duration::from_secs(120));
         h.wait_success(Duration::from_secs(10));
@@ -181,23 +175,13 @@ fn mutual_exclusion_between_processes() {
 
 #[test]
 fn expiry_takeover_after_holder_killed() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("takeover");
     let ttl = Duration::from_secs(2);
-    let mut h = Helper::start(
-        "hold",
-        &[
-            ("HELPER_KEY", key.clone()),
-            ("HELPER_TTL_MS", "2000".into()),
-        ],
-    );
-    let child_fence: i64 = h
-        .expect("ACQUIRED", Duration::from_secs(30))
-        .parse()
-        .unwrap();
+    let mut h = Helper::start_on("hold", &key, ttl, &[]);
+    let child_fence = h.expect_fence("ACQUIRED");
     let acquired_at = Instant::now();
     h.kill();
     let l = locker(&c, &key, Duration::from_secs(10));
@@ -223,10 +207,9 @@ fn expiry_takeover_after_holder_killed() {
 
 #[test]
 fn cancel_handle_stops_a_blocking_acquire() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let key = unique_key("cancel");
     let holder = locker(&c, &key, Duration::from_secs(20));
     holder.try_acquire().unwrap();
@@ -262,10 +245,9 @@ fn cancel_handle_stops_a_blocking_acquire() {
 
 #[test]
 fn one_locker_used_from_many_threads() {
-    let Some(uri) = common::test_uri() else {
+    let Some(c) = common::test_client() else {
         return;
     };
-    let c = client(&uri);
     let l = locker(&c, &unique_key("threads"), Duration::from_secs(10));
     let fence = l.try_acquire().unwrap();
     std::thread::scope(|s| {

@@ -29,6 +29,11 @@ pub fn client(uri: &str) -> Client {
     Client::new(uri, DB).expect("Client::new")
 }
 
+/// A client of the test server, or None (see [`test_uri`]).
+pub fn test_client() -> Option<Client> {
+    test_uri().map(|u| client(&u))
+}
+
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
 pub fn unique_key(name: &str) -> String {
@@ -77,6 +82,16 @@ impl Helper {
         Helper { child, lines: rx }
     }
 
+    /// Runs `role` on `key` with a lease of `ttl` (HELPER_TTL_MS) and extra env vars.
+    pub fn start_on(role: &str, key: &str, ttl: Duration, extra: &[(&str, String)]) -> Helper {
+        let mut env = vec![
+            ("HELPER_KEY", key.to_owned()),
+            ("HELPER_TTL_MS", ttl.as_millis().to_string()),
+        ];
+        env.extend(extra.iter().cloned());
+        Helper::start(role, &env)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -102,6 +117,13 @@ impl Helper {
                 }
             }
         }
+    }
+
+    /// Waits for "HELPER <word> <fence>" (30 s at most) and returns the fence.
+    pub fn expect_fence(&self, word: &str) -> i64 {
+        let rest = self.expect(word, Duration::from_secs(30));
+        rest.parse()
+            .unwrap_or_else(|e| panic!("HELPER {word} {rest:?}: not a fence: {e}"))
     }
 
     /// Lines printed so far that start with "HELPER <word>".
