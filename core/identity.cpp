@@ -1,29 +1,40 @@
 #include "identity.h"
 
 #include <netdb.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "errors.h"
 #include "utf8.h"
 
 namespace mongoelector {
 
+// Every id comes from the kernel (getrandom(2)): no generator state in the process, so
+// processes forked from one parent never repeat each other's ids (a seeded PRNG copied
+// by fork() would: the child then "owned" the parent's lock).
 std::string new_uuid4() {
-  static thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                          (static_cast<std::uint64_t>(getpid()) << 32)};
-  std::uint64_t hi = rng(), lo = rng();
-  hi = (hi & 0xFFFFFFFFFFFF0FFFULL) | 0x0000000000004000ULL;  // version 4
-  lo = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;  // RFC 4122 variant
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      throw Error(std::string("getrandom failed: ") + std::strerror(errno));
+    }
+  }
+  bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0F) | 0x40);  // version 4
+  bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3F) | 0x80);  // RFC 4122 variant
   char buf[37];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx",
-                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xFFFF),
-                static_cast<unsigned>(hi & 0xFFFF), static_cast<unsigned>(lo >> 48),
-                static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFULL));
+  std::snprintf(buf, sizeof buf,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", bytes[0],
+                bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
+                bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]);
   return buf;
 }
 
@@ -43,7 +54,10 @@ std::string fqdn() {
 }
 
 Identity Identity::generate() {
-  return Identity{new_uuid4(), fqdn(), static_cast<std::int64_t>(getpid())};
+  // The name lookup may ask DNS: once per process, not once per locker.
+  static const std::string host = fqdn();
+  // getpid() now, not cached: a fork's child is another process.
+  return Identity{new_uuid4(), host, static_cast<std::int64_t>(getpid())};
 }
 
 

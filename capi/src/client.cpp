@@ -1,4 +1,5 @@
-// mongoelector_client_*: a URI and a database name, plus a connection for server_info.
+// mongoelector_client_*: a mongoelector::MongoClient, whose pools every locker and
+// elector made from the handle share.
 #include <memory>
 
 #include "handles.h"
@@ -16,14 +17,11 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char* uri, co
     require(out != nullptr, "out is NULL");
     require(uri != nullptr, "uri is NULL");
     require(database != nullptr, "database is NULL");
+    require(mongoelector::is_valid_utf8(uri), "uri is not valid UTF-8");
+    require(mongoelector::is_valid_utf8(database), "database is not valid UTF-8");
     auto client = std::make_unique<mongoelector_client>();
-    client->uri = uri;
-    client->database = database;
-    require(mongoelector::is_valid_utf8(client->uri), "uri is not valid UTF-8");
-    require(mongoelector::is_valid_utf8(client->database), "database is not valid UTF-8");
     // Parses the URI and the database name now (InvalidArgument), connects on first use.
-    client->storage = std::make_unique<mongoelector::MongoStorage>(
-        mongoelector::MongoStorageOptions{client->uri, client->database, 5000});
+    client->client = mongoelector::MongoClient::open(uri, database);
     *out = client.release();
   });
 }
@@ -45,8 +43,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_server_info(mongoelecto
     auto& c = checked(client);
     require(name_out != nullptr, "name_out is NULL");
     require(version_out != nullptr, "version_out is NULL");
-    auto info = c.storage->server_info();
     std::lock_guard<std::mutex> g(c.info_mu);
+    if (!c.info_storage) c.info_storage = std::make_unique<mongoelector::MongoStorage>(c.client, 5000);
+    auto info = c.info_storage->server_info();
     c.server_name = std::move(info.name);
     c.server_version = std::move(info.version);
     *name_out = c.server_name.c_str();

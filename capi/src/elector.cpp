@@ -89,8 +89,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
     mongoelector::ElectorCallbacks callbacks;
     to_core(key, options, opts, callbacks);
     auto h = std::make_unique<mongoelector_elector>();
-    h->storage = std::make_shared<mongoelector::MongoStorage>(mongoelector::MongoStorageOptions{
-        c.uri, c.database, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s)});
+    h->storage = std::make_shared<mongoelector::MongoStorage>(
+        c.client, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));  // borrows the client's pool
     h->elector = std::make_unique<mongoelector::Elector>(h->storage, std::move(opts),
                                                          std::move(callbacks));
     *out = h.release();

@@ -28,12 +28,11 @@ constexpr std::uint64_t kFreedMagic = 0x6672656564646561ULL;    // "freeddea"
 
 struct mongoelector_client {
   std::uint64_t magic = mongoelector::capi::kClientMagic;
-  std::string uri;
-  std::string database;
-  // Used only by server_info(); lockers and electors get their own connections, with
-  // timeouts derived from their ttl.
-  std::unique_ptr<mongoelector::MongoStorage> storage;
+  // The connections, shared by every locker and elector made from this handle; each of
+  // them holds a reference, so freeing the handle first is safe.
+  std::shared_ptr<mongoelector::MongoClient> client;
   std::mutex info_mu;
+  std::unique_ptr<mongoelector::MongoStorage> info_storage;  // server_info(), made on first use
   std::string server_name;
   std::string server_version;
 };

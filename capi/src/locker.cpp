@@ -69,8 +69,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client
     require(out != nullptr, "out is NULL");
     auto opts = to_core(key, options);
     auto h = std::make_unique<mongoelector_locker>();
-    h->storage = std::make_shared<mongoelector::MongoStorage>(mongoelector::MongoStorageOptions{
-        c.uri, c.database, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s)});
+    h->storage = std::make_shared<mongoelector::MongoStorage>(
+        c.client, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));  // borrows the client's pool
     // Validates the collection name and ensures the TTL index (one round trip).
     h->locker = std::make_unique<mongoelector::Locker>(h->storage, std::move(opts));
     *out = h.release();

@@ -1,6 +1,10 @@
 // See mongo_connection.h for what this guarantees (bounds, round trips, errors).
 #include "mongo_connection.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <utility>
@@ -180,45 +184,73 @@ void throw_error(const std::string& what, const bson_error_t& e) {
   throw StorageError(msg, is_server_domain(e.domain) ? static_cast<int>(e.code) : 0);
 }
 
-// ============================================================ MongoConnection ===
+// ================================================================ client URI ===
 
-MongoConnection::MongoConnection(const std::string& uri_string, const std::string& database,
-                                 std::int64_t op_timeout_ms) {
+ClientUri parse_client_uri(const std::string& uri_string, const std::string& database,
+                           int default_pool_size) {
   init_mongoc_once();
-  if (op_timeout_ms <= 0 || op_timeout_ms > INT32_MAX) {
-    throw InvalidArgument("op_timeout_ms must be between 1 and 2^31-1, got " +
-                          std::to_string(op_timeout_ms));
-  }
   check_no_nul(uri_string, "MongoDB URI");
   bson_error_t error;
-  UriPtr uri(mongoc_uri_new_with_error(uri_string.c_str(), &error));
-  if (!uri) throw InvalidArgument(std::string("invalid MongoDB URI: ") + error.message);
+  ClientUri parsed;
+  parsed.uri.reset(mongoc_uri_new_with_error(uri_string.c_str(), &error));
+  if (!parsed.uri) throw InvalidArgument(std::string("invalid MongoDB URI: ") + error.message);
+  mongoc_uri_t* uri = parsed.uri.get();
 
-  database_ = database;
-  if (database_.empty() && mongoc_uri_get_database(uri.get()) != nullptr) {
-    database_ = mongoc_uri_get_database(uri.get());
+  parsed.database = database;
+  if (parsed.database.empty() && mongoc_uri_get_database(uri) != nullptr) {
+    parsed.database = mongoc_uri_get_database(uri);
   }
-  check_database_name(database_);
+  check_database_name(parsed.database);
 
-  const auto timeout = static_cast<std::int32_t>(op_timeout_ms);
-  for (const char* opt : {MONGOC_URI_SOCKETTIMEOUTMS, MONGOC_URI_CONNECTTIMEOUTMS,
-                          MONGOC_URI_SERVERSELECTIONTIMEOUTMS}) {
-    if (!mongoc_uri_has_option(uri.get(), opt)) {
-      mongoc_uri_set_option_as_int32(uri.get(), opt, timeout);
-    }
-  }
   for (const char* opt : {MONGOC_URI_RETRYWRITES, MONGOC_URI_RETRYREADS}) {
-    if (!mongoc_uri_has_option(uri.get(), opt)) mongoc_uri_set_option_as_bool(uri.get(), opt, false);
+    if (!mongoc_uri_has_option(uri, opt)) mongoc_uri_set_option_as_bool(uri, opt, false);
   }
-  if (mongoc_uri_get_appname(uri.get()) == nullptr) {
-    mongoc_uri_set_appname(uri.get(), "mongoelector");
+  if (mongoc_uri_get_appname(uri) == nullptr) mongoc_uri_set_appname(uri, "mongoelector");
+  parsed.pool_size = default_pool_size;
+  if (mongoc_uri_has_option(uri, MONGOC_URI_MAXPOOLSIZE)) {
+    const std::int32_t n = mongoc_uri_get_option_as_int32(uri, MONGOC_URI_MAXPOOLSIZE, 0);
+    if (n < 1) throw InvalidArgument("maxPoolSize must be at least 1, got " + std::to_string(n));
+    parsed.pool_size = n;
   }
+  return parsed;
+}
 
-  // How long one call can take at worst, from the effective (URI or default) values: a
-  // server selection that starts a blocking scan just before its deadline runs on for
-  // up to connectTimeoutMS (the scan also does the handshake), then the command waits
-  // up to socketTimeoutMS for its reply. libmongoc's retries, if the URI turns them on,
-  // repeat all of it once. A 0 (or negative) timeout means "none": no bound is known.
+// ================================================================= MongoPool ===
+
+namespace {
+// The counter of the MongoConnection whose Session runs on this thread (APM events fire
+// on the thread that sends the command).
+thread_local std::atomic<std::int64_t>* t_command_counter = nullptr;
+}  // namespace
+
+MongoPool::MongoPool(const mongoc_uri_t* base, std::string database,
+                     std::int64_t timeout_class_ms, int max_size)
+    : database_(std::move(database)), timeout_ms_(timeout_class_ms), max_size_(max_size),
+      pid_(static_cast<long>(getpid())) {
+  init_mongoc_once();
+  if (timeout_class_ms <= 0 || timeout_class_ms > INT32_MAX / 2) {
+    throw InvalidArgument("op_timeout_ms must be between 1 and 2^30, got " +
+                          std::to_string(timeout_class_ms));
+  }
+  UriPtr uri(mongoc_uri_copy(base));
+  const auto timeout = static_cast<std::int32_t>(timeout_class_ms);
+  // Selection and the wait for a free connection share one class (see mongo_client.h).
+  const auto half = static_cast<std::int32_t>(std::max<std::int64_t>(1, timeout_class_ms / 2));
+  const std::pair<const char*, std::int32_t> defaults[] = {
+      {MONGOC_URI_SOCKETTIMEOUTMS, timeout},
+      {MONGOC_URI_CONNECTTIMEOUTMS, timeout},
+      {MONGOC_URI_SERVERSELECTIONTIMEOUTMS, half}};
+  for (const auto& [opt, value] : defaults) {
+    if (!mongoc_uri_has_option(uri.get(), opt)) mongoc_uri_set_option_as_int32(uri.get(), opt, value);
+  }
+  slot_wait_ms_ = half;
+
+  // How long one call can take at worst, from the effective (URI or default) values:
+  // the wait for a free connection, then a server selection that starts a blocking scan
+  // just before its deadline runs on for up to connectTimeoutMS (the scan also does the
+  // handshake), then the command waits up to socketTimeoutMS for its reply. libmongoc's
+  // retries, if the URI turns them on, repeat all but the slot wait once. A 0 (or
+  // negative) timeout means "none": no bound is known.
   {
     const std::int64_t sst = mongoc_uri_get_option_as_int32(
         uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, 0);
@@ -227,47 +259,100 @@ MongoConnection::MongoConnection(const std::string& uri_string, const std::strin
     const bool retries =
         mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYWRITES, false) ||
         mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYREADS, false);
-    if (sst > 0 && cto > 0 && sto > 0) call_bound_ms_ = (sst + cto + sto) * (retries ? 2 : 1);
+    if (sst > 0 && cto > 0 && sto > 0) {
+      call_bound_ms_ = slot_wait_ms_ + (sst + cto + sto) * (retries ? 2 : 1);
+    }
   }
 
+  bson_error_t error;
   mongoc_client_pool_t* pool = mongoc_client_pool_new_with_error(uri.get(), &error);
   if (pool == nullptr) {
     throw InvalidArgument(std::string("cannot use MongoDB URI: ") + error.message);
   }
   pool_ = pool;
-  op_timeout_ms_ = op_timeout_ms;
   mongoc_client_pool_set_error_api(pool, MONGOC_ERROR_API_VERSION_2);
-  mongoc_client_pool_max_size(pool, 1);
+  mongoc_client_pool_max_size(pool, static_cast<std::uint32_t>(max_size_));
 
   mongoc_apm_callbacks_t* callbacks = mongoc_apm_callbacks_new();
-  mongoc_apm_set_command_started_cb(callbacks, &MongoConnection::on_command_started);
-  mongoc_client_pool_set_apm_callbacks(pool, callbacks, this);
+  mongoc_apm_set_command_started_cb(callbacks, &MongoPool::on_command_started);
+  mongoc_client_pool_set_apm_callbacks(pool, callbacks, nullptr);
   mongoc_apm_callbacks_destroy(callbacks);  // the pool keeps its own copy
 }
 
-MongoConnection::~MongoConnection() {
-  if (client_ != nullptr) mongoc_client_pool_push(pool_, client_);
-  if (pool_ != nullptr) mongoc_client_pool_destroy(pool_);
+MongoPool::~MongoPool() {
+  // In a fork's child the pool's threads and sockets are the parent's: leave them.
+  if (pool_ != nullptr && !forked()) mongoc_client_pool_destroy(pool_);
 }
 
-void MongoConnection::on_command_started(const mongoc_apm_command_started_t* event) {
-  auto* self = static_cast<MongoConnection*>(mongoc_apm_command_started_get_context(event));
-  self->commands_.fetch_add(1, std::memory_order_relaxed);
+bool MongoPool::forked() const { return static_cast<long>(getpid()) != pid_; }
+
+void MongoPool::on_command_started(const mongoc_apm_command_started_t* /*event*/) {
+  if (t_command_counter != nullptr) t_command_counter->fetch_add(1, std::memory_order_relaxed);
 }
 
-// The pool's monitor starts with the first pop.
-mongoc_client_t* MongoConnection::client() {
-  if (client_ == nullptr) client_ = mongoc_client_pool_pop(pool_);
-  return client_;
+mongoc_client_t* MongoPool::pop() {
+  if (forked()) {
+    throw InvalidArgument(
+        "this object was made in process " + std::to_string(pid_) +
+        " and is used after fork() in process " + std::to_string(getpid()) +
+        "; connections (and lock ownership) cannot be shared with the parent: make a new "
+        "locker or elector in the child");
+  }
+  {
+    // Our own count of slots, so that the wait is bounded (mongoc_client_pool_pop
+    // would block for as long as all clients are out).
+    std::unique_lock<std::mutex> lk(mu_);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slot_wait_ms_);
+    if (!slot_freed_.wait_until(lk, until, [this] { return in_use_ < max_size_; })) {
+      throw StorageUnavailable("no free connection in the pool (" + std::to_string(max_size_) +
+                               " in use) within " + std::to_string(slot_wait_ms_) +
+                               " ms; raise maxPoolSize in the URI");
+    }
+    ++in_use_;
+  }
+  // The pool's monitor starts with the first pop. A slot is ours, so this cannot block.
+  mongoc_client_t* client = mongoc_client_pool_pop(pool_);
+  if (client == nullptr) {
+    push(nullptr);
+    throw StorageError("libmongoc returned no client from its pool");
+  }
+  return client;
+}
+
+void MongoPool::push(mongoc_client_t* client) {
+  if (client != nullptr) mongoc_client_pool_push(pool_, client);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    --in_use_;
+  }
+  slot_freed_.notify_one();
 }
 
 // ==================================================================== Session ===
+
+MongoConnection::Session::Session(MongoConnection& c)
+    : c_(c), client_(c.pool_->pop()), outer_counter_(t_command_counter) {
+  t_command_counter = &c_.commands_;
+}
+
+MongoConnection::Session::~Session() {
+  t_command_counter = outer_counter_;
+  c_.pool_->push(client_);
+}
+
+void MongoConnection::Session::append_majority(bson_t* opts) const {
+  bson_t wc;
+  BSON_APPEND_DOCUMENT_BEGIN(opts, "writeConcern", &wc);
+  BSON_APPEND_UTF8(&wc, "w", "majority");
+  BSON_APPEND_INT64(&wc, "wtimeout", c_.op_timeout_ms());
+  bson_append_document_end(opts, &wc);
+}
 
 MongoConnection::Session::CollectionPtr MongoConnection::Session::collection(
     const std::string& name) {
   check_collection_name(name);
   return CollectionPtr(
-      mongoc_client_get_collection(c_.client(), c_.database_.c_str(), name.c_str()),
+      mongoc_client_get_collection(client_, c_.database().c_str(), name.c_str()),
       mongoc_collection_destroy);
 }
 
@@ -275,7 +360,7 @@ bool MongoConnection::Session::try_admin_command(const char* name, bson_t* reply
                                                  bson_error_t* error) {
   Bson cmd;
   BSON_APPEND_INT32(cmd.get(), name, 1);
-  return mongoc_client_command_simple(c_.client(), "admin", cmd.get(), nullptr, reply, error);
+  return mongoc_client_command_simple(client_, "admin", cmd.get(), nullptr, reply, error);
 }
 
 void MongoConnection::Session::admin_command(const char* name, bson_t* reply) {
@@ -294,7 +379,10 @@ bool MongoConnection::Session::find_and_modify(const std::string& collection_nam
       opts.get(), static_cast<mongoc_find_and_modify_flags_t>(MONGOC_FIND_AND_MODIFY_UPSERT |
                                                               MONGOC_FIND_AND_MODIFY_RETURN_NEW));
   mongoc_find_and_modify_opts_set_max_time_ms(opts.get(),
-                                              static_cast<std::uint32_t>(c_.op_timeout_ms_));
+                                              static_cast<std::uint32_t>(c_.op_timeout_ms()));
+  Bson extra;
+  append_majority(extra.get());
+  mongoc_find_and_modify_opts_append(opts.get(), extra.get());
   Bson reply;
   if (!mongoc_collection_find_and_modify_with_opts(coll.get(), query, opts.get(), reply.get(),
                                                    error)) {
@@ -308,9 +396,10 @@ bool MongoConnection::Session::update_one(const std::string& collection_name,
                                           const bson_t* filter, const bson_t* update,
                                           const std::string& what) {
   auto coll = collection(collection_name);
-  Bson reply;
+  Bson reply, opts;
+  append_majority(opts.get());
   bson_error_t error;
-  if (!mongoc_collection_update_one(coll.get(), filter, update, nullptr, reply.get(), &error)) {
+  if (!mongoc_collection_update_one(coll.get(), filter, update, opts.get(), reply.get(), &error)) {
     throw_error(what, error);
   }
   return reply_int(reply.get(), "matchedCount") > 0;
@@ -319,9 +408,10 @@ bool MongoConnection::Session::update_one(const std::string& collection_name,
 bool MongoConnection::Session::delete_one(const std::string& collection_name,
                                           const bson_t* filter, const std::string& what) {
   auto coll = collection(collection_name);
-  Bson reply;
+  Bson reply, opts;
+  append_majority(opts.get());
   bson_error_t error;
-  if (!mongoc_collection_delete_one(coll.get(), filter, nullptr, reply.get(), &error)) {
+  if (!mongoc_collection_delete_one(coll.get(), filter, opts.get(), reply.get(), &error)) {
     throw_error(what, error);
   }
   return reply_int(reply.get(), "deletedCount") > 0;
@@ -343,7 +433,7 @@ std::vector<Document> MongoConnection::Session::find(const std::string& collecti
                                                      const bson_t* filter, bson_t* opts,
                                                      const std::string& what,
                                                      std::size_t max_docs) {
-  BSON_APPEND_INT64(opts, "maxTimeMS", c_.op_timeout_ms_);
+  BSON_APPEND_INT64(opts, "maxTimeMS", c_.op_timeout_ms());
   auto coll = collection(collection_name);
   CursorPtr cursor(mongoc_collection_find_with_opts(coll.get(), filter, opts, nullptr));
   std::vector<Document> result;
@@ -387,9 +477,9 @@ void MongoConnection::Session::drop_indexes(const std::string& collection_name) 
 }
 
 bool MongoConnection::Session::write_command(bson_t* cmd, bson_error_t* error) {
-  BSON_APPEND_INT64(cmd, "maxTimeMS", c_.op_timeout_ms_);
+  BSON_APPEND_INT64(cmd, "maxTimeMS", c_.op_timeout_ms());
   Bson reply;
-  mongoc_database_t* db = mongoc_client_get_database(c_.client(), c_.database_.c_str());
+  mongoc_database_t* db = mongoc_client_get_database(client_, c_.database().c_str());
   bool ok = mongoc_database_write_command_with_opts(db, cmd, nullptr, reply.get(), error);
   mongoc_database_destroy(db);
   return ok;

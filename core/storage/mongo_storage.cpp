@@ -83,13 +83,20 @@ void ensure_indexes(MongoConnection& conn, const std::string& collection,
 }  // namespace
 
 struct MongoStorage::Impl {
-  explicit Impl(const MongoStorageOptions& o) : conn(o.uri, o.database, o.op_timeout_ms) {}
+  Impl(std::shared_ptr<MongoClient> c, std::int64_t op_timeout_ms)
+      : client(std::move(c)), conn(client->pool_for(op_timeout_ms)) {}
+  std::shared_ptr<MongoClient> client;
   MongoConnection conn;
   bool hello_unsupported = false;  // read/written in a session; mongo-java-server has no hello
 };
 
 MongoStorage::MongoStorage(MongoStorageOptions options)
-    : impl_(std::make_unique<Impl>(options)) {}
+    : MongoStorage(MongoClient::open(options.uri, options.database), options.op_timeout_ms) {}
+
+MongoStorage::MongoStorage(std::shared_ptr<MongoClient> client, std::int64_t op_timeout_ms) {
+  if (!client) throw InvalidArgument("client must not be null");
+  impl_ = std::make_unique<Impl>(std::move(client), op_timeout_ms);
+}
 
 MongoStorage::~MongoStorage() = default;
 

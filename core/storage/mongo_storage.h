@@ -1,5 +1,6 @@
-// Storage over a MongoDB server through libmongoc (one mongoc_client_t per instance,
-// guarded by a mutex). Used by the C API and by the Python URI transport.
+// Storage over a MongoDB server through libmongoc: one per locker or elector, borrowing
+// connections from a shared MongoClient (mongo_client.h). Used by the C API and by the
+// Python URI transport.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "../storage.h"
+#include "mongo_client.h"
 
 namespace mongoelector {
 
@@ -21,22 +23,25 @@ struct MongoStorageOptions {
 };
 
 // The per-call timeout for a storage that serves a locker or elector with this ttl:
-// ttl/10 clamped to [100 ms, 5 s]. A call is bounded by three such timeouts (selection,
-// connect, socket), so a renewal started at ttl/2 ends by 0.8 ttl, before the renew
-// deadline at 0.9 ttl.
+// ttl/10 clamped to [100 ms, 5 s]. A call is bounded by three such timeouts (pool wait
+// and selection share one, connect, socket): 0.3 ttl.
 std::int64_t op_timeout_ms_for_ttl(double ttl_s);
 
 class MongoStorage final : public Storage {
  public:
-  // Throws InvalidArgument for a malformed URI or database name. Does not connect.
+  // On its own client (tests, one-off tools). Throws InvalidArgument for a malformed
+  // URI or database name. Does not connect.
   explicit MongoStorage(MongoStorageOptions options);
+  // On a shared client: calls use its pool of the timeout class of op_timeout_ms.
+  MongoStorage(std::shared_ptr<MongoClient> client, std::int64_t op_timeout_ms);
   ~MongoStorage() override;
 
   // Commands sent so far (libmongoc APM command-started events, handshakes excluded).
   std::int64_t round_trips() const;
 
-  // serverSelectionTimeoutMS + connectTimeoutMS + socketTimeoutMS (doubled when the
-  // URI turns retries on): a call has failed by then.
+  // Wait for a pooled connection + serverSelectionTimeoutMS + connectTimeoutMS +
+  // socketTimeoutMS (the last three doubled when the URI turns retries on): a call has
+  // failed by then.
   std::int64_t call_bound_ms() const override;
   ServerInfo server_info() override;
   std::int64_t server_time_ms() override;

@@ -6,6 +6,7 @@ step-down before takeover, failover in about one ttl, a server-time base and an
 election loop that does not compete for the GIL.
 """
 
+from .client import Client
 from .elector import MongoLeaderElector
 from .errors import MongoElectorError, StorageError, StorageUnavailable, UnsafeServerError
 from .locker import AcquireTimeout, LockExists, MongoLocker, TimeOffsetError
@@ -15,6 +16,7 @@ __version__ = "1.1.0"
 __all__ = [
     "MongoLocker",
     "MongoLeaderElector",
+    "Client",
     "LockExists",
     "AcquireTimeout",
     "TimeOffsetError",

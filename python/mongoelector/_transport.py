@@ -4,13 +4,19 @@
   object's collections, so the user's client settings apply (auth, TLS, replica set,
   read/write concerns, listeners), pymongo exceptions reach the caller unchanged, and
   mongomock works. Each call takes the GIL for its duration.
-* A ``mongodb://`` or ``mongodb+srv://`` URI string: the core opens its own libmongoc
-  client; the election loop then needs the GIL only for user callbacks.
+* A ``mongodb://`` or ``mongodb+srv://`` URI string: the core's own libmongoc client;
+  the election loop then needs the GIL only for user callbacks. Every locker and elector
+  of the process given the same URI and database shares one native client (one pool per
+  timeout class, see ``mongoelector.Client``), as a ``MongoClient`` kept at module level
+  would: a thousand lockers do not open a thousand pools.
+* A ``mongoelector.Client``: that client, shared exactly as the caller decides.
 """
 
+import threading
 from urllib.parse import unquote
 
 from . import _native
+from .client import Client
 
 _SCHEMES = ("mongodb://", "mongodb+srv://")
 _BARE_CLIENT = "Must pass a pymongo Database instance, not a bare MongoClient"
@@ -30,6 +36,27 @@ def is_uri(db):
     return isinstance(db, str) and db.startswith(_SCHEMES)
 
 
+def is_native(db):
+    """Whether ``db`` is served by the core's own libmongoc client (URI or Client)."""
+    return is_uri(db) or isinstance(db, Client)
+
+
+# (uri, database) -> _native.MongoClient, for the life of the process (like a module-level
+# MongoClient; bounded by the distinct URIs a program uses).
+_shared_clients = {}
+_shared_lock = threading.Lock()
+
+
+def shared_client(uri, database):
+    """The process-wide native client of ``uri`` and ``database``."""
+    with _shared_lock:
+        client = _shared_clients.get((uri, database))
+        if client is None:
+            client = _native.MongoClient(uri, database)
+            _shared_clients[(uri, database)] = client
+        return client
+
+
 def database_from_uri(uri):
     """The database named in the URI's path (``mongodb://host/dbname?opts``), or None."""
     rest = uri.split("://", 1)[1].split("?", 1)[0]
@@ -40,8 +67,13 @@ def database_from_uri(uri):
 
 
 def check_db(db, database=None):
-    """Raises like the original for objects that are not a Database (TypeError)."""
+    """Raises like the original for objects that are not a Database (TypeError); a URI
+    or a ``mongoelector.Client`` is accepted too."""
     if is_uri(db):
+        return
+    if isinstance(db, Client):
+        if database is not None:
+            raise TypeError("database= applies only when db is a MongoDB URI")
         return
     if isinstance(db, str):
         raise TypeError(
@@ -62,5 +94,7 @@ def open_storage(db, *, database=None, op_timeout):
         if not name:
             raise ValueError(
                 "the MongoDB URI names no database: use mongodb://host/dbname or database=")
-        return _native.MongoStorage(db, name, float(op_timeout))
+        return _native.MongoStorage(shared_client(db, name), float(op_timeout))
+    if isinstance(db, Client):
+        return _native.MongoStorage(db._native, float(op_timeout))
     return _native.PyMongoStorage(db, float(op_timeout))

@@ -97,7 +97,7 @@ class MongoLeaderElector:
             self._core.set_callback_enabled(name, self._callbacks[name] is not None)
         self.mlock = MongoLocker._wrap(self._core.locker, key, db, "elector.locks", ttl)
         self._status_collection = (
-            None if _transport.is_uri(db) else db["elector.leader_status"])
+            None if _transport.is_native(db) else db["elector.leader_status"])
 
     def __repr__(self):
         leader = "leader" if self.is_leader else "follower"

@@ -109,7 +109,7 @@ class MongoLocker:
         self.key = key
         self.database = db
         # The pymongo collection, as in the original (None with the URI transport).
-        self.collection = None if _transport.is_uri(db) else db[dbcollection]
+        self.collection = None if _transport.is_native(db) else db[dbcollection]
         self.__ttl = ttl
         self._sanetime = None
         self._maxoffset = maxoffset

@@ -312,7 +312,21 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("op_timeout", &PyMongoStorage::op_timeout_s)
       .def_property_readonly("db", &PyMongoStorage::db);
 
+  py::class_<me::MongoClient, std::shared_ptr<me::MongoClient>>(m, "MongoClient")
+      .def(py::init([](const std::string& uri, const std::string& database) {
+             return me::MongoClient::open(uri, database);
+           }),
+           py::arg("uri"), py::arg("database"))
+      .def_property_readonly("database", &me::MongoClient::database)
+      .def_property_readonly("pool_size", &me::MongoClient::pool_size)
+      .def_property_readonly("pool_count", &me::MongoClient::pool_count);
+
   py::class_<me::MongoStorage, me::Storage, std::shared_ptr<me::MongoStorage>>(m, "MongoStorage")
+      .def(py::init([](std::shared_ptr<me::MongoClient> client, double op_timeout) {
+             return std::make_shared<me::MongoStorage>(std::move(client),
+                                                       ms_from_seconds(op_timeout));
+           }),
+           py::arg("client"), py::arg("op_timeout"))
       .def(py::init([](std::string uri, std::string database, double op_timeout) {
              me::MongoStorageOptions o;
              o.uri = std::move(uri);

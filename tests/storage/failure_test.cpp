@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <set>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -89,13 +90,31 @@ TEST(Configuration, DatabaseMayComeFromTheUriAndNothingConnectsUpFront) {
   EXPECT_EQ(storage.round_trips(), 0);
 }
 
-TEST(Configuration, CallBoundAddsSelectionConnectAndSocketTimeouts) {
-  EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/", 500)->call_bound_ms(), 1500);
-  // Timeouts the URI sets win over op_timeout_ms.
-  EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/?socketTimeoutMS=100", 500)->call_bound_ms(), 1100);
-  // libmongoc's retries repeat a call once; an infinite socket timeout means no bound.
-  EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/?retryWrites=true", 500)->call_bound_ms(), 3000);
+TEST(Configuration, CallBoundAddsSlotWaitSelectionConnectAndSocketTimeouts) {
+  // 500 ms falls in the 400 ms class (sqrt(2) ladder: 100, 141, 200, 282, 400, 565).
+  const std::int64_t cls = MongoClient::timeout_class_ms(500);
+  EXPECT_EQ(cls, 400);
+  // Slot wait cls/2 + selection cls/2 + connect cls + socket cls: never above 3 x 500.
+  EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/", 500)->call_bound_ms(), 3 * cls);
+  // Timeouts the URI sets win over the class.
+  EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/?socketTimeoutMS=100", 500)->call_bound_ms(),
+            cls / 2 + cls / 2 + cls + 100);
+  // libmongoc's retries repeat selection, connect and socket once; an infinite socket
+  // timeout means no bound.
+  EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/?retryWrites=true", 500)->call_bound_ms(),
+            cls / 2 + 2 * (cls / 2 + cls + cls));
   EXPECT_EQ(storage_at("mongodb://127.0.0.1:1/?socketTimeoutMS=0", 500)->call_bound_ms(), 0);
+}
+
+TEST(Configuration, TimeoutClassesNeverExceedTheTimeoutAskedFor) {
+  std::set<std::int64_t> classes;
+  for (std::int64_t ms = 100; ms <= 5000; ms += 7) {
+    const std::int64_t cls = MongoClient::timeout_class_ms(ms);
+    EXPECT_LE(cls, ms);
+    EXPECT_GE(cls * 10, ms * 7) << ms;  // at most 29 % shorter (sqrt(2) rungs)
+    classes.insert(cls);
+  }
+  EXPECT_LE(classes.size(), 12u);  // every ttl from 1 s to 50 s: a dozen pools at most
 }
 
 TEST(Unavailable, UriTimeoutsOverrideOpTimeout) {
