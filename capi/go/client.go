@@ -12,7 +12,11 @@ import (
 )
 
 // Client is a lazy connection to a MongoDB server and one database. It is safe for
-// concurrent use. Lockers and electors made from it keep it alive: the C client is
+// concurrent use. Make one per deployment and process: every Locker and Elector made
+// from it shares its connection pool (at most maxPoolSize connections, default 10, plus
+// one monitor per server; lockers of one TTL share one pool), so a thousand keys cost a
+// few connections and no goroutine or thread each. Lockers and electors made from it
+// keep it alive: the C client is
 // freed once Close was called (or the Client became unreachable) and every child was
 // closed, as the C API requires.
 type Client struct {

@@ -111,14 +111,23 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_callback(mongoelector_
 
 /* ---- Client ------------------------------------------------------------------------ */
 
-/* Connects lazily to `uri` ("mongodb://host:port/?options") and uses `database`.
- * Nothing is sent until first use; server_selection and socket timeouts default to
- * values bounded by each locker's ttl (see README) unless the URI sets them.
- * *out is owned by the caller: release with mongoelector_client_free() after every
- * locker and elector made from it. A client may be shared by threads. */
+/* Opens a client for `uri` ("mongodb://host:port/?options") and `database`. Every
+ * locker and elector made from it shares its connections: one libmongoc pool per
+ * timeout class (lockers of one ttl share one pool; a class is a rung of a sqrt(2)
+ * ladder of per-call timeouts, never above ttl/10), each with one monitor per server
+ * and at most maxPoolSize (URI option; default 10) connections for commands, opened
+ * lazily. Nothing is sent until first use. Unless the URI sets them, socket and connect
+ * timeouts are the class and server selection half of it; a call that finds every
+ * connection busy waits at most the other half, then fails with
+ * MONGOELECTOR_ERR_UNAVAILABLE (see README, "Connections"). After fork(), lockers and
+ * electors made in the child from this client get fresh connections; those made in
+ * the parent fail in the child with MONGOELECTOR_ERR_INVALID_ARGUMENT.
+ * *out is owned by the caller: mongoelector_client_free(), before or after the lockers
+ * and electors made from it. Any thread; a client may be shared by threads. */
 MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char *uri, const char *database,
                                                              mongoelector_client **out);
-/* Frees a client. NULL ok. Lockers/electors made from it keep their own connections. */
+/* Frees a client. NULL ok. Lockers/electors made from it keep its connections open
+ * until the last of them is freed. */
 MONGOELECTOR_API void mongoelector_client_free(mongoelector_client *client);
 /* Asks the server what it is (one round trip): name ("MongoDB", "FerretDB",
  * "mongo-java-server") and version, as strings owned by the client, valid until the

@@ -84,6 +84,7 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s)
 
   py::object database_type = py::module_::import("pymongo.database").attr("Database");
   bool real = py::isinstance(refs_->db, database_type);
+  real_ = real;
   csot_ = real && !refs_->timeout_fn.is_none();
   std::string module = py::str(py::type::of(refs_->db).attr("__module__"));
   mock_ = !real && module.rfind("mongomock", 0) == 0;
@@ -101,8 +102,28 @@ py::object PyMongoStorage::collection(const std::string& name) {
   py::str key(name);
   if (refs_->collections.contains(key)) return refs_->collections[key];
   py::object coll = refs_->db[key];
+  if (real_) coll = with_majority_writes(coll);
   refs_->collections[key] = coll;
   return coll;
+}
+
+// Lock, fence and release writes must survive a primary failover: a w:1 write can be
+// rolled back and hand a key (or a token) out twice. The user's client is honoured in
+// everything else (auth, TLS, read preference, listeners) and in a write concern at
+// least as strong as majority; a weaker one (unset, w:0, w:1) is raised to
+// {w: "majority", wtimeout: op_timeout}, keeping the user's `j`.
+py::object PyMongoStorage::with_majority_writes(py::object coll) {
+  py::object wc = coll.attr("write_concern");
+  py::dict doc = wc.attr("document");
+  py::object w = doc.attr("get")("w");
+  const bool weak = w.is_none() || (py::isinstance<py::int_>(w) && w.cast<long long>() <= 1);
+  if (!weak) return coll;
+  py::dict kwargs;
+  kwargs["w"] = "majority";
+  kwargs["wtimeout"] = ms_from_seconds(op_timeout_s_);
+  if (doc.contains("j")) kwargs["j"] = doc["j"];
+  py::object majority = py::module_::import("pymongo.write_concern").attr("WriteConcern")(**kwargs);
+  return coll.attr("with_options")(py::arg("write_concern") = majority);
 }
 
 // Runs f() with the GIL and, for a real pymongo Database, inside pymongo.timeout().

@@ -66,10 +66,12 @@ class PyMongoStorage final : public mongoelector::Storage {
   auto with_python(F&& f);
   // The Collection object of `name`, created once. Needs the GIL.
   py::object collection(const std::string& name);
+  py::object with_majority_writes(py::object coll);  // see pymongo_storage.cpp
   void ensure_ttl_index(const py::object& coll, const char* field, std::int64_t seconds);
 
   Refs* refs_;  // Python objects; freed under the GIL (or leaked at interpreter exit)
   double op_timeout_s_;
+  bool real_ = false;  // a pymongo Database (not mongomock or a lookalike)
   bool csot_ = false;
   std::atomic<bool> mock_{false};
   std::atomic<bool> ttl_warned_{false};

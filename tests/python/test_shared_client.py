@@ -118,3 +118,39 @@ def test_fork_child_gets_fresh_connections_and_refuses_parent_lockers(server_db)
     assert parent.owned()
     assert parent.touch()
     parent.release()
+
+
+def test_lock_writes_use_majority_even_when_the_client_says_w1(server_db):
+    """A user's MongoClient with w=1 is honoured in everything but the lock writes, which
+    are raised to w:"majority" (a w:1 write can be rolled back after a failover)."""
+    import pymongo
+    from pymongo import monitoring
+
+    class Commands(monitoring.CommandListener):
+        def __init__(self):
+            self.seen = []
+
+        def started(self, event):
+            self.seen.append((event.command_name, event.command.get("writeConcern")))
+
+        def succeeded(self, event):
+            pass
+
+        def failed(self, event):
+            pass
+
+    db, uri = server_db
+    listener = Commands()
+    client = pymongo.MongoClient(uri, w=1, event_listeners=[listener])
+    try:
+        lk = MongoLocker("majority", client[db.name], ttl=15)
+        assert lk.acquire(blocking=False)
+        assert lk.touch()
+        lk.release()
+        writes = [(name, wc) for name, wc in listener.seen
+                  if name in ("findAndModify", "update", "delete")]
+        assert writes, listener.seen
+        for name, wc in writes:
+            assert wc is not None and wc.get("w") == "majority", (name, wc)
+    finally:
+        client.close()

@@ -23,7 +23,10 @@ impl Drop for ClientInner {
 }
 
 /// A lazy connection to a server and one database. Cheap to clone; lockers and electors
-/// made from it keep it alive.
+/// made from it keep it alive. Make one per deployment and process: every `Locker` and
+/// `Elector` made from it (or its clones) shares its connection pool (at most
+/// `maxPoolSize` connections, default 10, plus one monitor per server; lockers of one
+/// ttl share one pool), so a thousand keys cost a few connections and no thread each.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
