@@ -28,6 +28,10 @@ void SystemClock::sleep_ms(std::int64_t ms) {
   if (ms > 0) std::this_thread::sleep_for(milliseconds(ms));
 }
 
+bool Clock::try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) {
+  return m.try_lock_until(std::chrono::steady_clock::time_point(milliseconds(deadline_mono_ms)));
+}
+
 std::shared_ptr<Clock> system_clock() {
   static std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();
   return clock;
@@ -35,7 +39,15 @@ std::shared_ptr<Clock> system_clock() {
 
 std::int64_t FakeClock::mono_ms() {
   std::lock_guard<std::mutex> g(mu_);
-  return mono_;
+  std::int64_t now = mono_;
+  mono_ += tick_;
+  wall_ += tick_;
+  return now;
+}
+
+void FakeClock::set_tick_ms(std::int64_t ms) {
+  std::lock_guard<std::mutex> g(mu_);
+  tick_ = ms;
 }
 
 std::int64_t FakeClock::wall_ms() {
@@ -43,25 +55,42 @@ std::int64_t FakeClock::wall_ms() {
   return wall_;
 }
 
-bool FakeClock::wait_until(std::unique_lock<std::mutex>&, std::condition_variable&,
+bool FakeClock::wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable&,
                            std::int64_t deadline_mono_ms, const std::function<bool()>& wake) {
   if (wake()) return true;
-  std::lock_guard<std::mutex> g(mu_);
-  if (deadline_mono_ms > mono_) {
-    wall_ += deadline_mono_ms - mono_;
-    mono_ = deadline_mono_ms;
+  std::int64_t now;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (deadline_mono_ms > mono_) {
+      wall_ += deadline_mono_ms - mono_;
+      mono_ = deadline_mono_ms;
+    }
+    now = mono_;
   }
+  // The caller's mutex is released while timers run: they may need it.
+  lk.unlock();
+  timer_.run_due(now);
+  lk.lock();
   return false;
 }
 
 void FakeClock::sleep_ms(std::int64_t ms) { advance(ms); }
 
+bool FakeClock::try_lock_until(std::timed_mutex& m, std::int64_t) {
+  return m.try_lock_for(std::chrono::seconds(1));
+}
+
 void FakeClock::advance(std::int64_t ms) {
-  std::lock_guard<std::mutex> g(mu_);
-  if (ms > 0) {
-    mono_ += ms;
-    wall_ += ms;
+  std::int64_t now;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (ms > 0) {
+      mono_ += ms;
+      wall_ += ms;
+    }
+    now = mono_;
   }
+  timer_.run_due(now);  // outside mu_: tasks read the clock
 }
 
 void FakeClock::jump_wall(std::int64_t ms) {

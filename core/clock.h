@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 
+#include "deadline_timer.h"
+
 namespace mongoelector {
 
 class Clock {
@@ -25,6 +27,11 @@ class Clock {
                           std::int64_t deadline_mono_ms, const std::function<bool()>& wake) = 0;
   // Sleeps without a condition (blocking acquire's step).
   virtual void sleep_ms(std::int64_t ms) = 0;
+  // Timers on this clock's mono time. Default: the process-wide steady-clock timer.
+  virtual DeadlineTimer& timer() { return system_deadline_timer(); }
+  // Locks `m` unless that would take past `deadline_mono_ms`; false if it did not.
+  // Default: std::timed_mutex::try_lock_until on the steady clock.
+  virtual bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms);
 };
 
 class SystemClock final : public Clock {
@@ -39,7 +46,8 @@ class SystemClock final : public Clock {
 std::shared_ptr<Clock> system_clock();
 
 // Deterministic clock for tests: time moves only through advance() and through sleeps
-// and waits, which jump to their deadline at once.
+// and waits, which jump to their deadline at once. Timers run, on the thread that
+// moves the time, as soon as it reaches their deadline.
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(std::int64_t wall_start_ms = 1700000000000, std::int64_t mono_start_ms = 1000)
@@ -52,9 +60,17 @@ class FakeClock final : public Clock {
   void advance(std::int64_t ms);
   // Steps only the wall clock, as NTP would: intervals must not change.
   void jump_wall(std::int64_t ms);
+  // Every mono_ms() read moves time on by `ms` afterwards: makes the order of reads
+  // observable (code that reads the clock twice sees two instants).
+  void set_tick_ms(std::int64_t ms);
+  DeadlineTimer& timer() override { return timer_; }
+  // Fake time cannot measure a real wait: tries for up to one second of real time.
+  bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
 
  private:
+  DeadlineTimer timer_;
   std::mutex mu_;
+  std::int64_t tick_ = 0;
   std::int64_t wall_;
   std::int64_t mono_;
 };

@@ -15,11 +15,27 @@ constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;
 constexpr std::int64_t kTimeCheckCacheMs = 10 * 60 * 1000;
 // Blocking waits check their cancel function at least this often.
 constexpr std::int64_t kCancelPollMs = 100;
+// Server-time samples are re-taken this often.
+constexpr std::int64_t kClockRefreshMs = 60 * 1000;
 
 std::string format_seconds(double s) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3f", s);
   return buf;
+}
+
+// Server-time samples slower than this (half round trip) are refused: a quarter of the
+// ttl. Beyond it a leader's margin (2 x uncertainty + 50 ms) would eat more than half
+// the lease, and renewals every ttl/3 would no longer fit before the renew deadline.
+std::int64_t half_rtt_cap_ms(double ttl_s) {
+  if (!std::isfinite(ttl_s) || ttl_s <= 0 || ttl_s > 1e9) return 0;  // rejected later
+  return std::max<std::int64_t>(1, std::llround(ttl_s * 250.0));
+}
+
+// Refuses a null storage before anything binds a reference to it (server_clock_).
+Storage& non_null(const std::shared_ptr<Storage>& storage) {
+  if (!storage) throw InvalidArgument("storage must not be null");
+  return *storage;
 }
 }  // namespace
 
@@ -29,8 +45,7 @@ Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
       options_(std::move(options)),
       clock_(std::move(clock)),
       identity_(std::move(identity)),
-      server_clock_(clock_, *storage_) {
-  if (!storage_) throw InvalidArgument("storage must not be null");
+      server_clock_(clock_, non_null(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
   validate_key(options_.key);
   validate_collection(options_.collection);
   if (!std::isfinite(options_.ttl_s) || options_.ttl_s <= 0)
@@ -38,6 +53,11 @@ Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
   if (options_.ttl_s > 1e9) throw InvalidArgument("ttl is too large");
   if (!std::isfinite(options_.maxoffset_s) || options_.maxoffset_s < 0)
     throw InvalidArgument("maxoffset must be a number >= 0");
+  if (storage_->call_bound_ms() <= 0 && !options_.allow_unbounded_calls)
+    throw InvalidArgument(
+        "the storage cannot bound the time of one call (a driver timeout set to 0?), so a "
+        "hung call could outlive a lease; set finite timeouts, or allow_unbounded_calls to "
+        "accept the risk");
   if (options_.ensure_indexes) storage_->ensure_lock_indexes(options_.collection);
 }
 
@@ -59,7 +79,8 @@ void Locker::check_server_safety() {
                          "take over one expired lock; refusing to run. Set "
                          "allow_unsafe_server to accept that risk (tests, single node).");
     log(LogLevel::Warning, what + ": findAndModify is not atomic; mutual exclusion is NOT "
-                                  "guaranteed under contention (allow_unsafe_server is set)");
+                                  "guaranteed under contention and fencing tokens may repeat "
+                                  "(allow_unsafe_server is set)");
   }
   std::lock_guard<std::mutex> g(mu_);
   safety_checked_ = true;
@@ -82,7 +103,10 @@ std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, dou
   if (options_.timeparanoid) verify_time();
 
   const std::int64_t start = clock_->mono_ms();
-  const std::int64_t step_ms = std::max<std::int64_t>(1, std::llround(step_s * 1000.0));
+  // Clamped before the conversion: llround of a step beyond int64 ms is unspecified
+  // (it came out as 1 ms, a busy retry loop against the server).
+  const std::int64_t step_ms =
+      std::max<std::int64_t>(1, std::llround(std::min(step_s * 1000.0, 1e15)));
   std::int64_t count = 0;
   while (acquire_retry(blocking, start, clock_->mono_ms(), timeout_s, count)) {
     ++count;
@@ -90,7 +114,13 @@ std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, dou
     if (auto token = try_acquire(force)) return *token;
     if (!blocking) throw LockExists(held_message(storage_->read(options_.collection, options_.key)));
     // Sleep one step in short slices so that cancellation is prompt.
-    std::int64_t wake = clock_->mono_ms() + step_ms;
+    const std::int64_t slept_from = clock_->mono_ms();
+    std::int64_t wake = slept_from + step_ms;
+    if (timeout_s) {  // a step longer than what is left of the timeout ends with it
+      const double end = static_cast<double>(start) + *timeout_s * 1000.0;
+      if (end < static_cast<double>(wake))
+        wake = std::max(slept_from + 1, static_cast<std::int64_t>(std::ceil(end)));
+    }
     for (std::int64_t now = clock_->mono_ms(); now < wake; now = clock_->mono_ms()) {
       if (cancel && cancel()) throw Cancelled("acquire of " + options_.key + " was cancelled");
       clock_->sleep_ms(std::min(kCancelPollMs, wake - now));
@@ -100,22 +130,65 @@ std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, dou
                        format_seconds(timeout_s.value_or(0)) + " seconds");
 }
 
+ServerTime Locker::server_time_for_write() {
+  if (auto t = server_clock_.estimate()) return *t;
+  server_clock_.refresh();  // first use only: a holder always has a sample
+  return server_clock_.estimate().value();
+}
+
 std::optional<std::int64_t> Locker::try_acquire(bool force) {
   check_server_safety();
-  const std::int64_t now = server_clock_.now_ms();
-  LockClaim claim{options_.key, identity_.uuid, identity_.host, identity_.pid, now, now + ttl_ms()};
+  settle_stranded();  // our own leftover must not stand in our way
+  if (server_clock_.stale()) refresh_clock();
   // The lease counts from the moment the write is sent (protocol-notes: "where the
-  // lease starts"), never from the reply.
+  // lease starts"), read BEFORE the estimate the write carries: the local lease then
+  // never ends after the server's.
   const std::int64_t sent = clock_->mono_ms();
-  std::optional<LockDoc> doc = storage_->claim(options_.collection, claim, force);
-  if (!doc) return std::nullopt;
-  if (doc->uuid != identity_.uuid)
-    throw StorageError("the server returned a lock document of another holder after a claim");
-  auto token = anchor_epoch(*doc);
+  const ServerTime t = server_time_for_write();
+  auto token = claim_and_anchor(force, sent, t);
   if (!token) return std::nullopt;
+  if (clock_->mono_ms() >= sent + ttl_ms()) {
+    // The claim and its epoch round trips outlasted the lease: someone may hold it now.
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stranded_ = Hold{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+    }
+    settle_stranded_quietly();
+    throw StorageUnavailable("acquiring " + options_.key + " took longer than its lease (ttl " +
+                             format_seconds(options_.ttl_s) + " s): not acquired");
+  }
   std::lock_guard<std::mutex> g(mu_);
-  hold_ = Hold{*token, now, now + ttl_ms(), sent};
+  hold_ = Hold{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+  ++hold_gen_;
   return token;
+}
+
+std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t sent,
+                                                     const ServerTime& t) {
+  (void)sent;
+  // Compared with the EARLIEST the server's clock may read: a slow sample makes us late,
+  // never early (protocol notes, "both clocks count"). The document keeps the original's
+  // shape, ts_expire = ts_created + ttl: its expiry is then at most 2u earlier in true
+  // server time than this node's lease end (send + ttl), which the renew deadline's
+  // margin (>= 2u + 50 ms) covers.
+  LockClaim claim{options_.key, identity_.uuid, identity_.host, identity_.pid, t.earliest_ms(),
+                  t.earliest_ms() + ttl_ms()};
+  try {
+    std::optional<LockDoc> doc = storage_->claim(options_.collection, claim, force);
+    if (!doc) return std::nullopt;
+    if (doc->uuid != identity_.uuid)
+      throw StorageError("the server returned a lock document of another holder after a claim");
+    return anchor_epoch(*doc);
+  } catch (...) {
+    // The claim may have been applied (lost reply, a failure in the epoch path): what it
+    // wrote is ours. Release it now if the server answers, else before the next claim.
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stranded_ = Hold{0, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+    }
+    settle_stranded_quietly();
+    throw;
+  }
 }
 
 // The rare path: the document was created by this claim, or carried no token of ours
@@ -135,41 +208,181 @@ std::optional<std::int64_t> Locker::anchor_epoch(const LockDoc& doc) {
   return token;
 }
 
-void Locker::release(bool force) {
-  const std::int64_t now = server_clock_.now_ms();
-  std::optional<std::string> owner;
-  if (!force) owner = identity_.uuid;
-  storage_->release(options_.collection, options_.key, owner, now, options_.delete_on_release);
-  std::lock_guard<std::mutex> g(mu_);
+void Locker::strand_locked() {
+  if (!hold_) return;
+  stranded_ = hold_;
   hold_.reset();
+  ++hold_gen_;
 }
 
-bool Locker::renew() {
+void Locker::clear_stranded(std::int64_t fence) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (stranded_ && stranded_->fence == fence) stranded_.reset();
+}
+
+void Locker::settle_stranded() {
+  std::optional<Hold> s;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s = stranded_;
+  }
+  if (!s) return;
+  std::int64_t fence = s->fence;
+  if (fence == 0) {  // the claim's reply was lost: is the document ours?
+    std::optional<LockDoc> doc = storage_->read(options_.collection, options_.key);
+    if (!doc || doc->uuid != identity_.uuid || !doc->locked || doc->fence == 0) {
+      clear_stranded(0);
+      return;
+    }
+    fence = doc->fence;
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stranded_ && stranded_->fence == s->fence) stranded_->release_sent = true;
+  }
+  storage_->release(options_.collection, options_.key, identity_.uuid, fence,
+                    server_clock_.now_ms(), options_.delete_on_release);
+  clear_stranded(s->fence);
+}
+
+void Locker::settle_stranded_quietly() {
+  try {
+    settle_stranded();
+  } catch (const std::exception& ex) {
+    log(LogLevel::Warning, "could not release a stranded hold of " + options_.key +
+                               " yet (retried before the next claim): " + ex.what());
+  }
+}
+
+void Locker::release(bool force) {
+  std::optional<std::int64_t> fence;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (hold_) fence = hold_->fence;
+  }
+  if (force) {
+    storage_->release(options_.collection, options_.key, std::nullopt, 0, server_clock_.now_ms(),
+                      options_.delete_on_release);
+    std::lock_guard<std::mutex> g(mu_);
+    hold_.reset();
+    stranded_.reset();
+    ++hold_gen_;
+    return;
+  }
+  if (fence) {
+    try {
+      storage_->release(options_.collection, options_.key, identity_.uuid, *fence,
+                        server_clock_.now_ms(), options_.delete_on_release);
+    } catch (...) {
+      // It may still run at the server later: fenced, it cannot hurt a newer hold, and
+      // the hold it names is never taken back (retake) with the same fence.
+      std::lock_guard<std::mutex> g(mu_);
+      if (hold_ && hold_->fence == *fence) {
+        strand_locked();
+        stranded_->release_sent = true;
+      }
+      throw;
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    if (hold_ && hold_->fence == *fence) {
+      hold_.reset();
+      ++hold_gen_;
+    }
+  }
+  settle_stranded();
+}
+
+std::optional<std::int64_t> Locker::renew() {
   std::int64_t fence;
+  std::uint64_t gen;
   {
     std::lock_guard<std::mutex> g(mu_);
     fence = hold_ ? hold_->fence : 0;
+    gen = hold_gen_;
   }
-  const std::int64_t now = server_clock_.now_ms();
-  const std::int64_t expire = now + ttl_ms();
-  const std::int64_t sent = clock_->mono_ms();
-  bool ok = storage_->renew(options_.collection, options_.key, identity_.uuid, fence, now, expire);
+  const std::int64_t sent = clock_->mono_ms();  // before the estimate (see try_acquire)
+  const ServerTime t = server_time_for_write();
+  const std::int64_t expire = t.now_ms + ttl_ms();
+  const bool ok =
+      storage_->renew(options_.collection, options_.key, identity_.uuid, fence, t.now_ms, expire);
   std::lock_guard<std::mutex> g(mu_);
-  if (ok) {
+  if (gen != hold_gen_) return std::nullopt;  // released or replaced while the call ran
+  if (!ok) {
     if (hold_) {
-      hold_->expire_ms = expire;
-      hold_->lease_start_mono = sent;
-    } else {
-      hold_ = Hold{fence, now, expire, sent};
+      hold_.reset();
+      ++hold_gen_;
     }
-  } else {
-    hold_.reset();
+    return std::nullopt;
   }
-  return ok;
+  if (hold_) {
+    hold_->expire_ms = expire;
+    hold_->lease_start_mono = sent;
+  } else {
+    hold_ = Hold{fence, t.now_ms, expire, sent};
+    ++hold_gen_;
+  }
+  return sent + ttl_ms();
+}
+
+std::int64_t Locker::strand(std::int64_t only_fence) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!hold_ || (only_fence != 0 && hold_->fence != only_fence)) return 0;
+  std::int64_t fence = hold_->fence;
+  strand_locked();
+  return fence;
+}
+
+std::optional<std::int64_t> Locker::retake() {
+  std::optional<Hold> s;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s = stranded_;
+  }
+  if (!s) return std::nullopt;
+  // Unknown or never anchored: nothing worth keeping. A release of it may still land:
+  // taking it back with the same fence would let that release free the new term.
+  if (s->fence < kEpochUnit || s->release_sent) {
+    settle_stranded();
+    return std::nullopt;
+  }
+  const std::int64_t sent = clock_->mono_ms();
+  const ServerTime t = server_time_for_write();
+  const std::int64_t expire = t.now_ms + ttl_ms();
+  const bool ok = storage_->renew(options_.collection, options_.key, identity_.uuid, s->fence,
+                                  t.now_ms, expire);
+  if (!ok) {
+    // Taken over, released, or expired: a fenced release clears an expired leftover (an
+    // original node would otherwise wait for the TTL monitor) and touches nothing else.
+    settle_stranded();
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (!stranded_ || stranded_->fence != s->fence || hold_) return std::nullopt;
+  hold_ = Hold{s->fence, s->created_ms, expire, sent};
+  stranded_.reset();
+  ++hold_gen_;
+  return sent + ttl_ms();
+}
+
+bool Locker::refresh_clock() {
+  if (!server_clock_.refresh()) return false;
+  std::lock_guard<std::mutex> g(mu_);
+  if (hold_) {
+    log(LogLevel::Warning, "the server's clock jumped: the lease of " + options_.key +
+                               " is treated as lost");
+    strand_locked();
+  }
+  return true;
 }
 
 std::optional<std::int64_t> Locker::touch() {
-  if (!renew()) return std::nullopt;
+  if (server_clock_.stale()) refresh_clock();
+  bool stranded_only;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stranded_only = !hold_ && stranded_;
+  }
+  if (stranded_only ? !retake() : !renew()) return std::nullopt;
   std::lock_guard<std::mutex> g(mu_);
   return hold_ ? std::optional<std::int64_t>(hold_->expire_ms) : std::nullopt;
 }
@@ -177,13 +390,16 @@ std::optional<std::int64_t> Locker::touch() {
 bool Locker::locked() { return current().has_value(); }
 
 bool Locker::owned() {
-  auto doc = current();
-  return doc && doc->uuid == identity_.uuid;
+  std::optional<LockDoc> doc = storage_->read(options_.collection, options_.key);
+  if (!doc || doc->uuid != identity_.uuid) return false;
+  const ServerTime t = server_clock_.estimate_sampling();
+  return doc->held_at(t.now_ms + t.uncertainty_ms);  // surely not expired yet
 }
 
 std::optional<LockDoc> Locker::current() {
   std::optional<LockDoc> doc = storage_->read(options_.collection, options_.key);
-  if (!doc || !doc->held_at(server_clock_.now_ms())) return std::nullopt;
+  // Held as long as a claimant could still consider it held (earliest server time).
+  if (!doc || !doc->held_at(server_clock_.estimate_sampling().earliest_ms())) return std::nullopt;
   return doc;
 }
 
@@ -193,9 +409,12 @@ double Locker::verify_time() {
     if (time_verified_mono_ && clock_->mono_ms() - *time_verified_mono_ < kTimeCheckCacheMs)
       return verified_offset_s_;
   }
-  server_clock_.refresh();
+  refresh_clock();
   double offset = server_clock_.offset_s();
-  if (std::fabs(offset) > options_.maxoffset_s)
+  // Only an offset that is certain counts: a slow sample cannot tell (its uncertainty
+  // is already covered by the claims' conservative comparison).
+  const double uncertainty_s = static_cast<double>(server_clock_.uncertainty_ms()) / 1000.0;
+  if (std::fabs(offset) - uncertainty_s > options_.maxoffset_s)
     throw TimeOffsetError("Host clock is " + format_seconds(offset) +
                               " seconds off the MongoDB server's clock (maxoffset " +
                               format_seconds(options_.maxoffset_s) + ")",
@@ -224,7 +443,18 @@ std::int64_t Locker::fence() const {
 std::optional<std::int64_t> Locker::lease_deadline_mono() const {
   std::lock_guard<std::mutex> g(mu_);
   if (!hold_) return std::nullopt;
-  return hold_->lease_start_mono + static_cast<std::int64_t>(std::llround(options_.ttl_s * 1000.0));
+  return hold_->lease_start_mono + ttl_ms();
+}
+
+std::optional<Lease> Locker::lease() const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!hold_) return std::nullopt;
+  return Lease{hold_->fence, hold_->lease_start_mono + ttl_ms()};
+}
+
+bool Locker::has_stranded() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return stranded_.has_value();
 }
 
 }  // namespace mongoelector

@@ -11,7 +11,16 @@
 //    is bumped (two extra round trips) only when the lock document had to be created or
 //    carried no token of ours (first use, TTL deletion, an original node's document).
 //  * The lease is counted from the moment the successful write was SENT, on the host's
-//    monotonic clock (lease_deadline_mono()).
+//    monotonic clock (lease_deadline_mono()); `sent` is read before the server-time
+//    estimate that the write carries, so the local lease never outlasts the server's.
+//  * A claim compares with the EARLIEST the server's clock can read (estimate minus its
+//    uncertainty), so a node whose sample had a slow round trip claims late, never early.
+//  * Every write that assumes a hold names it by uuid AND fence (renew, release), so a
+//    request that runs late at the server cannot touch a newer hold.
+//  * A hold whose state on the server is unknown (an error after the claim was applied,
+//    a failed release, a step-down on a missed deadline, a clock jump) is kept as
+//    STRANDED: the next acquire releases it (fenced) first, so the owner is never locked
+//    out of its own lock; an elector may re-take it instead (retake()).
 #pragma once
 
 #include <cstdint>
@@ -28,21 +37,37 @@
 
 namespace mongoelector {
 
+// Defaults as plain constants, so the C API can fill its option structs without building
+// C++ objects outside its exception guard.
+struct LockerDefaults {
+  static constexpr const char* collection = "mongolocker";
+  static constexpr double ttl_s = 600;
+  static constexpr bool timeparanoid = true;
+  static constexpr double maxoffset_s = 0.5;
+  static constexpr bool delete_on_release = false;
+  static constexpr bool allow_unsafe_server = false;
+};
+
 struct LockerOptions {
   std::string key;
-  std::string collection = "mongolocker";
-  double ttl_s = 600;
-  bool timeparanoid = true;
-  double maxoffset_s = 0.5;
+  std::string collection = LockerDefaults::collection;
+  double ttl_s = LockerDefaults::ttl_s;
+  bool timeparanoid = LockerDefaults::timeparanoid;
+  double maxoffset_s = LockerDefaults::maxoffset_s;
   // Release deletes the document (as the original does) instead of marking it released.
   // Costs the next acquirer the epoch round trips; use it while original nodes still
   // run, so they can acquire without waiting for the TTL monitor.
-  bool delete_on_release = false;
+  bool delete_on_release = LockerDefaults::delete_on_release;
   // Run on servers whose findAndModify is not atomic (FerretDB): mutual exclusion is
-  // then NOT guaranteed under contention. Off by default: such servers are refused.
-  bool allow_unsafe_server = false;
+  // then NOT guaranteed under contention, and fencing tokens may REPEAT (two nodes taking
+  // over one expired document both read fence F and both get F+1). Off by default: such
+  // servers are refused. Electors refuse the option.
+  bool allow_unsafe_server = LockerDefaults::allow_unsafe_server;
   // Skip the index creation at construction (tests, read-only users).
   bool ensure_indexes = true;
+  // Accept a storage whose calls have no known time bound (Storage::call_bound_ms() == 0,
+  // e.g. a URI with a timeout set to 0).
+  bool allow_unbounded_calls = false;
 };
 
 // Returns true to abandon a blocking wait (Ctrl-C, cancelled context). Called between
@@ -55,6 +80,15 @@ struct Hold {
   std::int64_t created_ms = 0;        // server time
   std::int64_t expire_ms = 0;         // server time
   std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
+  // A release of this hold was sent (and failed or timed out): it may still land at the
+  // server, so the hold is never taken back with its fence, only released.
+  bool release_sent = false;
+};
+
+// A hold as the elector sees it, read in one critical section.
+struct Lease {
+  std::int64_t fence = 0;
+  std::int64_t end_mono = 0;  // lease_start_mono + ttl
 };
 
 class Locker {
@@ -70,9 +104,12 @@ class Locker {
                        double step_s = 0.25, bool force = false, const CancelFn& cancel = {});
 
   // One attempt, no time check, no waiting: the token, or nullopt when held by another.
+  // Releases a stranded hold of this instance first. Throws StorageUnavailable when the
+  // claim completed only after its lease had ended (the hold is released, not reported).
   std::optional<std::int64_t> try_acquire(bool force = false);
 
-  // Releases this instance's lock (any holder's with force). Not holding is not an error.
+  // Releases this instance's hold, fenced (any holder's with force). Not holding is not
+  // an error (no round trip then). On failure the hold is kept as stranded.
   void release(bool force = false);
 
   // Pushes ts_expire to now+ttl if this instance holds an unexpired lock: the new expiry
@@ -86,6 +123,9 @@ class Locker {
   // Raises TimeOffsetError when |server - host| > maxoffset; a good result is cached
   // for 10 minutes. Returns the measured (or cached) offset in seconds.
   double verify_time();
+  // Takes a new server-time sample (one round trip). On a jump of the server's clock the
+  // hold is treated as lost (stranded) and true is returned.
+  bool refresh_clock();
   // The contract's retry rule (see _acquireretry): may a blocking/non-blocking loop try
   // attempt number `count` at mono time `now_ms` having started at `start_ms`?
   static bool acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t now_ms,
@@ -96,6 +136,9 @@ class Locker {
   std::int64_t fence() const;  // token of the current hold, 0 when none
   // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
   std::optional<std::int64_t> lease_deadline_mono() const;
+  // fence and lease end of the current hold, in one read.
+  std::optional<Lease> lease() const;
+  bool has_stranded() const;
 
   const LockerOptions& options() const { return options_; }
   const Identity& identity() const { return identity_; }
@@ -109,14 +152,33 @@ class Locker {
   // Server time now (estimate): for status timestamps.
   std::int64_t server_now_ms() { return server_clock_.now_ms(); }
 
-  // Renewal used by the elector: like touch() but returns false on no-match and lets
-  // storage errors propagate, recording the send time of a successful renewal.
-  bool renew();
+  // Renewal used by the elector: one round trip, no clock sample. The new lease end (host
+  // mono) on success; nullopt when the lock is no longer ours (the hold is dropped) or
+  // the hold changed while the call ran (released through another path). Storage errors
+  // propagate and leave the hold as it was.
+  std::optional<std::int64_t> renew();
+
+  // For the elector: gives up the hold locally but remembers it as stranded (it may still
+  // be ours on the server). Only a hold with `fence` when it is not 0. Returns the fence
+  // stranded, 0 if none.
+  std::int64_t strand(std::int64_t fence = 0);
+  // For the elector: if a stranded hold is still ours on the server, takes it back with
+  // one renewal (same fence; the lease never left this owner) and returns the new lease
+  // end; otherwise releases what is left of it (fenced) and returns nullopt.
+  std::optional<std::int64_t> retake();
 
  private:
   void check_server_safety();
   std::string held_message(const std::optional<LockDoc>& holder) const;
   std::optional<std::int64_t> anchor_epoch(const LockDoc& doc);
+  // Claim, then anchor: the token, nullopt when held; errors strand what the claim wrote.
+  std::optional<std::int64_t> claim_and_anchor(bool force, std::int64_t sent, const ServerTime& t);
+  // Releases a stranded hold (reading its fence first if unknown). Throws on failure.
+  void settle_stranded();
+  void settle_stranded_quietly();
+  void strand_locked();                    // mu_ held: hold_ -> stranded_
+  void clear_stranded(std::int64_t fence);  // if stranded_ is still that one
+  ServerTime server_time_for_write();      // samples only when there is no sample yet
 
   std::shared_ptr<Storage> storage_;
   LockerOptions options_;
@@ -124,8 +186,12 @@ class Locker {
   Identity identity_;
   ServerClock server_clock_;
 
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // never held across I/O
   std::optional<Hold> hold_;
+  std::uint64_t hold_gen_ = 0;  // changes whenever hold_ is replaced or dropped
+  // A hold of ours that may still be on the server; fence 0 when unknown (the reply of
+  // the claim was lost).
+  std::optional<Hold> stranded_;
   std::optional<std::int64_t> time_verified_mono_;
   double verified_offset_s_ = 0;  // what the cached check measured
   bool safety_checked_ = false;

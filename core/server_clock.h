@@ -5,8 +5,20 @@
 // read its clock somewhere in [t0, t1], so server_now ≈ S + (mono_now - (t0+t1)/2) with
 // uncertainty ≤ (t1-t0)/2 (+ clock drift since the sample). Monotonic time carries the
 // estimate forward, so a wall-clock step on the host changes nothing.
+//
+// Safety (protocol notes, "both clocks count"):
+//  * The best sample is kept: a new one replaces it only when its half round trip is no
+//    larger than the kept one's uncertainty now (half round trip + drift since). A sample
+//    slower than `max_half_rtt_ms` is refused outright.
+//  * A new sample that disagrees with the kept one by more than both uncertainties is a
+//    JUMP of the server's clock (a step on the primary, a failover to a member whose clock
+//    differs): it replaces the kept one and is counted (jumps()); holders treat their
+//    leases as lost (Locker::refresh_clock).
+//  * No I/O ever happens under the mutex: a slow round trip of one thread never blocks
+//    another thread's estimate (a renewal reads the estimate without any I/O).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,37 +29,58 @@
 
 namespace mongoelector {
 
+struct ServerTime {
+  std::int64_t now_ms = 0;          // estimated server time now
+  std::int64_t uncertainty_ms = 0;  // |estimate - server| is at most this
+  // The earliest the server's clock can read now: what a CLAIMING side compares with.
+  std::int64_t earliest_ms() const { return now_ms - uncertainty_ms; }
+};
+
 class ServerClock {
  public:
-  // refresh_ms: a sample older than this is refreshed on the next now_ms() (one extra
-  // round trip, amortised over every operation in between).
-  ServerClock(std::shared_ptr<Clock> clock, Storage& storage, std::int64_t refresh_ms = 60000);
+  // refresh_ms: a sample older than this is stale (refreshed by the next sampling call).
+  // max_half_rtt_ms: samples with a slower half round trip are refused (0: no cap).
+  ServerClock(std::shared_ptr<Clock> clock, Storage& storage, std::int64_t refresh_ms = 60000,
+              std::int64_t max_half_rtt_ms = 0);
 
-  // Estimated server time now. Samples first if there is no sample or it is stale.
+  // The estimate from the kept sample, without I/O; nullopt before the first sample.
+  std::optional<ServerTime> estimate();
+  // Like estimate(), sampling first (one round trip) if there is no sample or it is stale.
+  ServerTime estimate_sampling();
+  // estimate_sampling().now_ms.
   std::int64_t now_ms();
-  // Half the round trip of the sample plus drift allowance (ms).
+  // Uncertainty of the kept sample now (half round trip plus drift), 0 without one.
   std::int64_t uncertainty_ms();
   // Server clock minus host wall clock, in seconds (positive: server ahead). Samples if
   // needed.
   double offset_s();
-  // Takes a new sample now (one round trip). Logs a clock jump when the new estimate
-  // differs from the old one by more than their combined uncertainty.
-  void refresh();
+  // No sample yet, or the last one is older than refresh_ms.
+  bool stale();
+  // Takes a sample now (one round trip, no lock held). Returns true when it revealed a
+  // jump of the server's clock. Throws StorageUnavailable when refused (too slow) and no
+  // sample is kept.
+  bool refresh();
+  // How many jumps were detected so far.
+  std::uint64_t jumps() const { return jumps_.load(); }
 
  private:
   struct Sample {
     std::int64_t mono_mid;  // host mono at the midpoint of the round trip
     std::int64_t server_ms;  // server localTime
-    std::int64_t wall_mid;  // host wall at the midpoint
     std::int64_t half_rtt;
   };
-  Sample sample_locked(bool force = false);
+  std::int64_t uncertainty_locked(const Sample& s, std::int64_t mono_now) const;
+  ServerTime estimate_locked(std::int64_t mono_now) const;  // sample_ set, mu_ held
+  bool install_locked(const Sample& s);  // true on a jump
 
   std::shared_ptr<Clock> clock_;
   Storage& storage_;
   std::int64_t refresh_ms_;
+  std::int64_t max_half_rtt_ms_;
   std::mutex mu_;
   std::optional<Sample> sample_;
+  std::int64_t last_sampled_mono_ = 0;
+  std::atomic<std::uint64_t> jumps_{0};
 };
 
 }  // namespace mongoelector

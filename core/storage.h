@@ -73,7 +73,8 @@ class Storage {
 
   // The longest one call can take before it fails (connection, selection and socket
   // timeouts together), or 0 when unknown. The elector never starts a renewal that
-  // could still be running at its renew deadline.
+  // could still be running at its renew deadline; lockers and electors refuse a storage
+  // with an unknown bound unless allow_unbounded_calls is set.
   virtual std::int64_t call_bound_ms() const { return 0; }
 
   // The server's clock: `localTime` from hello/serverStatus, in ms. One round trip.
@@ -109,13 +110,15 @@ class Storage {
                      const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                      std::int64_t expire_ms) = 0;
 
-  // Release: if `uuid` is set, only a lock held by that uuid; otherwise any (force).
-  // With delete_document false: sets locked=false, ts_expire=now_ms and keeps the
-  // document (and so its fence); with true: deletes it, as an original node does.
-  // True if a document was matched.
+  // Release: if `uuid` is set, only a lock held by that uuid, and if `fence` is not 0
+  // only that hold of it ({_id, uuid, fence}: a release that runs late at the server
+  // cannot free a newer hold of the same owner); no uuid: any holder (force; fence is
+  // then ignored). With delete_document false: sets locked=false, ts_expire=now_ms and
+  // keeps the document (and so its fence); with true: deletes it, as an original node
+  // does. True if a document was matched.
   virtual bool release(const std::string& collection, const std::string& key,
-                       const std::optional<std::string>& uuid, std::int64_t now_ms,
-                       bool delete_document) = 0;
+                       const std::optional<std::string>& uuid, std::int64_t fence,
+                       std::int64_t now_ms, bool delete_document) = 0;
 
   // The lock document of `key`, whatever its state, or nullopt.
   virtual std::optional<LockDoc> read(const std::string& collection, const std::string& key) = 0;

@@ -12,8 +12,10 @@ say() { printf '\n==> %s\n' "$*"; }
 
 # Debian packages: the C/C++ toolchain pieces, libmongoc, GoogleTest, abigail (ABI check).
 install_apt() {
-  local pkgs=(cmake ninja-build pkg-config g++ libmongoc-dev libbson-dev googletest libgtest-dev
-              abigail-tools default-jdk-headless maven)
+  # libsqlite3-dev: the embedded backend (core/storage/sqlite_storage.h) links the
+  # system's libsqlite3.
+  local pkgs=(cmake ninja-build pkg-config g++ libmongoc-dev libbson-dev libsqlite3-dev
+              googletest libgtest-dev abigail-tools default-jdk-headless maven)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -123,7 +123,16 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_callback(mongoelector_
  * electors made in the child from this client get fresh connections; those made in
  * the parent fail in the child with MONGOELECTOR_ERR_INVALID_ARGUMENT.
  * *out is owned by the caller: mongoelector_client_free(), before or after the lockers
- * and electors made from it. Any thread; a client may be shared by threads. */
+ * and electors made from it. Any thread; a client may be shared by threads.
+ *
+ * Embedded backend: uri "sqlite:///absolute/path/locks.db" keeps the locks in one SQLite
+ * file for processes on THIS host (no server; see README, "Embedded SQLite backend").
+ * `database` is then ignored (pass ""; collections live inside the file). The file and
+ * its tables are created now if absent; its directory must exist. A missing directory,
+ * a file that is read-only or not a SQLite database of mongoelector fail here with
+ * MONGOELECTOR_ERR_INVALID_ARGUMENT, a file written by a newer schema version with
+ * MONGOELECTOR_ERR_SERVER. One SQLite connection per client, shared by its lockers and electors;
+ * after fork() the child opens its own on first use. server_info names "SQLite". */
 MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char *uri, const char *database,
                                                              mongoelector_client **out);
 /* Frees a client. NULL ok. Lockers/electors made from it keep its connections open

@@ -1,5 +1,5 @@
-// mongoelector_client_*: a mongoelector::MongoClient, whose pools every locker and
-// elector made from the handle share.
+// mongoelector_client_*: a mongoelector::StorageClient chosen by the URI (a MongoClient,
+// whose pools every locker and elector made from the handle share, or a SqliteClient).
 #include <memory>
 
 #include "handles.h"
@@ -20,8 +20,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char* uri, co
     require(mongoelector::is_valid_utf8(uri), "uri is not valid UTF-8");
     require(mongoelector::is_valid_utf8(database), "database is not valid UTF-8");
     auto client = std::make_unique<mongoelector_client>();
-    // Parses the URI and the database name now (InvalidArgument), connects on first use.
-    client->client = mongoelector::MongoClient::open(uri, database);
+    // mongodb://: parses the URI and the database name now (InvalidArgument), connects
+    // on first use. sqlite:///path: opens (creates) the file now; `database` unused.
+    client->client = mongoelector::open_client(uri, database);
     *out = client.release();
   });
 }
@@ -44,7 +45,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_server_info(mongoelecto
     require(name_out != nullptr, "name_out is NULL");
     require(version_out != nullptr, "version_out is NULL");
     std::lock_guard<std::mutex> g(c.info_mu);
-    if (!c.info_storage) c.info_storage = std::make_unique<mongoelector::MongoStorage>(c.client, 5000);
+    if (!c.info_storage) c.info_storage = c.client->open_storage(5000);
     auto info = c.info_storage->server_info();
     c.server_name = std::move(info.name);
     c.server_version = std::move(info.version);

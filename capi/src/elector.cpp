@@ -1,4 +1,4 @@
-// mongoelector_elector_*: a mongoelector::Elector on its own MongoStorage.
+// mongoelector_elector_*: a mongoelector::Elector on its own Storage from the client.
 #include <memory>
 
 #include "errors.h"
@@ -66,16 +66,17 @@ extern "C" {
 
 MONGOELECTOR_API void mongoelector_elector_options_init(mongoelector_elector_options* options) {
   if (options == nullptr) return;
-  mongoelector::ElectorOptions defaults;
+  // Constants only: nothing here may throw (see mongoelector_locker_options_init).
+  using D = mongoelector::ElectorDefaults;
   options->version = MONGOELECTOR_ELECTOR_OPTIONS_VERSION;
-  options->ttl_seconds = defaults.ttl_s;
-  options->report_status = defaults.report_status ? 1 : 0;
+  options->ttl_seconds = D::ttl_s;
+  options->report_status = D::report_status ? 1 : 0;
   options->app_version = nullptr;
   options->on_leader = nullptr;
   options->on_leader_loss = nullptr;
   options->on_loop = nullptr;
   options->user_data = nullptr;
-  options->allow_unsafe_server = defaults.allow_unsafe_server ? 1 : 0;
+  options->allow_unsafe_server = D::allow_unsafe_server ? 1 : 0;
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_client* client,
@@ -89,8 +90,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
     mongoelector::ElectorCallbacks callbacks;
     to_core(key, options, opts, callbacks);
     auto h = std::make_unique<mongoelector_elector>();
-    h->storage = std::make_shared<mongoelector::MongoStorage>(
-        c.client, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));  // borrows the client's pool
+    // Borrows the client's pool (MongoDB) or connection (SQLite).
+    h->storage = c.client->open_storage(mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));
     h->elector = std::make_unique<mongoelector::Elector>(h->storage, std::move(opts),
                                                          std::move(callbacks));
     *out = h.release();

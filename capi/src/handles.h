@@ -15,7 +15,7 @@
 #include "election/elector.h"
 #include "guard.h"
 #include "locker.h"
-#include "storage/mongo_storage.h"
+#include "storage/client.h"
 
 namespace mongoelector::capi {
 
@@ -28,18 +28,19 @@ constexpr std::uint64_t kFreedMagic = 0x6672656564646561ULL;    // "freeddea"
 
 struct mongoelector_client {
   std::uint64_t magic = mongoelector::capi::kClientMagic;
-  // The connections, shared by every locker and elector made from this handle; each of
+  // The backend chosen by the URI (storage/client.h: MongoDB pools or one SQLite
+  // connection), shared by every locker and elector made from this handle; each of
   // them holds a reference, so freeing the handle first is safe.
-  std::shared_ptr<mongoelector::MongoClient> client;
+  std::shared_ptr<mongoelector::StorageClient> client;
   std::mutex info_mu;
-  std::unique_ptr<mongoelector::MongoStorage> info_storage;  // server_info(), made on first use
+  std::shared_ptr<mongoelector::Storage> info_storage;  // server_info(), made on first use
   std::string server_name;
   std::string server_version;
 };
 
 struct mongoelector_locker {
   std::uint64_t magic = mongoelector::capi::kLockerMagic;
-  std::shared_ptr<mongoelector::MongoStorage> storage;
+  std::shared_ptr<mongoelector::Storage> storage;
   std::unique_ptr<mongoelector::Locker> locker;
   // Serialises every call except cancel, which must get through while acquire blocks.
   std::mutex mu;
@@ -49,7 +50,7 @@ struct mongoelector_locker {
 
 struct mongoelector_elector {
   std::uint64_t magic = mongoelector::capi::kElectorMagic;
-  std::shared_ptr<mongoelector::MongoStorage> storage;
+  std::shared_ptr<mongoelector::Storage> storage;
   // No handle mutex: Elector is thread-safe, and its callbacks may call stop() or
   // release() on this same handle from inside poll().
   std::unique_ptr<mongoelector::Elector> elector;

@@ -1,4 +1,4 @@
-// mongoelector_locker_*: a mongoelector::Locker on its own MongoStorage.
+// mongoelector_locker_*: a mongoelector::Locker on its own Storage from the client.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -50,14 +50,16 @@ extern "C" {
 
 MONGOELECTOR_API void mongoelector_locker_options_init(mongoelector_locker_options* options) {
   if (options == nullptr) return;
-  mongoelector::LockerOptions defaults;
+  // Constants only: nothing here may throw (no guard; building a LockerOptions would
+  // allocate std::strings outside one).
+  using D = mongoelector::LockerDefaults;
   options->version = MONGOELECTOR_LOCKER_OPTIONS_VERSION;
   options->collection = nullptr;
-  options->ttl_seconds = defaults.ttl_s;
-  options->timeparanoid = defaults.timeparanoid ? 1 : 0;
-  options->max_offset_seconds = defaults.maxoffset_s;
-  options->delete_on_release = defaults.delete_on_release ? 1 : 0;
-  options->allow_unsafe_server = defaults.allow_unsafe_server ? 1 : 0;
+  options->ttl_seconds = D::ttl_s;
+  options->timeparanoid = D::timeparanoid ? 1 : 0;
+  options->max_offset_seconds = D::maxoffset_s;
+  options->delete_on_release = D::delete_on_release ? 1 : 0;
+  options->allow_unsafe_server = D::allow_unsafe_server ? 1 : 0;
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client* client,
@@ -69,8 +71,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client
     require(out != nullptr, "out is NULL");
     auto opts = to_core(key, options);
     auto h = std::make_unique<mongoelector_locker>();
-    h->storage = std::make_shared<mongoelector::MongoStorage>(
-        c.client, mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));  // borrows the client's pool
+    // Borrows the client's pool (MongoDB) or connection (SQLite).
+    h->storage = c.client->open_storage(mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));
     // Validates the collection name and ensures the TTL index (one round trip).
     h->locker = std::make_unique<mongoelector::Locker>(h->storage, std::move(opts));
     *out = h.release();

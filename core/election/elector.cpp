@@ -30,18 +30,30 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
       callbacks_(std::move(callbacks)),
       clock_(clock),
       rng_(std::random_device{}()) {
+  if (options_.allow_unsafe_server)
+    throw InvalidArgument(
+        "allow_unsafe_server is refused for electors: on a server whose findAndModify is "
+        "not atomic two nodes could both lead and their fencing tokens could repeat");
   validate_collection(options_.status_collection);  // before the locker's first round trip
+  if (!storage) throw InvalidArgument("storage must not be null");
+  call_bound_ms_ = storage->call_bound_ms();
+  if (call_bound_ms_ <= 0 && !options_.allow_unbounded_calls)
+    throw InvalidArgument(
+        "the storage cannot bound the time of one call (a driver timeout set to 0?), so a "
+        "hung renewal could keep a node leading past its lease; set finite timeouts, or "
+        "allow_unbounded_calls to accept the risk");
   LockerOptions lo;
   lo.key = options_.key;
   lo.collection = options_.lock_collection;
   lo.ttl_s = options_.ttl_s;
-  lo.timeparanoid = true;
-  lo.allow_unsafe_server = options_.allow_unsafe_server;
+  lo.timeparanoid = true;  // checked before every claim (poll_follower)
+  lo.allow_unsafe_server = false;
   lo.ensure_indexes = options_.ensure_indexes;
   lo.delete_on_release = options_.delete_on_release;
+  lo.allow_unbounded_calls = options_.allow_unbounded_calls;
   locker_ = std::make_shared<Locker>(storage, lo, clock_, std::move(identity));
-  // A leader renews at ttl/2 and must be done by the renew deadline (0.9 ttl).
-  const std::int64_t bound = storage->call_bound_ms();
+  // A leader renews at ttl/3 and must be done by the renew deadline (0.9 ttl).
+  const std::int64_t bound = call_bound_ms_;
   if (bound > 0 && bound * 10 > locker_->ttl_ms() * 4)
     log(LogLevel::Warning, "calls may take up to " + std::to_string(bound) +
                                " ms, too long for ttl " + std::to_string(locker_->ttl_ms()) +
@@ -68,6 +80,15 @@ Elector::~Elector() {
     }
     thread_.join();
   }
+  // The deadline task points at this object: remove it, waiting if it is running
+  // (unless this IS the task's thread, destroying the elector from on_leader_loss).
+  DeadlineTimer::Id task;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    task = deadline_task_;
+    deadline_task_ = 0;
+  }
+  if (task) clock_->timer().cancel(task, /*wait=*/true);
 }
 
 void Elector::start() {
@@ -96,8 +117,11 @@ void Elector::run_loop() {
     poll();
     std::unique_lock<std::mutex> lk(mu_);
     std::int64_t wake = next_poll_mono_;
-    // Wake at the renew deadline too: stepping down must not wait for the next poll.
-    if (leader_ && renew_deadline_) wake = std::min(wake, *renew_deadline_);
+    // Wake at the renew deadline too (the timer announces the loss; the loop then tries
+    // to take the lease back or release it as soon as the server answers).
+    if (leader_) {
+      if (auto d = renew_deadline_locked()) wake = std::min(wake, *d);
+    }
     clock_->wait_until(lk, cv_, wake, [this] { return stop_requested_; });
   }
   {
@@ -133,97 +157,221 @@ std::int64_t Elector::jitter_ms() {
 }
 
 std::int64_t Elector::margin_ms() {
-  // Room for both nodes' server-clock estimates and a scheduling hiccup (README).
+  // This node's own estimate error and a scheduling hiccup; the claimant's error is
+  // covered on its side (it compares with the earliest server time). README, Safety.
   return std::max<std::int64_t>(locker_->ttl_ms() / 10,
                                 2 * locker_->server_clock().uncertainty_ms() + 50);
 }
 
+std::optional<std::int64_t> Elector::renew_deadline_locked() const {
+  if (!leader_) return std::nullopt;
+  auto lease = locker_->lease();  // locker mutex nested in mu_: the locker never calls back
+  if (!lease || lease->fence != term_fence_) return std::nullopt;
+  return lease->end_mono - term_margin_ms_;
+}
+
+bool Elector::fits_before_deadline(std::int64_t now, int calls) const {
+  std::optional<std::int64_t> d;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    d = renew_deadline_locked();
+  }
+  if (!d) return false;
+  return call_bound_ms_ <= 0 || now + calls * call_bound_ms_ <= *d;
+}
+
+void Elector::schedule_deadline_locked(std::int64_t deadline) {
+  cancel_deadline_locked();
+  const std::uint64_t term = term_;
+  deadline_task_ = clock_->timer().schedule(deadline, [this, term] { on_deadline(term); });
+}
+
+void Elector::cancel_deadline_locked() {
+  // Never waits: the task takes mu_, which the caller holds.
+  if (deadline_task_) clock_->timer().cancel(deadline_task_, /*wait=*/false);
+  deadline_task_ = 0;
+}
+
+void Elector::on_deadline(std::uint64_t term) {
+  std::int64_t fence;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!leader_ || term_ != term) return;
+    auto d = renew_deadline_locked();
+    if (d && clock_->mono_ms() < *d) return;  // moved by a renewal (its own task is queued)
+    leader_ = false;
+    leader_exists_ = false;
+    deadline_task_ = 0;
+    loss_in_progress_ = true;
+    next_poll_mono_ = clock_->mono_ms();
+    fence = term_fence_;
+  }
+  cv_.notify_all();
+  log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down");
+  fire(Event::LostLeader);
+  // Kept visible to the callback (locker().hold()); now it may still be ours on the
+  // server: the loop takes it back or releases it.
+  locker_->strand(fence);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    loss_in_progress_ = false;
+  }
+  cv_.notify_all();
+}
+
+bool Elector::end_term() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!leader_) return false;  // the timer (or release()) ended it and announced it
+  leader_ = false;
+  leader_exists_ = false;
+  cancel_deadline_locked();
+  return true;  // the hold is stranded after the announcement (poll)
+}
+
+bool Elector::lock_for_poll(std::unique_lock<std::timed_mutex>& lk) {
+  std::optional<std::int64_t> d;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    d = renew_deadline_locked();
+  }
+  if (!d) {
+    lk.lock();
+    return true;
+  }
+  if (!clock_->try_lock_until(poll_mu_, *d)) return false;
+  lk = std::unique_lock<std::timed_mutex>(poll_mu_, std::adopt_lock);
+  return true;
+}
+
+void Elector::retry_soon() {
+  const std::int64_t backoff = std::max<std::int64_t>(1, std::min<std::int64_t>(locker_->ttl_ms() / 20, 250));
+  std::lock_guard<std::mutex> g(mu_);
+  next_poll_mono_ = clock_->mono_ms() + backoff;
+}
+
 void Elector::poll() {
-  Event first;
-  {
-    std::lock_guard<std::mutex> g(poll_mu_);
-    first = poll_locked();
+  std::unique_lock<std::timed_mutex> lk(poll_mu_, std::defer_lock);
+  if (!lock_for_poll(lk)) {
+    log(LogLevel::Warning, "poll of " + options_.key + " waited for another thread until its renew deadline");
+    retry_soon();
+    return;
   }
-  Event second = Event::None;
+  Event first = poll_locked();
+  Event second = first;
   if (first == Event::LostLeader) {
+    std::int64_t fence;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      fence = term_fence_;
+    }
     // Tell the application at once, before any further I/O that might hang.
+    lk.unlock();
     fire(first);
-    // Then look for a leader in the same cycle, as the original does.
-    std::lock_guard<std::mutex> g(poll_mu_);
+    // The hold may still be ours on the server: keep it as stranded (retaken or released
+    // by the next poll_locked()).
+    locker_->strand(fence);
+    // Then look for a leader in the same cycle, as the original does (and take a
+    // stranded lease back at once if it is still ours).
+    lk.lock();
     second = poll_locked();
-  } else if (first != Event::None) {
-    second = first;
   }
   {
-    std::lock_guard<std::mutex> g(poll_mu_);
-    {
-      std::lock_guard<std::mutex> s(mu_);
-      last_poll_ = DateTime{clock_->wall_ms()};  // before the report, which carries it
-    }
-    if (options_.report_status) report_status();
+    std::lock_guard<std::mutex> s(mu_);
+    last_poll_ = DateTime{clock_->wall_ms()};  // before the report, which carries it
   }
+  if (options_.report_status) report_status();
+  lk.unlock();
   if (second != Event::None) fire(second);
   call(callbacks_.on_loop, "on_loop");
 }
 
 Elector::Event Elector::poll_locked() {
-  const std::int64_t ttl = locker_->ttl_ms();
-  const std::int64_t now = clock_->mono_ms();
   bool leader;
-  std::optional<std::int64_t> deadline;
   {
     std::lock_guard<std::mutex> g(mu_);
     leader = leader_;
-    deadline = renew_deadline_;
   }
+  const std::int64_t now = clock_->mono_ms();
+  return leader ? poll_leader(now) : poll_follower(now);
+}
 
-  if (leader) {
-    Event e = Event::None;
-    const std::int64_t bound = locker_->storage().call_bound_ms();
-    if (deadline && now >= *deadline) {
-      log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down");
-      e = Event::LostLeader;
-    } else if (deadline && bound > 0 && now + bound > *deadline) {
-      // A renewal started now could still hang at the deadline: wait for the deadline
-      // instead and step down then (invariant 3).
-      std::lock_guard<std::mutex> g(mu_);
-      next_poll_mono_ = *deadline;
+Elector::Event Elector::poll_leader(std::int64_t now) {
+  std::optional<std::int64_t> deadline;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    deadline = renew_deadline_locked();
+  }
+  if (!deadline) {
+    log(LogLevel::Warning, "leader of " + options_.key + " no longer holds its lock (released)");
+    return end_term() ? Event::LostLeader : Event::None;
+  }
+  if (now >= *deadline) {
+    log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down");
+    return end_term() ? Event::LostLeader : Event::None;
+  }
+  // A stale clock sample is refreshed as a call of its own, only when it and the renewal
+  // both fit before the deadline (never inside the renewal's budget).
+  if (locker_->server_clock().stale() && fits_before_deadline(now, 2)) {
+    try {
+      if (locker_->refresh_clock()) {  // a jump: the lease was written on the old base
+        log(LogLevel::Warning, "leader of " + options_.key + " steps down: the server's clock jumped");
+        return end_term() ? Event::LostLeader : Event::None;
+      }
+    } catch (const std::exception& ex) {
+      log(LogLevel::Error, "clock sample for " + options_.key + " failed: " + ex.what());
+      retry_soon();
       return Event::None;
-    } else {
-      try {
-        if (locker_->renew()) {
-          auto lease_end = locker_->lease_deadline_mono();
-          std::lock_guard<std::mutex> g(mu_);
-          renew_deadline_ = *lease_end - margin_ms();
-          next_poll_mono_ = now + ttl / 2;
-          leader_exists_ = true;
-          return Event::None;
-        }
-        log(LogLevel::Warning, "leader of " + options_.key + " lost its lock (taken over or expired)");
-        e = Event::LostLeader;
-      } catch (const std::exception& ex) {
-        log(LogLevel::Error, "renewal of " + options_.key + " failed: " + ex.what());
-        if (!deadline || clock_->mono_ms() >= *deadline) {
-          e = Event::LostLeader;
-        } else {
-          std::lock_guard<std::mutex> g(mu_);
-          next_poll_mono_ = clock_->mono_ms() + std::min<std::int64_t>(ttl / 10, 1000);
-          return Event::None;
-        }
+    }
+    now = clock_->mono_ms();
+  }
+  // A renewal is started whenever the deadline has not passed, even one that could
+  // still be running then: the timer announces the loss at the deadline whatever the
+  // call does, and a renewal that lands late can only extend a lease this node still
+  // holds (its filter names uuid, fence and an unexpired ts_expire; the lease counts
+  // from the send), which the loop then takes back or releases. Stopping earlier, when
+  // a whole call bound no longer fits, would turn every server pause longer than
+  // ttl - (ttl/3 + margin + bound) into a lost leadership (issue #7, hole 2).
+  try {
+    std::optional<std::int64_t> lease_end = locker_->renew();
+    if (!lease_end) {
+      log(LogLevel::Warning, "leader of " + options_.key + " lost its lock (taken over, expired or released)");
+      return end_term() ? Event::LostLeader : Event::None;
+    }
+    const std::int64_t margin = margin_ms();
+    std::lock_guard<std::mutex> g(mu_);
+    if (!leader_) return Event::None;  // the timer ended the term while the call ran
+    term_margin_ms_ = margin;
+    schedule_deadline_locked(*lease_end - margin);
+    next_poll_mono_ = now + locker_->ttl_ms() / 3;
+    leader_exists_ = true;
+    return Event::None;
+  } catch (const std::exception& ex) {
+    // Keep trying, with short pauses, for as long as a call fits before the deadline.
+    log(LogLevel::Error, "renewal of " + options_.key + " failed: " + ex.what());
+    retry_soon();
+    return Event::None;
+  }
+}
+
+Elector::Event Elector::poll_follower(std::int64_t now) {
+  const std::int64_t ttl = locker_->ttl_ms();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (loss_in_progress_) {  // the previous term's loss is still being announced
+      next_poll_mono_ = now + 1;
+      return Event::None;
+    }
+  }
+  try {
+    // Our own stranded lease first: take it back (one renewal) or release it (fenced).
+    if (locker_->has_stranded()) {
+      if (locker_->retake()) {
+        if (auto lease = locker_->lease()) return begin_term(now, *lease);
       }
     }
-    std::lock_guard<std::mutex> g(mu_);
-    leader_ = false;
-    renew_deadline_.reset();
-    leader_exists_ = false;
-    next_poll_mono_ = now;
-    return e;
-  }
-
-  // Follower: one read; sleep until the leader's lease can expire, then one claim.
-  try {
     std::optional<LockDoc> doc = locker_->storage().read(locker_->options().collection, options_.key);
-    const std::int64_t server_now = locker_->server_now_ms();
+    // Held while a claimant could still see it held: compare with the earliest server time.
+    const std::int64_t server_now = locker_->server_clock().estimate_sampling().earliest_ms();
     if (doc && doc->held_at(server_now)) {
       std::int64_t until_expiry = doc->ts_expire->ms - server_now;
       std::int64_t wait = std::min(ttl, until_expiry) + jitter_ms();
@@ -232,14 +380,10 @@ Elector::Event Elector::poll_locked() {
       next_poll_mono_ = now + std::max<std::int64_t>(wait, 1);
       return Event::None;
     }
+    if (locker_->options().timeparanoid) locker_->verify_time();  // cached 10 minutes
     if (locker_->try_acquire(false)) {
-      auto lease_end = locker_->lease_deadline_mono();
-      std::lock_guard<std::mutex> g(mu_);
-      leader_ = true;
-      leader_exists_ = true;
-      renew_deadline_ = *lease_end - margin_ms();
-      next_poll_mono_ = now + ttl / 2;
-      return Event::BecameLeader;
+      if (auto lease = locker_->lease()) return begin_term(now, *lease);
+      return Event::None;  // released through locker() meanwhile
     }
     // Someone else won the race: its lease is about a full ttl.
     std::int64_t wait = ttl / 2 + jitter_ms();
@@ -254,16 +398,43 @@ Elector::Event Elector::poll_locked() {
   return Event::None;
 }
 
+Elector::Event Elector::begin_term(std::int64_t now, const Lease& lease) {
+  const std::int64_t margin = margin_ms();
+  const std::int64_t deadline = lease.end_mono - margin;
+  if (clock_->mono_ms() >= deadline) {
+    // The claim (and its epoch round trips) ate the lease: never announce a lease that
+    // is already over; free it for the others.
+    log(LogLevel::Warning, "lock of " + options_.key + " was won too late to lead (its renew "
+                           "deadline had passed): releasing it");
+    try {
+      locker_->release(false);
+    } catch (const std::exception& ex) {
+      log(LogLevel::Error, "release of " + options_.key + " failed: " + ex.what());
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    next_poll_mono_ = clock_->mono_ms();
+    return Event::None;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  leader_ = true;
+  leader_exists_ = true;
+  ++term_;
+  term_fence_ = lease.fence;
+  term_margin_ms_ = margin;
+  schedule_deadline_locked(deadline);
+  next_poll_mono_ = now + locker_->ttl_ms() / 3;
+  return Event::BecameLeader;
+}
+
 void Elector::report_status() {
   {
     // Like a renewal, a status write must not be able to hang past the renew deadline.
-    const std::int64_t bound = locker_->storage().call_bound_ms();
     std::lock_guard<std::mutex> g(mu_);
-    if (leader_ && renew_deadline_ && bound > 0 && clock_->mono_ms() + bound > *renew_deadline_)
-      return;
+    auto d = renew_deadline_locked();
+    if (d && call_bound_ms_ > 0 && clock_->mono_ms() + call_bound_ms_ > *d) return;
   }
   try {
-    locker_->storage().put_status(options_.status_collection, node_status());
+    locker_->storage().put_status(options_.status_collection, build_status(/*may_sample=*/false));
   } catch (const std::exception& ex) {
     log(LogLevel::Error, "status report of " + options_.key + " failed: " + ex.what());
   }
@@ -272,21 +443,19 @@ void Elector::report_status() {
 void Elector::release() {
   bool was_leader;
   {
-    std::lock_guard<std::mutex> g(poll_mu_);
+    std::lock_guard<std::timed_mutex> g(poll_mu_);
     {
       std::lock_guard<std::mutex> s(mu_);
       was_leader = leader_;
       leader_ = false;
-      renew_deadline_.reset();
+      cancel_deadline_locked();
     }
-    if (was_leader || locker_->hold()) {
-      try {
-        locker_->release(false);
-        std::lock_guard<std::mutex> s(mu_);
-        leader_exists_ = false;
-      } catch (const std::exception& ex) {
-        log(LogLevel::Error, "release of " + options_.key + " failed: " + ex.what());
-      }
+    try {
+      locker_->release(false);  // the hold and any stranded one, fenced; no-op without
+      std::lock_guard<std::mutex> s(mu_);
+      leader_exists_ = false;
+    } catch (const std::exception& ex) {
+      log(LogLevel::Error, "release of " + options_.key + " failed: " + ex.what());
     }
   }
   if (was_leader) fire(Event::LostLeader);
@@ -321,9 +490,14 @@ bool Elector::running() const {
 }
 
 bool Elector::is_leader() {
-  const std::int64_t now = clock_->mono_ms();
   std::lock_guard<std::mutex> g(mu_);
-  return leader_ && renew_deadline_ && now < *renew_deadline_;
+  auto d = renew_deadline_locked();
+  return d && clock_->mono_ms() < *d;  // the clock read under the lock (#14.8)
+}
+
+bool Elector::on_loop_thread() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return loop_thread_id_ == std::this_thread::get_id();
 }
 
 bool Elector::leader_exists() const {
@@ -343,7 +517,7 @@ std::int64_t Elector::next_poll_mono() const {
 
 std::optional<std::int64_t> Elector::renew_deadline_mono() const {
   std::lock_guard<std::mutex> g(mu_);
-  return renew_deadline_;
+  return renew_deadline_locked();
 }
 
 std::optional<DateTime> Elector::last_poll() const {
@@ -367,16 +541,24 @@ Document Elector::locker_status(Locker& locker) {
   return d;
 }
 
-Document Elector::node_status() {
+Document Elector::node_status() { return build_status(/*may_sample=*/true); }
+
+Document Elector::build_status(bool may_sample) {
   // Built from local knowledge (no extra round trip): this node owns the lock exactly
-  // while it leads.
+  // while it leads. The loop's own report never samples the clock (a round trip
+  // outside its budget): it stamps with the current estimate.
   bool leading = is_leader();
   auto hold = locker_->hold();
+  std::int64_t timestamp;
+  auto estimate = locker_->server_clock().estimate();
+  if (estimate && !may_sample) timestamp = estimate->now_ms;
+  else if (estimate && !locker_->server_clock().stale()) timestamp = estimate->now_ms;
+  else timestamp = may_sample ? locker_->server_now_ms() : clock_->wall_ms();
   Document d;
   d.set("uuid", locker_->identity().uuid);
   d.set("key", locker_->key());
   d.set("ttl", ttl_value(locker_->ttl_s()));
-  d.set("timestamp", DateTime{locker_->server_now_ms()});
+  d.set("timestamp", DateTime{timestamp});
   d.set("host", locker_->identity().host);
   d.set("pid", locker_->identity().pid);
   d.set("lock_owned", leading);

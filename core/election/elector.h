@@ -2,19 +2,31 @@
 // status in "elector.leader_status". The election loop is Elector::run_loop().
 //
 // Timing (T = ttl):
-//  * Leader renews every T/2 (one round trip); after a failed renewal it retries every
-//    min(T/10, 1 s). Its RENEW DEADLINE is lease_start + T - margin, margin =
-//    max(T/10, 2*clock uncertainty + 50 ms), on the host's monotonic clock, where
-//    lease_start is when the last successful write was SENT. Past the deadline it steps
-//    down locally (is_leader() turns false at once; on_leader_loss fires on the loop
-//    thread), i.e. strictly before anyone else can take the lease at lease_start + T.
-//    A renewal is only started if it cannot still be running at the deadline
-//    (Storage::call_bound_ms), so a hung call cannot outlive the lease.
+//  * Leader renews every T/3 (one round trip); after a failed renewal it retries every
+//    min(T/20, 250 ms) for as long as a call started now ends before the RENEW DEADLINE
+//    (Storage::call_bound_ms), so a server pause shorter than about
+//    T - (T/3 + margin) never costs leadership. The renew deadline is
+//    lease_start + T - margin, margin = max(T/10, 2*clock uncertainty + 50 ms), on the
+//    host's monotonic clock, where lease_start is when the last successful write was
+//    SENT. Claimants compare with the earliest the server's clock can read, so the margin
+//    covers this node's estimate error and the claimant's is covered on its side.
+//  * At the deadline the term ends: is_leader() turns false at once (it is computed from
+//    the locker's hold and the clock under one lock), and on_leader_loss fires from a
+//    deadline timer (Clock::timer(), one process-wide thread) that no I/O can delay,
+//    exactly once per term. The hold is kept as stranded: once the server answers, the
+//    node takes it back with one renewal (a new term: on_leader fires) or releases it,
+//    fenced, so failover never waits for the stale lease to expire.
+//  * The renewal path never samples the server's clock inside its budget: a stale sample
+//    is refreshed first, as its own call, only when both calls fit before the deadline.
+//    A jump of the server's clock ends the term (the lease was written on the old base).
+//    The loop waits for application threads (poll_mu_) only until the deadline.
 //  * Follower reads the lock (one round trip) and sleeps until the leader's lease can
-//    expire, plus jitter, at most T; then tries one conditional acquire. Failover after a
-//    leader crash is therefore about T, not T + TTL-monitor delay + T.
-//  * Callbacks run on the thread that polls, never while an internal mutex is held, so
-//    they may call stop() or release().
+//    expire, plus jitter, at most T; then (timeparanoid: after the cached time check)
+//    tries one conditional acquire. Failover after a leader crash is about T.
+//  * A term begins only if its lease still has room before the deadline after the claim
+//    (a slow epoch path may eat it): otherwise the hold is released, not announced.
+//  * Callbacks never run while an internal mutex is held, so they may call stop() or
+//    release(). on_leader_loss may run on the timer thread: keep it short.
 #pragma once
 
 #include <condition_variable>
@@ -31,18 +43,28 @@
 
 namespace mongoelector {
 
+struct ElectorDefaults {
+  static constexpr double ttl_s = 15;
+  static constexpr bool report_status = true;
+  static constexpr bool allow_unsafe_server = false;
+};
+
 struct ElectorOptions {
   std::string key;
-  double ttl_s = 15;
-  bool report_status = true;
+  double ttl_s = ElectorDefaults::ttl_s;
+  bool report_status = ElectorDefaults::report_status;
   std::optional<std::string> app_version;
   std::string lock_collection = "elector.locks";
   std::string status_collection = "elector.leader_status";
+  // Refused (InvalidArgument): on servers whose findAndModify is not atomic two nodes may
+  // both lead and fencing tokens may repeat. Kept so that bindings can pass it through.
   bool allow_unsafe_server = false;
   bool ensure_indexes = true;
   // As LockerOptions::delete_on_release: lets original electors take over at once after
   // this node releases (rolling upgrades); costs the next leader two round trips.
   bool delete_on_release = false;
+  // Accept a storage whose calls have no known time bound (Storage::call_bound_ms() == 0).
+  bool allow_unbounded_calls = false;
 };
 
 struct ElectorCallbacks {
@@ -76,12 +98,16 @@ class Elector {
   void release();
 
   bool running() const;
-  // Leader, and the renew deadline has not passed (local clock: true even while a
-  // renewal call hangs, false the moment the deadline passes).
+  // True on the thread running run_loop(). Callbacks may also run on the deadline
+  // timer's thread (on_leader_loss) or on an application thread (release(), stop()).
+  bool on_loop_thread() const;
+  // Leader, the locker still holds the term's lease, and the renew deadline has not
+  // passed (local clock: true even while a renewal call hangs, false the moment the
+  // deadline passes or the lease is released through locker()).
   bool is_leader();
   bool leader_exists() const;
   // Longest wait between polls as in the original: T/2 as leader, T as follower. The
-  // loop may wake earlier (lease expiry, deadline, retry after failure).
+  // loop wakes earlier (a leader renews every T/3; lease expiry, retries).
   double poll_wait() const;
   // Host mono ms of the next scheduled poll (tests), and of the renew deadline.
   std::int64_t next_poll_mono() const;
@@ -110,27 +136,50 @@ class Elector {
  private:
   enum class Event { None, BecameLeader, LostLeader };
   Event poll_locked();
+  Event poll_leader(std::int64_t now);
+  Event poll_follower(std::int64_t now);
+  // Starts a term on a lease that ends at `lease.end_mono`, unless too little is left.
+  Event begin_term(std::int64_t now, const Lease& lease);
+  // Ends the current term from the loop (false if the timer or release() already did);
+  // poll() strands the locker's hold after announcing the loss.
+  bool end_term();
+  void on_deadline(std::uint64_t term);  // deadline timer task
+  void schedule_deadline_locked(std::int64_t deadline);
+  void cancel_deadline_locked();
+  std::optional<std::int64_t> renew_deadline_locked() const;  // mu_ held
+  bool fits_before_deadline(std::int64_t now, int calls) const;
+  bool lock_for_poll(std::unique_lock<std::timed_mutex>& lk);
+  void retry_soon();
   void fire(Event e);
   void call(const std::function<void()>& fn, const char* name);
   std::int64_t jitter_ms();
   std::int64_t margin_ms();
-  void step_down_if_late(Event& event);
   void report_status();
+  Document build_status(bool may_sample);
 
   ElectorOptions options_;
   ElectorCallbacks callbacks_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<Locker> locker_;
+  std::int64_t call_bound_ms_ = 0;  // 0: unknown (allow_unbounded_calls)
 
-  std::mutex poll_mu_;  // serialises poll() and release() (storage calls)
+  // Serialises poll() and release() (storage calls). Timed: the loop waits for an
+  // application thread only until its renew deadline.
+  std::timed_mutex poll_mu_;
   mutable std::mutex mu_;  // guards the state below; never held across I/O or callbacks
   std::condition_variable cv_;
+  // The current term: live while leader_; its lease is the locker's hold with
+  // term_fence_, and its renew deadline is that hold's lease end minus margin_ms_.
   bool leader_ = false;
+  std::uint64_t term_ = 0;
+  std::int64_t term_fence_ = 0;
+  std::int64_t term_margin_ms_ = 0;
+  DeadlineTimer::Id deadline_task_ = 0;
+  bool loss_in_progress_ = false;  // the timer is announcing a loss: no new term yet
   bool leader_exists_ = false;
   bool stop_requested_ = false;
   bool running_ = false;
   std::int64_t next_poll_mono_ = 0;
-  std::optional<std::int64_t> renew_deadline_;
   std::optional<DateTime> last_poll_;
   std::thread thread_;
   std::thread::id loop_thread_id_;

@@ -1,14 +1,48 @@
 #include "memory_storage.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "../errors.h"
 
 namespace mongoelector {
 
-void MemoryStorage::enter() {
-  ++round_trips_;
-  if (down_) throw StorageUnavailable("memory storage is marked unavailable");
+template <class F>
+auto MemoryStorage::call(const std::string& op, F apply) -> decltype(apply()) {
+  FaultHook hook;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    ++round_trips_;
+    if (down_) throw StorageUnavailable("memory storage is marked unavailable");
+    hook = hook_;
+  }
+  if (hook) hook(op, false);
+  using R = decltype(apply());
+  R result{};
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!stall_op_.empty() && stall_op_ == op) {
+      stall_op_.clear();
+      stalled_.push_back([this, apply]() mutable { (void)apply(); });
+      throw StorageUnavailable("memory storage: " + op + " timed out at the client (stalled)");
+    }
+    result = apply();
+  }
+  if (hook) hook(op, true);
+  return result;
+}
+
+int MemoryStorage::land_stalled() {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    calls.swap(stalled_);
+  }
+  for (auto& c : calls) {
+    std::lock_guard<std::mutex> g(mu_);
+    c();
+  }
+  return static_cast<int>(calls.size());
 }
 
 Document* MemoryStorage::find_lock(const std::string& collection, const std::string& key) {
@@ -33,131 +67,131 @@ void MemoryStorage::put_lock(const std::string& collection, const Document& doc)
 }
 
 ServerInfo MemoryStorage::server_info() {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  return ServerInfo{"memory", "1", true};
+  return call("server_info", [] { return ServerInfo{"memory", "1", true}; });
 }
 
 std::int64_t MemoryStorage::server_time_ms() {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  return server_time_source_ ? server_time_source_() : server_time_;
+  return call("server_time_ms",
+              [this] { return server_time_source_ ? server_time_source_() : server_time_; });
 }
 
 void MemoryStorage::ensure_lock_indexes(const std::string&) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
+  call("ensure_indexes", [] { return true; });
 }
 
 std::optional<LockDoc> MemoryStorage::claim(const std::string& collection, const LockClaim& c,
                                             bool force) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  auto& coll = locks_[collection];
-  auto it = coll.find(c.key);
-  std::int64_t fence = 0;
-  if (it != coll.end()) {
-    LockDoc cur = LockDoc::from_document(it->second);
-    // Same filter as MongoDB's: {locked: false} or {ts_expire: {$lte: now}}.
-    bool free = !cur.locked || (cur.ts_expire && cur.ts_expire->ms <= c.now_ms);
-    if (!force && !free) return std::nullopt;  // the duplicate-key case
-    fence = cur.fence;
-  }
-  Document doc = it != coll.end() ? it->second : Document{{"_id", c.key}};
-  doc.set("locked", true);
-  doc.set("host", c.host);
-  doc.set("uuid", c.uuid);
-  doc.set("pid", c.pid);
-  doc.set("ts_created", DateTime{c.now_ms});
-  doc.set("ts_expire", DateTime{c.expire_ms});
-  doc.set("fence", fence + 1);
-  coll[c.key] = doc;
-  return LockDoc::from_document(doc);
+  return call("claim", [this, collection, c, force]() -> std::optional<LockDoc> {
+    auto& coll = locks_[collection];
+    auto it = coll.find(c.key);
+    std::int64_t fence = 0;
+    if (it != coll.end()) {
+      LockDoc cur = LockDoc::from_document(it->second);
+      // Same filter as MongoDB's: {locked: false} or {ts_expire: {$lte: now}}.
+      bool free = !cur.locked || (cur.ts_expire && cur.ts_expire->ms <= c.now_ms);
+      if (!force && !free) return std::nullopt;  // the duplicate-key case
+      fence = cur.fence;
+    }
+    // MongoDB's $inc refuses to overflow a 64-bit integer (an error reply): so does this.
+    if (fence == std::numeric_limits<std::int64_t>::max())
+      throw StorageError("claim: $inc of fence would overflow a 64-bit integer");
+    Document doc = it != coll.end() ? it->second : Document{{"_id", c.key}};
+    doc.set("locked", true);
+    doc.set("host", c.host);
+    doc.set("uuid", c.uuid);
+    doc.set("pid", c.pid);
+    doc.set("ts_created", DateTime{c.now_ms});
+    doc.set("ts_expire", DateTime{c.expire_ms});
+    doc.set("fence", fence + 1);
+    coll[c.key] = doc;
+    return LockDoc::from_document(doc);
+  });
 }
 
 std::int64_t MemoryStorage::bump_epoch(const std::string& collection, const std::string& key) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  return ++epochs_[collection][key];
+  return call("bump_epoch", [this, collection, key] { return ++epochs_[collection][key]; });
 }
 
 bool MemoryStorage::set_fence(const std::string& collection, const std::string& key,
                               const std::string& uuid, std::int64_t old_fence,
                               std::int64_t new_fence) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  Document* doc = find_lock(collection, key);
-  if (!doc) return false;
-  LockDoc cur = LockDoc::from_document(*doc);
-  if (cur.uuid != uuid || cur.fence != old_fence) return false;
-  doc->set("fence", new_fence);
-  return true;
+  return call("set_fence", [=] {
+    Document* doc = find_lock(collection, key);
+    if (!doc) return false;
+    LockDoc cur = LockDoc::from_document(*doc);
+    if (cur.uuid != uuid || cur.fence != old_fence) return false;
+    doc->set("fence", new_fence);
+    return true;
+  });
 }
 
 bool MemoryStorage::renew(const std::string& collection, const std::string& key,
                           const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                           std::int64_t expire_ms) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  Document* doc = find_lock(collection, key);
-  if (!doc) return false;
-  LockDoc cur = LockDoc::from_document(*doc);
-  if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) ||
-      !cur.held_at(now_ms))
-    return false;
-  doc->set("ts_expire", DateTime{expire_ms});
-  return true;
+  return call("renew", [=] {
+    Document* doc = find_lock(collection, key);
+    if (!doc) return false;
+    LockDoc cur = LockDoc::from_document(*doc);
+    if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) ||
+        !cur.held_at(now_ms))
+      return false;
+    doc->set("ts_expire", DateTime{expire_ms});
+    return true;
+  });
 }
 
 bool MemoryStorage::release(const std::string& collection, const std::string& key,
-                            const std::optional<std::string>& uuid, std::int64_t now_ms,
-                            bool delete_document) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  auto& coll = locks_[collection];
-  auto it = coll.find(key);
-  if (it == coll.end()) return false;
-  if (uuid && it->second.get_string("uuid").value_or("") != *uuid) return false;
-  if (delete_document) {
-    coll.erase(it);
-  } else {
-    it->second.set("locked", false);
-    it->second.set("ts_expire", DateTime{now_ms});
-  }
-  return true;
+                            const std::optional<std::string>& uuid, std::int64_t fence,
+                            std::int64_t now_ms, bool delete_document) {
+  return call("release", [=] {
+    auto& coll = locks_[collection];
+    auto it = coll.find(key);
+    if (it == coll.end()) return false;
+    if (uuid) {
+      LockDoc cur = LockDoc::from_document(it->second);
+      if (cur.uuid != *uuid || (fence != 0 && cur.fence != fence)) return false;
+    }
+    if (delete_document) {
+      coll.erase(it);
+    } else {
+      it->second.set("locked", false);
+      it->second.set("ts_expire", DateTime{now_ms});
+    }
+    return true;
+  });
 }
 
 std::optional<LockDoc> MemoryStorage::read(const std::string& collection, const std::string& key) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  Document* doc = find_lock(collection, key);
-  if (!doc) return std::nullopt;
-  return LockDoc::from_document(*doc);
+  return call("read", [this, collection, key]() -> std::optional<LockDoc> {
+    Document* doc = find_lock(collection, key);
+    if (!doc) return std::nullopt;
+    return LockDoc::from_document(*doc);
+  });
 }
 
 void MemoryStorage::ensure_status_indexes(const std::string&, std::int64_t) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
+  call("ensure_indexes", [] { return true; });
 }
 
 void MemoryStorage::put_status(const std::string& collection, const Document& doc) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  status_[collection][doc.get_string("_id").value_or("")] = doc;
+  call("put_status", [this, collection, doc] {
+    status_[collection][doc.get_string("_id").value_or("")] = doc;
+    return true;
+  });
 }
 
 std::vector<Document> MemoryStorage::list_status(const std::string& collection,
                                                  const std::string& key) {
-  std::lock_guard<std::mutex> g(mu_);
-  enter();
-  std::vector<Document> out;
-  for (const auto& [id, doc] : status_[collection])
-    if (doc.get_string("key").value_or("") == key) out.push_back(doc);
-  std::stable_sort(out.begin(), out.end(), [](const Document& a, const Document& b) {
-    return a.get_date("timestamp").value_or(DateTime{}).ms >
-           b.get_date("timestamp").value_or(DateTime{}).ms;
+  return call("list_status", [this, collection, key] {
+    std::vector<Document> out;
+    for (const auto& [id, doc] : status_[collection])
+      if (doc.get_string("key").value_or("") == key) out.push_back(doc);
+    std::stable_sort(out.begin(), out.end(), [](const Document& a, const Document& b) {
+      return a.get_date("timestamp").value_or(DateTime{}).ms >
+             b.get_date("timestamp").value_or(DateTime{}).ms;
+    });
+    return out;
   });
-  return out;
 }
 
 }  // namespace mongoelector

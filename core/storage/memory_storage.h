@@ -1,5 +1,10 @@
 // In-memory storage with the same semantics as MongoDB (atomic per document): unit tests
 // and single-process use. Thread-safe. Counts its calls like round trips.
+//
+// Fault injection for the fake-clock tests (no sleeps): a hook runs before and after
+// every call, outside the storage's mutex, so it may advance a FakeClock (a slow call),
+// block (a hung call) or throw (a lost request or a lost reply); stall_next() keeps one
+// call back and lets the test land it later (a request that runs late at the server).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "../storage.h"
 
@@ -14,6 +20,11 @@ namespace mongoelector {
 
 class MemoryStorage final : public Storage {
  public:
+  // op: "server_info", "server_time_ms", "claim", "bump_epoch", "set_fence", "renew",
+  // "release", "read", "put_status", "list_status", "ensure_indexes".
+  // applied: false before the call reaches the "server", true after it was applied.
+  using FaultHook = std::function<void(const std::string& op, bool applied)>;
+
   std::int64_t round_trips() const;
   // Test hooks: the server's clock, and failure injection.
   void set_server_time(std::int64_t ms) { std::lock_guard<std::mutex> g(mu_); server_time_ = ms; }
@@ -22,6 +33,13 @@ class MemoryStorage final : public Storage {
     server_time_source_ = std::move(fn);
   }
   void set_unavailable(bool down) { std::lock_guard<std::mutex> g(mu_); down_ = down; }
+  void set_fault_hook(FaultHook hook) { std::lock_guard<std::mutex> g(mu_); hook_ = std::move(hook); }
+  // The next call of `op` is not applied: it fails at the caller (StorageUnavailable, as
+  // a client-side timeout) and is applied when land_stalled() runs.
+  void stall_next(const std::string& op) { std::lock_guard<std::mutex> g(mu_); stall_op_ = op; }
+  // Applies the stalled calls now, in order. Returns how many.
+  int land_stalled();
+  // Memory calls cannot hang, so a small bound is honest; tests set larger ones.
   void set_call_bound_ms(std::int64_t ms) { std::lock_guard<std::mutex> g(mu_); call_bound_ = ms; }
   std::int64_t call_bound_ms() const override { std::lock_guard<std::mutex> g(mu_); return call_bound_; }
   // Deletes a lock document behind the library's back (TTL monitor, original node).
@@ -40,7 +58,7 @@ class MemoryStorage final : public Storage {
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   bool release(const std::string& collection, const std::string& key,
-               const std::optional<std::string>& uuid, std::int64_t now_ms,
+               const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
@@ -48,7 +66,9 @@ class MemoryStorage final : public Storage {
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;
 
  private:
-  void enter();  // counts a round trip; throws StorageUnavailable when down
+  // One round trip: hook, then `apply` under the mutex (or stalled), then hook.
+  template <class F>
+  auto call(const std::string& op, F apply) -> decltype(apply());
   Document* find_lock(const std::string& collection, const std::string& key);  // mu_ held
 
   mutable std::mutex mu_;
@@ -56,7 +76,10 @@ class MemoryStorage final : public Storage {
   std::int64_t server_time_ = 0;
   std::function<std::int64_t()> server_time_source_;
   bool down_ = false;
-  std::int64_t call_bound_ = 0;
+  std::int64_t call_bound_ = 50;
+  FaultHook hook_;
+  std::string stall_op_;
+  std::vector<std::function<void()>> stalled_;
   std::map<std::string, std::map<std::string, Document>> locks_;     // coll -> key -> doc
   std::map<std::string, std::map<std::string, std::int64_t>> epochs_;
   std::map<std::string, std::map<std::string, Document>> status_;    // coll -> _id -> doc

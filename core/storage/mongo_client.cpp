@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mongo_connection.h"
+#include "mongo_storage.h"
 
 namespace mongoelector {
 
@@ -25,6 +26,10 @@ std::shared_ptr<MongoClient> MongoClient::open(const std::string& uri, const std
 }
 
 MongoClient::~MongoClient() = default;
+
+std::shared_ptr<Storage> MongoClient::open_storage(std::int64_t op_timeout_ms) {
+  return std::make_shared<MongoStorage>(shared_from_this(), op_timeout_ms);
+}
 
 std::int64_t MongoClient::timeout_class_ms(std::int64_t op_timeout_ms) {
   // Rungs 100 * sqrt(2)^k: a handful of pools cover every ttl, and a class is never

@@ -11,9 +11,9 @@
 //   of one ttl share one. Each pool has one monitor per server (libmongoc), opens
 //   connections lazily, at most `pool_size()` of them for commands.
 // - Pool size: the URI's maxPoolSize, else kDefaultPoolSize. A call waits at most
-//   half its class for a free slot (then StorageUnavailable, never a hang), and server
-//   selection gets the other half, so one call's worst case stays three classes:
-//   slot wait + selection (one class together) + connect + socket.
+//   half its class for a free slot (then StorageUnavailable, never a hang); selection,
+//   connect and reply get a class each, so one call's worst case is 3.5 classes, at
+//   most 0.35 ttl.
 // - fork(): libmongoc pools must not be used across fork. In a child the client opens
 //   fresh pools on the next use (lockers made in the child work transparently); a
 //   storage made in the parent refuses to run in the child (InvalidArgument saying to
@@ -28,23 +28,29 @@
 #include <mutex>
 #include <string>
 
+#include "client.h"
+
 namespace mongoelector {
 
 class MongoPool;  // mongo_connection.h
 
-class MongoClient {
+class MongoClient final : public StorageClient,
+                          public std::enable_shared_from_this<MongoClient> {
  public:
   static constexpr int kDefaultPoolSize = 10;
 
   // Parses the URI and checks the database name (empty: the URI's); InvalidArgument
   // when either is unusable. Does not connect.
   static std::shared_ptr<MongoClient> open(const std::string& uri, const std::string& database);
-  ~MongoClient();
+  ~MongoClient() override;
   MongoClient(const MongoClient&) = delete;
   MongoClient& operator=(const MongoClient&) = delete;
 
-  const std::string& uri() const { return uri_; }
-  const std::string& database() const { return database_; }
+  // StorageClient: a MongoStorage on this client's pool of that timeout class.
+  std::shared_ptr<Storage> open_storage(std::int64_t op_timeout_ms) override;
+  const char* backend() const override { return "mongodb"; }
+  const std::string& uri() const override { return uri_; }
+  const std::string& database() const override { return database_; }
   int pool_size() const { return pool_size_; }
 
   // The pool of the timeout class of op_timeout_ms (created on first use; after a fork,

@@ -234,16 +234,14 @@ MongoPool::MongoPool(const mongoc_uri_t* base, std::string database,
   }
   UriPtr uri(mongoc_uri_copy(base));
   const auto timeout = static_cast<std::int32_t>(timeout_class_ms);
-  // Selection and the wait for a free connection share one class (see mongo_client.h).
-  const auto half = static_cast<std::int32_t>(std::max<std::int64_t>(1, timeout_class_ms / 2));
-  const std::pair<const char*, std::int32_t> defaults[] = {
-      {MONGOC_URI_SOCKETTIMEOUTMS, timeout},
-      {MONGOC_URI_CONNECTTIMEOUTMS, timeout},
-      {MONGOC_URI_SERVERSELECTIONTIMEOUTMS, half}};
-  for (const auto& [opt, value] : defaults) {
-    if (!mongoc_uri_has_option(uri.get(), opt)) mongoc_uri_set_option_as_int32(uri.get(), opt, value);
+  for (const char* opt : {MONGOC_URI_SOCKETTIMEOUTMS, MONGOC_URI_CONNECTTIMEOUTMS,
+                          MONGOC_URI_SERVERSELECTIONTIMEOUTMS}) {
+    if (!mongoc_uri_has_option(uri.get(), opt)) mongoc_uri_set_option_as_int32(uri.get(), opt, timeout);
   }
-  slot_wait_ms_ = half;
+  // The wait for a free connection: half a class. (Selection keeps a whole one: the
+  // first call on a new pool waits for the monitor's first handshake, which a loaded
+  // host can take well over 100 ms to finish.)
+  slot_wait_ms_ = std::max<std::int64_t>(1, timeout_class_ms / 2);
 
   // How long one call can take at worst, from the effective (URI or default) values:
   // the wait for a free connection, then a server selection that starts a blocking scan

@@ -2,9 +2,9 @@
 // set-up, the pools a MongoClient owns, error mapping, and the few generic commands the
 // storage operations are made of. MongoStorage keeps the filters, updates and protocol.
 //
-// - Every call is bounded (see MongoPool): unless the URI sets them, socketTimeoutMS and
-//   connectTimeoutMS are the pool's timeout class, serverSelectionTimeoutMS half of it,
-//   a free connection is waited for at most the other half, maxTimeMS is sent where the
+// - Every call is bounded (see MongoPool): unless the URI sets them, socketTimeoutMS,
+//   connectTimeoutMS and serverSelectionTimeoutMS are the pool's timeout class, a free
+//   connection is waited for at most half of it, maxTimeMS is sent where the
 //   command takes it, and libmongoc's automatic retries are off (retryWrites/retryReads
 //   false unless the URI sets them) because a retry would double the bound; the caller
 //   retries on its own schedule. Worst case for one call (call_bound_ms()): slot wait +

@@ -288,11 +288,16 @@ bool MongoStorage::renew(const std::string& collection, const std::string& key,
 }
 
 bool MongoStorage::release(const std::string& collection, const std::string& key,
-                           const std::optional<std::string>& uuid, std::int64_t now_ms,
-                           bool delete_document) {
+                           const std::optional<std::string>& uuid, std::int64_t fence,
+                           std::int64_t now_ms, bool delete_document) {
   Bson filter;
   append_key(filter.get(), key);
-  if (uuid) mongo_bson::append_utf8(filter.get(), "uuid", *uuid);
+  if (uuid) {
+    mongo_bson::append_utf8(filter.get(), "uuid", *uuid);
+    // Names the hold, not just the owner: a release that runs late (timed out at the
+    // client, applied later) cannot free a newer hold of the same owner.
+    if (fence != 0) BSON_APPEND_INT64(filter.get(), "fence", fence);
+  }
   if (delete_document) {
     return impl_->conn.session().delete_one(collection, filter.get(), "delete (release)");
   }

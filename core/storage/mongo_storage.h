@@ -22,10 +22,7 @@ struct MongoStorageOptions {
   std::int64_t op_timeout_ms = 5000;
 };
 
-// The per-call timeout for a storage that serves a locker or elector with this ttl:
-// ttl/10 clamped to [100 ms, 5 s]. A call is bounded by three such timeouts (pool wait
-// and selection share one, connect, socket): 0.3 ttl.
-std::int64_t op_timeout_ms_for_ttl(double ttl_s);
+// op_timeout_ms_for_ttl(): see client.h.
 
 class MongoStorage final : public Storage {
  public:
@@ -54,7 +51,7 @@ class MongoStorage final : public Storage {
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   bool release(const std::string& collection, const std::string& key,
-               const std::optional<std::string>& uuid, std::int64_t now_ms,
+               const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;

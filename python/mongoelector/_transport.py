@@ -9,6 +9,10 @@
   of the process given the same URI and database shares one native client (one pool per
   timeout class, see ``mongoelector.Client``), as a ``MongoClient`` kept at module level
   would: a thousand lockers do not open a thousand pools.
+* A ``sqlite:///absolute/path/locks.db`` URI string: the core's embedded SQLite backend,
+  for processes on this host only (no server; README, "Embedded SQLite backend"). The
+  ``database`` argument is ignored. Every locker and elector of the process given the
+  same URI shares one native client (one SQLite connection).
 * A ``mongoelector.Client``: that client, shared exactly as the caller decides.
 """
 
@@ -19,6 +23,7 @@ from . import _native
 from .client import Client
 
 _SCHEMES = ("mongodb://", "mongodb+srv://")
+_SQLITE = "sqlite://"
 _BARE_CLIENT = "Must pass a pymongo Database instance, not a bare MongoClient"
 
 
@@ -33,7 +38,11 @@ def op_timeout_for(ttl):
 
 
 def is_uri(db):
-    return isinstance(db, str) and db.startswith(_SCHEMES)
+    return isinstance(db, str) and db.startswith(_SCHEMES + (_SQLITE,))
+
+
+def is_sqlite_uri(db):
+    return isinstance(db, str) and db.startswith(_SQLITE)
 
 
 def is_native(db):
@@ -48,11 +57,16 @@ _shared_lock = threading.Lock()
 
 
 def shared_client(uri, database):
-    """The process-wide native client of ``uri`` and ``database``."""
+    """The process-wide native client of ``uri`` and ``database`` (ignored for sqlite)."""
+    if is_sqlite_uri(uri):
+        database = ""
     with _shared_lock:
         client = _shared_clients.get((uri, database))
         if client is None:
-            client = _native.MongoClient(uri, database)
+            if is_sqlite_uri(uri):
+                client = _native.StorageClient(uri, "")
+            else:
+                client = _native.MongoClient(uri, database)
             _shared_clients[(uri, database)] = client
         return client
 
@@ -77,7 +91,8 @@ def check_db(db, database=None):
         return
     if isinstance(db, str):
         raise TypeError(
-            "Must pass a pymongo Database instance or a mongodb:// URI, not %r" % (db,))
+            "Must pass a pymongo Database instance or a mongodb:// URI, not %r "
+            "(or sqlite:///absolute/path for the embedded backend)" % (db,))
     # Looked up on the type: MongoClient.__getattr__ turns any name into a Database,
     # so hasattr(client, "create_collection") is true for a bare client.
     if not hasattr(type(db), "create_collection"):
@@ -89,6 +104,8 @@ def check_db(db, database=None):
 def open_storage(db, *, database=None, op_timeout):
     """Returns the native storage for ``db`` (see the module docstring)."""
     check_db(db, database)
+    if is_sqlite_uri(db):
+        return shared_client(db, "").open_storage(float(op_timeout))
     if is_uri(db):
         name = database if database is not None else database_from_uri(db)
         if not name:

@@ -23,9 +23,12 @@
 #include "errors.h"
 #include "gil.h"
 #include "locker.h"
+#include "log.h"
 #include "log_bridge.h"
 #include "pymongo_storage.h"
+#include "storage/client.h"
 #include "storage/mongo_storage.h"
+#include "storage/sqlite_storage.h"
 
 namespace py = pybind11;
 namespace me = mongoelector;
@@ -103,6 +106,17 @@ std::optional<std::int64_t> live_fence(me::Locker& l) {
   return h->fence;
 }
 
+// A Database lookalike (neither pymongo nor mongomock) cannot have its calls bounded, and
+// the original's API has no way to opt in: accept it, saying so once per object.
+bool allow_unbounded(const std::shared_ptr<me::Storage>& storage) {
+  if (storage->call_bound_ms() > 0) return false;
+  if (dynamic_cast<PyMongoStorage*>(storage.get()) == nullptr) return false;
+  me::log(me::LogLevel::Warning,
+          "calls through this Database object cannot be time-bounded (not pymongo >= 4.2 or "
+          "mongomock): a hung call could outlive a lease");
+  return true;
+}
+
 std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, std::string key,
                                         std::string collection, double ttl, bool timeparanoid,
                                         double maxoffset, bool delete_on_release,
@@ -117,6 +131,7 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
   o.delete_on_release = delete_on_release;
   o.allow_unsafe_server = allow_unsafe_server;
   o.ensure_indexes = ensure_indexes;
+  o.allow_unbounded_calls = allow_unbounded(storage);
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;  // index creation goes through the storage
   return std::make_shared<me::Locker>(std::move(storage), std::move(o), me::system_clock(),
@@ -173,9 +188,16 @@ struct CallbackState {
   SharedPyObject dispatch;
   std::atomic<bool> enabled[3] = {{false}, {false}, {false}};
   std::atomic<std::thread::id> loop_thread{};
+  // on_leader_loss at the renew deadline runs on the core's deadline-timer thread.
+  std::atomic<std::thread::id> timer_thread{};
+  std::atomic<const me::Elector*> elector{nullptr};
 
   void fire(int slot, const char* name) {
-    if (!t_in_user_call) loop_thread = std::this_thread::get_id();
+    if (!t_in_user_call) {
+      const me::Elector* e = elector.load();
+      (e == nullptr || e->on_loop_thread() ? loop_thread : timer_thread) =
+          std::this_thread::get_id();
+    }
     if (!enabled[slot].load() || interpreter_finalizing()) return;
     py::gil_scoped_acquire gil;
     if (interpreter_finalizing()) return;
@@ -208,6 +230,7 @@ class PyElector {
     o.status_collection = std::move(status_collection);
     o.allow_unsafe_server = allow_unsafe_server;
     o.delete_on_release = delete_on_release;
+    o.allow_unbounded_calls = allow_unbounded(storage);
     me::ElectorCallbacks cb;
     auto state = callbacks_;
     cb.on_leader = [state] { state->fire(0, "on_leader"); };
@@ -217,13 +240,17 @@ class PyElector {
     py::gil_scoped_release nogil;
     elector_ = std::make_unique<me::Elector>(std::move(storage), std::move(o), std::move(cb),
                                              me::system_clock(), std::move(id));
+    callbacks_->elector = elector_.get();
   }
 
   // Stops and joins the loop WITHOUT the GIL: the loop may be waiting for it. On the
-  // loop's own thread (last reference dropped in a callback) a reaper thread does it.
+  // loop's own thread or the timer thread (last reference dropped in a callback) a
+  // reaper thread does it: neither can wait for itself.
   ~PyElector() {
     if (!elector_) return;
-    if (callbacks_->loop_thread.load() == std::this_thread::get_id()) {
+    callbacks_->elector = nullptr;
+    const auto self = std::this_thread::get_id();
+    if (callbacks_->loop_thread.load() == self || callbacks_->timer_thread.load() == self) {
       reap(std::move(elector_));
       return;
     }
@@ -312,7 +339,21 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("op_timeout", &PyMongoStorage::op_timeout_s)
       .def_property_readonly("db", &PyMongoStorage::db);
 
-  py::class_<me::MongoClient, std::shared_ptr<me::MongoClient>>(m, "MongoClient")
+  // A client for any URI (storage/client.h): the URI transport's handle on a backend.
+  py::class_<me::StorageClient, std::shared_ptr<me::StorageClient>>(m, "StorageClient")
+      .def(py::init([](const std::string& uri, const std::string& database) {
+             return me::open_client(uri, database);
+           }),
+           py::arg("uri"), py::arg("database"))
+      .def("open_storage",
+           [](me::StorageClient& c, double op_timeout) {
+             return c.open_storage(ms_from_seconds(op_timeout));
+           },
+           py::arg("op_timeout"))
+      .def_property_readonly("backend", [](const me::StorageClient& c) { return std::string(c.backend()); })
+      .def_property_readonly("uri", &me::StorageClient::uri);
+
+  py::class_<me::MongoClient, me::StorageClient, std::shared_ptr<me::MongoClient>>(m, "MongoClient")
       .def(py::init([](const std::string& uri, const std::string& database) {
              return me::MongoClient::open(uri, database);
            }),
@@ -336,6 +377,9 @@ PYBIND11_MODULE(_native, m) {
            }),
            py::arg("uri"), py::arg("database"), py::arg("op_timeout"))
       .def_property_readonly("round_trips", &me::MongoStorage::round_trips);
+
+  py::class_<me::SqliteStorage, me::Storage, std::shared_ptr<me::SqliteStorage>>(m, "SqliteStorage")
+      .def_property_readonly("round_trips", &me::SqliteStorage::round_trips);
 
   // -------------------------------------------------------------- locker -----
   py::class_<me::Locker, std::shared_ptr<me::Locker>>(m, "Locker")

@@ -137,7 +137,9 @@ auto PyMongoStorage::with_python(F&& f) {
 }
 
 std::int64_t PyMongoStorage::call_bound_ms() const {
-  return csot_ ? ms_from_seconds(op_timeout_s_) : 0;
+  // mongomock runs in this process and never waits on a network: a call ends within
+  // the budget as surely as a pymongo call under pymongo.timeout().
+  return csot_ || mock_ ? ms_from_seconds(op_timeout_s_) : 0;
 }
 
 me::ServerInfo PyMongoStorage::server_info() {
@@ -355,12 +357,16 @@ bool PyMongoStorage::renew(const std::string& collection, const std::string& key
 }
 
 bool PyMongoStorage::release(const std::string& collection, const std::string& key,
-                             const std::optional<std::string>& uuid, std::int64_t now_ms,
-                             bool delete_document) {
+                             const std::optional<std::string>& uuid, std::int64_t fence,
+                             std::int64_t now_ms, bool delete_document) {
   return with_python([&] {
     py::dict filter;
     filter["_id"] = key;
-    if (uuid) filter["uuid"] = *uuid;
+    if (uuid) {
+      filter["uuid"] = *uuid;
+      // The hold, not just the owner: a late release cannot free a newer hold.
+      if (fence != 0) filter["fence"] = fence;
+    }
     py::object coll = this->collection(collection);
     if (delete_document)
       return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;

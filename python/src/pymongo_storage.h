@@ -50,7 +50,7 @@ class PyMongoStorage final : public mongoelector::Storage {
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   bool release(const std::string& collection, const std::string& key,
-               const std::optional<std::string>& uuid, std::int64_t now_ms,
+               const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<mongoelector::LockDoc> read(const std::string& collection,
                                             const std::string& key) override;

@@ -19,12 +19,21 @@ ElectorOptions eopts(const std::string& key, double ttl, bool report = true) {
   o.key = key;
   o.ttl_s = ttl;
   o.report_status = report;
-  o.allow_unsafe_server = it::unsafe_server();
   return o;
 }
 
+// Electors refuse allow_unsafe_server (issue #14.7): on a server whose findAndModify is
+// not atomic (FerretDB) two nodes could both lead and tokens could repeat.
+#define SKIP_ON_UNSAFE_SERVER()                                                         \
+  do {                                                                                  \
+    if (it::unsafe_server())                                                            \
+      GTEST_SKIP() << it::test_server_kind()                                            \
+                   << " is not atomic: electors refuse allow_unsafe_server";            \
+  } while (0)
+
 TEST(ElectorIT, FailoverToAnotherProcessAfterKill9) {
   SKIP_WITHOUT_SERVER();
+  SKIP_ON_UNSAFE_SERVER();
   const std::string uri = it::test_uri(), db = it::unique_db("failover");
   const double ttl = 2.0;
   it::Child a("elector", {uri, db, "svc", "2"});
@@ -49,6 +58,8 @@ TEST(ElectorIT, FailoverToAnotherProcessAfterKill9) {
 // must fire before the lease could be taken by anyone else.
 void step_down_scenario(bool freeze) {
   SKIP_WITHOUT_SERVER();
+  SKIP_ON_UNSAFE_SERVER();
+  SKIP_ON_SQLITE("a private MongoDB-protocol server that is killed or frozen");
   std::string kind = it::test_server_kind().empty() ? "java" : it::test_server_kind();
   it::PrivateServer server(kind);
   if (!server.ok()) GTEST_SKIP() << "cannot start a private " << kind << " server";
@@ -112,6 +123,7 @@ TEST(ElectorIT, LeaderStepsDownBeforeLeaseExpiryWhenServerHangs) { step_down_sce
 
 TEST(ElectorIT, RoundTripsPerPoll) {
   SKIP_WITHOUT_SERVER();
+  SKIP_ON_UNSAFE_SERVER();
   const std::string uri = it::test_uri(), db = it::unique_db("rtpoll");
   auto sa = it::storage(uri, db), sb = it::storage(uri, db), sc = it::storage(uri, db);
   Elector leader(sa, eopts("svc", 30, true), {}, system_clock());
@@ -121,10 +133,10 @@ TEST(ElectorIT, RoundTripsPerPoll) {
   follower.poll();
   quiet.poll();
   ASSERT_TRUE(leader.is_leader());
-  auto count = [](MongoStorage& s, Elector& e) {
-    std::int64_t before = s.round_trips();
+  auto count = [](Storage& s, Elector& e) {
+    std::int64_t before = it::round_trips(s);
     e.poll();
-    return s.round_trips() - before;
+    return it::round_trips(s) - before;
   };
   std::int64_t lp = count(*sa, leader), fp = count(*sb, follower), qp = count(*sc, quiet);
   std::printf("round trips per poll: leader %lld (renew + status), follower %lld (read + "

@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include "../storage/raw_client.h"
+#include "storage/sqlite_storage.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -29,9 +32,45 @@ std::string test_server_kind() {
 
 bool unsafe_server() { return test_server_kind() == "ferretdb"; }
 
+bool sqlite_backend() { return mongoelector::is_sqlite_uri(test_uri()); }
+
+namespace {
+std::mutex g_files_mu;
+std::set<std::string> g_files;  // SQLite files created by this process
+
+// sqlite:///dir/any.db + db -> sqlite:///dir/<db>.db: one file per "database".
+std::string sqlite_uri_for(const std::string& uri, const std::string& db) {
+  const std::string path = mongoelector::SqliteClient::path_from_uri(uri);
+  const std::string file = path.substr(0, path.find_last_of('/') + 1) + db + ".db";
+  std::lock_guard<std::mutex> g(g_files_mu);
+  g_files.insert(file);
+  return "sqlite://" + file;
+}
+}  // namespace
+
+void remove_sqlite_files() {
+  std::lock_guard<std::mutex> g(g_files_mu);
+  for (const auto& f : g_files) {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((f + suffix).c_str());
+  }
+  g_files.clear();
+}
+
+std::int64_t round_trips(const mongoelector::Storage& s) {
+  if (auto* m = dynamic_cast<const mongoelector::MongoStorage*>(&s)) return m->round_trips();
+  if (auto* q = dynamic_cast<const mongoelector::SqliteStorage*>(&s)) return q->round_trips();
+  throw std::logic_error("round_trips: unknown storage type");
+}
+
+namespace {
+std::string sqlite_uri_for(const std::string& uri, const std::string& db);
+}  // namespace
+
 std::string unique_db(const std::string& tag) {
   static int counter = 0;
-  return "me_it_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + "_" + tag;
+  std::string db = "me_it_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + "_" + tag;
+  if (sqlite_backend()) (void)sqlite_uri_for(test_uri(), db);  // removed at the end
+  return db;
 }
 
 std::int64_t mono_ms() {
@@ -40,8 +79,11 @@ std::int64_t mono_ms() {
       .count();
 }
 
-std::shared_ptr<mongoelector::MongoStorage> storage(const std::string& uri, const std::string& db,
-                                                    std::int64_t op_timeout_ms) {
+std::shared_ptr<mongoelector::Storage> storage(const std::string& uri, const std::string& db,
+                                               std::int64_t op_timeout_ms) {
+  if (mongoelector::is_sqlite_uri(uri)) {
+    return mongoelector::open_client(sqlite_uri_for(uri, db), "")->open_storage(op_timeout_ms);
+  }
   mongoelector::MongoStorageOptions o;
   o.uri = uri;
   o.database = db;
@@ -117,6 +159,18 @@ void insert_original_lock(const std::string& uri, const std::string& db,
     return "{\"$date\": {\"$numberLong\": \"" + std::to_string(ms) + "\"}}";
   };
   // Exactly what the original package inserts: no fence field, pid as int32.
+  if (mongoelector::is_sqlite_uri(uri)) {
+    auto s = mongoelector::SqliteClient::open(sqlite_uri_for(uri, db));
+    mongoelector::SqliteStorage(s, 3000).put_document(
+        collection, mongoelector::Document{{"_id", key},
+                                           {"locked", true},
+                                           {"host", std::string("original-host")},
+                                           {"uuid", uuid},
+                                           {"pid", std::int64_t{4242}},
+                                           {"ts_created", mongoelector::DateTime{created_ms}},
+                                           {"ts_expire", mongoelector::DateTime{expire_ms}}});
+    return;
+  }
   mongoelector::storage_test::RawClient(uri, db)
       .insert(collection, "{\"_id\": \"" + key + "\", \"locked\": true, \"host\": "
                           "\"original-host\", \"uuid\": \"" + uuid + "\", \"pid\": 4242, "

@@ -15,8 +15,11 @@
 
 namespace it {
 
-// MONGOELECTOR_TEST_URI, or "" (tests then skip).
+// MONGOELECTOR_TEST_URI, or "" (tests then skip). A sqlite:///dir/name.db URI runs the
+// suite on the embedded backend, no server: each "database" is then a file of its own
+// in that directory (dir/<db>.db), removed when the test process ends.
 std::string test_uri();
+bool sqlite_backend();
 // "java", "ferretdb" or "" (a user's own server).
 std::string test_server_kind();
 // A database name unique to this process and test.
@@ -24,14 +27,25 @@ std::string unique_db(const std::string& tag);
 // Host monotonic ms (CLOCK_MONOTONIC is system-wide: comparable across processes).
 std::int64_t mono_ms();
 
-std::shared_ptr<mongoelector::MongoStorage> storage(const std::string& uri, const std::string& db,
-                                                    std::int64_t op_timeout_ms = 3000);
+// A storage on the backend the URI names (MongoDB: database `db`; SQLite: see above).
+std::shared_ptr<mongoelector::Storage> storage(const std::string& uri, const std::string& db,
+                                               std::int64_t op_timeout_ms = 3000);
+// Calls counted by the backend (MongoDB: commands sent; SQLite: calls made).
+std::int64_t round_trips(const mongoelector::Storage& s);
+// Removes the SQLite files this process created (main() calls it at the end).
+void remove_sqlite_files();
 // Servers whose findAndModify is not atomic need the opt-in even for single-client tests.
 bool unsafe_server();
 
 #define SKIP_WITHOUT_SERVER()                                                            \
   do {                                                                                   \
     if (it::test_uri().empty()) GTEST_SKIP() << "MONGOELECTOR_TEST_URI is not set";      \
+  } while (0)
+
+// Tests of MongoDB-only machinery (servers that die or hang, libmongoc timeouts).
+#define SKIP_ON_SQLITE(why)                                                              \
+  do {                                                                                   \
+    if (it::sqlite_backend()) GTEST_SKIP() << "MongoDB-specific: " << why;               \
   } while (0)
 
 // A child process running `role` with args; its stdout is readable line by line.

@@ -87,5 +87,7 @@ int main(int argc, char** argv) {
   int code = 0;
   if (it::run_child_role(argc, argv, &code)) return code;
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  const int result = RUN_ALL_TESTS();
+  it::remove_sqlite_files();
+  return result;
 }

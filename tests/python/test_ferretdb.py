@@ -44,9 +44,8 @@ def test_single_node_use_when_allowed(db):
     assert b.acquire(blocking=False) and b.fence > 0
 
 
-def test_elector_when_allowed(db):
-    e = MongoLeaderElector(new_key(), db, ttl=5, allow_unsafe_server=True)
-    e.poll()
-    assert e.is_leader
-    e.release()
-    assert not e.is_leader
+def test_elector_refuses_allow_unsafe_server(db):
+    # Electors refuse the option on every server: where findAndModify is not atomic two
+    # nodes could both lead and their fencing tokens could repeat (issue #14.7).
+    with pytest.raises(ValueError, match="allow_unsafe_server"):
+        MongoLeaderElector(new_key(), db, ttl=5, allow_unsafe_server=True)

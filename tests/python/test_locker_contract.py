@@ -483,13 +483,22 @@ def test_pymongo_exceptions_propagate_unchanged():
     lock = MongoLocker("k", db)
     boom = pymongo.errors.AutoReconnect("network is down")
     db.fail(boom)
-    for call in (lock.acquire, lock.locked, lock.owned, lock.get_current, lock.release,
+    for call in (lock.acquire, lock.locked, lock.owned, lock.get_current,
                  lambda: lock.acquire(blocking=False)):
         with pytest.raises(pymongo.errors.AutoReconnect) as info:
             call()
         assert info.value is boom
+    lock.release()  # holds nothing: nothing to send (the contract: not an error)
     db.heal()
     assert lock.acquire()
+    db.fail(boom)
+    with pytest.raises(pymongo.errors.AutoReconnect) as info:
+        lock.release()  # a held lock whose release fails: the caller hears it
+    assert info.value is boom
+    db.heal()
+    assert lock.owned()  # the failed release left the hold on the server...
+    lock.release()  # ...and the next release (fenced) frees it
+    assert not lock.locked()
 
 
 def test_unreachable_server_raises_pymongo_error():

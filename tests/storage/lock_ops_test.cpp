@@ -75,7 +75,7 @@ TEST_F(LockOps, ClaimOfAnExpiredLockTakesItAndIncrementsFence) {
 
 TEST_F(LockOps, ClaimOfAReleasedLockTakesIt) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
-  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), now + 10, false));
+  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now + 10, false));
   auto doc = s->claim(coll, claim_by("b", now + 20), false);
   ASSERT_TRUE(doc.has_value());
   EXPECT_EQ(doc->uuid, "uuid-b");
@@ -119,19 +119,19 @@ TEST_F(LockOps, RenewMatchesOnlyTheUnexpiredHolderWithItsFence) {
 
 TEST_F(LockOps, RenewAfterReleaseFails) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
-  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), now + 1, false));
+  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now + 1, false));
   // ts_expire is now+1, so only `locked: false` stops this renewal.
   EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 1, now, now + 20000));
 }
 
 TEST_F(LockOps, ReleaseByHolderKeepsTheDocumentAndItsFence) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
-  EXPECT_FALSE(s->release(coll, "k", std::string("uuid-b"), now + 10, false));  // not holder
+  EXPECT_FALSE(s->release(coll, "k", std::string("uuid-b"), 0, now + 10, false));  // not holder
   auto doc = s->read(coll, "k");
   EXPECT_TRUE(doc->locked);
   EXPECT_EQ(doc->ts_expire->ms, now + 10000);
 
-  EXPECT_TRUE(s->release(coll, "k", std::string("uuid-a"), now + 10, false));
+  EXPECT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now + 10, false));
   doc = s->read(coll, "k");
   ASSERT_TRUE(doc.has_value());
   EXPECT_FALSE(doc->locked);
@@ -143,24 +143,45 @@ TEST_F(LockOps, ReleaseByHolderKeepsTheDocumentAndItsFence) {
 
 TEST_F(LockOps, ForcedReleaseReleasesAnyHolder) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
-  EXPECT_TRUE(s->release(coll, "k", std::nullopt, now + 10, false));
+  EXPECT_TRUE(s->release(coll, "k", std::nullopt, 0, now + 10, false));
   EXPECT_FALSE(s->read(coll, "k")->locked);
-  EXPECT_FALSE(s->release(coll, "absent", std::nullopt, now, false));
+  EXPECT_FALSE(s->release(coll, "absent", std::nullopt, 0, now, false));
   EXPECT_FALSE(s->read(coll, "absent").has_value());  // release never creates
 }
 
 TEST_F(LockOps, ReleaseWithDeleteRemovesTheDocumentOnlyForTheHolder) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
-  EXPECT_FALSE(s->release(coll, "k", std::string("uuid-b"), now, true));
+  EXPECT_FALSE(s->release(coll, "k", std::string("uuid-b"), 0, now, true));
   EXPECT_TRUE(s->read(coll, "k").has_value());
-  EXPECT_TRUE(s->release(coll, "k", std::string("uuid-a"), now, true));
+  EXPECT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now, true));
   EXPECT_FALSE(s->read(coll, "k").has_value());
-  EXPECT_FALSE(s->release(coll, "k", std::string("uuid-a"), now, true));
+  EXPECT_FALSE(s->release(coll, "k", std::string("uuid-a"), 0, now, true));
   // Deleted: the next claim starts over at fence 1 (hence the epoch high-water mark).
   auto doc = s->claim(coll, claim_by("b", now), false);
   ASSERT_TRUE(doc.has_value());
   EXPECT_EQ(doc->fence, 1);
-  EXPECT_TRUE(s->release(coll, "k", std::nullopt, now, true));  // forced delete
+  EXPECT_TRUE(s->release(coll, "k", std::nullopt, 0, now, true));  // forced delete
+  EXPECT_FALSE(s->read(coll, "k").has_value());
+}
+
+// A release names the hold (uuid AND fence): one that timed out at the client and runs
+// late at the server cannot free a newer hold of the same owner (issue #14.4).
+TEST_F(LockOps, StaleFencedReleaseDoesNotFreeANewerHold) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 1000), false));              // fence 1
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now + 1000, 10000), false));      // fence 2
+  for (bool del : {false, true}) {
+    EXPECT_FALSE(s->release(coll, "k", std::string("uuid-a"), 1, now + 1500, del)) << del;
+    auto doc = s->read(coll, "k");
+    ASSERT_TRUE(doc.has_value());
+    EXPECT_TRUE(doc->locked);
+    EXPECT_EQ(doc->fence, 2);
+    EXPECT_TRUE(doc->held_at(now + 1500));
+  }
+  EXPECT_TRUE(s->release(coll, "k", std::string("uuid-a"), 2, now + 1500, false));
+  EXPECT_FALSE(s->read(coll, "k")->locked);
+  // A forced release ignores the fence.
+  ASSERT_TRUE(s->claim(coll, claim_by("b", now + 2000, 10000), false));      // fence 3
+  EXPECT_TRUE(s->release(coll, "k", std::nullopt, 1, now + 2500, true));
   EXPECT_FALSE(s->read(coll, "k").has_value());
 }
 
@@ -176,7 +197,7 @@ TEST_F(LockOps, BumpEpochStartsAtOneAndIncrementsPerKey) {
   EXPECT_EQ(fences->raw.get_int("epoch"), 3);
   // They survive deletion of the lock document.
   ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
-  ASSERT_TRUE(s->release(coll, "k", std::nullopt, now, true));
+  ASSERT_TRUE(s->release(coll, "k", std::nullopt, 0, now, true));
   EXPECT_EQ(s->bump_epoch(coll, "k"), 4);
 }
 
@@ -190,7 +211,7 @@ TEST_F(LockOps, SetFenceIsACompareAndSet) {
   EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, 8));  // already moved on
   EXPECT_FALSE(s->set_fence(coll, "absent", "uuid-a", 0, 1));
   // The next claim increments from the value set.
-  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), now, false));
+  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now, false));
   EXPECT_EQ(s->claim(coll, claim_by("b", now), false)->fence, 8);
 }
 
@@ -271,8 +292,8 @@ TEST_F(LockOps, ClaimOfAnOriginalNodesDocumentWithoutFenceStartsAtOne) {
 TEST_F(LockOps, ConcurrentClaimsOfAnAbsentKeyHaveExactlyOneWinner) {
   // Inserting a fresh _id is atomic on every server we support (FerretDB included).
   constexpr int kClients = 4;
-  std::vector<std::unique_ptr<MongoStorage>> clients;
-  for (int i = 0; i < kClients; ++i) clients.push_back(make_storage());
+  std::vector<std::unique_ptr<Storage>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(open_test_storage());
   std::atomic<int> winners{0};
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
@@ -315,23 +336,23 @@ TEST_F(LockOps, OneStorageIsSafeToShareBetweenThreads) {
 TEST_F(LockOps, RoundTripsCountOneCommandPerOperation) {
   // A fresh storage: its connection handshake (hello/isMaster) is not an APM command,
   // so the first operation counts exactly one.
-  auto fresh = make_storage();
-  EXPECT_EQ(fresh->round_trips(), 0);
+  auto fresh = open_test_storage();
+  EXPECT_EQ(round_trips(*fresh), 0);
   ASSERT_FALSE(fresh->read(coll, "k").has_value());
-  EXPECT_EQ(fresh->round_trips(), 1) << "the handshake must not be counted";
+  EXPECT_EQ(round_trips(*fresh), 1) << "the handshake must not be counted";
 
   auto step = [&](const char* what, auto&& op) {
-    const auto before = fresh->round_trips();
+    const auto before = round_trips(*fresh);
     op();
-    EXPECT_EQ(fresh->round_trips() - before, 1) << what;
+    EXPECT_EQ(round_trips(*fresh) - before, 1) << what;
   };
   step("claim", [&] { ASSERT_TRUE(fresh->claim(coll, claim_by("a", now), false)); });
   step("claim (held)", [&] { ASSERT_FALSE(fresh->claim(coll, claim_by("b", now), false)); });
   step("renew", [&] { ASSERT_TRUE(fresh->renew(coll, "k", "uuid-a", 1, now, now + 20000)); });
   step("read", [&] { ASSERT_TRUE(fresh->read(coll, "k")); });
   step("set_fence", [&] { ASSERT_TRUE(fresh->set_fence(coll, "k", "uuid-a", 1, 2)); });
-  step("release", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::string("uuid-a"), now, false)); });
-  step("release (delete)", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::nullopt, now, true)); });
+  step("release", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::string("uuid-a"), 0, now, false)); });
+  step("release (delete)", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::nullopt, 0, now, true)); });
   step("bump_epoch", [&] { ASSERT_EQ(fresh->bump_epoch(coll, "k"), 1); });
   step("put_status", [&] { fresh->put_status(coll + "_status", Document{{"_id", std::string("n")}}); });
   // server_time_ms: the first call may need a fall-back (isMaster on servers without

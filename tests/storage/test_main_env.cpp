@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <iostream>
 
 #include "log.h"
@@ -31,7 +32,12 @@ class SuiteEnvironment : public ::testing::Environment {
     }
   }
   void TearDown() override {
-    if (auto uri = test_uri()) RawClient(*uri, test_database()).drop_database();
+    if (sqlite_backend()) {
+      const std::string path = SqliteClient::path_from_uri(test_sqlite_uri());
+      for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+    } else if (auto uri = test_uri()) {
+      RawClient(*uri, test_database()).drop_database();
+    }
     set_log_sink(nullptr);
   }
 };

@@ -93,6 +93,19 @@ TEST_F(LockerTest, BlockingAcquireTimesOut) {
   EXPECT_LE(clock->mono_ms() - start, 1250);
 }
 
+// Found by tests/fuzz: a step longer than the timeout used to sleep the whole step.
+TEST_F(LockerTest, BlockingAcquireStepLongerThanTimeoutEndsAtTheTimeout) {
+  auto a = make_locker("a", 60);
+  auto b = make_locker("b", 60);
+  a->acquire();
+  std::int64_t start = clock->mono_ms();
+  EXPECT_THROW(b->acquire(true, 1.0, 3600.0), AcquireTimeout);
+  EXPECT_GE(clock->mono_ms() - start, 1000);
+  EXPECT_LE(clock->mono_ms() - start, 1001);
+  // A timeout below a millisecond still ends (each wait is at least 1 ms).
+  EXPECT_THROW(b->acquire(true, 1e-300, 0.25), AcquireTimeout);
+}
+
 TEST_F(LockerTest, CancelStopsABlockingWait) {
   auto a = make_locker("a", 60);
   auto b = make_locker("b", 60);

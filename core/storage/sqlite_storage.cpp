@@ -1,0 +1,685 @@
+// See sqlite_storage.h for the semantics and the choices (WAL, synchronous=FULL, one
+// connection per client). Library: Debian's system libsqlite3 (find_package(SQLite3)),
+// not the amalgamation: security fixes then arrive with the distribution's updates
+// instead of a rebuild of ours; the wheel work of issue #9 can vendor the amalgamation
+// later (the code uses only the stable C API of SQLite >= 3.22).
+//
+// Schema (version 1):
+//   meta(name PRIMARY KEY, value)      application = mongoelector, schema_version = 1
+//   documents(coll, id, doc, key, ts)  one row per document of a "collection":
+//       id   the _id as Extended JSON (document_json.h)
+//       doc  the whole document as Extended JSON, field order kept
+//       key, ts  status documents only: their `key` and `timestamp` (list_status)
+//   Lock documents live in coll = <lock collection>, epochs in "<lock collection>.fences",
+//   status documents in the status collection, exactly as in MongoDB.
+#include "sqlite_storage.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "../errors.h"
+#include "../utf8.h"
+#include "document_json.h"
+
+namespace mongoelector {
+
+namespace {
+
+constexpr const char* kScheme = "sqlite://";
+// Budget of the one-off work at open (journal mode, schema): other processes may be
+// writing.
+constexpr int kOpenBusyTimeoutMs = 5000;
+
+// ------------------------------------------------------------------ errors ------
+
+[[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
+  const int ext = db ? sqlite3_extended_errcode(db) : rc;
+  const std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const std::string file = db ? std::string(sqlite3_db_filename(db, "main") ? sqlite3_db_filename(db, "main") : "") : "";
+  const std::string where = what + " on " + file + ": " + msg;
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw StorageUnavailable("SQLite " + where +
+                               " (another process held the database's write lock past this "
+                               "call's busy timeout)");
+    default:
+      throw StorageError("SQLite " + where, ext);
+  }
+}
+
+// ------------------------------------------------------------------ statements --
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql, std::string what) : db_(db), what_(std::move(what)) {
+    int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db, rc, what_);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, const std::string& s) {
+    check(sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& bind(int i, std::int64_t v) {
+    check(sqlite3_bind_int64(stmt_, i, v));
+    return *this;
+  }
+  Stmt& bind_null(int i) {
+    check(sqlite3_bind_null(stmt_, i));
+    return *this;
+  }
+  // True: a row is available; false: done.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw_sqlite(db_, rc, what_);
+  }
+  std::string text(int col) {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string();
+  }
+  std::int64_t int64(int col) { return sqlite3_column_int64(stmt_, col); }
+  bool is_null(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, what_);
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string what_;
+};
+
+void exec(sqlite3* db, const char* sql, const std::string& what) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) throw_sqlite(db, rc, what);
+}
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back if not committed (an exception, a "no").
+class Txn {
+ public:
+  Txn(sqlite3* db, const std::string& what) : db_(db), what_(what) {
+    exec(db_, "BEGIN IMMEDIATE", what_ + " (BEGIN IMMEDIATE)");
+    open_ = true;
+  }
+  ~Txn() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Txn(const Txn&) = delete;
+  Txn& operator=(const Txn&) = delete;
+  void commit() {
+    exec(db_, "COMMIT", what_ + " (COMMIT)");
+    open_ = false;
+  }
+
+ private:
+  sqlite3* db_;
+  std::string what_;
+  bool open_ = false;
+};
+
+// ------------------------------------------------------------------ documents ---
+
+void check_collection_name(const std::string& name) {
+  // The MongoDB backend's rules, so a name that works here works there.
+  if (name.empty()) throw InvalidArgument("empty collection name");
+  if (name.find('\0') != std::string::npos)
+    throw InvalidArgument("collection name cannot contain NUL characters");
+  if (name.find('$') != std::string::npos)
+    throw InvalidArgument("collection name contains '$': " + name);
+  if (!is_valid_utf8(name)) throw InvalidArgument("collection name is not valid UTF-8");
+}
+
+std::string id_of_key(const std::string& key) {
+  if (!is_valid_utf8(key)) throw InvalidArgument("key is not valid UTF-8");
+  return document_json::encode_value(Value{key});
+}
+
+std::optional<Document> load(sqlite3* db, const std::string& coll, const std::string& id,
+                             const std::string& what) {
+  Stmt q(db, "SELECT doc FROM documents WHERE coll = ?1 AND id = ?2", what);
+  q.bind(1, coll).bind(2, id);
+  if (!q.step()) return std::nullopt;
+  return document_json::decode(q.text(0), what);
+}
+
+void store(sqlite3* db, const std::string& coll, const std::string& id, const Document& doc,
+           const std::string& what) {
+  const std::string text = document_json::encode(doc);
+  Stmt w(db,
+         "INSERT INTO documents (coll, id, doc, key, ts) VALUES (?1, ?2, ?3, ?4, ?5) "
+         "ON CONFLICT (coll, id) DO UPDATE SET doc = excluded.doc, key = excluded.key, "
+         "ts = excluded.ts",
+         what);
+  w.bind(1, coll).bind(2, id).bind(3, text);
+  if (auto k = doc.get_string("key")) w.bind(4, *k); else w.bind_null(4);
+  if (auto t = doc.get_date("timestamp")) w.bind(5, t->ms); else w.bind_null(5);
+  w.step();
+}
+
+void remove(sqlite3* db, const std::string& coll, const std::string& id, const std::string& what) {
+  Stmt d(db, "DELETE FROM documents WHERE coll = ?1 AND id = ?2", what);
+  d.bind(1, coll).bind(2, id);
+  d.step();
+}
+
+// The numeric value of a field for an equality filter ({fence: n} in MongoDB matches an
+// int64 or a double of the same value).
+std::optional<std::int64_t> numeric(const Document& doc, const std::string& name) {
+  const Value* v = doc.get(name);
+  if (v == nullptr) return std::nullopt;
+  if (const auto* i = std::get_if<std::int64_t>(v)) return *i;
+  if (const auto* d = std::get_if<double>(v)) {
+    if (std::isfinite(*d) && std::floor(*d) == *d && std::fabs(*d) < 9.2e18)
+      return static_cast<std::int64_t>(*d);
+  }
+  return std::nullopt;
+}
+
+bool string_equals(const Document& doc, const std::string& name, const std::string& want) {
+  auto s = doc.get_string(name);
+  return s && *s == want;
+}
+
+// ------------------------------------------------------------------ opening -----
+
+std::string percent_decode(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    auto hex = [&](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (i + 2 >= s.size()) throw InvalidArgument("bad percent-escape in SQLite URI");
+    int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) throw InvalidArgument("bad percent-escape in SQLite URI");
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+void close_quietly(sqlite3* db) {
+  if (db) sqlite3_close_v2(db);
+}
+
+// Opens the file and makes sure it is ours: journal mode, schema.
+sqlite3* open_database(const std::string& path) {
+  // Clear errors for the usual mistakes before SQLite's terse "unable to open".
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    throw InvalidArgument("cannot open SQLite database " + path + ": directory " + dir +
+                          " does not exist (" + std::strerror(errno) + "); create it first");
+  }
+  if (!S_ISDIR(st.st_mode))
+    throw InvalidArgument("cannot open SQLite database " + path + ": " + dir + " is not a directory");
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    throw InvalidArgument("cannot open SQLite database " + path + ": it is a directory");
+  if (exists && !S_ISREG(st.st_mode))
+    throw InvalidArgument("cannot open SQLite database " + path + ": not a regular file");
+  if (exists && ::access(path.c_str(), R_OK | W_OK) != 0) {
+    throw InvalidArgument("cannot open SQLite database " + path +
+                          ": the file is not readable and writable by this user (" +
+                          std::strerror(errno) + "); locks need write access");
+  }
+  if (!exists && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw InvalidArgument("cannot create SQLite database " + path + ": directory " + dir +
+                          " is not writable (" + std::strerror(errno) + ")");
+  }
+
+  sqlite3* db = nullptr;
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    close_quietly(db);
+    throw InvalidArgument("cannot open SQLite database " + path + ": " + msg);
+  }
+  try {
+    sqlite3_extended_result_codes(db, 1);
+    if (sqlite3_db_readonly(db, "main") == 1) {
+      throw InvalidArgument("SQLite database " + path +
+                            " opened read-only (file or directory permissions); locks need "
+                            "write access to the file and its directory");
+    }
+    sqlite3_busy_timeout(db, kOpenBusyTimeoutMs);
+    auto fail_open = [&](const Error& e, int code) -> void {
+      const int primary = code & 0xff;
+      if (primary == SQLITE_NOTADB)
+        throw InvalidArgument(path + " is not a SQLite database (or is encrypted): " + e.what());
+      if (primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN || primary == SQLITE_PERM ||
+          primary == SQLITE_AUTH)
+        throw InvalidArgument("cannot write SQLite database " + path + " or create its -wal/-shm "
+                              "files next to it (check permissions of the file and of " + dir +
+                              "): " + e.what());
+      if (primary == SQLITE_CORRUPT)
+        throw InvalidArgument("SQLite database " + path + " is corrupt: " + e.what());
+    };
+    try {
+      // WAL: readers never block the writer, and a commit is one append to the WAL.
+      // (A database on a network file system cannot use WAL: refused here, as it should.)
+      {
+        Stmt wal(db, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode");
+        const std::string mode = wal.step() ? wal.text(0) : "";
+        if (mode != "wal") {
+          throw InvalidArgument("SQLite database " + path + " cannot use WAL journal mode (got '" +
+                                mode + "'); is it on a network file system?");
+        }
+      }
+      exec(db, "PRAGMA synchronous = FULL", "PRAGMA synchronous");
+
+      Txn txn(db, "schema");
+      // A SQLite database of someone else: refuse to add our tables to it.
+      bool has_tables = false, has_meta = false;
+      {
+        Stmt q(db, "SELECT name FROM sqlite_master WHERE type = 'table'", "schema");
+        while (q.step()) {
+          has_tables = true;
+          if (q.text(0) == "meta") has_meta = true;
+        }
+      }
+      if (has_tables && !has_meta) {
+        throw InvalidArgument("SQLite database " + path +
+                              " belongs to another application (it has tables but no "
+                              "mongoelector `meta` table); use a file of its own for locks");
+      }
+      if (has_meta) {
+        std::string app;
+        std::optional<std::string> version;
+        Stmt q(db, "SELECT name, value FROM meta", "schema");
+        while (q.step()) {
+          if (q.text(0) == "application") app = q.text(1);
+          if (q.text(0) == "schema_version") version = q.text(1);
+        }
+        if (app != "mongoelector" || !version) {
+          throw InvalidArgument("SQLite database " + path +
+                                " belongs to another application (its meta table does not "
+                                "name mongoelector); use a file of its own for locks");
+        }
+        char* end = nullptr;
+        const long v = std::strtol(version->c_str(), &end, 10);
+        if (end == version->c_str() || *end != '\0' || v < 1) {
+          throw StorageError("SQLite database " + path + " has an unreadable schema version '" +
+                             *version + "'");
+        }
+        if (v > SqliteClient::kSchemaVersion) {
+          throw StorageError("SQLite database " + path + " was written by a newer mongoelector "
+                             "(schema version " + *version + "; this version reads up to " +
+                             std::to_string(SqliteClient::kSchemaVersion) +
+                             "): upgrade mongoelector, or use another file",
+                             static_cast<int>(v));
+        }
+      }
+      exec(db,
+           "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           "INSERT OR IGNORE INTO meta VALUES ('application', 'mongoelector');"
+           "INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');"
+           "CREATE TABLE IF NOT EXISTS documents ("
+           "  coll TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL,"
+           "  key TEXT, ts INTEGER, PRIMARY KEY (coll, id)) WITHOUT ROWID;"
+           "CREATE INDEX IF NOT EXISTS documents_key ON documents (coll, key, ts) "
+           "  WHERE key IS NOT NULL;",
+           "schema");
+      txn.commit();
+    } catch (const StorageError& e) {
+      fail_open(e, e.code());
+      throw;
+    } catch (const StorageUnavailable& e) {
+      throw StorageUnavailable(std::string("opening SQLite database ") + path + ": " + e.what());
+    }
+  } catch (...) {
+    close_quietly(db);
+    throw;
+  }
+  return db;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ client ------
+
+struct SqliteClient::Impl {
+  std::string path;
+  std::timed_mutex mu;          // serialises the connection
+  sqlite3* db = nullptr;        // guarded by mu
+  long pid = 0;                 // process that opened db
+
+  // The connection of this process (mu held). A fork's child must not use the parent's
+  // connection (SQLite: "do not carry an open database across fork"): it opens its own
+  // and leaves the parent's alone (closing it here could disturb the parent's locks).
+  sqlite3* connection() {
+    const long now = static_cast<long>(::getpid());
+    if (now != pid) {
+      db = open_database(path);
+      pid = now;
+    }
+    return db;
+  }
+  ~Impl() {
+    if (db != nullptr && pid == static_cast<long>(::getpid())) sqlite3_close_v2(db);
+  }
+};
+
+std::string SqliteClient::path_from_uri(const std::string& uri) {
+  if (uri.rfind(kScheme, 0) != 0) throw InvalidArgument("not a sqlite:// URI: " + uri);
+  std::string rest = uri.substr(std::strlen(kScheme));
+  if (rest.find('?') != std::string::npos || rest.find('#') != std::string::npos) {
+    throw InvalidArgument("SQLite URI takes no options: " + uri +
+                          " (form: sqlite:///absolute/path/locks.db)");
+  }
+  if (rest.empty() || rest[0] != '/') {
+    throw InvalidArgument("SQLite URI must name an absolute path, as in "
+                          "sqlite:///absolute/path/locks.db (three slashes), not " + uri);
+  }
+  std::string path = percent_decode(rest);
+  if (path.find('\0') != std::string::npos)
+    throw InvalidArgument("SQLite path cannot contain NUL characters");
+  if (path.size() < 2 || path.back() == '/')
+    throw InvalidArgument("SQLite URI names a directory, not a file: " + uri);
+  return path;
+}
+
+std::shared_ptr<SqliteClient> SqliteClient::open(const std::string& uri) {
+  std::shared_ptr<SqliteClient> client(new SqliteClient());
+  client->uri_ = uri;
+  client->path_ = path_from_uri(uri);
+  client->impl_ = std::make_unique<Impl>();
+  client->impl_->path = client->path_;
+  client->impl_->db = open_database(client->path_);
+  client->impl_->pid = static_cast<long>(::getpid());
+  return client;
+}
+
+SqliteClient::~SqliteClient() = default;
+
+std::shared_ptr<Storage> SqliteClient::open_storage(std::int64_t op_timeout_ms) {
+  return std::make_shared<SqliteStorage>(shared_from_this(), op_timeout_ms);
+}
+
+// ------------------------------------------------------------------ storage -----
+
+SqliteStorage::SqliteStorage(std::shared_ptr<SqliteClient> client, std::int64_t op_timeout_ms)
+    : client_(std::move(client)), op_timeout_ms_(op_timeout_ms) {
+  if (!client_) throw InvalidArgument("client must not be null");
+  if (op_timeout_ms < 2 || op_timeout_ms > (std::int64_t{1} << 30)) {
+    throw InvalidArgument("op_timeout_ms must be between 2 and 2^30, got " +
+                          std::to_string(op_timeout_ms));
+  }
+}
+
+SqliteStorage::~SqliteStorage() = default;
+
+std::int64_t SqliteStorage::call_bound_ms() const { return op_timeout_ms_ + kCallMarginMs; }
+
+// One call: the client's connection within half the budget, then `body(db)` with a busy
+// timeout of the other half.
+template <class F>
+auto SqliteStorage::call(const char* op, F&& body) {
+  ++round_trips_;
+  auto& impl = client_->impl();
+  const std::int64_t half = std::max<std::int64_t>(1, op_timeout_ms_ / 2);
+  std::unique_lock<std::timed_mutex> lock(impl.mu, std::defer_lock);
+  if (!lock.try_lock_for(std::chrono::milliseconds(half))) {
+    throw StorageUnavailable(std::string("SQLite ") + op + " on " + client_->path() +
+                             ": the connection stayed busy with another call for " +
+                             std::to_string(half) + " ms");
+  }
+  sqlite3* db = impl.connection();
+  sqlite3_busy_timeout(db, static_cast<int>(op_timeout_ms_ - half));
+  return body(db);
+}
+
+ServerInfo SqliteStorage::server_info() {
+  ++round_trips_;
+  return ServerInfo{"SQLite", sqlite3_libversion(), true};
+}
+
+std::int64_t SqliteStorage::server_time_ms() {
+  ++round_trips_;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SqliteStorage::ensure_lock_indexes(const std::string& collection) {
+  check_collection_name(collection);
+  ++round_trips_;
+}
+
+void SqliteStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
+  check_collection_name(collection);
+  if (ttl_s < 0) throw InvalidArgument("status TTL must not be negative");
+  ++round_trips_;
+  std::lock_guard<std::mutex> g(ttl_mu_);
+  status_ttl_s_[collection] = ttl_s;
+}
+
+std::optional<LockDoc> SqliteStorage::claim(const std::string& collection, const LockClaim& c,
+                                            bool force) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(c.key);
+  for (const auto* s : {&c.uuid, &c.host}) {
+    if (!is_valid_utf8(*s)) throw InvalidArgument("claim field is not valid UTF-8");
+  }
+  return call("claim", [&](sqlite3* db) -> std::optional<LockDoc> {
+    const std::string what = "claim " + c.key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    std::int64_t fence = 0;
+    if (cur) {
+      // Not held: the negation of LockDoc::held_at, as the MongoDB filter.
+      if (!force && LockDoc::from_document(*cur).held_at(c.now_ms)) return std::nullopt;
+      if (const Value* f = cur->get("fence")) {
+        auto n = numeric(*cur, "fence");
+        if (!n) {
+          // MongoDB: "Cannot apply $inc to a value of non-numeric type" (TypeMismatch).
+          (void)f;
+          throw StorageError("claim " + c.key + ": cannot increment a fence that is not a number",
+                             14);
+        }
+        fence = *n;
+      }
+    }
+    if (fence == std::numeric_limits<std::int64_t>::max())
+      throw StorageError("claim: increment of fence would overflow a 64-bit integer");
+    Document doc = cur ? *cur : Document{{"_id", c.key}};
+    doc.set("locked", true);
+    doc.set("host", c.host);
+    doc.set("uuid", c.uuid);
+    doc.set("pid", c.pid);
+    doc.set("ts_created", DateTime{c.now_ms});
+    doc.set("ts_expire", DateTime{c.expire_ms});
+    doc.set("fence", fence + 1);
+    store(db, collection, id, doc, what);
+    txn.commit();
+    return LockDoc::from_document(doc);
+  });
+}
+
+std::int64_t SqliteStorage::bump_epoch(const std::string& collection, const std::string& key) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  const std::string fences = collection + ".fences";
+  return call("bump_epoch", [&](sqlite3* db) {
+    const std::string what = "epoch of " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, fences, id, what);
+    std::int64_t epoch = 0;
+    if (cur && cur->has("epoch")) {
+      auto n = numeric(*cur, "epoch");
+      if (!n) throw StorageError(what + ": stored epoch is not a number", 14);
+      epoch = *n;
+    }
+    if (epoch == std::numeric_limits<std::int64_t>::max())
+      throw StorageError(what + ": increment would overflow a 64-bit integer");
+    Document doc = cur ? *cur : Document{{"_id", key}};
+    doc.set("epoch", epoch + 1);
+    store(db, fences, id, doc, what);
+    txn.commit();
+    return epoch + 1;
+  });
+}
+
+bool SqliteStorage::set_fence(const std::string& collection, const std::string& key,
+                              const std::string& uuid, std::int64_t old_fence,
+                              std::int64_t new_fence) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("set_fence", [&](sqlite3* db) {
+    const std::string what = "set_fence " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur || !string_equals(*cur, "uuid", uuid) || numeric(*cur, "fence") != old_fence)
+      return false;
+    cur->set("fence", new_fence);
+    store(db, collection, id, *cur, what);
+    txn.commit();
+    return true;
+  });
+}
+
+bool SqliteStorage::renew(const std::string& collection, const std::string& key,
+                          const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                          std::int64_t expire_ms) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("renew", [&](sqlite3* db) {
+    const std::string what = "renew " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur) return false;
+    // {locked: true, uuid, ts_expire: {$gt: now}, fence (unless 0)}
+    const auto expire = cur->get_date("ts_expire");
+    if (cur->get_bool("locked") != std::optional<bool>(true) || !string_equals(*cur, "uuid", uuid) ||
+        !expire || expire->ms <= now_ms || (fence != 0 && numeric(*cur, "fence") != fence))
+      return false;
+    cur->set("ts_expire", DateTime{expire_ms});
+    store(db, collection, id, *cur, what);
+    txn.commit();
+    return true;
+  });
+}
+
+bool SqliteStorage::release(const std::string& collection, const std::string& key,
+                            const std::optional<std::string>& uuid, std::int64_t fence,
+                            std::int64_t now_ms, bool delete_document) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("release", [&](sqlite3* db) {
+    const std::string what = "release " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur) return false;
+    if (uuid) {
+      // Names the hold (uuid AND fence): a late release cannot free a newer hold.
+      if (!string_equals(*cur, "uuid", *uuid)) return false;
+      if (fence != 0 && numeric(*cur, "fence") != fence) return false;
+    }
+    if (delete_document) {
+      remove(db, collection, id, what);  // "<collection>.fences" is left alone
+    } else {
+      cur->set("locked", false);
+      cur->set("ts_expire", DateTime{now_ms});
+      store(db, collection, id, *cur, what);
+    }
+    txn.commit();
+    return true;
+  });
+}
+
+std::optional<LockDoc> SqliteStorage::read(const std::string& collection, const std::string& key) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("read", [&](sqlite3* db) -> std::optional<LockDoc> {
+    // One statement: a consistent snapshot without taking the write lock.
+    auto doc = load(db, collection, id, "read " + key);
+    if (!doc) return std::nullopt;
+    return LockDoc::from_document(*doc);
+  });
+}
+
+void SqliteStorage::put_document(const std::string& collection, const Document& doc) {
+  check_collection_name(collection);
+  const Value* idv = doc.get("_id");
+  if (idv == nullptr) throw InvalidArgument("document has no _id");
+  const std::string id = document_json::encode_value(*idv);
+  (void)document_json::encode(doc);  // InvalidArgument before the call
+  call("put_document", [&](sqlite3* db) {
+    Txn txn(db, "put_document");
+    store(db, collection, id, doc, "put_document");
+    txn.commit();
+    return true;
+  });
+}
+
+void SqliteStorage::put_status(const std::string& collection, const Document& doc) {
+  check_collection_name(collection);
+  const Value* idv = doc.get("_id");
+  if (idv == nullptr) throw InvalidArgument("status document has no _id");
+  const std::string id = document_json::encode_value(*idv);
+  (void)document_json::encode(doc);  // InvalidArgument before the call
+  std::optional<std::int64_t> ttl_s;
+  {
+    std::lock_guard<std::mutex> g(ttl_mu_);
+    auto it = status_ttl_s_.find(collection);
+    if (it != status_ttl_s_.end()) ttl_s = it->second;
+  }
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  call("put_status", [&](sqlite3* db) {
+    Txn txn(db, "put_status");
+    store(db, collection, id, doc, "put_status");
+    if (ttl_s && *ttl_s < (std::int64_t{1} << 40)) {
+      // What MongoDB's TTL monitor would have removed by now (expireAfterSeconds).
+      Stmt d(db, "DELETE FROM documents WHERE coll = ?1 AND ts IS NOT NULL AND ts < ?2",
+             "put_status (expired status)");
+      d.bind(1, collection).bind(2, now - *ttl_s * 1000);
+      d.step();
+    }
+    txn.commit();
+    return true;
+  });
+}
+
+std::vector<Document> SqliteStorage::list_status(const std::string& collection,
+                                                 const std::string& key) {
+  check_collection_name(collection);
+  if (!is_valid_utf8(key)) throw InvalidArgument("key is not valid UTF-8");
+  return call("list_status", [&](sqlite3* db) {
+    // Newest first; documents without a date timestamp last (as MongoDB sorts them).
+    Stmt q(db,
+           "SELECT doc FROM documents WHERE coll = ?1 AND key = ?2 ORDER BY ts DESC, id",
+           "list_status " + key);
+    q.bind(1, collection).bind(2, key);
+    std::vector<Document> out;
+    while (q.step()) out.push_back(document_json::decode(q.text(0), "status document"));
+    return out;
+  });
+}
+
+}  // namespace mongoelector
