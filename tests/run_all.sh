@@ -62,12 +62,16 @@ if [[ -n "$USER_URI" ]]; then
     env MONGOELECTOR_TEST_URI="$USER_URI" "${PYTEST[@]}" "$ROOT/tests/python"
 fi
 
+run_suite "fault suite (CI profile) on java" bash "$ROOT/tests/faults/run.sh" --profile ci
+
 # Bindings over the C ABI (each starts its own mongo-java-server unless a URI is given).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE/cargo-target}"
 run_suite "Go binding (go vet, go test -race)" bash "$ROOT/tests/bindings/run_go.sh" "$BUILD_DIR"
 run_suite "Rust binding (cargo test)" bash "$ROOT/tests/bindings/run_rust.sh" "$BUILD_DIR"
 run_suite "installed library consumers (pkg-config and CMake)" \
   bash "$ROOT/tests/consumer/run.sh" "$BUILD_DIR"
+# Its own build tree in the cache (tests/sanitize/run.sh); TSan and fuzzing are run by hand.
+run_suite "ASan+UBSan build: unit + integration on java" bash "$ROOT/tests/sanitize/run.sh" asan
 
 say "summary"
 for s in "${PASSED[@]}"; do echo "  ok      $s"; done

@@ -233,9 +233,14 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_current(mongoelector_lo
 /* ---- Elector ----------------------------------------------------------------------- */
 
 /* Elector callbacks run on the elector's own thread (or the thread calling
- * mongoelector_elector_poll/release/stop), never while a library lock is held: they may
- * call mongoelector_elector_stop() or _release() on the same elector, but must not free
- * it. user_data is the options' user_data. */
+ * mongoelector_elector_poll/release/stop), except on_leader_loss at a missed renew
+ * deadline, which runs on the library's deadline-timer thread (one per process, shared
+ * by every elector: keep it short) so that it fires on time while the elector's thread
+ * hangs in I/O. Never while a library lock is held: they may call
+ * mongoelector_elector_stop() or _release() on the same elector, but must not free it.
+ * allow_unsafe_server is refused for electors (MONGOELECTOR_ERR_INVALID_ARGUMENT): on a
+ * server whose findAndModify is not atomic, two nodes could lead with one token.
+ * user_data is the options' user_data. */
 typedef void (*mongoelector_callback_fn)(void *user_data);
 
 #define MONGOELECTOR_ELECTOR_OPTIONS_VERSION 1
@@ -248,7 +253,7 @@ typedef struct mongoelector_elector_options {
   mongoelector_callback_fn on_leader_loss; /* NULL: none */
   mongoelector_callback_fn on_loop;        /* NULL: none; after each poll */
   void *user_data;                         /* passed to the three callbacks */
-  int allow_unsafe_server;                 /* default 0 */
+  int allow_unsafe_server;                 /* must be 0 (kept for ABI compatibility) */
 } mongoelector_elector_options;
 
 MONGOELECTOR_API void mongoelector_elector_options_init(mongoelector_elector_options *options);
@@ -293,6 +298,60 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
                                                                       char **json_out);
 MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoelector_elector *elector,
                                                                          char **json_out);
+
+/* ---- Keep-alive lease -------------------------------------------------------------- */
+
+/* A lease holds a locker's lock and keeps it alive on the library's renewer thread (ONE
+ * thread per process renews every lease; threads do not grow with leases) until
+ * mongoelector_lease_free(). It renews about every ttl/3, retries a failed renewal every
+ * min(ttl/20, 250 ms), and declares the lease LOST on this host's monotonic clock at the
+ * renew deadline (lease end minus a margin, as the elector does: see README, "Keep-alive
+ * leases"), whether or not a renewal call is still hanging, so that the holder stops
+ * before anyone else can take the lock. Loss is final: a renewal that succeeds after it
+ * does not bring the lease back (that hold is released instead, fenced). A renewal that
+ * finds the lock taken by another declares the loss at once. */
+typedef struct mongoelector_lease mongoelector_lease;
+/* on_lost: runs once, on the library's deadline-timer thread, at the moment the lease is
+ * declared lost (its renew deadline passed without a successful renewal, or a renewal
+ * found the lock taken). Keep it short; it may call mongoelector_lease_lost/fence but not free. */
+typedef void (*mongoelector_lease_lost_fn)(void *user_data);
+
+#define MONGOELECTOR_LEASE_OPTIONS_VERSION 1
+typedef struct mongoelector_lease_options {
+  uint32_t version;                 /* MONGOELECTOR_LEASE_OPTIONS_VERSION */
+  int blocking;                     /* default 1: wait for the lock */
+  double timeout_seconds;           /* default -1 (none); blocking only */
+  double step_seconds;              /* default 0.25: retry interval while waiting */
+  mongoelector_lease_lost_fn on_lost; /* NULL: none */
+  void *user_data;
+} mongoelector_lease_options;
+
+/* Sets version and defaults. Any thread. */
+MONGOELECTOR_API void mongoelector_lease_options_init(mongoelector_lease_options *options);
+/* Acquires `locker`'s lock (as mongoelector_locker_acquire: LOCK_EXISTS when not blocking
+ * and held, TIMEOUT, CANCELLED through mongoelector_locker_cancel) and keeps it alive
+ * until mongoelector_lease_free. One live lease per locker (else INVALID_ARGUMENT). The
+ * locker must outlive the lease. `options` may be NULL (defaults). *out is owned by the
+ * caller: mongoelector_lease_free(). While the lease lives, do not acquire, release or
+ * touch through the locker yourself (fence, uuid, current, locked and owned are fine).
+ * Any thread; a lease may be queried from several threads. */
+MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire(mongoelector_locker *locker,
+                                                                const mongoelector_lease_options *options,
+                                                                mongoelector_lease **out);
+/* The fencing token of the lease's hold (unchanged by renewals; still readable after
+ * loss). Local, any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_lease_fence(mongoelector_lease *lease, int64_t *out);
+/* *out = 1 once the lease is lost (never goes back to 0). Local, any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_lease_lost(mongoelector_lease *lease, int *out);
+/* Waits until the lease is lost or timeout_seconds pass (< 0: forever); *lost_out = 1 if lost.
+ * Any thread; several threads may wait at once. Must not be called from on_lost. */
+MONGOELECTOR_API mongoelector_status mongoelector_lease_wait_lost(mongoelector_lease *lease,
+                                                                  double timeout_seconds,
+                                                                  int *lost_out);
+/* Stops keeping it alive and releases the lock (fenced; a lost lease is not released). NULL ok.
+ * Waits for a renewal or on_lost call of this lease that is running on another thread;
+ * must not be called from on_lost nor while another thread is inside a call on it. */
+MONGOELECTOR_API void mongoelector_lease_free(mongoelector_lease *lease);
 
 #ifdef __cplusplus
 }
