@@ -3,9 +3,10 @@
 //
 // Timing (T = ttl):
 //  * Leader renews every T/3 (one round trip); after a failed renewal it retries every
-//    min(T/20, 250 ms) for as long as a call started now ends before the RENEW DEADLINE
-//    (Storage::call_bound_ms), so a server pause shorter than about
-//    T - (T/3 + margin) never costs leadership. The renew deadline is
+//    min(T/20, 250 ms) until the RENEW DEADLINE itself (a call may still be running
+//    then: the deadline timer announces the loss on time regardless, and a renewal that
+//    lands late only extends a hold that is still this node's), so a server pause
+//    shorter than about T - (T/3 + margin) never costs leadership. The renew deadline is
 //    lease_start + T - margin, margin = max(T/10, 2*clock uncertainty + 50 ms), on the
 //    host's monotonic clock, where lease_start is when the last successful write was
 //    SENT. Claimants compare with the earliest the server's clock can read, so the margin
