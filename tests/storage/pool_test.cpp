@@ -157,5 +157,33 @@ TEST(SharedClient, FullPoolFailsWithinTheCallBudget) {
   EXPECT_TRUE(recovered);
 }
 
+// Hole 3 of issue #7: every write that decides a hold or a token goes out with
+// writeConcern {w: "majority"}, whatever the URI says (seen on the wire).
+TEST(WriteConcern, LockAndFenceWritesAskForMajority) {
+  REQUIRE_TEST_SERVER();
+  ProxiedServer server;
+  ASSERT_TRUE(server.proxy);
+  auto client = MongoClient::open(server.uri("w=1"), test_database());
+  MongoStorage s(client, 1500);
+  const auto count = [&](const std::string& needle) {
+    const std::string wire = server.proxy->sent();
+    std::size_t n = 0;
+    for (auto at = wire.find(needle); at != std::string::npos; at = wire.find(needle, at + 1)) ++n;
+    return n;
+  };
+  LockClaim claim{"wc", "u1", "h", 1, 1000, 100000};
+  auto doc = s.claim("wclocks", claim, false);
+  ASSERT_TRUE(doc.has_value());
+  s.bump_epoch("wclocks", "wc");
+  s.set_fence("wclocks", "wc", "u1", doc->fence, std::int64_t{1} << 32);
+  s.renew("wclocks", "wc", "u1", std::int64_t{1} << 32, 1000, 200000);
+  s.release("wclocks", "wc", std::string("u1"), std::int64_t{1} << 32, 2000, false);
+  s.claim("wclocks", LockClaim{"wc", "u2", "h", 1, 3000, 100000}, false);
+  s.release("wclocks", "wc", std::string("u2"), 0, 4000, true);  // delete
+  // claim x2, bump_epoch, set_fence, renew, release, delete: 7 writes, each with majority.
+  EXPECT_EQ(count("majority"), 7u);
+  EXPECT_EQ(count("writeConcern"), 7u);
+}
+
 }  // namespace
 }  // namespace mongoelector::storage_test

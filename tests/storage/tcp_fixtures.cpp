@@ -77,10 +77,14 @@ FreezableProxy::~FreezableProxy() {
   ::close(listen_fd_);
 }
 
-bool FreezableProxy::pump(int from, int to) {
+bool FreezableProxy::pump(int from, int to, bool to_server) {
   char buf[16384];
   ssize_t n = ::recv(from, buf, sizeof buf, 0);
   if (n <= 0) return false;
+  if (to_server) {
+    std::lock_guard<std::mutex> g(sent_mu_);
+    sent_.append(buf, static_cast<size_t>(n));
+  }
   for (ssize_t off = 0; off < n;) {
     ssize_t w = ::send(to, buf + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
     if (w <= 0) return false;
@@ -121,9 +125,9 @@ void FreezableProxy::run() {
       const pollfd& c = fds[1 + 2 * i];
       const pollfd& s = fds[2 + 2 * i];
       bool ok = true;
-      if (c.revents & (POLLIN | POLLHUP | POLLERR)) ok = pump(pairs_[i].client, pairs_[i].server);
+      if (c.revents & (POLLIN | POLLHUP | POLLERR)) ok = pump(pairs_[i].client, pairs_[i].server, true);
       if (ok && (s.revents & (POLLIN | POLLHUP | POLLERR))) {
-        ok = pump(pairs_[i].server, pairs_[i].client);
+        ok = pump(pairs_[i].server, pairs_[i].client, false);
       }
       if (ok) {
         alive.push_back(pairs_[i]);

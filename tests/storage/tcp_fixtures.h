@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +44,11 @@ class FreezableProxy {
 
   int port() const { return port_; }
   void set_frozen(bool frozen) { frozen_.store(frozen); }
+  // Every byte clients sent to the server so far (the wire format of their commands).
+  std::string sent() {
+    std::lock_guard<std::mutex> g(sent_mu_);
+    return sent_;
+  }
 
  private:
   struct Pair {
@@ -50,7 +56,7 @@ class FreezableProxy {
     int server = -1;
   };
   void run();
-  bool pump(int from, int to);  // false when `from` closed or failed
+  bool pump(int from, int to, bool to_server);  // false when `from` closed or failed
 
   std::string host_;
   int target_port_;
@@ -59,6 +65,8 @@ class FreezableProxy {
   std::atomic<bool> frozen_{false};
   std::atomic<bool> stop_{false};
   std::vector<Pair> pairs_;  // only touched by the proxy thread
+  std::mutex sent_mu_;
+  std::string sent_;
   std::thread thread_;
 };
 
