@@ -110,3 +110,20 @@ func mongoelectorGoLog(level C.mongoelector_log_level, msg *C.char) {
 	}()
 	(*h)(LogLevel(level), C.GoString(msg))
 }
+
+// leaseLost is what a lease's handle refers to: the cancel of its Context.
+type leaseLost struct {
+	once   sync.Once
+	cancel func()
+}
+
+//export mongoelectorGoOnLeaseLost
+func mongoelectorGoOnLeaseLost(ud unsafe.Pointer) {
+	ll := cgo.Handle(uintptr(ud)).Value().(*leaseLost)
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "mongoelector: on_lost panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	ll.once.Do(ll.cancel)
+}

@@ -43,6 +43,9 @@ type Locker struct {
 	ptr    *C.mongoelector_locker
 	client *Client
 	key    string
+
+	leaseMu sync.Mutex
+	lease   *Lease // the live lease (Hold), closed before the locker
 }
 
 // NewLocker creates a locker for key (non-empty UTF-8, at most 1024 bytes). It ensures
@@ -331,6 +334,12 @@ func (l *Locker) Current() (*LockInfo, error) {
 // not release a held lock (that expires at its TTL): call Release first. Idempotent
 // and safe for concurrent use.
 func (l *Locker) Close() error {
+	l.leaseMu.Lock()
+	lease := l.lease
+	l.leaseMu.Unlock()
+	if lease != nil {
+		lease.Close() // the C locker must outlive its lease
+	}
 	if !l.g.markClosed() {
 		return nil
 	}

@@ -46,6 +46,8 @@ struct mongoelector_locker {
   std::mutex mu;
   // Set by mongoelector_locker_cancel(); consumed by the next blocking acquire.
   std::atomic<bool> cancel_requested{false};
+  // A live mongoelector_lease keeps this locker's lock alive (one at a time: lease.cpp).
+  std::atomic<bool> has_lease{false};
 };
 
 struct mongoelector_elector {

@@ -89,6 +89,11 @@ Elector::~Elector() {
     deadline_task_ = 0;
   }
   if (task) clock_->timer().cancel(task, /*wait=*/true);
+  // A task that already began (its id cleared by on_deadline itself, or replaced by a
+  // newer term's) may still be announcing a loss on the timer thread: it uses this
+  // object until it returns.
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [this] { return deadline_tasks_running_ == 0; });
 }
 
 void Elector::start() {
@@ -193,6 +198,25 @@ void Elector::cancel_deadline_locked() {
 }
 
 void Elector::on_deadline(std::uint64_t term) {
+  // Counted while it runs: ~Elector waits for every task that began (see there).
+  struct Running {
+    Elector* e;
+    explicit Running(Elector* el) : e(el) {
+      std::lock_guard<std::mutex> g(e->mu_);
+      ++e->deadline_tasks_running_;
+    }
+    ~Running() {
+      {
+        std::lock_guard<std::mutex> g(e->mu_);
+        --e->deadline_tasks_running_;
+      }
+      e->cv_.notify_all();
+    }
+  } running(this);
+  announce_deadline(term);
+}
+
+void Elector::announce_deadline(std::uint64_t term) {
   std::int64_t fence;
   {
     std::lock_guard<std::mutex> g(mu_);

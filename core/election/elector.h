@@ -145,6 +145,7 @@ class Elector {
   // poll() strands the locker's hold after announcing the loss.
   bool end_term();
   void on_deadline(std::uint64_t term);  // deadline timer task
+  void announce_deadline(std::uint64_t term);
   void schedule_deadline_locked(std::int64_t deadline);
   void cancel_deadline_locked();
   std::optional<std::int64_t> renew_deadline_locked() const;  // mu_ held
@@ -177,6 +178,7 @@ class Elector {
   std::int64_t term_margin_ms_ = 0;
   DeadlineTimer::Id deadline_task_ = 0;
   bool loss_in_progress_ = false;  // the timer is announcing a loss: no new term yet
+  int deadline_tasks_running_ = 0;  // on_deadline calls under way (~Elector waits)
   bool leader_exists_ = false;
   bool stop_requested_ = false;
   bool running_ = false;

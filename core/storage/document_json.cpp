@@ -303,7 +303,10 @@ class Reader {
       // {"$date": {"$numberLong": "ms"}} arrives here already reduced to an int64.
       if (const std::int64_t* ms = std::get_if<std::int64_t>(&*v)) return Parsed{Value{DateTime{*ms}}};
       if (const double* d = std::get_if<double>(&*v)) {
-        if (std::isfinite(*d)) return Parsed{Value{DateTime{static_cast<std::int64_t>(*d)}}};
+        // [-2^63, 2^63): the doubles an int64 can hold (converting any other is undefined).
+        if (*d >= -9223372036854775808.0 && *d < 9223372036854775808.0)
+          return Parsed{Value{DateTime{static_cast<std::int64_t>(*d)}}};
+        fail("$date out of range");
       }
       return Parsed{};  // ISO-8601 strings are not written by us: skipped
     }

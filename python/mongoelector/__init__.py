@@ -8,7 +8,9 @@ election loop that does not compete for the GIL.
 
 from .client import Client
 from .elector import MongoLeaderElector
-from .errors import MongoElectorError, StorageError, StorageUnavailable, UnsafeServerError
+from .errors import (LeaseLost, MongoElectorError, StorageError, StorageUnavailable,
+                     UnsafeServerError)
+from .lease import Lease, lease
 from .locker import AcquireTimeout, LockExists, MongoLocker, TimeOffsetError
 
 __version__ = "1.1.0"
@@ -24,5 +26,8 @@ __all__ = [
     "UnsafeServerError",
     "StorageUnavailable",
     "StorageError",
+    "lease",
+    "Lease",
+    "LeaseLost",
     "__version__",
 ]

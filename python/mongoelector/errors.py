@@ -17,6 +17,7 @@ __all__ = [
     "UnsafeServerError",
     "StorageUnavailable",
     "StorageError",
+    "LeaseLost",
 ]
 
 
@@ -61,3 +62,10 @@ class StorageUnavailable(MongoElectorError, ConnectionFailure):
 
 class StorageError(MongoElectorError, OperationFailure):
     """URI transport: the server answered with an error (``code`` is the server's)."""
+
+
+class LeaseLost(MongoElectorError):
+    """A keep-alive lease (``mongoelector.lease``) was lost: its renew deadline passed
+    without a successful renewal (server unreachable, frozen or slow), or the lock was
+    taken. The holder must stop acting on the lock; another node may take it over once
+    the lease expires. Raised by ``lease.check()`` and on leaving the ``with`` block."""

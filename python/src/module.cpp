@@ -10,6 +10,8 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <cmath>
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <condition_variable>
@@ -22,6 +24,7 @@
 #include "election/elector.h"
 #include "errors.h"
 #include "gil.h"
+#include "lease/lease.h"
 #include "locker.h"
 #include "log.h"
 #include "log_bridge.h"
@@ -302,6 +305,48 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
 
 }  // namespace
 
+// A keep-alive lease (core/lease) for Python. Closing may wait for a renewal in flight,
+// which may need the GIL (PyMongoStorage): the GIL is always released around it.
+struct PyLease {
+  std::unique_ptr<me::KeepAliveLease> lease;
+
+  PyLease(std::shared_ptr<me::Locker> locker, bool blocking, std::optional<double> timeout,
+          double step, py::object on_lost) {
+    me::KeepAliveOptions o;
+    o.blocking = blocking;
+    o.timeout_s = timeout;
+    o.step_s = step;
+    if (blocking) o.cancel = check_signals;  // Ctrl-C ends the wait
+    if (!on_lost.is_none()) {
+      // Runs on the deadline-timer thread: takes the GIL only to call `on_lost` (an
+      // Event's set), never once the interpreter is finalizing.
+      SharedPyObject cb(std::move(on_lost));
+      o.on_lost = [cb] {
+        if (interpreter_finalizing()) return;
+        py::gil_scoped_acquire gil;
+        if (interpreter_finalizing()) return;
+        try {
+          cb.get()();
+        } catch (py::error_already_set& e) {
+          e.discard_as_unraisable("mongoelector lease on_lost");
+        }
+      };
+    }
+    py::gil_scoped_release nogil;
+    lease = me::KeepAliveLease::acquire(std::move(locker), std::move(o));
+  }
+  ~PyLease() { close(); }
+  void close() {
+    if (!lease) return;
+    if (PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      lease->close();
+    } else {
+      lease->close();
+    }
+  }
+};
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "Native core of mongoelector (private: use the mongoelector package).";
   py::register_exception_translator(translate);
@@ -459,6 +504,25 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("key", [](me::Locker& l) { return l.key(); })
       .def_property_readonly("collection", [](me::Locker& l) { return l.options().collection; })
       .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); });
+
+  // --------------------------------------------------------------- lease -----
+  py::class_<PyLease>(m, "KeepAliveLease")
+      .def(py::init<std::shared_ptr<me::Locker>, bool, std::optional<double>, double, py::object>(),
+           py::arg("locker"), py::arg("blocking") = true, py::arg("timeout") = py::none(),
+           py::arg("step") = 0.25, py::arg("on_lost") = py::none(),
+           "Acquires the locker's lock and keeps it alive on the process's renewer thread.")
+      .def_property_readonly("fence", [](PyLease& l) { return l.lease->fence(); })
+      .def_property_readonly("lost", [](PyLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
+      .def_property_readonly("lost_reason",
+                             [](PyLease& l) { return nogil<std::string>([&] { return l.lease->lost_reason(); }); })
+      .def("wait_lost",
+           [](PyLease& l, std::optional<double> timeout) {
+             std::optional<std::int64_t> ms;
+             if (timeout) ms = static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout) * 1000.0));
+             return nogil<bool>([&] { return l.lease->wait_lost(ms); });
+           },
+           py::arg("timeout") = py::none())
+      .def("close", &PyLease::close, "Stops renewing; releases the lock (fenced) unless lost.");
 
   // ------------------------------------------------------------- elector -----
   py::class_<PyElector>(m, "Elector")

@@ -99,7 +99,9 @@ TEST(DocumentJson, MalformedTextIsAStorageErrorNeverACrash) {
         "{\"a\":tru}", "{\"a\":\"\\x\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}",
         "{\"a\":\"\xff\"}", "{\"a\":\"unterminated}", "{\"a\":{\"$numberLong\":\"x\"}}",
         "{\"a\":{\"$numberLong\":5}}", "{\"a\":{\"$numberDouble\":\"one\"}}", "{\"a\":-}",
-        "{\"a\":1.}", "{\"a\":\"\x01\"}"}) {
+        "{\"a\":1.}", "{\"a\":\"\x01\"}",
+        // Found by tests/fuzz: a $date beyond int64 milliseconds (was undefined behaviour).
+        "{\"t\":{\"$date\":1700000000700000000000}}", "{\"t\":{\"$date\":-1e300}}"}) {
     EXPECT_THROW(dj::decode(bad), StorageError) << bad;
   }
   std::string deep(200, '[');

@@ -49,6 +49,10 @@ pub struct mongoelector_locker {
 pub struct mongoelector_elector {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub struct mongoelector_lease {
+    _private: [u8; 0],
+}
 
 pub type mongoelector_log_fn = Option<
     unsafe extern "C" fn(
@@ -96,6 +100,21 @@ pub struct mongoelector_elector_options {
     pub on_loop: mongoelector_callback_fn,
     pub user_data: *mut c_void,
     pub allow_unsafe_server: c_int,
+}
+
+/// Runs once, on the library's deadline-timer thread, when the lease is declared lost.
+pub type mongoelector_lease_lost_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+pub const MONGOELECTOR_LEASE_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_lease_options {
+    pub version: u32,
+    pub blocking: c_int,
+    pub timeout_seconds: c_double,
+    pub step_seconds: c_double,
+    pub on_lost: mongoelector_lease_lost_fn,
+    pub user_data: *mut c_void,
 }
 
 extern "C" {
@@ -221,4 +240,22 @@ extern "C" {
         elector: *mut mongoelector_elector,
         json_out: *mut *mut c_char,
     ) -> mongoelector_status;
+
+    // ---- Keep-alive lease
+    pub fn mongoelector_lease_options_init(options: *mut mongoelector_lease_options);
+    pub fn mongoelector_lease_acquire(
+        locker: *mut mongoelector_locker,
+        options: *const mongoelector_lease_options,
+        out: *mut *mut mongoelector_lease,
+    ) -> mongoelector_status;
+    pub fn mongoelector_lease_fence(lease: *mut mongoelector_lease, out: *mut i64)
+        -> mongoelector_status;
+    pub fn mongoelector_lease_lost(lease: *mut mongoelector_lease, out: *mut c_int)
+        -> mongoelector_status;
+    pub fn mongoelector_lease_wait_lost(
+        lease: *mut mongoelector_lease,
+        timeout_seconds: c_double,
+        lost_out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_lease_free(lease: *mut mongoelector_lease);
 }

@@ -144,9 +144,22 @@ fn detects_a_changed_struct() {
     );
     assert_caught(
         "an added field",
-        "  int allow_unsafe_server;                 /* default 0 */",
-        "  int allow_unsafe_server;\n  int new_field;",
+        // (only the declaration: its comment may change)
+        "  int allow_unsafe_server;                 /*",
+        "  int allow_unsafe_server;\n  int new_field; /*",
         &["mongoelector_elector_options"],
+    );
+    assert_caught(
+        "a changed field of the lease options",
+        "  double step_seconds;              /* default 0.25",
+        "  float step_seconds;              /* default 0.25",
+        &["mongoelector_lease_options"],
+    );
+    assert_caught(
+        "a changed lease callback type",
+        "typedef void (*mongoelector_lease_lost_fn)(void *user_data);",
+        "typedef int (*mongoelector_lease_lost_fn)(void *user_data);",
+        &["mongoelector_lease_lost_fn"],
     );
     assert_caught(
         "a changed array size",

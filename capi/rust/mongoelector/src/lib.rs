@@ -17,12 +17,14 @@
 mod client;
 mod elector;
 mod error;
+mod lease;
 mod locker;
 mod log;
 
 pub use client::Client;
 pub use elector::{Elector, ElectorBuilder};
 pub use error::{Error, Result};
+pub use lease::LeaseGuard;
 pub use locker::{AcquireOptions, CancelHandle, LockInfo, Locker, LockerOptions};
 pub use log::{set_log_handler, LogHandler, LogLevel};
 pub use mongoelector_sys as sys;
@@ -50,6 +52,7 @@ mod tests {
         assert_send_sync::<Locker>();
         assert_send_sync::<CancelHandle>();
         assert_send_sync::<Elector>();
+        assert_send_sync::<LeaseGuard>();
         assert_send_sync::<Error>();
     }
 

@@ -93,7 +93,7 @@ pub struct LockInfo {
 }
 
 pub(crate) struct LockerInner {
-    ptr: *mut sys::mongoelector_locker,
+    pub(crate) ptr: *mut sys::mongoelector_locker,
     _client: Arc<ClientInner>,
 }
 
@@ -112,7 +112,7 @@ impl Drop for LockerInner {
 /// scoped threads. Dropping it frees the handle but does NOT release a held lock (it
 /// expires at its ttl): call [`Locker::release`] first.
 pub struct Locker {
-    inner: Arc<LockerInner>,
+    pub(crate) inner: Arc<LockerInner>,
     key: String,
 }
 

@@ -1,0 +1,95 @@
+//! Keep-alive leases: a held lock renewed by the library until the guard is dropped.
+use crate::error::{check, Result};
+use crate::locker::{Locker, LockerInner};
+use mongoelector_sys as sys;
+use std::os::raw::c_int;
+use std::ptr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A lock kept alive by the library's renewer thread (one per process) until dropped.
+///
+/// The lease renews about every ttl/3 and is declared LOST on this host's monotonic clock
+/// at its renew deadline (lease end minus a margin, before anyone else can take the
+/// lock), whether or not a renewal call is still hanging, or as soon as a renewal finds
+/// the lock taken. Loss is final. Check [`LeaseGuard::is_lost`] (or pass
+/// [`LeaseGuard::fence`] to the resource) before acting on the lock.
+///
+/// Dropping the guard stops the renewals and releases the lock (fenced); a lost lease is
+/// not released. `Send + Sync`: query it from any thread.
+pub struct LeaseGuard {
+    ptr: *mut sys::mongoelector_lease,
+    // The C locker must outlive the lease: the guard keeps it alive.
+    _locker: Arc<LockerInner>,
+}
+
+// The header: fence, lost and wait_lost may be called from any thread at once; free
+// (Drop) runs with no other call in flight (it takes the guard by value).
+unsafe impl Send for LeaseGuard {}
+unsafe impl Sync for LeaseGuard {}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        unsafe { sys::mongoelector_lease_free(self.ptr) }
+    }
+}
+
+impl LeaseGuard {
+    /// The fencing token of the lease's hold.
+    pub fn fence(&self) -> i64 {
+        let mut out = 0i64;
+        // Cannot fail on a live handle with a valid out pointer.
+        let _ = unsafe { sys::mongoelector_lease_fence(self.ptr, &mut out) };
+        out
+    }
+
+    /// True once the lease is lost (never goes back to false).
+    pub fn is_lost(&self) -> bool {
+        let mut out: c_int = 0;
+        let _ = unsafe { sys::mongoelector_lease_lost(self.ptr, &mut out) };
+        out != 0
+    }
+
+    /// Blocks until the lease is lost (true) or `timeout` passes (false); None waits forever.
+    pub fn wait_lost(&self, timeout: Option<Duration>) -> Result<bool> {
+        let mut out: c_int = 0;
+        let t = timeout.map_or(-1.0, |d| d.as_secs_f64());
+        check(unsafe { sys::mongoelector_lease_wait_lost(self.ptr, t, &mut out) })?;
+        Ok(out != 0)
+    }
+}
+
+impl Locker {
+    /// Waits for the lock (at most `timeout`; None: forever; `Error::Timeout` after it)
+    /// and keeps it alive until the returned guard is dropped. One live lease per locker
+    /// (`Error::InvalidArgument` otherwise); [`crate::CancelHandle`] cancels the wait.
+    pub fn hold(&self, timeout: Option<Duration>) -> Result<LeaseGuard> {
+        let mut o = lease_options();
+        o.timeout_seconds = timeout.map_or(-1.0, |t| t.as_secs_f64());
+        self.hold_c(&o)
+    }
+
+    /// One attempt (`Error::LockHeld` when held), then kept alive as [`Locker::hold`].
+    pub fn try_hold(&self) -> Result<LeaseGuard> {
+        let mut o = lease_options();
+        o.blocking = 0;
+        self.hold_c(&o)
+    }
+
+    fn hold_c(&self, o: &sys::mongoelector_lease_options) -> Result<LeaseGuard> {
+        let mut p = ptr::null_mut();
+        check(unsafe { sys::mongoelector_lease_acquire(self.inner.ptr, o, &mut p) })?;
+        Ok(LeaseGuard {
+            ptr: p,
+            _locker: self.inner.clone(),
+        })
+    }
+}
+
+fn lease_options() -> sys::mongoelector_lease_options {
+    let mut o = std::mem::MaybeUninit::<sys::mongoelector_lease_options>::zeroed();
+    unsafe {
+        sys::mongoelector_lease_options_init(o.as_mut_ptr());
+        o.assume_init()
+    }
+}

@@ -1,0 +1,84 @@
+// Keep-alive leases: a held lock renewed in the background until closed, with loss
+// announced on the holder's own clock (README, "Keep-alive leases").
+//
+// Rules (invariant numbers from the protocol notes):
+//  * Renewals run on a Renewer (keepalive.h: a fixed pool per process) about every ttl/3
+//    after the last successful renewal was SENT; a failed renewal is retried every
+//    min(ttl/20, 250 ms) for as long as the renew deadline has not passed.
+//  * The renew deadline is the elector's: lease end - margin, lease end = send of the last
+//    successful write + ttl (host mono), margin = max(ttl/10, 2 * clock uncertainty +
+//    50 ms). At the deadline a task on the clock's deadline timer (one process-wide
+//    thread) declares the lease LOST, whatever a renewal call is doing (invariant 3:
+//    step-down before takeover, as no claimant can take the lock before the lease end).
+//  * A renewal that finds the lock no longer ours (taken, released behind our back, a jump
+//    of the server's clock) declares the loss at once, through the same timer thread.
+//  * Loss is final. The locker's hold is stranded at loss; if a renewal started before it
+//    lands afterwards, or the server answers again, the renewer releases that hold,
+//    fenced (uuid AND fence), instead of taking it back: a lost lease never resurrects.
+//  * close() stops the renewals and releases the lock (fenced) unless the lease was lost.
+//  * on_lost runs exactly once, on the deadline-timer thread, never under a library lock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "../locker.h"
+#include "keepalive.h"
+
+namespace mongoelector {
+
+struct KeepAliveOptions {
+  bool blocking = true;
+  std::optional<double> timeout_s;  // blocking only; none: wait forever
+  double step_s = 0.25;             // retry interval while waiting for the lock
+  CancelFn cancel;                  // abandons a blocking wait (Cancelled)
+  std::function<void()> on_lost;    // deadline-timer thread; exceptions are logged
+};
+
+// The renew deadline's margin, shared with the elector's rule (election/elector.h):
+// max(ttl/10, 2 * uncertainty + 50 ms).
+std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms);
+
+class KeepAliveLease {
+ public:
+  // Acquires `locker`'s lock (Locker::acquire: LockExists, AcquireTimeout, Cancelled, ...)
+  // and keeps it alive on `renewer` (default: the process-wide one) until close(). The
+  // renewer's clock must be the locker's. While the lease lives, the locker must not be
+  // acquired, released or touched by anyone else.
+  static std::unique_ptr<KeepAliveLease> acquire(std::shared_ptr<Locker> locker,
+                                                 KeepAliveOptions options = {},
+                                                 Renewer* renewer = nullptr);
+  // Keeps alive the hold `locker` has now (InvalidArgument if none; StorageUnavailable,
+  // after releasing it, if its renew deadline has already passed).
+  KeepAliveLease(std::shared_ptr<Locker> locker, std::function<void()> on_lost,
+                 Renewer* renewer = nullptr);
+  // close(). Must not run inside on_lost.
+  ~KeepAliveLease();
+  KeepAliveLease(const KeepAliveLease&) = delete;
+  KeepAliveLease& operator=(const KeepAliveLease&) = delete;
+
+  std::int64_t fence() const;  // the hold's token (kept after loss)
+  bool lost() const;
+  // Why the lease was lost ("" while it is not).
+  std::string lost_reason() const;
+  // Blocks until lost or `timeout_ms` pass (nullopt: forever). True if lost.
+  bool wait_lost(std::optional<std::int64_t> timeout_ms);
+  // Host mono ms of the current renew deadline, and of the next renewal (tests).
+  std::int64_t renew_deadline_mono() const;
+  // Stops renewing; waits for a running renewal or on_lost; releases the lock (fenced)
+  // unless lost. Idempotent. A failed release is logged, not thrown (the hold is then
+  // stranded in the locker: its next acquire releases it first, or it expires).
+  void close();
+  const std::shared_ptr<Locker>& locker() const;
+
+  class State;
+
+ private:
+  std::shared_ptr<State> state_;
+  Renewer* renewer_;
+};
+
+}  // namespace mongoelector

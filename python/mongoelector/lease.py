@@ -1,0 +1,107 @@
+"""Keep-alive leases: a lock renewed by the native core until the ``with`` block ends.
+
+::
+
+    with mongoelector.lease(db, "nightly-report", ttl=30, timeout=10) as lease:
+        for batch in work:
+            lease.check()                   # raises LeaseLost once the lease is lost
+            write(batch, fence=lease.fence)
+
+The lease is renewed about every ttl/3 by one native renewer thread per process (no
+Python thread, no GIL while waiting). It is declared LOST on this host's monotonic clock
+at its renew deadline (lease end minus max(ttl/10, 2 x clock uncertainty + 50 ms), so
+before anyone else can take the lock) whether or not a renewal call still hangs, or as
+soon as a renewal finds the lock taken. Loss is final: ``lease.lost`` (a
+``threading.Event``) is set, ``lease.check()`` raises ``LeaseLost``, and leaving the
+``with`` block raises ``LeaseLost`` too (unless the block already raised). Leaving the
+block releases the lock (fenced); a lost lease is not released.
+"""
+
+import threading
+
+from . import _native
+from .errors import LeaseLost
+from .locker import MongoLocker
+
+__all__ = ["Lease", "lease", "LeaseLost"]
+
+
+class Lease:
+    """A lock on ``key`` kept alive until :meth:`release` (or the end of a ``with``).
+
+    ``db`` is what ``MongoLocker`` takes: a pymongo ``Database``, a ``mongodb://`` URI, a
+    ``sqlite:///path`` URI or a ``mongoelector.Client``. ``timeout`` bounds the wait for
+    the lock (``AcquireTimeout``; None waits forever); ``blocking=False`` makes one
+    attempt (``LockExists``). Other keyword arguments go to ``MongoLocker``.
+    """
+
+    def __init__(self, db, key, *, ttl=30, timeout=None, blocking=True, step=0.25, **locker_kwargs):
+        if not blocking and timeout is not None:
+            raise ValueError("Cannot set timeout if blocking is False")
+        self.key = key
+        self.ttl = ttl
+        self.locker = MongoLocker(key, db, ttl=ttl, **locker_kwargs)
+        #: Set (from a native thread) the moment the lease is lost.
+        self.lost = threading.Event()
+        self._timeout = timeout
+        self._blocking = blocking
+        self._step = step
+        self._native = None
+
+    def acquire(self):
+        """Waits for the lock and starts keeping it alive. Returns the fencing token."""
+        if self._native is not None:
+            raise RuntimeError("this lease is already held; use a new Lease")
+        self._native = _native.KeepAliveLease(
+            self.locker._core, self._blocking,
+            None if self._timeout is None else float(self._timeout), float(self._step),
+            self.lost.set)
+        return self._native.fence
+
+    @property
+    def fence(self):
+        """The fencing token of the hold (None before acquire): pass it with every write
+        the lock guards."""
+        return None if self._native is None else self._native.fence
+
+    @property
+    def reason(self):
+        """Why the lease was lost ("" while it is not)."""
+        return "" if self._native is None else self._native.lost_reason
+
+    def check(self):
+        """Raises ``LeaseLost`` if the lease is lost; call it before acting on the lock."""
+        if self.lost.is_set() or (self._native is not None and self._native.lost):
+            raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost: {self.reason}")
+
+    def wait_lost(self, timeout=None):
+        """Blocks until the lease is lost (True) or ``timeout`` seconds pass (False)."""
+        if self._native is None:
+            return False
+        return self._native.wait_lost(timeout)
+
+    def release(self):
+        """Stops keeping the lock alive and releases it (fenced; not if lost)."""
+        if self._native is not None:
+            self._native.close()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        lost = self.lost.is_set() or (self._native is not None and self._native.lost)
+        self.release()
+        if lost and exc_type is None:
+            raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost while the "
+                            f"block ran: {self.reason}")
+        return False
+
+    def __repr__(self):
+        state = "lost" if self.lost.is_set() else ("held" if self._native else "new")
+        return f"<Lease {self.key!r} fence={self.fence} {state}>"
+
+
+def lease(db, key, *, ttl=30, timeout=None, blocking=True, step=0.25, **locker_kwargs):
+    """``with mongoelector.lease(db, key, ttl=30, timeout=10) as lease:`` — see :class:`Lease`."""
+    return Lease(db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step, **locker_kwargs)
