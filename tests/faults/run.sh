@@ -5,7 +5,8 @@
 # Installs what it needs (faketime, the server launcher, the Python package), builds the
 # library and the native node, runs N electors (native + Python) under the nemesis and
 # prints one table per fault. Exits non-zero on any safety violation (and, in the long
-# profile, on liveness figures clearly off the goals).
+# profile, on liveness figures clearly off the goals). The long profile then runs each
+# fuzz target for a minute (tests/fuzz/run.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 FAULTS="$ROOT/tests/faults"
@@ -50,4 +51,11 @@ if need_py_install; then
 fi
 
 say "fault suite $*"
-exec "$PY" "$FAULTS/orchestrate.py" --native-node "$NODE" "$@"
+status=0
+"$PY" "$FAULTS/orchestrate.py" --native-node "$NODE" "$@" || status=$?
+# The long profile also fuzzes the inputs a server or a caller can send (issue #7):
+# each libFuzzer target for 60 s (FAULTS_FUZZ_SECONDS), tests/fuzz/run.sh.
+if [[ " $* " == *" --profile long "* || " $* " == *" --profile=long "* ]]; then
+  bash "$ROOT/tests/fuzz/run.sh" "${FAULTS_FUZZ_SECONDS:-60}" || status=1
+fi
+exit "$status"
