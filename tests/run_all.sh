@@ -43,6 +43,7 @@ if [[ -n "$USER_URI" ]]; then
   run_suite "integration suites on \$MONGOELECTOR_TEST_URI" \
     env MONGOELECTOR_TEST_URI="$USER_URI" "${CTEST[@]}" -L integration
 fi
+run_suite "mongoelector command (tests/cli: SQLite, then java)" bash "$ROOT/tests/cli/run.sh" "$BUILD_DIR"
 # Python: the package built by `pip install .[test]` into a virtualenv kept in the cache.
 PY_VENV="$CACHE/py-venv"
 install_python_package() {

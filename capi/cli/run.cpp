@@ -1,0 +1,455 @@
+// `mongoelector run` (a command under a keep-alive lease) and `mongoelector elect` (a
+// command while this node leads).
+#include "cli.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace cli {
+
+namespace {
+
+const char* kRunHelp =
+    "Usage: mongoelector run KEY [--uri URI] [--ttl S] [--wait] [--timeout S] [--grace S]\n"
+    "                        [--verbose] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD only while holding the lock KEY, keeps the lock's lease alive while CMD runs\n"
+    "(renewed about every ttl/3 by the library), and releases it when CMD exits.\n"
+    "\n"
+    "  --uri URI      where the locks live: mongodb://host:port/database or\n"
+    "                 sqlite:///absolute/path.db (default: $MONGOELECTOR_URI, else\n"
+    "                 sqlite://%s)\n"
+    "  --ttl S        lease length in seconds (default 30): if this process dies, the lock\n"
+    "                 is free again at most S seconds later\n"
+    "  --wait         wait for the lock while another process holds it (default: exit 75\n"
+    "                 at once)\n"
+    "  --timeout S    with --wait, give up after S seconds (exit 75); implies --wait\n"
+    "  --grace S      when the lease is lost, seconds between SIGTERM and SIGKILL to CMD\n"
+    "                 (default 5)\n"
+    "  --verbose      say on stderr when it waits, acquires and releases the lock\n"
+    "\n"
+    "CMD gets MONGOELECTOR_KEY (the key) and MONGOELECTOR_FENCE (the fencing token: strictly\n"
+    "greater than every token handed out before for KEY; pass it to the resource you\n"
+    "write and have it refuse tokens lower than the highest it has seen).\n"
+    "SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to CMD (signals the\n"
+    "terminal sends to the whole foreground group, such as Ctrl-C, reach CMD directly and\n"
+    "are not sent twice). If this process is killed, CMD gets SIGTERM.\n"
+    "\n"
+    "If the lease is LOST while CMD runs (the storage did not answer before the lease's\n"
+    "renew deadline, which comes before the lease can expire, or another process forced\n"
+    "the lock away), CMD gets SIGTERM at once, SIGKILL after --grace, and the exit status\n"
+    "is 70. CMD should exit promptly on SIGTERM: a grace longer than ttl/10 lets it run on\n"
+    "past the point where another holder may start.\n"
+    "\n"
+    "Exit status:\n"
+    "  CMD's own status, or 128+N if CMD was killed by signal N\n"
+    "  64   bad command line         69   storage unreachable or failing\n"
+    "  70   lease lost while CMD ran  75   lock held by another (no --wait, or --timeout)\n"
+    "  78   URI or storage unusable   126  CMD not executable   127  CMD not found\n"
+    "  128+N  interrupted by signal N while waiting for the lock\n"
+    "\n"
+    "Examples:\n"
+    "  mongoelector run nightly-report -- ./report.sh --since yesterday\n"
+    "  mongoelector run --wait --timeout 60 db-migration -- alembic upgrade head\n";
+
+const char* kElectHelp =
+    "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] -- CMD [ARGS...]\n"
+    "\n"
+    "Joins the election for KEY and runs CMD while this process leads. When leadership is\n"
+    "lost (the renew deadline passed without a renewal: this happens before any other node\n"
+    "can take over), CMD gets SIGTERM, then SIGKILL after --grace, and this process waits\n"
+    "to lead again, then starts CMD anew. If CMD exits by itself while leading, leadership\n"
+    "is released and this process exits with CMD's status (let your supervisor restart it).\n"
+    "\n"
+    "  --uri URI      mongodb://host:port/database or sqlite:///absolute/path.db (default:\n"
+    "                 $MONGOELECTOR_URI, else sqlite://%s)\n"
+    "  --ttl S        leadership lease in seconds (default 15): failover after a crash\n"
+    "                 takes about S seconds\n"
+    "  --grace S      seconds between SIGTERM and SIGKILL when CMD must stop (default 5)\n"
+    "\n"
+    "CMD gets MONGOELECTOR_KEY and MONGOELECTOR_FENCE (the leadership's fencing token).\n"
+    "SIGINT or SIGTERM (Ctrl-C) stops CMD (the signal is passed on; SIGKILL after --grace;\n"
+    "a second one kills at once), releases leadership and exits 0. SIGHUP is forwarded to\n"
+    "CMD. If this process is killed, CMD gets SIGTERM.\n"
+    "\n"
+    "Exit status:\n"
+    "  0    stopped by SIGINT/SIGTERM     CMD's status if CMD exited by itself while leading\n"
+    "  64   bad command line              69   storage unreachable or failing\n"
+    "  78   URI or storage unusable       126/127  CMD not executable / not found\n"
+    "\n"
+    "Example:\n"
+    "  mongoelector elect --ttl 10 scheduler -- ./scheduler --serve\n";
+
+}  // namespace
+
+void print_run_help() { printf(kRunHelp, default_state_path().c_str()); }
+void print_elect_help() { printf(kElectHelp, default_state_path().c_str()); }
+
+// ------------------------------------------------------------------ run -----------
+
+namespace {
+
+void on_lease_lost(void* user_data) {
+  // The library's timer thread: one byte into the main loop's pipe.
+  char c = 'L';
+  write_all_nb(*static_cast<int*>(user_data), &c, 1);
+}
+
+// Waits in mongoelector_lease_acquire on the calling thread while another thread watches
+// the signals: SIGINT/SIGTERM/SIGHUP cancel the wait.
+mongoelector_status acquire_interruptibly(mongoelector_locker* locker,
+                                          const mongoelector_lease_options& options, int sigfd,
+                                          mongoelector_lease** lease, int& interrupted_by) {
+  Pipe stop;
+  if (!stop.open()) return mongoelector_lease_acquire(locker, &options, lease);
+  std::atomic<int> sig{0};
+  std::thread watcher([&] {
+    for (;;) {
+      struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {stop.r, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+      if (fds[1].revents != 0) return;
+      std::vector<struct signalfd_siginfo> sigs;
+      read_signals(sigfd, sigs);
+      for (const auto& si : sigs) {
+        if (si.ssi_signo == SIGCHLD) continue;
+        sig = static_cast<int>(si.ssi_signo);
+        mongoelector_locker_cancel(locker);
+        return;
+      }
+    }
+  });
+  mongoelector_status st = mongoelector_lease_acquire(locker, &options, lease);
+  char c = 'x';
+  write_all_nb(stop.w, &c, 1);
+  watcher.join();
+  stop.close_both();
+  interrupted_by = sig;
+  return st;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv, int sigfd) {
+  Args a;
+  int ec = 0;
+  if (!parse_args("run", argc, argv, 2, {"uri", "ttl", "timeout", "grace"}, {"wait", "verbose"}, 1,
+                  true, a, ec))
+    return ec;
+  if (a.help) {
+    print_run_help();
+    return kExitOk;
+  }
+  if (a.positional.empty()) return usage_error("run", "missing KEY (the name of the lock)");
+  if (a.command.empty())
+    return usage_error("run", "missing the command to run: mongoelector run KEY [options] -- CMD [ARGS...]");
+  const std::string key = a.positional[0];
+  double ttl = 30, grace = 5, timeout = -1;
+  if (a.values.count("ttl") && !parse_seconds("run", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
+  if (a.values.count("grace") && !parse_seconds("run", "grace", a.values["grace"], true, grace))
+    return kExitUsage;
+  if (a.values.count("timeout") && !parse_seconds("run", "timeout", a.values["timeout"], true, timeout))
+    return kExitUsage;
+  const bool wait = a.flags.count("wait") || a.values.count("timeout");
+  const bool verbose = a.flags.count("verbose") != 0;
+  if (!check_command(a.command, ec)) return ec;  // before taking the lock for nothing
+
+  std::string uri;
+  if (!resolve_uri(a, uri, ec)) return ec;
+  ClientPtr client = open_client(uri, ec);
+  if (!client) return ec;
+  LockerPtr locker = open_locker(client.get(), key, kRunCollection, ttl, ec);
+  if (!locker) return ec;
+
+  Pipe lost_pipe;
+  if (!lost_pipe.open()) {
+    msg("pipe: %s", strerror(errno));
+    return kExitFailure;
+  }
+  mongoelector_lease_options lo;
+  mongoelector_lease_options_init(&lo);
+  lo.blocking = wait ? 1 : 0;
+  lo.timeout_seconds = wait ? timeout : -1;
+  lo.step_seconds = is_sqlite_uri(uri) ? 0.05 : 0.25;
+  lo.on_lost = on_lease_lost;
+  lo.user_data = &lost_pipe.w;
+  if (wait && verbose) {
+    std::string holder = describe_holder(locker.get());
+    if (!holder.empty()) msg("waiting for %s, %s", key.c_str(), holder.c_str());
+  }
+  mongoelector_lease* lease = nullptr;
+  int interrupted_by = 0;
+  mongoelector_status st = acquire_interruptibly(locker.get(), lo, sigfd, &lease, interrupted_by);
+  if (st != MONGOELECTOR_OK) {
+    std::string error = mongoelector_last_error();
+    if (st == MONGOELECTOR_ERR_CANCELLED || (interrupted_by != 0 && st != MONGOELECTOR_ERR_LOCK_EXISTS &&
+                                             st != MONGOELECTOR_ERR_TIMEOUT)) {
+      msg("interrupted by SIG%s while waiting for %s; the command was not run",
+          sigabbrev_np(interrupted_by) ? sigabbrev_np(interrupted_by) : "?", key.c_str());
+      return 128 + interrupted_by;
+    }
+    if (st == MONGOELECTOR_ERR_LOCK_EXISTS || st == MONGOELECTOR_ERR_TIMEOUT) {
+      std::string holder = describe_holder(locker.get());
+      if (holder.empty()) holder = "held by another process";
+      if (st == MONGOELECTOR_ERR_LOCK_EXISTS)
+        msg("%s is %s; the command was not run (add --wait to wait for it, --timeout S to "
+            "bound the wait)", key.c_str(), holder.c_str());
+      else
+        msg("gave up waiting for %s after %g s: %s; the command was not run", key.c_str(),
+            timeout, holder.c_str());
+      return kExitHeld;
+    }
+    msg("cannot acquire %s: %s", key.c_str(), error.c_str());
+    return exit_code_for(st);
+  }
+  int64_t fence = 0;
+  mongoelector_lease_fence(lease, &fence);
+  if (interrupted_by != 0) {  // the signal came just as the lock was won
+    mongoelector_lease_free(lease);
+    msg("interrupted by SIG%s while acquiring %s; released it, the command was not run",
+        sigabbrev_np(interrupted_by), key.c_str());
+    return 128 + interrupted_by;
+  }
+  if (verbose) msg("acquired %s (fence %" PRId64 ", ttl %g s); running %s", key.c_str(), fence, ttl, a.command[0].c_str());
+  int lost_already = 0;
+  if (mongoelector_lease_lost(lease, &lost_already) == MONGOELECTOR_OK && lost_already) {
+    mongoelector_lease_free(lease);
+    msg("lease on %s was lost before the command could start; the command was not run", key.c_str());
+    return kExitLost;
+  }
+
+  Child child;
+  child.pid = spawn_command(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}}, ec);
+  if (!child.running()) {
+    mongoelector_lease_free(lease);
+    return ec;
+  }
+  bool lost = false;
+  while (child.running()) {
+    int timeout_ms = child.check_kill_deadline();
+    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {lost_pipe.r, POLLIN, 0}};
+    int n = poll(fds, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      msg("poll: %s", strerror(errno));
+      break;
+    }
+    if (fds[1].revents != 0) {
+      char buf[64];
+      while (read(lost_pipe.r, buf, sizeof buf) > 0) {
+      }
+      if (!lost) {
+        lost = true;
+        msg("lease on %s LOST (fence %" PRId64 "): the lock could not be renewed in time or "
+            "was taken by another; stopping the command (SIGTERM now, SIGKILL after %g s)",
+            key.c_str(), fence, grace);
+        child.stop(SIGTERM, grace);
+      }
+    }
+    std::vector<struct signalfd_siginfo> sigs;
+    read_signals(sigfd, sigs);
+    for (const auto& si : sigs) {
+      if (si.ssi_signo == SIGCHLD) continue;
+      if (child.running() && should_forward(si)) kill(child.pid, static_cast<int>(si.ssi_signo));
+    }
+    child.reap();
+  }
+  int lost_now = 0;
+  if (mongoelector_lease_lost(lease, &lost_now) == MONGOELECTOR_OK && lost_now) lost = true;
+  mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost
+  if (lost) {
+    msg("lease on %s was lost while the command ran; command %s; exiting 70", key.c_str(),
+        describe_wait_status(child.wait_status).c_str());
+    return kExitLost;
+  }
+  if (verbose) msg("command %s; released %s", describe_wait_status(child.wait_status).c_str(), key.c_str());
+  return shell_status(child.wait_status);
+}
+
+// ------------------------------------------------------------------ elect ---------
+
+namespace {
+
+struct ElectEvent {
+  char type;  // 'L' became leader, 'l' lost leadership
+  char pad[7];
+  int64_t fence;
+};
+static_assert(sizeof(ElectEvent) == 16, "one atomic pipe write");
+
+struct ElectContext {
+  int fd = -1;
+  mongoelector_elector* elector = nullptr;
+};
+
+void elect_on_leader(void* user_data) {
+  auto* ctx = static_cast<ElectContext*>(user_data);
+  ElectEvent ev{};
+  ev.type = 'L';
+  mongoelector_elector_fence(ctx->elector, &ev.fence);
+  write_all_nb(ctx->fd, &ev, sizeof ev);
+}
+
+void elect_on_loss(void* user_data) {
+  auto* ctx = static_cast<ElectContext*>(user_data);
+  ElectEvent ev{};
+  ev.type = 'l';
+  write_all_nb(ctx->fd, &ev, sizeof ev);
+}
+
+}  // namespace
+
+int cmd_elect(int argc, char** argv, int sigfd) {
+  Args a;
+  int ec = 0;
+  if (!parse_args("elect", argc, argv, 2, {"uri", "ttl", "grace"}, {}, 1, true, a, ec)) return ec;
+  if (a.help) {
+    print_elect_help();
+    return kExitOk;
+  }
+  if (a.positional.empty()) return usage_error("elect", "missing KEY (the name of the election)");
+  if (a.command.empty())
+    return usage_error("elect", "missing the command to run: mongoelector elect KEY [options] -- CMD [ARGS...]");
+  const std::string key = a.positional[0];
+  double ttl = 15, grace = 5;
+  if (a.values.count("ttl") && !parse_seconds("elect", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
+  if (a.values.count("grace") && !parse_seconds("elect", "grace", a.values["grace"], true, grace))
+    return kExitUsage;
+  if (!check_command(a.command, ec)) return ec;  // before joining the election
+
+  std::string uri;
+  if (!resolve_uri(a, uri, ec)) return ec;
+  ClientPtr client = open_client(uri, ec);
+  if (!client) return ec;
+  Pipe events;
+  if (!events.open()) {
+    msg("pipe: %s", strerror(errno));
+    return kExitFailure;
+  }
+  ElectContext ctx;
+  ctx.fd = events.w;
+  std::string app_version = std::string("mongoelector elect ") + mongoelector_version();
+  mongoelector_elector_options eo;
+  mongoelector_elector_options_init(&eo);
+  eo.ttl_seconds = ttl;
+  eo.app_version = app_version.c_str();
+  eo.on_leader = elect_on_leader;
+  eo.on_leader_loss = elect_on_loss;
+  eo.user_data = &ctx;
+  mongoelector_status st = mongoelector_elector_new(client.get(), key.c_str(), &eo, &ctx.elector);
+  if (st != MONGOELECTOR_OK) {
+    msg("cannot join the election for %s: %s\n  %s", key.c_str(), mongoelector_last_error(),
+        st == MONGOELECTOR_ERR_INVALID_ARGUMENT ? "a key is 1 to 1024 bytes of UTF-8"
+                                                : "check the URI (--uri or MONGOELECTOR_URI) and the server");
+    return exit_code_for(st);
+  }
+  if (mongoelector_elector_start(ctx.elector) != MONGOELECTOR_OK) {
+    msg("cannot start the election loop: %s", mongoelector_last_error());
+    mongoelector_elector_free(ctx.elector);
+    return kExitFailure;
+  }
+  const char* uuid = "";
+  mongoelector_elector_uuid(ctx.elector, &uuid);
+  msg("elect %s: joined as %s (pid %ld, ttl %g s); waiting to lead", key.c_str(), uuid,
+      static_cast<long>(getpid()), ttl);
+
+  Child child;
+  bool leading = false, stopping = false, start_pending = false, stopping_child = false;
+  int64_t fence = 0;
+  int exit_status = kExitOk;
+  auto start_child = [&]() {
+    start_pending = false;
+    stopping_child = false;
+    child.pid = spawn_command(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}},
+                              ec);
+    if (!child.running()) {
+      exit_status = ec;
+      stopping = true;
+      return;
+    }
+    msg("elect %s: leading (fence %" PRId64 "); started %s (pid %ld)", key.c_str(), fence,
+        a.command[0].c_str(), static_cast<long>(child.pid));
+  };
+  for (;;) {
+    if (stopping && !child.running()) break;
+    int timeout_ms = child.check_kill_deadline();
+    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {events.r, POLLIN, 0}};
+    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
+      msg("poll: %s", strerror(errno));
+      break;
+    }
+    if (fds[1].revents != 0) {
+      ElectEvent evs[32];
+      ssize_t n;
+      while ((n = read(events.r, evs, sizeof evs)) > 0) {
+        for (ssize_t i = 0; i < n / static_cast<ssize_t>(sizeof(ElectEvent)); ++i) {
+          if (evs[i].type == 'L') {
+            leading = true;
+            fence = evs[i].fence;
+            if (stopping) continue;
+            if (child.running()) start_pending = true;  // the previous one is still stopping
+            else start_child();
+          } else {
+            leading = false;
+            start_pending = false;
+            if (child.running() && !stopping_child) {
+              msg("elect %s: leadership LOST (fence %" PRId64 "); stopping %s (SIGTERM now, SIGKILL "
+                  "after %g s)", key.c_str(), fence, a.command[0].c_str(), grace);
+              stopping_child = true;
+              child.stop(SIGTERM, grace);
+            } else if (!child.running()) {
+              msg("elect %s: leadership lost (fence %" PRId64 "); waiting to lead again", key.c_str(), fence);
+            }
+          }
+        }
+      }
+    }
+    std::vector<struct signalfd_siginfo> sigs;
+    read_signals(sigfd, sigs);
+    for (const auto& si : sigs) {
+      int sig = static_cast<int>(si.ssi_signo);
+      if (sig == SIGCHLD) continue;
+      if (sig == SIGHUP) {
+        if (child.running() && should_forward(si)) kill(child.pid, SIGHUP);
+        continue;
+      }
+      if (stopping) {  // a second Ctrl-C: do not wait any longer
+        if (child.running()) kill(child.pid, SIGKILL);
+        continue;
+      }
+      stopping = true;
+      if (child.running()) {
+        msg("elect %s: SIG%s: stopping %s, then giving up leadership", key.c_str(), sigabbrev_np(sig),
+            a.command[0].c_str());
+        stopping_child = true;
+        if (should_forward(si)) child.stop(sig, grace);
+        else child.kill_at = mono_s() + grace;  // the terminal sent it to CMD already
+      }
+    }
+    if (child.reap()) {
+      if (stopping) {
+        // exit_status stays 0: stopped on request
+      } else if (stopping_child) {
+        msg("elect %s: %s %s; waiting to lead again", key.c_str(), a.command[0].c_str(),
+            describe_wait_status(child.wait_status).c_str());
+        if (start_pending && leading) start_child();
+      } else {
+        msg("elect %s: %s %s while leading; giving up leadership and exiting", key.c_str(),
+            a.command[0].c_str(), describe_wait_status(child.wait_status).c_str());
+        exit_status = shell_status(child.wait_status);
+        stopping = true;
+      }
+    }
+  }
+  mongoelector_elector_free(ctx.elector);  // stops the loop, releases leadership
+  msg("elect %s: left the election", key.c_str());
+  return exit_status;
+}
+
+}  // namespace cli

@@ -1,0 +1,221 @@
+// `mongoelector status`: who holds KEY (the `run` lock and the `elect` leadership), its
+// fencing token and expiry, and the elector members' reports.
+#include "cli.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+namespace cli {
+
+namespace {
+
+const char* kStatusHelp =
+    "Usage: mongoelector status KEY [--uri URI] [--json]\n"
+    "\n"
+    "Shows KEY's lock (as taken by `mongoelector run` and the C/Python/Go/Rust lockers in\n"
+    "the default collection) and its election (as run by `mongoelector elect` and the\n"
+    "electors): holder host, pid and uuid, fencing token, expiry and time left (on the\n"
+    "storage's clock), and the elector members with their last reports.\n"
+    "\n"
+    "  --uri URI   mongodb://host:port/database or sqlite:///absolute/path.db (default:\n"
+    "              $MONGOELECTOR_URI, else sqlite://%s)\n"
+    "  --json      one JSON object instead of the table:\n"
+    "              {\"key\", \"uri\", \"server_time_ms\",\n"
+    "               \"lock\": null | {\"host\", \"pid\", \"uuid\", \"fence\", \"created_ms\",\n"
+    "                                 \"expire_ms\", \"expires_in_s\"},\n"
+    "               \"leader\": null | {same fields},\n"
+    "               \"members\": [{\"host\", \"pid\", \"uuid\", \"is_leader\", \"running\",\n"
+    "                             \"last_report_ms\", \"last_report_age_s\", \"ttl\",\n"
+    "                             \"app_version\"}]}\n"
+    "\n"
+    "Exit status: 0 (held or not), 64 bad command line, 69 storage unreachable or\n"
+    "failing, 78 URI or storage unusable.\n";
+
+struct Holder {
+  bool found = false;
+  mongoelector_lock_info info{};
+};
+
+bool read_holder(mongoelector_locker* locker, Holder& out, int& ec) {
+  int found = 0;
+  mongoelector_status st = mongoelector_locker_current(locker, &out.info, &found);
+  if (st != MONGOELECTOR_OK) {
+    msg("cannot read the lock: %s", mongoelector_last_error());
+    ec = exit_code_for(st);
+    return false;
+  }
+  out.found = found != 0;
+  return true;
+}
+
+std::string holder_json(const Holder& h, int64_t now_ms) {
+  if (!h.found) return "null";
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           ", \"pid\": %" PRId64 ", \"uuid\": %s, \"fence\": %" PRId64 ", \"created_ms\": %" PRId64
+           ", \"expire_ms\": %" PRId64 ", \"expires_in_s\": %.3f}",
+           h.info.pid, json_quote(h.info.uuid).c_str(), h.info.fence, h.info.created_ms,
+           h.info.expire_ms, static_cast<double>(h.info.expire_ms - now_ms) / 1000.0);
+  return "{\"host\": " + json_quote(h.info.host) + buf;
+}
+
+std::string holder_lines(const Holder& h, int64_t now_ms, const std::string& indent) {
+  if (!h.found) return "free\n";
+  char buf[768];
+  snprintf(buf, sizeof buf,
+           "held by %s pid %" PRId64 " (uuid %s)\n%s          fence %" PRId64
+           ", expires %s (in %.1f s unless renewed)\n",
+           h.info.host, h.info.pid, h.info.uuid, indent.c_str(), h.info.fence,
+           iso_ms(h.info.expire_ms).c_str(), static_cast<double>(h.info.expire_ms - now_ms) / 1000.0);
+  return buf;
+}
+
+std::string str_of(const Json* j) { return j != nullptr && j->type == Json::String ? j->str : ""; }
+bool bool_of(const Json* j) { return j != nullptr && j->type == Json::Bool && j->b; }
+int64_t int_of(const Json* j) { return j != nullptr && j->type == Json::Number ? j->i : 0; }
+double num_of(const Json* j) { return j != nullptr && j->type == Json::Number ? j->num : 0; }
+
+}  // namespace
+
+void print_status_help() { printf(kStatusHelp, default_state_path().c_str()); }
+
+int print_status(mongoelector_client* client, const std::string& uri, const std::string& key,
+                 bool json, const std::string& indent) {
+  int ec = 0;
+  LockerPtr run_locker = open_locker(client, key, kRunCollection, 60, ec);
+  if (!run_locker) return ec;
+  LockerPtr elect_locker = open_locker(client, key, kElectCollection, 60, ec);
+  if (!elect_locker) return ec;
+  mongoelector_elector_options eo;
+  mongoelector_elector_options_init(&eo);
+  eo.report_status = 0;
+  mongoelector_elector* elector = nullptr;
+  mongoelector_status st = mongoelector_elector_new(client, key.c_str(), &eo, &elector);
+  if (st != MONGOELECTOR_OK) {
+    msg("cannot read the election of %s: %s", key.c_str(), mongoelector_last_error());
+    return exit_code_for(st);
+  }
+  char* detail_text = nullptr;
+  st = mongoelector_elector_cluster_detail(elector, &detail_text);
+  std::string detail = detail_text != nullptr ? detail_text : "";
+  mongoelector_free(detail_text);
+  mongoelector_elector_free(elector);
+  if (st != MONGOELECTOR_OK) {
+    msg("cannot read the election of %s: %s", key.c_str(), mongoelector_last_error());
+    return exit_code_for(st);
+  }
+  Json cd;
+  std::string perr;
+  if (!parse_json(detail, cd, perr)) {
+    msg("unexpected cluster detail from the library (%s): %s", perr.c_str(), detail.c_str());
+    return kExitFailure;
+  }
+  int64_t now_ms = wall_ms();
+  if (const Json* ts = cd.get("timestamp"))
+    if (auto ms = ts->as_date_ms()) now_ms = *ms;  // the storage's clock
+
+  Holder lock, leader;
+  if (!read_holder(run_locker.get(), lock, ec) || !read_holder(elect_locker.get(), leader, ec)) return ec;
+  struct Member {
+    std::string host, uuid, app;
+    int64_t pid = 0, last_ms = 0;
+    bool leader = false, running = false, has_last = false;
+    double ttl = 0;
+  };
+  std::vector<Member> members;
+  if (const Json* md = cd.get("member_detail"); md != nullptr && md->type == Json::Array) {
+    for (const Json& m : md->arr) {
+      Member x;
+      x.host = str_of(m.get("host"));
+      x.uuid = str_of(m.get("uuid"));
+      x.app = str_of(m.get("app_version"));
+      x.pid = int_of(m.get("pid"));
+      x.leader = bool_of(m.get("is_leader"));
+      x.running = bool_of(m.get("elector_running"));
+      x.ttl = num_of(m.get("ttl"));
+      // A report says "leader" until the node's next one: trust it only while its uuid
+      // holds the leadership now.
+      x.leader = x.leader && leader.found && x.uuid == leader.info.uuid;
+      if (const Json* ts = m.get("timestamp"))
+        if (auto ms = ts->as_date_ms()) {
+          x.last_ms = *ms;
+          x.has_last = true;
+        }
+      members.push_back(std::move(x));
+    }
+  }
+
+  std::string out;
+  if (json) {
+    out = "{\"key\": " + json_quote(key) + ", \"uri\": " + json_quote(redact_uri(uri)) +
+          ", \"server_time_ms\": " + std::to_string(now_ms) + ", \"lock\": " + holder_json(lock, now_ms) +
+          ", \"leader\": " + holder_json(leader, now_ms) + ", \"members\": [";
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const Member& m = members[i];
+      char buf[256];
+      snprintf(buf, sizeof buf, ", \"pid\": %" PRId64 ", \"is_leader\": %s, \"running\": %s, ", m.pid,
+               m.leader ? "true" : "false", m.running ? "true" : "false");
+      out += std::string(i ? ", " : "") + "{\"host\": " + json_quote(m.host) + buf +
+             "\"uuid\": " + json_quote(m.uuid) + ", \"last_report_ms\": " +
+             (m.has_last ? std::to_string(m.last_ms) : "null") + ", \"last_report_age_s\": ";
+      if (m.has_last) {
+        snprintf(buf, sizeof buf, "%.3f", static_cast<double>(now_ms - m.last_ms) / 1000.0);
+        out += buf;
+      } else {
+        out += "null";
+      }
+      snprintf(buf, sizeof buf, ", \"ttl\": %g, \"app_version\": ", m.ttl);
+      out += buf + (m.app.empty() ? std::string("null") : json_quote(m.app)) + "}";
+    }
+    out += "]}\n";
+  } else {
+    out += indent + "key       " + key + "\n";
+    out += indent + "storage   " + redact_uri(uri) + "\n";
+    out += indent + "lock      " + holder_lines(lock, now_ms, indent);
+    out += indent + "leader    " + holder_lines(leader, now_ms, indent);
+    if (members.empty()) {
+      out += indent + "members   none\n";
+    } else {
+      char buf[512];
+      snprintf(buf, sizeof buf, "%smembers   %-20s %8s  %-8s  %-9s %-12s %s\n", indent.c_str(), "HOST", "PID",
+               "UUID", "ROLE", "LAST REPORT", "APP");
+      out += buf;
+      for (const Member& m : members) {
+        std::string role = !m.running ? "stopped" : m.leader ? "leader" : "follower";
+        std::string age = "never";
+        if (m.has_last) {
+          double a = static_cast<double>(now_ms - m.last_ms) / 1000.0;
+          char ab[32];
+          snprintf(ab, sizeof ab, "%.1f s ago", a);
+          age = ab;
+          if (m.running && m.ttl > 0 && a > 3 * m.ttl) role = "gone?";
+        }
+        snprintf(buf, sizeof buf, "%s          %-20s %8" PRId64 "  %-8.8s  %-9s %-12s %s\n", indent.c_str(),
+                 m.host.c_str(), m.pid, m.uuid.c_str(), role.c_str(), age.c_str(), m.app.c_str());
+        out += buf;
+      }
+    }
+  }
+  fputs(out.c_str(), stdout);
+  fflush(stdout);
+  return kExitOk;
+}
+
+int cmd_status(int argc, char** argv) {
+  Args a;
+  int ec = 0;
+  if (!parse_args("status", argc, argv, 2, {"uri"}, {"json"}, 1, false, a, ec)) return ec;
+  if (a.help) {
+    print_status_help();
+    return kExitOk;
+  }
+  if (a.positional.empty()) return usage_error("status", "missing KEY");
+  std::string uri;
+  if (!resolve_uri(a, uri, ec)) return ec;
+  ClientPtr client = open_client(uri, ec);
+  if (!client) return ec;
+  return print_status(client.get(), uri, a.positional[0], a.flags.count("json") != 0, "");
+}
+
+}  // namespace cli

@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# Tests of the `mongoelector` command (capi/cli) with real processes: on the embedded
+# SQLite backend (no server), then on mongo-java-server (started here through
+# tests/servers/testserver.sh), or on one given storage.
+#
+#   bash tests/cli/run.sh [BUILD_DIR]                 SQLite, then java (what CI runs)
+#   bash tests/cli/run.sh BUILD_DIR --sqlite          SQLite only (no Java needed)
+#   bash tests/cli/run.sh BUILD_DIR --uri URI         one storage (mongodb://... or sqlite:///...)
+#
+# BUILD_DIR (default: build/) must hold capi/cli/mongoelector and capi/libmongoelector.so
+# (cmake --build BUILD_DIR --target mongoelector_cli). Exits non-zero if a test fails.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD_DIR="$(cd "${1:-$ROOT/build}" && pwd)"
+shift || true
+MODE="${1:-all}"
+BIN="$BUILD_DIR/capi/cli/mongoelector"
+[[ -x "$BIN" ]] || { echo "no $BIN: cmake --build $BUILD_DIR --target mongoelector_cli" >&2; exit 2; }
+
+if [[ "$MODE" == all ]]; then
+  bash "$0" "$BUILD_DIR" --sqlite
+  rc_sqlite=$?
+  bash "$ROOT/tests/servers/testserver.sh" run java -- \
+    bash -c 'bash "$0" "$1" --uri "$MONGOELECTOR_TEST_URI"' "$0" "$BUILD_DIR"
+  rc_java=$?
+  (( rc_sqlite == 0 && rc_java == 0 ))
+  exit $?
+fi
+
+T="$(mktemp -d "${TMPDIR:-/tmp}/mongoelector-cli-test.XXXXXX")"
+HELPER="$T/force_lock"
+cc -std=c99 -Wall -Wextra -Werror -I"$ROOT/capi/include" "$ROOT/tests/cli/force_lock.c" \
+  -L"$BUILD_DIR/capi" -lmongoelector -Wl,-rpath,"$BUILD_DIR/capi" -o "$HELPER" || exit 2
+
+case "$MODE" in
+  --sqlite) URI="sqlite://$T/locks.db"; DB=""; STORAGE=sqlite ;;
+  --uri)
+    URI="$2"
+    if [[ "$URI" == sqlite:* ]]; then DB=""; STORAGE=sqlite; else DB=mongoelector; STORAGE=mongo; fi
+    ;;
+  *) echo "usage: $0 [BUILD_DIR] [--sqlite | --uri URI]" >&2; exit 2 ;;
+esac
+export MONGOELECTOR_URI="$URI"
+SERVER_PID=""
+if [[ "$STORAGE" == mongo && "${MONGOELECTOR_TEST_SERVER:-}" == java ]]; then
+  port="${URI##*:}"; port="${port%%/*}"
+  SERVER_PID="$(cat "${MONGOELECTOR_CACHE:-$HOME/.cache/mongoelector}/run/$port/pid" 2>/dev/null || true)"
+fi
+cleanup() {
+  [[ -n "$SERVER_PID" ]] && kill -CONT "$SERVER_PID" 2>/dev/null
+  jobs -p | xargs -r kill -9 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+PASSED=0
+FAILED=()
+SKIPPED=()
+fail() { echo "    FAIL: $*" >&2; exit 1; }
+now_ms() { date +%s%3N; }
+# wait_for 'CONDITION' SECONDS: polls the condition (a shell command) every 20 ms.
+wait_for() {
+  local deadline=$(( $(now_ms) + ${2%.*} * 1000 ))
+  until eval "$1"; do
+    (( $(now_ms) > deadline )) && return 1
+    sleep 0.02
+  done
+}
+# exit_code PID SECONDS: waits for a background process of this shell; its exit status
+# goes to $RC (999 if it did not exit in time: it is then killed).
+exit_code() {
+  RC=0
+  if ! wait_for "! kill -0 $1 2>/dev/null" "$2"; then
+    echo "    pid $1 did not exit in $2 s" >&2
+    kill -9 "$1" 2>/dev/null || true
+    RC=999
+    return 0
+  fi
+  wait "$1" || RC=$?
+}
+json() {  # json FILE PYTHON-EXPRESSION-ON-d
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+run_test() {
+  local name="$1"; shift
+  local start; start=$(now_ms)
+  # Leftover background processes of a test die with it (their commands follow through
+  # PR_SET_PDEATHSIG).
+  ( set -e; trap 'set +e; p=$(jobs -p); [ -n "$p" ] && kill -9 $p 2>/dev/null; true' EXIT; "$@" )
+  local rc=$?
+  local ms=$(( $(now_ms) - start ))
+  if (( rc == 0 )); then
+    PASSED=$((PASSED + 1)); printf '  ok    %-58s %5d ms\n' "$name" "$ms"
+  elif (( rc == 77 )); then
+    SKIPPED+=("$name"); printf '  skip  %s\n' "$name"
+  else
+    FAILED+=("$name"); printf '  FAIL  %-58s %5d ms\n' "$name" "$ms"
+  fi
+}
+
+# A command that records the signals it gets, says "ready", and waits (exits 7 on a signal).
+cat >"$T/sig.sh" <<'EOF'
+#!/bin/bash
+for s in TERM INT HUP; do trap "echo $s >>\"\$OUT\"; kill \$c 2>/dev/null; exit 7" $s; done
+echo "ready $MONGOELECTOR_FENCE $$" >>"$OUT"
+sleep 1000 & c=$!
+wait $c
+EOF
+# Mutual exclusion worker: start/end lines around a short critical section.
+cat >"$T/worker.sh" <<'EOF'
+#!/bin/bash
+echo "start $1 $MONGOELECTOR_FENCE $MONGOELECTOR_KEY" >>"$LOG"
+sleep 0.15
+echo "end $1" >>"$LOG"
+EOF
+# Leader-only command of `elect`: logs when it starts and when it is stopped.
+cat >"$T/leader.sh" <<'EOF'
+#!/bin/bash
+trap 'echo "stopped $NAME $(date +%s%3N)" >>"$LOG"; kill $c 2>/dev/null; exit 0' TERM INT
+echo "lead $NAME $MONGOELECTOR_FENCE $(date +%s%3N)" >>"$LOG"
+sleep 1000 & c=$!
+wait $c
+EOF
+chmod +x "$T"/*.sh
+
+# ---------------------------------------------------------------- tests -------
+
+t_cli_basics() {
+  "$BIN" --version | grep -q "^mongoelector 1\." || fail "--version"
+  for sub in run elect status demo; do
+    "$BIN" "$sub" --help | grep -q "^Usage: mongoelector $sub" || fail "$sub --help"
+    "$BIN" "$sub" --help | grep -q "Exit status" || fail "$sub --help has no exit codes"
+  done
+  "$BIN" --help | grep -q "sqlite://" || fail "--help does not print the default URI"
+  local rc=0; "$BIN" frobnicate 2>/dev/null || rc=$?; [[ $rc == 64 ]] || fail "unknown subcommand: $rc"
+  rc=0; "$BIN" run k 2>/dev/null || rc=$?; [[ $rc == 64 ]] || fail "run without CMD: $rc"
+  rc=0; "$BIN" run k --ttl -1 -- true 2>/dev/null || rc=$?; [[ $rc == 64 ]] || fail "bad --ttl: $rc"
+  rc=0; "$BIN" run k -- /nonexistent/cmd 2>"$T/e" || rc=$?
+  [[ $rc == 127 ]] && grep -q "not found" "$T/e" || fail "missing CMD: $rc $(cat "$T/e")"
+  rc=0; "$BIN" run k -- sh -c 'exit 3' || rc=$?; [[ $rc == 3 ]] || fail "CMD status: $rc"
+  rc=0; "$BIN" run k -- sh -c 'kill -KILL $$' || rc=$?; [[ $rc == 137 ]] || fail "CMD killed: $rc"
+  rc=0; "$BIN" status k --uri sqlite:///nonexistent/dir/x.db 2>"$T/e" || rc=$?
+  [[ $rc == 78 ]] && grep -q "does not exist" "$T/e" || fail "bad sqlite path: $rc $(cat "$T/e")"
+}
+
+t_default_uri() {  # no --uri, no MONGOELECTOR_URI: the per-user SQLite file, directory created
+  local home="$T/home-$RANDOM"
+  mkdir "$home"
+  env -u MONGOELECTOR_URI -u XDG_STATE_HOME HOME="$home" "$BIN" run k -- true || fail "run on the default"
+  [[ -f "$home/.local/state/mongoelector/locks.db" ]] || fail "no $home/.local/state/mongoelector/locks.db"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home/xdg" "$BIN" run k -- true || fail "run on XDG"
+  [[ -f "$home/xdg/mongoelector/locks.db" ]] || fail "XDG_STATE_HOME ignored"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home/xdg" "$BIN" --help | grep -q "sqlite://$home/xdg/mongoelector/locks.db" ||
+    fail "--help does not show the default path"
+}
+
+t_mutual_exclusion() {  # 3 processes x 3 runs each on one key: never two CMDs at once
+  local key="mutex-$RANDOM" pids=()
+  export LOG="$T/mutex.log"; : >"$LOG"
+  for w in a b c; do
+    ( for i in 1 2 3; do "$BIN" run "$key" --ttl 5 --wait --timeout 60 -- "$T/worker.sh" "$w$i" || exit 1; done ) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do exit_code "$p" 90; [[ $RC == 0 ]] || fail "a worker failed"; done
+  python3 - "$LOG" "$key" <<'PY' || fail "overlap or fences out of order: $(cat "$LOG")"
+import sys
+lines = [l.split() for l in open(sys.argv[1])]
+assert len(lines) == 18, len(lines)
+last = 0
+for i in range(0, 18, 2):
+    s, e = lines[i], lines[i + 1]
+    assert s[0] == "start" and e == ["end", s[1]], (s, e)   # no other start in between
+    assert s[3] == sys.argv[2], s                               # MONGOELECTOR_KEY
+    assert int(s[2]) > last, (s, last)                          # MONGOELECTOR_FENCE increases
+    last = int(s[2])
+PY
+}
+
+t_held_timeout_status() {  # 75 at once when held; --timeout; status --json names the holder
+  local key="held-$RANDOM"
+  export OUT="$T/held.out"; : >"$OUT"
+  mkfifo "$T/go"
+  "$BIN" run "$key" --ttl 5 -- bash -c 'echo "ready $MONGOELECTOR_FENCE" >>"$OUT"; read -r _ <"$0"' "$T/go" &
+  local holder=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "holder did not start"
+  local fence1; fence1=$(awk '/ready/{print $2}' "$OUT")
+  local rc=0 t0; t0=$(now_ms)
+  "$BIN" run "$key" -- sh -c 'echo ran >>"$OUT"' 2>"$T/e" || rc=$?
+  (( rc == 75 )) || fail "held without --wait: exit $rc"
+  (( $(now_ms) - t0 < 2000 )) || fail "75 was not at once"
+  grep -q "held by .* pid $holder" "$T/e" || fail "does not say who holds it: $(cat "$T/e")"
+  rc=0; t0=$(now_ms)
+  "$BIN" run "$key" --wait --timeout 0.5 -- sh -c 'echo ran >>"$OUT"' 2>"$T/e" || rc=$?
+  local waited=$(( $(now_ms) - t0 ))
+  (( rc == 75 && waited >= 450 && waited < 3000 )) || fail "--timeout 0.5: exit $rc after $waited ms"
+  ! grep -q ran "$OUT" || fail "CMD ran without the lock"
+  "$BIN" status "$key" --json >"$T/status.json" || fail "status --json"
+  [[ $(json "$T/status.json" 'd["lock"]["pid"]') == "$holder" ]] || fail "status names $(cat "$T/status.json")"
+  [[ $(json "$T/status.json" 'd["lock"]["fence"]') == "$fence1" ]] || fail "status fence"
+  [[ $(json "$T/status.json" '0 < d["lock"]["expires_in_s"] <= 5') == True ]] || fail "status expiry"
+  "$BIN" status "$key" | grep -q "held by .* pid $holder" || fail "status table"
+  # SIGTERM while waiting: 128+15 at once, CMD not run.
+  "$BIN" run "$key" --wait --verbose -- sh -c 'echo ran >>"$OUT"' 2>"$T/e" &
+  local impatient=$!
+  wait_for "grep -q 'waiting for $key, held by' '$T/e'" 5 || fail "no 'waiting' message: $(cat "$T/e")"
+  t0=$(now_ms); kill -TERM "$impatient"
+  exit_code "$impatient" 5
+  (( RC == 143 && $(now_ms) - t0 < 2000 )) || fail "SIGTERM while waiting: exit $RC: $(cat "$T/e")"
+  ! grep -q ran "$OUT" || fail "CMD ran without the lock"
+  # A waiter gets the lock as soon as the holder's CMD exits (released, not expired).
+  "$BIN" run "$key" --wait --timeout 20 -- sh -c 'echo "waiter $MONGOELECTOR_FENCE" >>"$OUT"' &
+  local waiter=$!
+  echo go >"$T/go"
+  exit_code "$holder" 10; [[ $RC == 0 ]] || fail "holder exit"
+  t0=$(now_ms)
+  exit_code "$waiter" 10; [[ $RC == 0 ]] || fail "waiter exit"
+  (( $(now_ms) - t0 < 3000 )) || fail "waiter waited for expiry instead of the release"
+  local fence2; fence2=$(awk '/waiter/{print $2}' "$OUT")
+  (( fence2 > fence1 )) || fail "fence did not increase: $fence1 -> $fence2"
+  "$BIN" status "$key" --json >"$T/status.json"
+  [[ $(json "$T/status.json" 'd["lock"]') == None ]] || fail "not released: $(cat "$T/status.json")"
+}
+
+t_signals_forwarded() {  # SIGTERM, SIGINT, SIGHUP to `run` reach CMD once; its status comes back
+  for sig in TERM INT HUP; do
+    export OUT="$T/sig-$sig.out"; : >"$OUT"
+    env --default-signal=INT "$BIN" run "sig-$RANDOM" -- "$T/sig.sh" &
+    local pid=$!
+    wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start"
+    kill -"$sig" "$pid"
+    exit_code "$pid" 10; local rc=$RC
+    [[ $rc == 7 ]] || fail "SIG$sig: exit $rc"
+    [[ $(grep -c "^$sig\$" "$OUT") == 1 ]] || fail "SIG$sig not forwarded once: $(cat "$OUT")"
+  done
+}
+
+t_lost_forced() {  # the lock forced away while CMD runs: CMD gets SIGTERM, exit 70
+  local key="forced-$RANDOM"
+  export OUT="$T/forced.out"; : >"$OUT"
+  "$BIN" run "$key" --ttl 3 --grace 2 -- "$T/sig.sh" 2>"$T/e" &
+  local pid=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start"
+  local t0; t0=$(now_ms)
+  "$HELPER" "$URI" "$DB" "$key" 30 >/dev/null || fail "force_lock"
+  exit_code "$pid" 10; local rc=$RC
+  local took=$(( $(now_ms) - t0 ))
+  [[ $rc == 70 ]] || fail "exit $rc: $(cat "$T/e")"
+  grep -qx TERM "$OUT" || fail "CMD did not get SIGTERM: $(cat "$OUT")"
+  grep -q "LOST" "$T/e" || fail "no message: $(cat "$T/e")"
+  (( took < 3000 )) || fail "noticed after $took ms (ttl 3 s, renewals every 1 s)"
+  echo "    lock forced away: CMD stopped and exit 70 after $took ms (ttl 3 s)"
+}
+
+t_lost_grace_kill() {  # a CMD ignoring SIGTERM is killed after --grace
+  local key="grace-$RANDOM"
+  "$BIN" run "$key" --ttl 3 --grace 0.5 -- bash -c "trap '' TERM; echo ready >'$T/grace.out'; while :; do sleep 0.05; done" 2>"$T/e" &
+  local pid=$!
+  wait_for "[ -s '$T/grace.out' ]" 10 || fail "CMD did not start"
+  local t0; t0=$(now_ms)
+  "$HELPER" "$URI" "$DB" "$key" 30 >/dev/null || fail "force_lock"
+  exit_code "$pid" 10; local rc=$RC
+  [[ $rc == 70 ]] || fail "exit $rc: $(cat "$T/e")"
+  grep -q "SIGKILL" "$T/e" || fail "no SIGKILL: $(cat "$T/e")"
+  (( $(now_ms) - t0 >= 500 )) || fail "killed before the grace period"
+}
+
+t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD stopped before the lease can expire
+  [[ -n "$SERVER_PID" ]] || { echo "    (needs a server started by testserver.sh: java)"; exit 77; }
+  local key="frozen-$RANDOM" ttl=6
+  export OUT="$T/frozen.out"; : >"$OUT"
+  "$BIN" run "$key" --ttl $ttl --grace 0.2 -- bash -c \
+    "trap 'date +%s%3N >>\"\$OUT\"; exit 0' TERM; echo ready >>\"\$OUT\"; sleep 1000 & wait" 2>"$T/e" &
+  local pid=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start"
+  # Freeze just after a renewal (its expiry then is the lease's last word: no renewal can
+  # land between that read and the freeze; one sent during the freeze lands after it).
+  "$BIN" status "$key" --json >"$T/status.json" || fail "status"
+  local first expire
+  first=$(json "$T/status.json" 'd["lock"]["expire_ms"]')
+  expire=$first
+  local give_up=$(( $(now_ms) + 10000 ))
+  while (( expire == first )); do
+    (( $(now_ms) < give_up )) || fail "the lease was not renewed within 10 s"
+    "$BIN" status "$key" --json >"$T/status.json" || fail "status"
+    expire=$(json "$T/status.json" 'd["lock"]["expire_ms"]')
+  done
+  kill -STOP "$SERVER_PID"
+  local t_freeze; t_freeze=$(now_ms)
+  exit_code "$pid" $((ttl + 5)); local rc=$RC
+  kill -CONT "$SERVER_PID"
+  [[ $rc == 70 ]] || fail "exit $rc: $(cat "$T/e")"
+  local t_term; t_term=$(tail -n1 "$OUT")
+  (( t_term < expire )) || fail "CMD stopped at $t_term, after the lease's expiry $expire"
+  echo "    server frozen: CMD got SIGTERM $(( t_term - t_freeze )) ms after the freeze, $(( expire - t_term )) ms before the lease could expire (ttl $ttl s)"
+}
+
+t_elect_failover() {  # kill -9 of the leading `elect`: its CMD stops, the other leads
+  local key="elect-$RANDOM" ttl=2
+  export LOG="$T/elect.log"; : >"$LOG"
+  NAME=e1 env --default-signal=INT "$BIN" elect "$key" --ttl $ttl --grace 1 -- "$T/leader.sh" 2>"$T/e1" &
+  local p1=$!
+  NAME=e2 env --default-signal=INT "$BIN" elect "$key" --ttl $ttl --grace 1 -- "$T/leader.sh" 2>"$T/e2" &
+  local p2=$!
+  wait_for "grep -q '^lead' '$LOG'" 20 || fail "nobody leads: $(cat "$T/e1" "$T/e2")"
+  read -r _ first fence1 _ < <(grep '^lead' "$LOG")
+  local leader_pid=$p1 other_pid=$p2 other=e2
+  [[ $first == e2 ]] && { leader_pid=$p2; other_pid=$p1; other=e1; }
+  "$BIN" status "$key" --json >"$T/status.json"
+  [[ $(json "$T/status.json" 'd["leader"]["pid"]') == "$leader_pid" ]] || fail "status leader: $(cat "$T/status.json")"
+  [[ $(json "$T/status.json" 'len(d["members"])') == 2 ]] || fail "status members: $(cat "$T/status.json")"
+  local t_kill; t_kill=$(now_ms)
+  kill -9 "$leader_pid"; wait "$leader_pid" 2>/dev/null || true
+  wait_for "grep -q '^stopped $first' '$LOG'" 5 || fail "the killed leader's CMD still runs"
+  wait_for "grep -q '^lead $other' '$LOG'" $((3 * ttl + 5)) || fail "no failover: $(cat "$LOG" "$T/e1" "$T/e2")"
+  read -r _ _ fence2 t_lead < <(grep "^lead $other" "$LOG")
+  local failover=$(( t_lead - t_kill ))
+  (( failover < ttl * 1000 + 1500 )) || fail "failover took $failover ms (ttl $ttl s)"
+  (( fence2 > fence1 )) || fail "fence $fence1 -> $fence2"
+  kill -INT "$other_pid"
+  exit_code "$other_pid" 10; [[ $RC == 0 ]] || fail "elect did not exit 0 on SIGINT"
+  grep -q "^stopped $other" "$LOG" || fail "CMD not stopped on Ctrl-C"
+  "$BIN" status "$key" --json >"$T/status.json"
+  [[ $(json "$T/status.json" 'd["leader"]') == None ]] || fail "leadership not released: $(cat "$T/status.json")"
+  echo "    elect failover: $failover ms after kill -9 of the leader (ttl $ttl s)"
+}
+
+t_elect_loss_stops_cmd() {  # leadership lost (lock forced away): CMD stopped, led again later
+  local key="eloss-$RANDOM"
+  export LOG="$T/eloss.log"; : >"$LOG"
+  # Leadership is lost by freezing the leading `elect` process (SIGSTOP) beyond its lease:
+  # on SIGCONT its renew deadline has passed and it must stop CMD at once.
+  NAME=e1 "$BIN" elect "$key" --ttl 2 --grace 1 -- "$T/leader.sh" 2>"$T/e1" &
+  local p1=$!
+  wait_for "grep -q '^lead e1' '$LOG'" 20 || fail "e1 does not lead"
+  NAME=e2 "$BIN" elect "$key" --ttl 2 --grace 1 -- "$T/leader.sh" 2>"$T/e2" &
+  local p2=$!
+  kill -STOP "$p1"            # e1 frozen: its lease expires, e2 takes over
+  wait_for "grep -q '^lead e2' '$LOG'" 10 || fail "e2 did not take over"
+  kill -CONT "$p1"            # e1 wakes past its deadline: stops its CMD, follows
+  wait_for "grep -q '^stopped e1' '$LOG'" 5 || fail "e1 did not stop its CMD: $(cat "$T/e1")"
+  grep -q "leadership LOST" "$T/e1" || fail "no message: $(cat "$T/e1")"
+  kill -TERM "$p2"            # e2 leaves: e1 leads again and restarts CMD
+  exit_code "$p2" 10; [[ $RC == 0 ]] || fail "e2 exit"
+  wait_for "[ \$(grep -c '^lead e1' '$LOG') -ge 2 ]" 10 || fail "e1 did not lead again"
+  kill -TERM "$p1"
+  exit_code "$p1" 10; [[ $RC == 0 ]] || fail "e1 exit"
+}
+
+t_demo() {
+  if [[ "$STORAGE" == sqlite ]]; then "$BIN" demo >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"
+  else "$BIN" demo --uri "$URI" >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"; fi
+  grep -q "^failover: " "$T/demo.out" || fail "no failover line: $(cat "$T/demo.out")"
+  grep "^failover: " "$T/demo.out" | sed 's/^/    /'
+}
+
+echo "mongoelector command tests on $STORAGE ($URI)"
+[[ $STORAGE == sqlite ]] && run_test "basics: --version, --help, usage errors, CMD status" t_cli_basics
+[[ $STORAGE == sqlite ]] && run_test "default URI: per-user SQLite file, XDG_STATE_HOME" t_default_uri
+run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
+run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status
+run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded
+run_test "run: lock forced away -> SIGTERM, exit 70" t_lost_forced
+run_test "run: CMD ignoring SIGTERM killed after --grace" t_lost_grace_kill
+[[ $STORAGE == mongo ]] && run_test "run: server frozen -> CMD stopped before expiry, 70" t_lost_frozen_server
+run_test "elect: failover after kill -9 of the leader" t_elect_failover
+run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_elect_loss_stops_cmd
+run_test "demo" t_demo
+
+echo "$STORAGE: ${PASSED} passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"
+(( ${#FAILED[@]} == 0 ))
