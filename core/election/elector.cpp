@@ -206,10 +206,10 @@ void Elector::on_deadline(std::uint64_t term) {
       ++e->deadline_tasks_running_;
     }
     ~Running() {
-      {
-        std::lock_guard<std::mutex> g(e->mu_);
-        --e->deadline_tasks_running_;
-      }
+      // Notified under the mutex: ~Elector, waiting on cv_, cannot see the count reach
+      // 0 and destroy cv_ while this notify is still running.
+      std::lock_guard<std::mutex> g(e->mu_);
+      --e->deadline_tasks_running_;
       e->cv_.notify_all();
     }
   } running(this);
