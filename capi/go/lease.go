@@ -20,7 +20,6 @@ import (
 	"errors"
 	"runtime"
 	"runtime/cgo"
-	"sync"
 	"time"
 )
 
@@ -58,62 +57,16 @@ func (l *Locker) Hold(ctx context.Context, opts ...AcquireOption) (*Lease, error
 	if cfg.timeout == 0 {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "timeout must be positive (or use TryHold)"}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, contextError(err, "hold of "+l.key+" not started")
-	}
-	timeout := -1.0
-	if cfg.timeout > 0 {
-		timeout = cfg.timeout.Seconds()
-	}
-	ctxBound := false
-	if dl, ok := ctx.Deadline(); ok {
-		rem := time.Until(dl).Seconds()
-		if rem <= 0 {
-			return nil, contextError(context.DeadlineExceeded, "hold of "+l.key+" not started")
-		}
-		if timeout < 0 || rem < timeout {
-			timeout, ctxBound = rem, true
-		}
-	}
-	if !l.g.enter() {
-		return nil, closedError("locker")
-	}
-	defer l.g.exit()
-
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	if ctx.Done() != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-				C.mongoelector_locker_cancel(l.ptr)
-			case <-done:
-			}
-		}()
-	}
-	lease, err := l.hold(true, timeout, cfg.step, func() bool {
-		return ctx.Err() == nil && !l.g.isClosed()
+	var lease *Lease
+	err := l.blockingWait(ctx, "hold", cfg.timeout, func(timeout float64) error {
+		var err error
+		lease, err = l.hold(true, timeout, cfg.step)
+		return err
 	})
-	close(done)
-	wg.Wait()
-	if err == nil {
-		return lease, nil
-	}
-	var e *Error
-	if !errors.As(err, &e) {
+	if err != nil {
 		return nil, err
 	}
-	switch {
-	case e.Code == CodeCancelled && l.g.isClosed():
-		return nil, closedError("locker")
-	case e.Code == CodeCancelled && ctx.Err() != nil:
-		return nil, contextError(ctx.Err(), e.Message)
-	case e.Code == CodeTimeout && ctxBound:
-		e.cause = context.DeadlineExceeded
-	}
-	return nil, err
+	return lease, nil
 }
 
 // TryHold makes one attempt (an error matching ErrLockHeld when another holds the
@@ -123,12 +76,12 @@ func (l *Locker) TryHold() (*Lease, error) {
 		return nil, closedError("locker")
 	}
 	defer l.g.exit()
-	return l.hold(false, -1, 250*time.Millisecond, nil)
+	return l.hold(false, -1, 250*time.Millisecond)
 }
 
-// hold runs mongoelector_lease_acquire; retryCancel says whether a CANCELLED result is
-// a stale cancel to retry (see Acquire).
-func (l *Locker) hold(blocking bool, timeout float64, step time.Duration, retryCancel func() bool) (*Lease, error) {
+// hold runs mongoelector_lease_acquire once (Hold's waiting and cancelling are
+// blockingWait's).
+func (l *Locker) hold(blocking bool, timeout float64, step time.Duration) (*Lease, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	lost := &leaseLost{cancel: func() { cancel(ErrLeaseLost) }}
 	h := cgo.NewHandle(lost)
@@ -139,14 +92,7 @@ func (l *Locker) hold(blocking bool, timeout float64, step time.Duration, retryC
 	o.step_seconds = C.double(step.Seconds())
 	C.me_set_lease_lost(&o, C.uintptr_t(h))
 	var ptr *C.mongoelector_lease
-	var err error
-	for attempt := 0; ; attempt++ {
-		err = call(func() C.mongoelector_status { return C.mongoelector_lease_acquire(l.ptr, &o, &ptr) })
-		if errors.Is(err, ErrCancelled) && retryCancel != nil && retryCancel() && attempt < 3 {
-			continue
-		}
-		break
-	}
+	err := call(func() C.mongoelector_status { return C.mongoelector_lease_acquire(l.ptr, &o, &ptr) })
 	if err != nil {
 		h.Delete()
 		cancel(err)

@@ -142,31 +142,50 @@ func (l *Locker) Acquire(ctx context.Context, opts ...AcquireOption) (int64, err
 	if cfg.timeout == 0 {
 		return 0, &Error{Code: CodeInvalidArgument, Message: "timeout must be positive (or use TryAcquire)"}
 	}
+	var fence C.int64_t
+	err := l.blockingWait(ctx, "acquire", cfg.timeout, func(timeout float64) error {
+		return call(func() C.mongoelector_status {
+			return C.mongoelector_locker_acquire(l.ptr, 1, C.double(timeout), C.double(cfg.step.Seconds()),
+				cbool(cfg.force), &fence)
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int64(fence), nil
+}
+
+// blockingWait runs wait (a blocking C call on this locker, given its timeout in
+// seconds, < 0 for none) under ctx: the shorter of ctx's deadline and timeout bounds
+// it, ctx's end cancels it, and the result maps to ErrCancelled/ErrTimeout wrapping the
+// context's error. Shared by Acquire and Hold.
+func (l *Locker) blockingWait(ctx context.Context, what string, timeoutOpt time.Duration,
+	wait func(timeout float64) error) error {
 	if err := ctx.Err(); err != nil {
-		return 0, contextError(err, "acquire of "+l.key+" not started")
+		return contextError(err, what+" of "+l.key+" not started")
 	}
 	timeout := -1.0
-	if cfg.timeout > 0 {
-		timeout = cfg.timeout.Seconds()
+	if timeoutOpt > 0 {
+		timeout = timeoutOpt.Seconds()
 	}
 	ctxBound := false
 	if dl, ok := ctx.Deadline(); ok {
 		rem := time.Until(dl).Seconds()
 		if rem <= 0 {
-			return 0, contextError(context.DeadlineExceeded, "acquire of "+l.key+" not started")
+			return contextError(context.DeadlineExceeded, what+" of "+l.key+" not started")
 		}
 		if timeout < 0 || rem < timeout {
 			timeout, ctxBound = rem, true
 		}
 	}
 	if !l.g.enter() {
-		return 0, closedError("locker")
+		return closedError("locker")
 	}
 	defer l.g.exit()
 
 	// The watcher cancels the C wait when ctx ends. It may fire just after the C call
-	// returned; that cancel then stays pending in C and the next blocking acquire
-	// consumes it, which is why a CANCELLED with ctx still live is retried below.
+	// returned; that cancel then stays pending in C and the next blocking wait consumes
+	// it, which is why a CANCELLED with ctx still live is retried below.
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	if ctx.Done() != nil {
@@ -180,13 +199,9 @@ func (l *Locker) Acquire(ctx context.Context, opts ...AcquireOption) (int64, err
 			}
 		}()
 	}
-	var fence C.int64_t
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = call(func() C.mongoelector_status {
-			return C.mongoelector_locker_acquire(l.ptr, 1, C.double(timeout), C.double(cfg.step.Seconds()),
-				cbool(cfg.force), &fence)
-		})
+		err = wait(timeout)
 		if errors.Is(err, ErrCancelled) && ctx.Err() == nil && !l.g.isClosed() && attempt < 3 {
 			continue // a stale cancel left by an earlier call
 		}
@@ -195,19 +210,21 @@ func (l *Locker) Acquire(ctx context.Context, opts ...AcquireOption) (int64, err
 	close(done)
 	wg.Wait()
 	if err == nil {
-		return int64(fence), nil
+		return nil
 	}
 	var e *Error
-	errors.As(err, &e)
+	if !errors.As(err, &e) {
+		return err
+	}
 	switch {
 	case e.Code == CodeCancelled && l.g.isClosed():
-		return 0, closedError("locker")
+		return closedError("locker")
 	case e.Code == CodeCancelled && ctx.Err() != nil:
-		return 0, contextError(ctx.Err(), e.Message)
+		return contextError(ctx.Err(), e.Message)
 	case e.Code == CodeTimeout && ctxBound:
 		e.cause = context.DeadlineExceeded
 	}
-	return 0, err
+	return err
 }
 
 // contextError maps a context error to ErrCancelled or ErrTimeout, wrapping it.
