@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "utf8.h"
 
 namespace mongoelector {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "log.h"
 
 namespace mongoelector {

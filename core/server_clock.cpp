@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "log.h"
 
 namespace mongoelector {

@@ -14,7 +14,7 @@
 // SERVER's clock, see server_clock.h), never the host's wall clock.
 //
 // Errors: backends throw StorageUnavailable when the server cannot be reached or a call
-// times out, StorageError for any other failure (errors.h). Bindings may throw their own
+// times out, StorageError for any other failure (exceptions.h). Bindings may throw their own
 // exception types (Python re-raises pymongo's exceptions unchanged); core/ lets
 // exceptions it does not know propagate.
 #pragma once

@@ -1,7 +1,7 @@
 // mongoelector_elector_*: a mongoelector::Elector on its own Storage from the client.
 #include <memory>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "handles.h"
 #include "json.h"
 #include "utf8.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "identity.h"
 #include "storage/mongo_storage.h"
 

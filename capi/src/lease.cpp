@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "handles.h"
 #include "lease/lease.h"
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <optional>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "handles.h"
 #include "utf8.h"
 

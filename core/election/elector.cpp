@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../log.h"
 
 namespace mongoelector {

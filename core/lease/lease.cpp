@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../log.h"
 
 namespace mongoelector {

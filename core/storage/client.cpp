@@ -1,7 +1,7 @@
 // open_client: the backend by the URI's scheme (client.h).
 #include "client.h"
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "mongo_client.h"
 #include "sqlite_storage.h"
 

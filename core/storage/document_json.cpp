@@ -10,7 +10,7 @@
 #include <limits>
 #include <optional>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../utf8.h"
 
 namespace mongoelector::document_json {

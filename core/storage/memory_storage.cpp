@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "../errors.h"
+#include "../exceptions.h"
 
 namespace mongoelector {
 

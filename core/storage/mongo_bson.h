@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../value.h"
 
 namespace mongoelector {

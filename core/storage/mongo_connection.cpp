@@ -9,7 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../log.h"
 #include "mongo_bson.h"
 

@@ -11,7 +11,7 @@
 
 #include <atomic>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../log.h"
 #include "mongo_bson.h"
 #include "mongo_connection.h"

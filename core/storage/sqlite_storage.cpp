@@ -24,7 +24,7 @@
 #include <cstring>
 #include <limits>
 
-#include "../errors.h"
+#include "../exceptions.h"
 #include "../utf8.h"
 #include "document_json.h"
 

@@ -22,7 +22,7 @@
 
 #include "convert.h"
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "gil.h"
 #include "lease/lease.h"
 #include "locker.h"

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "convert.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "gil.h"
 #include "log.h"
 

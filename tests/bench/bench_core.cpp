@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "locker.h"
 #include "storage/mongo_storage.h"
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "fuzz_common.h"
 #include "handles.h"
 #include "locker.h"

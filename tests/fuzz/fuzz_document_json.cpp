@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "fuzz_common.h"
 #include "json.h"
 #include "storage/document_json.h"

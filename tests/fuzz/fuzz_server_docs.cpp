@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "fuzz_common.h"
 #include "json.h"
 #include "locker.h"

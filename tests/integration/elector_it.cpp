@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "harness.h"
 
 using namespace mongoelector;

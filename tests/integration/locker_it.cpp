@@ -8,7 +8,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "harness.h"
 #include "locker.h"
 

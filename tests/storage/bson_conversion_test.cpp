@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "storage/mongo_bson.h"
 #include "storage_env.h"
 

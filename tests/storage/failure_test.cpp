@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "storage_env.h"
 #include "tcp_fixtures.h"
 

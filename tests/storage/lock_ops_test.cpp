@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "fixture.h"
 
 namespace mongoelector::storage_test {

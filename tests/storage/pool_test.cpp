@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "storage/mongo_client.h"
 #include "storage_env.h"
 #include "tcp_fixtures.h"

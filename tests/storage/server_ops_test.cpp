@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "fixture.h"
 #include "log_capture.h"
 

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "storage/client.h"
 #include "storage/document_json.h"
 #include "storage/sqlite_storage.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "fixtures.h"
 
 using namespace mongoelector;

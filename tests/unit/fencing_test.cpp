@@ -2,7 +2,7 @@
 // deletion of the document by someone else (TTL monitor, an original node).
 #include <random>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "fixtures.h"
 
 using namespace mongoelector;

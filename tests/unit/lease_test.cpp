@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "fixtures.h"
 #include "lease/keepalive.h"
 #include "lease/lease.h"

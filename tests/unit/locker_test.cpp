@@ -2,7 +2,7 @@
 #include <cmath>
 #include <vector>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "fixtures.h"
 
 using namespace mongoelector;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "election/elector.h"
-#include "errors.h"
+#include "exceptions.h"
 #include "fixtures.h"
 
 using namespace mongoelector;

@@ -1,6 +1,6 @@
 // The server's clock is the one time base: host skew is corrected, host wall-clock jumps
 // change nothing, and timeparanoid still reports offsets above maxoffset.
-#include "errors.h"
+#include "exceptions.h"
 #include "fixtures.h"
 
 using namespace mongoelector;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "identity.h"
 #include "storage.h"
 #include "value.h"

@@ -3,7 +3,7 @@
 #include <new>
 #include <string>
 
-#include "errors.h"
+#include "exceptions.h"
 #include "guard.h"
 
 namespace mongoelector::capi {
