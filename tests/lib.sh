@@ -14,8 +14,9 @@ say() { printf '\n==> %s\n' "$*"; }
 install_apt() {
   # libsqlite3-dev: the embedded backend (core/storage/sqlite_storage.h) links the
   # system's libsqlite3.
+  # libclang-dev: bindgen in the Rust binding's header drift check (capi/rust/header-drift).
   local pkgs=(cmake ninja-build pkg-config g++ libmongoc-dev libbson-dev libsqlite3-dev
-              googletest libgtest-dev abigail-tools default-jdk-headless maven)
+              googletest libgtest-dev abigail-tools default-jdk-headless maven libclang-dev)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,19 +1,24 @@
 package mongoelector
 
-// Linking: by default the package links -lmongoelector and finds the header in
-// ../include (this checkout). Point the linker at a build or install tree with
+// Building: by default cgo takes the header and the library from
+// `pkg-config mongoelector`, i.e. an installed libmongoelector (cmake --install;
+// PKG_CONFIG_PATH=<prefix>/lib/pkgconfig when the prefix is not a system one). This is
+// what `go get` users get: the module alone holds no C header.
 //
-//	CGO_LDFLAGS="-L/path/to/lib" LD_LIBRARY_PATH=/path/to/lib go test ./...
+// In this checkout, `-tags mongoelector_dev` takes the header from ../include and links
+// -lmongoelector wherever CGO_LDFLAGS points:
 //
-// or build with `-tags mongoelector_pkgconfig` to take both flags from
-// `pkg-config mongoelector` (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig).
+//	CGO_LDFLAGS="-L<dir of libmongoelector.so>" LD_LIBRARY_PATH=<same dir> go test -tags mongoelector_dev ./...
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include
-#cgo !mongoelector_pkgconfig LDFLAGS: -lmongoelector
-#cgo mongoelector_pkgconfig pkg-config: mongoelector
+#cgo !mongoelector_dev pkg-config: mongoelector
+#cgo mongoelector_dev CFLAGS: -I${SRCDIR}/../include
+#cgo mongoelector_dev LDFLAGS: -lmongoelector
 #include <stdlib.h>
 #include "mongoelector.h"
+#if !defined(MONGOELECTOR_VERSION_NUMBER) || MONGOELECTOR_VERSION_NUMBER < 10000
+#error "the Go package mongoelector needs libmongoelector >= 1.0.0 (pkg-config mongoelector)"
+#endif
 */
 import "C"
 

@@ -6,7 +6,7 @@ import (
 	"log"
 	"time"
 
-	"mongoelector.dev/go/mongoelector"
+	mongoelector "github.com/mongoelector/mongoelector/capi/go"
 )
 
 // The README's Go example (compiled by go vet/go test; not run: it needs a server).

@@ -1,3 +1,3 @@
-module mongoelector.dev/go/mongoelector
+module github.com/mongoelector/mongoelector/capi/go
 
 go 1.22

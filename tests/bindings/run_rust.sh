@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Rust binding tests: tests/bindings/run_rust.sh [BUILD_DIR]
-# Builds libmongoelector, then `cargo test` of the capi/rust workspace (header drift
-# check of mongoelector-sys, the safe crate's unit and integration tests) against a real
+# Builds libmongoelector, then `cargo test --workspace` of capi/rust against a real
 # server: MONGOELECTOR_TEST_URI if set, else a mongo-java-server started for the run.
+#   mongoelector-sys   links the library (MONGOELECTOR_LIB_DIR, exported by common.sh)
+#   mongoelector       the safe crate's unit and integration tests, the log bridge
+#   header-drift       bindgen (libclang) on capi/include/mongoelector.h vs
+#                      mongoelector-sys/src/lib.rs: declarations and struct layouts.
+#                      Alone, no library or server needed:
+#                        (cd capi/rust && cargo test -p mongoelector-header-drift)
 # Cargo's target dir: CARGO_TARGET_DIR if set, else capi/rust/target (gitignored).
+# The crates built from a git snapshot against an INSTALLED library through pkg-config:
+# tests/consumer/rust_crate.sh (run by tests/consumer/run.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 with_server "$0" "$@"
 cd "$REPO/capi/rust"

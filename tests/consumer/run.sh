@@ -11,7 +11,14 @@
 # runs both (they also take and release a lock on MONGOELECTOR_TEST_URI, or on a
 # mongo-java-server started for the run when it is unset), and
 # checks the SONAME, the symlinks and the installed files. capi/examples/example.c is
-# built the same way (and run when a server is given). Ends with "N passed, N failed".
+# built the same way (and run when a server is given). Then the bindings as their users
+# get them, against the same prefix through pkg-config only (no server needed: SQLite):
+#   (c) Go:   tests/consumer/go_module.sh   `go get` of capi/go from a file:// module
+#             proxy into a fresh read-only module cache, go build, run
+#   (d) Rust: tests/consumer/rust_crate.sh  a fresh `cargo new` project depending on
+#             `mongoelector` by git URL (a snapshot of the working tree), cargo build, run
+# each skipped, and said so, when `go` / `cargo` is not installed
+# (MONGOELECTOR_CONSUMER_BINDINGS=0: skip both). Ends with "N passed, N failed".
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -134,6 +141,22 @@ else
   cat "$WORK/cmake.log" >&2
   bad "consumer builds with find_package(mongoelector CONFIG)"
 fi
+
+# ---- (c) Go module, (d) Rust crates ---------------------------------------------------------
+binding_consumer() { # name tool script
+  local name="$1" tool="$2" script="$3" start=$SECONDS
+  if [[ "${MONGOELECTOR_CONSUMER_BINDINGS:-1}" == 0 ]]; then
+    echo "skipped: $name (MONGOELECTOR_CONSUMER_BINDINGS=0)"
+  elif ! command -v "$tool" >/dev/null; then
+    echo "skipped: $name ($tool is not installed)"
+  elif bash "$HERE/$script" "$PREFIX" 2>&1 | sed 's/^/  /'; then
+    ok "$name ($((SECONDS - start)) s)"
+  else
+    bad "$name"
+  fi
+}
+binding_consumer "Go module from a module cache, via pkg-config" go go_module.sh
+binding_consumer "Rust crates from a git dependency, via pkg-config" cargo rust_crate.sh
 
 echo "consumer: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

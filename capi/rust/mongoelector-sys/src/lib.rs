@@ -1,10 +1,26 @@
-//! Raw declarations of the C API in `capi/include/mongoelector.h`, written by hand.
+//! Raw declarations of the C API of libmongoelector (`mongoelector.h`), written by hand.
+//! Most users want the safe [`mongoelector`](https://docs.rs/mongoelector) crate. Read
+//! the header for ownership and thread rules.
 //!
-//! `tests/header_drift.rs` parses the header and fails when any function, callback type,
-//! struct, enum value or macro here differs from it (names, parameter and return types,
-//! field lists, sizes and offsets). Read the header for ownership and thread rules.
+//! # Linking
 //!
-//! Linking: see `build.rs` (MONGOELECTOR_LIB_DIR, else pkg-config, else the system).
+//! The C library is not built by this crate: install it first (`cmake --install <build>
+//! --prefix <prefix>`). The build script then finds it, first match wins, through
+//!
+//! * `MONGOELECTOR_LIB_DIR=<directory holding libmongoelector.so>` (overrides pkg-config),
+//! * `pkg-config mongoelector` (>= 1.0.0; `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` unless
+//!   the prefix is a system one),
+//!
+//! and fails with a message naming both when neither finds it. At run time the loader
+//! must find `libmongoelector.so.1`: `LD_LIBRARY_PATH=<that directory>` unless it is a
+//! system one.
+//!
+//! # Drift
+//!
+//! The workspace's `header-drift` crate (not published) runs bindgen on the header and
+//! fails when a function, callback type, struct field, enum value or version macro here
+//! differs from it, or a size, alignment or offset differs from clang's:
+//! `cargo test -p mongoelector-header-drift` in `capi/rust` (needs libclang).
 #![allow(non_camel_case_types)]
 
 use std::os::raw::{c_char, c_double, c_int, c_void};
@@ -248,10 +264,14 @@ extern "C" {
         options: *const mongoelector_lease_options,
         out: *mut *mut mongoelector_lease,
     ) -> mongoelector_status;
-    pub fn mongoelector_lease_fence(lease: *mut mongoelector_lease, out: *mut i64)
-        -> mongoelector_status;
-    pub fn mongoelector_lease_lost(lease: *mut mongoelector_lease, out: *mut c_int)
-        -> mongoelector_status;
+    pub fn mongoelector_lease_fence(
+        lease: *mut mongoelector_lease,
+        out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_lease_lost(
+        lease: *mut mongoelector_lease,
+        out: *mut c_int,
+    ) -> mongoelector_status;
     pub fn mongoelector_lease_wait_lost(
         lease: *mut mongoelector_lease,
         timeout_seconds: c_double,

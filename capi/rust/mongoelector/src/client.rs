@@ -35,7 +35,10 @@ pub struct Client {
 impl Client {
     /// Connects lazily to `uri` ("mongodb://host:port/?options") and uses `database`.
     /// Nothing is sent until first use; a malformed URI is `Error::InvalidArgument`.
+    /// The first call routes the library's log messages to the `log` crate (see
+    /// [`crate::set_log_handler`]).
     pub fn new(uri: &str, database: &str) -> Result<Client> {
+        crate::log::install()?;
         let curi = cstring("uri", uri)?;
         let cdb = cstring("database", database)?;
         let mut ptr = ptr::null_mut();

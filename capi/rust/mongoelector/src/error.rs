@@ -7,7 +7,7 @@ use std::fmt;
 pub enum Error {
     /// Bad argument: empty/too long/non-UTF-8 key, ttl <= 0, bad URI, NUL in a string.
     InvalidArgument(String),
-    /// Non-blocking acquire: another holds the lock ("<key> owned by <host> pid <pid>").
+    /// Non-blocking acquire: another holds the lock (`"<key> owned by <host> pid <pid>"`).
     LockHeld(String),
     /// A blocking acquire ran past its timeout.
     Timeout(String),

@@ -13,6 +13,15 @@
 //!
 //! Thread rules follow the C header: `Client`, `Locker` and `Elector` are `Send + Sync`;
 //! callbacks are `FnMut() + Send + 'static` and never unwind into C.
+//!
+//! Logging: the library's messages go to the [`log`](https://docs.rs/log) crate, target
+//! `"mongoelector"` ([`LOG_TARGET`]), from the first [`Client::new`] on; no setup call.
+//! [`set_log_handler`] takes them instead.
+//!
+//! Linking: the C library must be installed; `mongoelector-sys` finds it through
+//! `pkg-config mongoelector` (`PKG_CONFIG_PATH=<prefix>/lib/pkgconfig`) or
+//! `MONGOELECTOR_LIB_DIR=<directory holding libmongoelector.so>`, and the loader at run
+//! time through `LD_LIBRARY_PATH` unless it is in a system directory.
 
 mod client;
 mod elector;
@@ -21,12 +30,12 @@ mod lease;
 mod locker;
 mod log;
 
+pub use crate::log::{set_log_handler, LogHandler, LogLevel, LOG_TARGET};
 pub use client::Client;
 pub use elector::{Elector, ElectorBuilder};
 pub use error::{Error, Result};
 pub use lease::LeaseGuard;
 pub use locker::{AcquireOptions, CancelHandle, LockInfo, Locker, LockerOptions};
-pub use log::{set_log_handler, LogHandler, LogLevel};
 pub use mongoelector_sys as sys;
 
 /// Runtime version of the loaded library, e.g. "1.0.0".

@@ -8,7 +8,11 @@ use mongoelector::{AcquireOptions, Client, Error, Locker};
 use std::time::{Duration, Instant};
 
 fn sqlite_client() -> (Client, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("rs-lease-{}-{}", std::process::id(), unique_key("d")));
+    let dir = std::env::temp_dir().join(format!(
+        "rs-lease-{}-{}",
+        std::process::id(),
+        unique_key("d")
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let uri = format!("sqlite://{}", dir.join("locks.db").display());
     (Client::new(&uri, "").expect("sqlite client"), dir)
@@ -25,14 +29,20 @@ fn suite(c: &Client) {
     let fence = lease.fence();
     assert!(fence > 0);
     assert_eq!(a.fence().unwrap(), fence);
-    assert!(matches!(a.try_hold(), Err(Error::InvalidArgument(_))), "one lease per locker");
+    assert!(
+        matches!(a.try_hold(), Err(Error::InvalidArgument(_))),
+        "one lease per locker"
+    );
     assert!(!lease.wait_lost(Some(Duration::from_millis(100))).unwrap());
     std::thread::sleep(3 * ttl);
     assert!(!lease.is_lost());
     assert!(a.owned().unwrap());
     assert!(matches!(b.try_hold(), Err(Error::LockHeld(_))));
     let t0 = Instant::now();
-    assert!(matches!(b.hold(Some(Duration::from_millis(300))), Err(Error::Timeout(_))));
+    assert!(matches!(
+        b.hold(Some(Duration::from_millis(300))),
+        Err(Error::Timeout(_))
+    ));
     assert!(t0.elapsed() >= Duration::from_millis(290));
 
     // Drop releases: b takes it at once, with a greater token.
@@ -43,11 +53,19 @@ fn suite(c: &Client) {
 
     // Taken by force: b's lease is lost within about ttl/3, for good.
     let f3 = a
-        .acquire_with(&AcquireOptions { blocking: false, force: true, ..Default::default() })
+        .acquire_with(&AcquireOptions {
+            blocking: false,
+            force: true,
+            ..Default::default()
+        })
         .unwrap();
     let t0 = Instant::now();
     assert!(lb.wait_lost(Some(3 * ttl)).unwrap());
-    assert!(t0.elapsed() < ttl / 3 + Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < ttl / 3 + Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     assert!(lb.is_lost());
     assert!(lb.wait_lost(None).unwrap());
     // Dropping a lost lease releases nothing: a keeps its hold.
@@ -58,11 +76,18 @@ fn suite(c: &Client) {
 
     // The guard keeps its locker's handle alive.
     let lease = {
-        let l = Locker::new(c, &unique_key("own"), &mongoelector::LockerOptions::default().ttl(ttl)).unwrap();
+        let l = Locker::new(
+            c,
+            &unique_key("own"),
+            &mongoelector::LockerOptions::default().ttl(ttl),
+        )
+        .unwrap();
         l.try_hold().unwrap()
     };
     assert!(!lease.is_lost());
-    std::thread::spawn(move || assert!(!lease.is_lost())).join().unwrap();
+    std::thread::spawn(move || assert!(!lease.is_lost()))
+        .join()
+        .unwrap();
 }
 
 #[test]
