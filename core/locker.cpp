@@ -145,7 +145,7 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   // never ends after the server's.
   const std::int64_t sent = clock_->mono_ms();
   const ServerTime t = server_time_for_write();
-  auto token = claim_and_anchor(force, sent, t);
+  auto token = claim_and_anchor(force, sent, t);  // the fence: a token unless deferred
   if (!token) return std::nullopt;
   if (clock_->mono_ms() >= sent + ttl_ms()) {
     // The claim and its epoch round trips outlasted the lease: someone may hold it now.
@@ -160,7 +160,7 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   std::lock_guard<std::mutex> g(mu_);
   hold_ = Hold{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
   ++hold_gen_;
-  return token;
+  return *token >= kEpochUnit ? *token : 0;  // 0: deferred (lazy_token), see token()
 }
 
 std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t sent,
@@ -178,7 +178,16 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
     if (!doc) return std::nullopt;
     if (doc->uuid != identity_.uuid)
       throw StorageError("the server returned a lock document of another holder after a claim");
-    return anchor_epoch(*doc);
+    if (doc->fence >= kEpochUnit) return doc->fence;
+    bool defer;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      defer = options_.lazy_token && !eager_token_;
+    }
+    // Deferred: the fence, unique to this hold while the document lives, names it in
+    // renewals and releases; token() turns it into a token.
+    if (defer) return doc->fence > 0 ? std::optional<std::int64_t>(doc->fence) : std::nullopt;
+    return anchor_epoch(doc->fence);
   } catch (...) {
     // The claim may have been applied (lost reply, a failure in the epoch path): what it
     // wrote is ours. Release it now if the server answers, else before the next claim.
@@ -194,18 +203,49 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
 // The rare path: the document was created by this claim, or carried no token of ours
 // (original node, deleted by the TTL monitor). Its counter restarted, so move it to a
 // fresh epoch from "<coll>.fences", which outlives the lock document.
-std::optional<std::int64_t> Locker::anchor_epoch(const LockDoc& doc) {
-  if (doc.fence >= kEpochUnit) return doc.fence;
+std::optional<std::int64_t> Locker::anchor_epoch(std::int64_t fence) {
+  if (fence >= kEpochUnit) return fence;
   std::int64_t epoch = storage_->bump_epoch(options_.collection, options_.key);
   if (epoch <= 0 || epoch >= (std::int64_t{1} << 30))
     throw StorageError("fence epoch out of range: " + std::to_string(epoch));
   std::int64_t token = epoch * kEpochUnit;
-  if (!storage_->set_fence(options_.collection, options_.key, identity_.uuid, doc.fence, token)) {
+  if (!storage_->set_fence(options_.collection, options_.key, identity_.uuid, fence, token)) {
     // Someone took the lock between our claim and now: our lease must have expired.
     log(LogLevel::Warning, "lock " + options_.key + " was taken over while its fence was set");
     return std::nullopt;
   }
   return token;
+}
+
+std::optional<std::int64_t> Locker::token() {
+  const std::unique_lock<std::mutex> io = lock_hold_io();
+  std::int64_t fence;
+  std::uint64_t gen;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!hold_) return std::nullopt;
+    if (hold_->fence >= kEpochUnit) return hold_->fence;
+    fence = hold_->fence;
+    gen = hold_gen_;
+  }
+  // The epoch is bumped while the hold is ours (the fence change below proves it), so
+  // this token is above every earlier hold's and below every later one's.
+  const std::optional<std::int64_t> token = anchor_epoch(fence);
+  std::lock_guard<std::mutex> g(mu_);
+  if (gen != hold_gen_ || !hold_) return std::nullopt;  // replaced meanwhile
+  if (!token) {  // taken over, released or deleted: the hold is gone
+    hold_.reset();
+    ++hold_gen_;
+    return std::nullopt;
+  }
+  hold_->fence = *token;
+  return token;
+}
+
+std::unique_lock<std::mutex> Locker::lock_hold_io() {
+  // Only a deferred token changes a hold's fence while it is held.
+  if (!options_.lazy_token) return {};
+  return std::unique_lock<std::mutex>(hold_io_mu_);
 }
 
 void Locker::strand_locked() {
@@ -240,9 +280,19 @@ void Locker::settle_stranded() {
     std::lock_guard<std::mutex> g(mu_);
     if (stranded_ && stranded_->fence == s->fence) stranded_->release_sent = true;
   }
-  storage_->release(options_.collection, options_.key, identity_.uuid, fence,
-                    server_clock_.now_ms(), options_.delete_on_release);
+  try {
+    storage_->release(options_.collection, options_.key, identity_.uuid, fence,
+                      server_clock_.now_ms(), options_.delete_on_release);
+  } catch (...) {
+    note_release_in_doubt();
+    throw;
+  }
   clear_stranded(s->fence);
+}
+
+void Locker::note_release_in_doubt() {
+  std::lock_guard<std::mutex> g(mu_);
+  eager_token_ = true;
 }
 
 void Locker::settle_stranded_quietly() {
@@ -255,6 +305,7 @@ void Locker::settle_stranded_quietly() {
 }
 
 void Locker::release(bool force) {
+  const std::unique_lock<std::mutex> io = lock_hold_io();
   std::optional<std::int64_t> fence;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -276,6 +327,7 @@ void Locker::release(bool force) {
     } catch (...) {
       // It may still run at the server later: fenced, it cannot hurt a newer hold, and
       // the hold it names is never taken back (retake) with the same fence.
+      note_release_in_doubt();
       std::lock_guard<std::mutex> g(mu_);
       if (hold_ && hold_->fence == *fence) {
         strand_locked();
@@ -293,6 +345,7 @@ void Locker::release(bool force) {
 }
 
 std::optional<std::int64_t> Locker::renew() {
+  const std::unique_lock<std::mutex> io = lock_hold_io();
   std::int64_t fence;
   std::uint64_t gen;
   {

@@ -4,12 +4,14 @@
 //  * Acquire is one atomic round trip in the common case (Storage::claim): a conditional
 //    upsert that takes an absent, released or expired lock. Takeover happens at expiry
 //    on the server's time base, never waiting for MongoDB's TTL monitor.
-//  * Fencing: every successful acquisition returns a token strictly greater than every
+//  * Fencing: every successful acquisition gets a token strictly greater than every
 //    token handed out before for that key, including after release, expiry, forced
 //    takeover and deletion of the document by someone else. Token = epoch << 32 | n:
 //    n counts acquisitions inside the document; the epoch lives in "<coll>.fences" and
 //    is bumped (two extra round trips) only when the lock document had to be created or
 //    carried no token of ours (first use, TTL deletion, an original node's document).
+//    With lazy_token those two round trips move from acquire to the hold's first
+//    token(), and are skipped by holds that never ask for their token.
 //  * The lease is counted from the moment the successful write was SENT, on the host's
 //    monotonic clock (lease_deadline_mono()); `sent` is read before the server-time
 //    estimate that the write carries, so the local lease never outlasts the server's.
@@ -68,6 +70,12 @@ struct LockerOptions {
   // Accept a storage whose calls have no known time bound (Storage::call_bound_ms() == 0,
   // e.g. a URI with a timeout set to 0).
   bool allow_unbounded_calls = false;
+  // Hand out the fencing token on first request (token()) rather than at acquire. A
+  // claim that had to create the lock document (first use, delete_on_release, the TTL
+  // monitor) then costs one round trip instead of three: its epoch round trips are paid
+  // by the first token() of that hold, if any. For callers whose acquire does not return
+  // the token (Python's drop-in acquire() returns True).
+  bool lazy_token = false;
 };
 
 // Returns true to abandon a blocking wait (Ctrl-C, cancelled context). Called between
@@ -99,11 +107,13 @@ class Locker {
   // Full acquire as in the contract. blocking=false with a timeout -> InvalidArgument.
   // Non-blocking and held -> LockExists("<key> owned by <host> pid <pid>"). Blocking:
   // retries every `step_s` until `timeout_s` (none: forever) -> AcquireTimeout.
-  // With timeparanoid, first verify_time(). Returns the fencing token.
+  // With timeparanoid, first verify_time(). Returns the fencing token (0 with lazy_token
+  // when it is not assigned yet: see token()).
   std::int64_t acquire(bool blocking = true, std::optional<double> timeout_s = std::nullopt,
                        double step_s = 0.25, bool force = false, const CancelFn& cancel = {});
 
-  // One attempt, no time check, no waiting: the token, or nullopt when held by another.
+  // One attempt, no time check, no waiting: the token (0: deferred, lazy_token), or
+  // nullopt when held by another.
   // Releases a stranded hold of this instance first. Throws StorageUnavailable when the
   // claim completed only after its lease had ended (the hold is released, not reported).
   std::optional<std::int64_t> try_acquire(bool force = false);
@@ -133,7 +143,13 @@ class Locker {
 
   // Local state (no round trip).
   std::optional<Hold> hold() const;
-  std::int64_t fence() const;  // token of the current hold, 0 when none
+  // The current hold's fence as known locally, 0 when none. Below 2^32 it is not a token
+  // yet (a lazy_token hold whose token was never asked for).
+  std::int64_t fence() const;
+  // The fencing token of the current hold, assigning it first if it was deferred
+  // (lazy_token: two round trips, once per hold). nullopt without a hold, or when the
+  // hold turned out to be lost (it is then dropped).
+  std::optional<std::int64_t> token();
   // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
   std::optional<std::int64_t> lease_deadline_mono() const;
   // fence and lease end of the current hold, in one read.
@@ -170,13 +186,17 @@ class Locker {
  private:
   void check_server_safety();
   std::string held_message(const std::optional<LockDoc>& holder) const;
-  std::optional<std::int64_t> anchor_epoch(const LockDoc& doc);
+  // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
+  // when the hold {uuid, fence} is gone.
+  std::optional<std::int64_t> anchor_epoch(std::int64_t fence);
   // Claim, then anchor: the token, nullopt when held; errors strand what the claim wrote.
   std::optional<std::int64_t> claim_and_anchor(bool force, std::int64_t sent, const ServerTime& t);
   // Releases a stranded hold (reading its fence first if unknown). Throws on failure.
   void settle_stranded();
   void settle_stranded_quietly();
   void strand_locked();                    // mu_ held: hold_ -> stranded_
+  void note_release_in_doubt();            // a release failed: see eager_token_
+  std::unique_lock<std::mutex> lock_hold_io();  // hold_io_mu_ (lazy_token only)
   void clear_stranded(std::int64_t fence);  // if stranded_ is still that one
   ServerTime server_time_for_write();      // samples only when there is no sample yet
 
@@ -187,6 +207,14 @@ class Locker {
   ServerClock server_clock_;
 
   mutable std::mutex mu_;  // never held across I/O
+  // With lazy_token, held across the writes that name the current hold (renew, release,
+  // the deferred token's fence change), so a renewal never names a fence that is being
+  // replaced. Taken before mu_, never inside it.
+  std::mutex hold_io_mu_;
+  // A release of a hold without a token was sent and not confirmed: it may land later,
+  // on a new hold of ours whose document restarted at the same fence. From then on
+  // tokens are assigned at acquire (the fence change refuses such a collision).
+  bool eager_token_ = false;
   std::optional<Hold> hold_;
   std::uint64_t hold_gen_ = 0;  // changes whenever hold_ is replaced or dropped
   // A hold of ours that may still be on the server; fence 0 when unknown (the reply of

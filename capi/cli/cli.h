@@ -178,7 +178,8 @@ struct Json {
   std::vector<Json> arr;
   std::vector<std::pair<std::string, Json>> obj;
   const Json* get(const std::string& name) const;
-  // {"$date": ms} or a number -> ms; nullopt otherwise.
+  // {"$date": "ISO-8601"}, {"$date": {"$numberLong": "ms"}}, {"$date": ms} or a number
+  // -> ms; nullopt otherwise.
   std::optional<int64_t> as_date_ms() const;
 };
 bool parse_json(const std::string& text, Json& out, std::string& error);

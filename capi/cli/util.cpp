@@ -592,10 +592,36 @@ const Json* Json::get(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+// "2026-11-23T17:38:28.123Z" (relaxed Extended JSON's date) -> ms since the epoch, UTC.
+std::optional<int64_t> iso8601_ms(const std::string& s) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, ms = 0, n = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
+    return std::nullopt;
+  const char* rest = s.c_str() + n;
+  if (*rest == '.') {
+    int digits = 0;
+    for (++rest; *rest >= '0' && *rest <= '9'; ++rest, ++digits)
+      if (digits < 3) ms = ms * 10 + (*rest - '0');
+    for (; digits < 3; ++digits) ms *= 10;
+  }
+  if (std::strcmp(rest, "Z") != 0) return std::nullopt;
+  // Days from 1970-01-01 to the civil date (proleptic Gregorian).
+  const int yy = y - (mo <= 2);
+  const int era = (yy >= 0 ? yy : yy - 399) / 400;
+  const int yoe = yy - era * 400;
+  const int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = static_cast<int64_t>(era) * 146097 + doe - 719468;
+  return ((days * 24 + h) * 60 + mi) * 60000 + static_cast<int64_t>(sec) * 1000 + ms;
+}
+}  // namespace
+
 std::optional<int64_t> Json::as_date_ms() const {
   if (type == Number) return i;
   if (const Json* d = get("$date")) {
     if (d->type == Number) return d->i;
+    if (d->type == String) return iso8601_ms(d->str);
     if (const Json* n = d->get("$numberLong"))
       if (n->type == String) return std::strtoll(n->str.c_str(), nullptr, 10);
   }

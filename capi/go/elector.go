@@ -219,7 +219,8 @@ func (e *Elector) jsonCall(fn func(**C.char) C.mongoelector_status) (map[string]
 	return out, nil
 }
 
-// NodeStatus is this node's status document (dates as {"$date": ms}). One round trip.
+// NodeStatus is this node's status document (relaxed Extended JSON: dates as
+// {"$date": "ISO-8601"}). No round trip.
 func (e *Elector) NodeStatus() (map[string]any, error) {
 	return e.jsonCall(func(p **C.char) C.mongoelector_status { return C.mongoelector_elector_node_status(e.ptr, p) })
 }

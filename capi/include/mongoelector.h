@@ -292,8 +292,12 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_fence(mongoelector_ele
 /* This node's uuid (owned by the elector). */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elector *elector,
                                                               const char **out);
-/* Node status / cluster detail as a JSON object (dates as {"$date": ms}); *json_out is
- * owned by the caller: mongoelector_free(). One round trip each. */
+/* Node status / cluster detail as a JSON object in MongoDB's relaxed Extended JSON v2,
+ * written by libbson: dates as {"$date": "2026-11-23T17:38:28.123Z"} ({"$date":
+ * {"$numberLong": "<ms>"}} outside years 1970..9999), NaN and infinities as
+ * {"$numberDouble": "NaN"}, other numbers plain. *json_out is owned by the caller:
+ * mongoelector_free(). Node status reads local state (no round trip); cluster detail
+ * reads the status collection (one round trip). */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelector_elector *elector,
                                                                       char **json_out);
 MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoelector_elector *elector,

@@ -4,6 +4,7 @@
 #include "exceptions.h"
 #include "handles.h"
 #include "json.h"
+#include "storage/extended_json.h"
 #include "utf8.h"
 
 using mongoelector::capi::checked;
@@ -38,27 +39,6 @@ void to_core(const char* key, const mongoelector_elector_options* o,
   callbacks.on_loop = wrap(o->on_loop, o->user_data);
 }
 
-// cluster_detail as the original shapes it: {member_detail, leader, timestamp}.
-std::string cluster_detail_json(const mongoelector::Elector::ClusterDetail& d) {
-  namespace json = mongoelector::capi::json;
-  std::string out = "{\"member_detail\": [";
-  for (std::size_t i = 0; i < d.member_detail.size(); ++i) {
-    if (i != 0) out += ", ";
-    json::append_document(out, d.member_detail[i]);
-  }
-  out += "], \"leader\": ";
-  if (d.leader) {
-    json::append_document(out, mongoelector::Document{{"host", d.leader->host},
-                                                      {"process_id", d.leader->pid},
-                                                      {"uuid", d.leader->uuid}});
-  } else {
-    out += "null";
-  }
-  out += ", \"timestamp\": ";
-  json::append_value(out, d.timestamp);
-  out += '}';
-  return out;
-}
 
 }  // namespace
 
@@ -169,7 +149,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
     auto& h = checked(elector);
     require(json_out != nullptr, "json_out is NULL");
     *json_out = mongoelector::capi::json::malloc_copy(
-        mongoelector::capi::json::to_json(h.elector->node_status()));
+        mongoelector::to_extended_json(h.elector->node_status()));
   });
 }
 
@@ -178,7 +158,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoel
   return guard([&] {
     auto& h = checked(elector);
     require(json_out != nullptr, "json_out is NULL");
-    *json_out = mongoelector::capi::json::malloc_copy(cluster_detail_json(h.elector->cluster_detail()));
+    *json_out = mongoelector::capi::json::malloc_copy(
+        mongoelector::capi::json::cluster_detail(h.elector->cluster_detail()));
   });
 }
 

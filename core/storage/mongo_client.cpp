@@ -64,4 +64,14 @@ std::size_t MongoClient::pool_count() {
   return pools_.size();
 }
 
+std::optional<ServerInfo> MongoClient::known_server_info() {
+  std::lock_guard<std::mutex> g(mu_);
+  return server_info_;
+}
+
+void MongoClient::remember_server_info(const ServerInfo& info) {
+  std::lock_guard<std::mutex> g(mu_);
+  server_info_ = info;
+}
+
 }  // namespace mongoelector

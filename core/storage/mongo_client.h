@@ -23,12 +23,15 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "client.h"
+#include "../storage.h"
 
 namespace mongoelector {
 
@@ -61,10 +64,18 @@ class MongoClient final : public StorageClient,
   // Pools opened so far in this process (tests, benchmarks).
   std::size_t pool_count();
 
+  // What the deployment is, learnt by the first storage that asks and shared by all
+  // the client's storages, so a new locker on a shared client does not ask again.
+  std::optional<ServerInfo> known_server_info();
+  void remember_server_info(const ServerInfo& info);
+  // The server answers no `hello` (mongo-java-server): the clock is sampled with isMaster.
+  std::atomic<bool> hello_unsupported{false};
+
   struct Impl;
 
  private:
   MongoClient() = default;
+  std::optional<ServerInfo> server_info_;  // under mu_
   std::string uri_;
   std::string database_;
   int pool_size_ = kDefaultPoolSize;

@@ -87,7 +87,6 @@ struct MongoStorage::Impl {
       : client(std::move(c)), conn(client->pool_for(op_timeout_ms)) {}
   std::shared_ptr<MongoClient> client;
   MongoConnection conn;
-  bool hello_unsupported = false;  // read/written in a session; mongo-java-server has no hello
 };
 
 MongoStorage::MongoStorage(MongoStorageOptions options)
@@ -105,6 +104,13 @@ std::int64_t MongoStorage::round_trips() const { return impl_->conn.round_trips(
 std::int64_t MongoStorage::call_bound_ms() const { return impl_->conn.call_bound_ms(); }
 
 ServerInfo MongoStorage::server_info() {
+  if (auto known = impl_->client->known_server_info()) return *known;
+  ServerInfo info = probe_server_info();
+  impl_->client->remember_server_info(info);
+  return info;
+}
+
+ServerInfo MongoStorage::probe_server_info() {
   auto s = impl_->conn.session();
   Bson build;
   s.admin_command("buildInfo", build.get());
@@ -147,17 +153,17 @@ ServerInfo MongoStorage::server_info() {
 std::int64_t MongoStorage::server_time_ms() {
   auto s = impl_->conn.session();
   bson_error_t error;
-  if (!impl_->hello_unsupported) {
+  if (!impl_->client->hello_unsupported) {
     Bson reply;
     if (s.try_admin_command("hello", reply.get(), &error)) {
       if (auto t = mongo_bson::find_date_time(reply.get(), "localTime")) return *t;
     } else if (is_unavailable(error)) {
       throw_error("hello", error);
     } else {
-      impl_->hello_unsupported = true;  // remembered: one round trip from now on
+      impl_->client->hello_unsupported = true;  // remembered: one round trip from now on
     }
   }
-  if (impl_->hello_unsupported) {
+  if (impl_->client->hello_unsupported) {
     Bson reply;
     if (!s.try_admin_command("isMaster", reply.get(), &error)) throw_error("isMaster", error);
     if (auto t = mongo_bson::find_date_time(reply.get(), "localTime")) return *t;

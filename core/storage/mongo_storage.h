@@ -40,7 +40,7 @@ class MongoStorage final : public Storage {
   // socketTimeoutMS (the last three doubled when the URI turns retries on): a call has
   // failed by then.
   std::int64_t call_bound_ms() const override;
-  ServerInfo server_info() override;
+  ServerInfo server_info() override;  // asked once per client (MongoClient caches it)
   std::int64_t server_time_ms() override;
   void ensure_lock_indexes(const std::string& collection) override;
   std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
@@ -61,6 +61,7 @@ class MongoStorage final : public Storage {
   struct Impl;
 
  private:
+  ServerInfo probe_server_info();  // buildInfo (and serverStatus for emulations)
   std::unique_ptr<Impl> impl_;
 };
 

@@ -52,6 +52,7 @@ class Locker:
         allow_unsafe_server: bool = False,
         ensure_indexes: bool = True,
         identity: Optional[Identity] = None,
+        lazy_token: bool = False,
     ) -> None: ...
     def try_acquire(self, force: bool = False) -> Optional[int]: ...
     def acquire(

@@ -89,7 +89,10 @@ class MongoLocker:
         storage = _transport.open_storage(db, database=database, op_timeout=op_timeout)
         core = _native.Locker(
             storage, key, dbcollection, float(ttl), bool(timeparanoid), _native_maxoffset(maxoffset),
-            bool(delete_on_release), bool(allow_unsafe_server), identity=_identity())
+            bool(delete_on_release), bool(allow_unsafe_server), identity=_identity(),
+            # acquire() returns True, not the token: a claim that creates the document
+            # then costs one round trip, as the original's insert (see ``fence``).
+            lazy_token=True)
         self._setup(core, key, db, dbcollection, ttl, timeparanoid, maxoffset)
 
     @classmethod
@@ -157,7 +160,11 @@ class MongoLocker:
         """Fencing token of the current hold (an int that strictly increases from one
         hold of this key to the next, whoever holds it), or None when this instance
         holds no lease that is still running on this host's clock. Pass it with every
-        write the lock protects and let the resource reject lower tokens."""
+        write the lock protects and let the resource reject lower tokens.
+
+        The first read in a hold whose acquire created the lock document (first use,
+        ``delete_on_release``, the TTL monitor) assigns the token: two round trips, once
+        per hold. Acquires themselves stay at one round trip, as in the original."""
         return self._core.fence
 
     @staticmethod

@@ -101,12 +101,17 @@ std::optional<double> seconds_until(const std::optional<std::int64_t>& deadline_
   return (*deadline_mono - clock.mono_ms()) / 1000.0;
 }
 
-// The token of a hold whose lease has not run out on this host's monotonic clock.
+// The token of a hold whose lease has not run out on this host's monotonic clock. A
+// deferred token (lazy_token) is assigned here: two round trips, once per hold.
 std::optional<std::int64_t> live_fence(me::Locker& l) {
-  auto h = l.hold();
-  auto deadline = l.lease_deadline_mono();
-  if (!h || !deadline || l.clock().mono_ms() >= *deadline) return std::nullopt;
-  return h->fence;
+  auto running = [&l] {
+    auto deadline = l.lease_deadline_mono();
+    return deadline && l.clock().mono_ms() < *deadline;
+  };
+  if (!running()) return std::nullopt;
+  auto token = l.token();
+  if (!token || !running()) return std::nullopt;
+  return token;
 }
 
 // A Database lookalike (neither pymongo nor mongomock) cannot have its calls bounded, and
@@ -124,7 +129,7 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
                                         std::string collection, double ttl, bool timeparanoid,
                                         double maxoffset, bool delete_on_release,
                                         bool allow_unsafe_server, bool ensure_indexes,
-                                        std::optional<me::Identity> identity) {
+                                        std::optional<me::Identity> identity, bool lazy_token) {
   me::LockerOptions o;
   o.key = std::move(key);
   o.collection = std::move(collection);
@@ -135,6 +140,7 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
   o.allow_unsafe_server = allow_unsafe_server;
   o.ensure_indexes = ensure_indexes;
   o.allow_unbounded_calls = allow_unbounded(storage);
+  o.lazy_token = lazy_token;
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;  // index creation goes through the storage
   return std::make_shared<me::Locker>(std::move(storage), std::move(o), me::system_clock(),
@@ -432,7 +438,8 @@ PYBIND11_MODULE(_native, m) {
            py::arg("collection") = "mongolocker", py::arg("ttl") = 600.0,
            py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
            py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
-           py::arg("ensure_indexes") = true, py::arg("identity") = py::none())
+           py::arg("ensure_indexes") = true, py::arg("identity") = py::none(),
+           py::arg("lazy_token") = false)
       .def("try_acquire",
            [](me::Locker& l, bool force) {
              return nogil<std::optional<std::int64_t>>([&] { return l.try_acquire(force); });

@@ -335,7 +335,8 @@ impl Elector {
             .map_err(|e| Error::Internal(format!("library returned invalid JSON: {e}")))
     }
 
-    /// This node's status document (dates as {"$date": ms}). One round trip.
+    /// This node's status document (relaxed Extended JSON: dates as `{"$date": "ISO-8601"}`).
+    /// No round trip.
     pub fn node_status(&self) -> Result<serde_json::Value> {
         self.json(sys::mongoelector_elector_node_status)
     }

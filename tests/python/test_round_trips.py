@@ -1,0 +1,73 @@
+"""Database commands per operation of the drop-in, counted by pymongo's command
+monitoring on a real server: with the defaults (delete_on_release=True) an acquire costs
+one command, as the original's insert does, whether or not the release before it deleted
+the lock document; the fencing token is assigned when first read."""
+import pymongo
+import pytest
+from pymongo import monitoring
+
+from mongoelector import MongoLocker
+
+pytestmark = pytest.mark.server
+
+LOCK_WRITES = ("findAndModify", "insert", "update", "delete")
+
+
+class Commands(monitoring.CommandListener):
+    def __init__(self):
+        self.names = []
+
+    def started(self, event):
+        self.names.append(event.command_name)
+
+    def succeeded(self, event):
+        pass
+
+    def failed(self, event):
+        pass
+
+    def take(self):
+        names, self.names = self.names, []
+        return names
+
+
+@pytest.fixture
+def counted_db(server_db, server_uri):
+    db, _ = server_db
+    listener = Commands()
+    client = pymongo.MongoClient(server_uri, event_listeners=[listener])
+    yield client[db.name], listener
+    client.close()
+
+
+def test_acquire_after_a_deleting_release_is_one_command(counted_db):
+    db, commands = counted_db
+    lk = MongoLocker("rt", db, ttl=15)
+    lk.acquire(blocking=False)  # first use: indexes, time check, clock sample
+    lk.release()
+    assert db["mongolocker"].find_one({"_id": "rt"}) is None  # deleted, as the original does
+    commands.take()
+    for _ in range(3):
+        assert lk.acquire(blocking=False)
+        assert commands.take() == ["findAndModify"]
+        lk.release()
+        assert commands.take() == ["delete"]
+
+
+def test_token_is_assigned_on_first_read_and_increases(counted_db):
+    db, commands = counted_db
+    a = MongoLocker("rt-token", db, ttl=15)
+    b = MongoLocker("rt-token", db, ttl=15, delete_on_release=False)
+    tokens = []
+    for lk in (a, b, a, a, b):
+        lk.acquire(blocking=False)
+        commands.take()
+        token = lk.fence
+        spent = [n for n in commands.take() if n in LOCK_WRITES]
+        assert token is not None
+        assert len(spent) <= 2, spent  # epoch bump and fence change, once per hold
+        assert lk.fence == token
+        assert [n for n in commands.take() if n in LOCK_WRITES] == []
+        tokens.append(token)
+        lk.release()
+    assert tokens == sorted(set(tokens)), tokens
