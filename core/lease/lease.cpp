@@ -210,6 +210,16 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<voi
   if (!locker) throw InvalidArgument("locker must not be null");
   if (&locker->clock() != &renewer_->clock())
     throw InvalidArgument("the renewer must run on the locker's clock");
+  try {
+    locker->token();  // a deferred token (lazy_token) is assigned now: the lease hands it out
+  } catch (...) {
+    try {
+      locker->release();  // not kept: the caller gets no lease to release it with
+    } catch (const std::exception& ex) {
+      log(LogLevel::Warning, "could not release " + locker->key() + ": " + ex.what());
+    }
+    throw;
+  }
   auto lease = locker->lease();
   if (!lease) throw InvalidArgument("the locker of " + locker->key() + " holds no lock to keep alive");
   auto state = std::make_shared<State>(locker, renewer_->clock_ptr(), std::move(on_lost));
