@@ -1,56 +1,160 @@
 #!/usr/bin/env bash
-# The benchmark command: builds bench_core, starts mongo-java-server (unless
-# MONGOELECTOR_TEST_URI names a server already), runs the core's benchmark and the
-# original Python package's, and prints both tables and a comparison.
+# The benchmark harness (issue #10): the original mongoelector 1.0.2 against ours through
+# Python (pymongo Database and URI transports) and through the C API, on one server in
+# one run. Not a test and not run by CI: the figures depend on the machine.
 #
-# Environment:
-#   MONGOELECTOR_BUILD_DIR         CMake build directory (default: <repo>/build)
-#   MONGOELECTOR_TEST_URI          use this server instead of starting mongo-java-server
-#   MONGOELECTOR_BENCH_ITERATIONS  measured iterations per operation (default 2000)
-#   MONGOELECTOR_CACHE             cache root (venv of the original, test servers)
-# Not a test and not run by CI: numbers depend on the machine.
+#   bash tests/bench/run.sh [--quick] [--only ops,cycles,failover,contention,cost,load,scale]
+#                           [--trials N] [--results DIR] [--server java|ferretdb]
+#                           [--contenders original,py-db,py-uri,c] [--scale-sizes 1,10,100]
+#                           [--go] [--no-install]
+#
+#   --quick        smoke-test profile (about 3 minutes; the full one takes about 15)
+#   --only S,...   run only these scenarios
+#   --trials N     failover trials per contender and kind of stop (full 20, quick 3)
+#   --results DIR  where results.md, results.json, results.png and logs/ go
+#                  (default tests/bench/results)
+#   --server KIND  start this test server (default java); MONGOELECTOR_TEST_URI or --uri
+#                  URI use a running server instead (MongoDB: its own TTL monitor)
+#   --go           add the Go binding as a contender (capi/go; needs Go and its module)
+#   --no-install   use the existing builds and venvs as they are (no cmake, no pip)
+#
+# What it prepares (cached, incremental):
+#   * the C library and bench_contender (contender.c over the public header only) in
+#     $MONGOELECTOR_BENCH_BUILD (default $MONGOELECTOR_CACHE/build-bench)
+#   * our Python package: `pip install <repo>` into $MONGOELECTOR_CACHE/bench-venv (with
+#     matplotlib for the plot), build tree $MONGOELECTOR_CACHE/bench-py-build
+#   * the original: mongoelector==1.0.2 + pymongo in $MONGOELECTOR_CACHE/orig-venv (the
+#     same venv tests/python uses)
+#   * mongo-java-server (tests/servers/testserver.sh), started and stopped by the harness
+# A contender that cannot be prepared or cannot run is reported and skipped; the others run.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-BUILD="${MONGOELECTOR_BUILD_DIR:-$REPO/build}"
-ITER="${MONGOELECTOR_BENCH_ITERATIONS:-2000}"
-case "$ITER" in '' | *[!0-9]* | 0) echo "run.sh: MONGOELECTOR_BENCH_ITERATIONS must be a positive integer" >&2; exit 2 ;; esac
+CACHE="${MONGOELECTOR_CACHE:-$HOME/.cache/mongoelector}"
+export MONGOELECTOR_CACHE="$CACHE"
+BUILD="${MONGOELECTOR_BENCH_BUILD:-$CACHE/build-bench}"
+BENCH_VENV="$CACHE/bench-venv"
+ORIG_VENV="$CACHE/orig-venv"
+ORIGINAL="mongoelector==1.0.2"
+PYMONGO="pymongo>=4.13,<5"
 
-if [[ "${1:-}" != "--inner" ]]; then
-    echo "run.sh: building bench_core in $BUILD" >&2
-    cmake -S "$REPO" -B "$BUILD" -DMONGOELECTOR_BUILD_TESTS=ON >/dev/null
-    cmake --build "$BUILD" --target bench_core -j2 >/dev/null
-    if [[ -n "${MONGOELECTOR_TEST_URI:-}" ]]; then
-        exec "$0" --inner
-    fi
-    exec bash "$REPO/tests/servers/testserver.sh" run java -- "$0" --inner
+INSTALL=1
+GO=0
+ARGS=()
+while (($#)); do
+  case "$1" in
+    --no-install) INSTALL=0; shift ;;
+    --go) GO=1; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) ARGS+=("$1"); shift ;;
+  esac
+done
+
+say() { printf 'run.sh: %s\n' "$*" >&2; }
+# The commit a build comes from (+dirty when tracked files differ from it).
+tree_id() {
+  local c
+  c="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+  [[ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]] && c+="+dirty"
+  echo "$c"
+}
+mkdir -p "$CACHE"
+T0=$SECONDS
+HARNESS_ARGS=()
+
+# ---- the original, in its own venv --------------------------------------------------
+orig_ok() {
+  [[ -x "$ORIG_VENV/bin/python" ]] && (cd / && env -u PYTHONPATH "$ORIG_VENV/bin/python" -c \
+    "import importlib.metadata as m, pymongo; assert m.version('mongoelector') == '1.0.2'") 2>/dev/null
+}
+if ! orig_ok && ((INSTALL)); then
+  say "installing $ORIGINAL into $ORIG_VENV"
+  python3 -m venv --clear "$ORIG_VENV" &&
+    "$ORIG_VENV/bin/python" -m pip install -q --disable-pip-version-check "$ORIGINAL" "$PYMONGO" ||
+    say "WARNING: could not install the original"
+fi
+if orig_ok; then
+  HARNESS_ARGS+=(--original-python "$ORIG_VENV/bin/python")
+else
+  say "WARNING: no original contender ($ORIG_VENV)"
 fi
 
-# --inner: MONGOELECTOR_TEST_URI is set.
-BENCH="$BUILD/tests/bench/bench_core"
-OUT="$(mktemp -d)"
-trap 'rm -rf "$OUT"' EXIT
-SERVER="${MONGOELECTOR_TEST_SERVER:-}"
-case "$SERVER" in
-    java) SERVER_DESC="mongo-java-server 1.47.0 (in-memory, loopback), $(nproc) cores" ;;
-    "") SERVER_DESC="$MONGOELECTOR_TEST_URI" ;;
-    *) SERVER_DESC="$SERVER (loopback), $(nproc) cores" ;;
-esac
+# ---- ours through Python --------------------------------------------------------------
+if ((INSTALL)); then
+  [[ -x "$BENCH_VENV/bin/python" ]] || python3 -m venv "$BENCH_VENV"
+  say "pip install $REPO into $BENCH_VENV (incremental build in $CACHE/bench-py-build)"
+  if "$BENCH_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+      -C build-dir="$CACHE/bench-py-build" "$REPO" 'matplotlib>=3.5' >"$CACHE/bench-pip.log" 2>&1; then
+    echo "commit $(tree_id), installed $(date -u '+%Y-%m-%d %H:%M UTC')" >"$BENCH_VENV/mongoelector-tree.txt"
+  else
+    tail -n 30 "$CACHE/bench-pip.log" >&2
+    say "WARNING: pip install of this tree failed (log $CACHE/bench-pip.log); using what $BENCH_VENV has"
+    HARNESS_ARGS+=(--note "python=STALE: pip install of this tree failed; the package installed before is used ($(cat "$BENCH_VENV/mongoelector-tree.txt" 2>/dev/null || echo 'unknown tree'))")
+  fi
+elif [[ -f "$BENCH_VENV/mongoelector-tree.txt" ]]; then
+  HARNESS_ARGS+=(--note "python=--no-install: package from $(cat "$BENCH_VENV/mongoelector-tree.txt")")
+fi
+if [[ -x "$BENCH_VENV/bin/python" ]] && (cd / && env -u PYTHONPATH "$BENCH_VENV/bin/python" -c \
+    "import mongoelector, pymongo; assert mongoelector.__version__ != '1.0.2'") 2>/dev/null; then
+  HARNESS_ARGS+=(--ours-python "$BENCH_VENV/bin/python")
+  PY="$BENCH_VENV/bin/python"
+else
+  say "WARNING: no Python contenders of ours ($BENCH_VENV lacks the package)"
+  PY="$BENCH_VENV/bin/python"
+  [[ -x "$PY" ]] || PY=python3
+fi
+"$PY" -c "import pymongo" 2>/dev/null || { say "error: $PY has no pymongo (needed by the harness)"; exit 1; }
 
-# A fresh JVM compiles its hot paths during the first thousands of commands: warm the
-# server with both clients first so that neither measurement pays for it.
-echo "run.sh: warming up the server" >&2
-"$BENCH" --iterations 300 --warmup 0 --seconds 1 >/dev/null
-python3 "$HERE/original_roundtrips.py" --iterations 300 --warmup 0 --seconds 1 >/dev/null
+# ---- ours through the C API -----------------------------------------------------------
+DRIVER="$BUILD/bench_contender"
+if ((INSTALL)); then
+  say "building libmongoelector in $BUILD"
+  if cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMONGOELECTOR_BUILD_TESTS=OFF \
+      -DMONGOELECTOR_BUILD_PYTHON=OFF >"$BUILD.log" 2>&1 &&
+    cmake --build "$BUILD" -j2 --target mongoelector >>"$BUILD.log" 2>&1; then
+    # contender.c uses only the public header and the shared library, as any C program.
+    if ! cc -O2 -std=c99 -Wall -Wextra -I "$REPO/capi/include" "$HERE/contender.c" \
+        -L "$BUILD/capi" -lmongoelector -Wl,-rpath,"$BUILD/capi" -lpthread -o "$DRIVER.tmp" \
+        >>"$BUILD.log" 2>&1; then
+      tail -n 20 "$BUILD.log" >&2
+      say "WARNING: contender.c did not compile (log $BUILD.log)"
+      HARNESS_ARGS+=(--note "c=STALE: contender.c did not compile; an older build is used")
+    else
+      mv -f "$DRIVER.tmp" "$DRIVER"
+    fi
+  else
+    tail -n 30 "$BUILD.log" >&2
+    say "WARNING: the C library did not build (log $BUILD.log)"
+    HARNESS_ARGS+=(--note "c=STALE: the C library of this tree did not build; an older build is used")
+  fi
+fi
+if [[ -x "$DRIVER" ]]; then
+  HARNESS_ARGS+=(--c-driver "$DRIVER")
+else
+  say "WARNING: no C API contender ($DRIVER)"
+fi
 
-echo "## ours: mongoelector core (C++, libmongoc)"
-echo
-"$BENCH" --iterations "$ITER" --json "$OUT/ours.json"
-echo
-echo
-echo "## original: mongoelector 1.0.2 (pure Python, pymongo)"
-echo
-python3 "$HERE/original_roundtrips.py" --iterations "$ITER" --json "$OUT/original.json"
-echo
-python3 "$HERE/combine.py" "$OUT/ours.json" "$OUT/original.json" "$SERVER_DESC"
+# ---- ours through Go (optional) -------------------------------------------------------
+if ((GO)); then
+  GODRV="$BUILD/bench_contender_go"
+  if bash "$HERE/go/build.sh" "$REPO" "$BUILD" "$GODRV" >"$BUILD.go.log" 2>&1; then
+    HARNESS_ARGS+=(--go-driver "$GODRV")
+  else
+    tail -n 20 "$BUILD.go.log" >&2
+    say "WARNING: the Go contender did not build (log $BUILD.go.log): running without it"
+  fi
+fi
+
+# ---- the server -----------------------------------------------------------------------
+if [[ -z "${MONGOELECTOR_TEST_URI:-}" ]] && ((INSTALL)); then
+  kind=java
+  for ((i = 0; i < ${#ARGS[@]}; i++)); do
+    [[ "${ARGS[$i]}" == --server ]] && kind="${ARGS[$((i + 1))]:-java}"
+  done
+  bash "$REPO/tests/servers/testserver.sh" install "$kind"
+fi
+
+say "prepared in $((SECONDS - T0)) s; running the harness"
+cd "$REPO"
+exec "$PY" "$HERE/harness.py" "${HARNESS_ARGS[@]}" "${ARGS[@]}"

@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""One benchmark contender process for tests/bench/harness.py: the ORIGINAL
+mongoelector 1.0.2 (run with its own venv's interpreter) or ours through Python (a
+pymongo Database, or a mongodb:// URI for the native libmongoc transport).
+
+The same code drives both packages: it uses only the original's API (MongoLocker,
+MongoLeaderElector, LockExists, AcquireTimeout) plus, for ours, ``delete_on_release``,
+``mongoelector.Client`` and ``mongoelector.lease``. contender.c is its C API twin; both
+speak the line protocol below, so the harness treats them alike.
+
+    contender.py SUBCOMMAND --impl original|db|uri --uri URI --db NAME [options]
+
+Lines on stdout (stderr is the harness's log):
+    MARK <label>          then wait for one line on stdin (the harness snapshots the
+                          counting proxy's command counters in between)
+    EVENT <what> <t> [key]   t = CLOCK_MONOTONIC seconds (time.monotonic())
+    SKIP <op> <reason>    an operation this contender does not have
+    RESULT <json>         figures (one per phase)
+    ERROR <message>       and exit 1
+Not a test: run tests/bench/run.sh.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+_out_lock = threading.Lock()
+
+
+def say(*parts):
+    with _out_lock:
+        sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
+        sys.stdout.flush()
+
+
+def mark(label):
+    say("MARK", label)
+    if not sys.stdin.readline():
+        raise SystemExit("harness went away")
+
+
+def result(obj):
+    say("RESULT", json.dumps(obj, separators=(",", ":")))
+
+
+def pct(sorted_v, p):
+    """Nearest rank percentile of a sorted list."""
+    if not sorted_v:
+        return None
+    rank = max(1, -(-int(round(p * len(sorted_v))) // 100))
+    return sorted_v[min(len(sorted_v), rank) - 1]
+
+
+def quantiles(values, n=200):
+    """n+1 evenly spaced quantiles (for a CDF plot without shipping every sample)."""
+    v = sorted(values)
+    if not v:
+        return []
+    return [v[min(len(v) - 1, int(i * (len(v) - 1) / n + 0.5))] for i in range(n + 1)]
+
+
+def proc_status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def cpu_seconds():
+    """CPU time of the whole process (every thread), ns resolution."""
+    return time.process_time()
+
+
+class Impl:
+    """The package under test and how to hand it a database."""
+
+    def __init__(self, args):
+        import mongoelector
+        self.args = args
+        self.kind = args.impl
+        self.me = mongoelector
+        self.version = getattr(mongoelector, "__version__", "?")
+        self.original = args.impl == "original"
+        if self.original != (self.version == "1.0.2"):
+            raise SystemExit(f"--impl {args.impl} but imported mongoelector {self.version} "
+                             f"from {mongoelector.__file__}")
+        self._clients = []
+
+    def db(self, uri=None, fresh=False):
+        """A `db` argument: a pymongo Database (original, db) or a URI string (uri).
+        fresh=True: its own connections (a new MongoClient / mongoelector.Client)."""
+        uri = uri or self.args.uri
+        if self.kind == "uri":
+            full = uri.rstrip("/") + "/" + self.args.db
+            if fresh:
+                return self.me.Client(full)
+            return full
+        import pymongo
+        c = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)
+        self._clients.append(c)
+        return c[self.args.db]
+
+    def locker(self, key, db, ttl=600, delete_on_release=None, **kw):
+        if not self.original:
+            if delete_on_release is not None:
+                kw["delete_on_release"] = delete_on_release
+            if self.args.unsafe:
+                kw["allow_unsafe_server"] = True
+        elif delete_on_release is False:
+            return None  # the original always deletes on release
+        return self.me.MongoLocker(key, db, ttl=ttl, **kw)
+
+    def elector(self, key, db, ttl, report_status=True, **callbacks):
+        return self.me.MongoLeaderElector(key, db, ttl=ttl, report_status=report_status,
+                                          **callbacks)
+
+
+# ------------------------------------------------------------------------------- ops --
+def cmd_ops(args, impl):
+    """Each operation n times between two MARKs (the harness counts the commands in
+    between), after a warm-up; latencies go to the RESULT line."""
+    me = impl.me
+    n = args.n
+    db = impl.db()
+    other = impl.db(uri=args.other_uri)  # another node's connection: not counted
+    lat = {}
+
+    def timed(op, fn):
+        mark(op + ":begin")
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        mark(op + ":end")
+        lat.setdefault(op, []).append((t1 - t0) * 1e3)
+
+    def check(ok, what):
+        if not ok:
+            raise SystemExit("sanity check failed: " + what)
+
+    # Library defaults (ours through Python: delete_on_release=True, like the original).
+    a = impl.locker("ops-defaults", db)
+    for _ in range(3):  # warm-up: time check, connections, fence epoch
+        a.acquire()
+        a.release()
+    for _ in range(n):
+        timed("acquire_defaults", a.acquire)
+        timed("touch", lambda: check(a.touch() is not None, "touch while holding"))
+        timed("locked", lambda: check(a.locked(), "locked() while held"))
+        timed("owned", lambda: check(a.owned(), "owned() while holding"))
+        timed("release_defaults", a.release)
+
+    for op, keep in (("present", False), ("absent", True)):
+        lk = impl.locker("ops-" + op, db, delete_on_release=keep)
+        if lk is None:
+            say("SKIP", "acquire_present",
+                "release always deletes; a present (expired) document is never taken over")
+            say("SKIP", "release_keep", "release always deletes the document")
+            continue
+        for _ in range(3):
+            lk.acquire()
+            lk.release()
+        for _ in range(n):
+            timed("acquire_" + op, lk.acquire)
+            timed("release_keep" if op == "present" else "release_delete", lk.release)
+
+    holder = impl.locker("ops-held", other)
+    holder.acquire()
+    b = impl.locker("ops-held", db)
+
+    def contended():
+        try:
+            b.acquire(blocking=False)
+        except me.LockExists:
+            return
+        raise SystemExit("a held lock was acquired")
+    contended()  # warm-up (time check)
+    for _ in range(n):
+        timed("contended", contended)
+    holder.release()
+
+    for i in range(n + 1):  # new locker + first acquire of a new key (own collection)
+        fn = lambda i=i: impl.locker(f"ops-new-{i}", db, dbcollection="ops_new").acquire()
+        if i == 0:
+            fn()
+        else:
+            timed("new_key", fn)
+
+    els = {}
+    try:
+        for status in (False, True):
+            suffix = "_status" if status else ""
+            lead = impl.elector("ops-elect" + suffix, db, 60, report_status=status)
+            fol = impl.elector("ops-elect" + suffix, db, 60, report_status=status)
+            lead.poll()
+            fol.poll()
+            check(lead.is_leader and not fol.is_leader, "first poll leads, second follows")
+            els[status] = (lead, fol)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 (e.g. electors refuse FerretDB)
+        for op in ("leader_poll", "follower_poll", "leader_poll_status", "follower_poll_status"):
+            say("SKIP", op, f"electors did not run here: {e}")
+        result({"phase": "ops", "latency_ms": {k: sorted(v) for k, v in lat.items()}})
+        return
+    for _ in range(n):
+        for status in (False, True):
+            suffix = "_status" if status else ""
+            lead, fol = els[status]
+            timed("leader_poll" + suffix, lead.poll)
+            timed("follower_poll" + suffix, fol.poll)
+    for lead, fol in els.values():
+        check(lead.is_leader and not fol.is_leader, "leaders keep leading")
+        fol.release()
+        lead.release()
+    result({"phase": "ops", "latency_ms": {k: sorted(v) for k, v in lat.items()}})
+
+
+# ---------------------------------------------------------------------------- cycles --
+def cmd_cycles(args, impl):
+    """Uncontended acquire()+release() cycles, `threads` threads on their own keys,
+    sharing one client or a client each, for `seconds`; per-cycle latency with 1 thread."""
+    threads, shared = args.threads, args.clients == "shared"
+    base = impl.db(fresh=impl.kind == "uri") if shared else None
+    lockers = []
+    for t in range(threads):
+        db = base if shared else impl.db(fresh=True)
+        lockers.append(impl.locker(f"cyc-{os.getpid()}-{t}", db))
+    for lk in lockers:  # warm-up: connections, time check, fence epoch
+        for _ in range(args.warmup):
+            lk.acquire()
+            lk.release()
+    go = threading.Event()
+    stop = threading.Event()
+    counts = [0] * threads
+    lats = [[] for _ in range(threads)]
+
+    def run(t):
+        lk, n, lat = lockers[t], 0, lats[t]
+        record = threads == 1
+        go.wait()
+        pc = time.perf_counter
+        while not stop.is_set():
+            t0 = pc()
+            lk.acquire()
+            lk.release()
+            if record:
+                lat.append(pc() - t0)
+            n += 1
+        counts[t] = n
+    pool = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    cpu0 = cpu_seconds()
+    t0 = time.perf_counter()
+    go.set()
+    time.sleep(args.seconds)
+    stop.set()
+    for th in pool:
+        th.join()
+    secs = time.perf_counter() - t0
+    cpu = cpu_seconds() - cpu0
+    out = {"phase": "cycles", "threads": threads, "clients": args.clients,
+           "cycles": sum(counts), "seconds": secs, "cpu_s": cpu, "per_thread": counts}
+    if threads == 1:
+        v = sorted(x * 1e3 for x in lats[0])
+        out.update(p50_ms=pct(v, 50), p90_ms=pct(v, 90), p99_ms=pct(v, 99),
+                   mean_ms=sum(v) / len(v), cdf_ms=quantiles(v))
+    result(out)
+
+
+# ---------------------------------------------------------------------------- elect --
+def cmd_elect(args, impl):
+    """Electors on --keys (one process may host several), events on stdout; SIGTERM
+    stops them gracefully (releasing leadership) and exits 0."""
+    db = impl.db()
+    electors = []
+    for key in args.keys.split(","):
+        def on_leader(key=key):
+            say("EVENT", "leader", f"{time.monotonic():.6f}", key)
+
+        def on_loss(key=key):
+            say("EVENT", "loss", f"{time.monotonic():.6f}", key)
+        electors.append(impl.elector(key, db, args.ttl, on_leader=on_leader,
+                                     on_leader_loss=on_loss))
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    for e, key in zip(electors, args.keys.split(",")):
+        e.start()
+        say("EVENT", "started", f"{time.monotonic():.6f}", key)
+    while not stopping.wait(0.05):
+        pass
+    t = time.monotonic()
+    for e in electors:
+        e.stop()
+    say("EVENT", "stopped", f"{time.monotonic():.6f}", f"{time.monotonic() - t:.3f}")
+    os._exit(0)  # no lingering monitor threads at exit
+
+
+# -------------------------------------------------------------------------- contend --
+def cmd_contend(args, impl):
+    """Loop blocking acquire (library default step) + release on one key for --seconds
+    from the moment the harness names (GO <t> on stdin); counts the acquisitions made
+    before the end."""
+    db = impl.db()
+    lk = impl.locker(args.key, db, ttl=args.ttl)
+    lk._verifytime()  # warm the cached time check (both packages cache it 10 minutes)
+    say("READY")
+    go = sys.stdin.readline().split()  # GO <start-at, CLOCK_MONOTONIC seconds>
+    if len(go) != 2 or go[0] != "GO":
+        return
+    start_at = float(go[1])
+    end = start_at + args.seconds
+    delay = start_at - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    n = 0
+    waits = []
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        t0 = time.monotonic()
+        try:
+            lk.acquire(timeout=left, step=args.step)
+        except impl.me.AcquireTimeout:
+            break
+        t1 = time.monotonic()
+        if t1 > end:
+            lk.release()
+            break
+        n += 1
+        waits.append(t1 - t0)
+        lk.release()
+    waits.sort()
+    result({"phase": "contend", "acquisitions": n,
+            "wait_p50_ms": (pct(waits, 50) or 0) * 1e3, "wait_max_ms": (waits[-1] if waits else 0) * 1e3})
+
+
+# ----------------------------------------------------------------------------- cost --
+def spin(seconds):
+    """A CPU-bound pure-Python loop: iterations per second."""
+    n = 0
+    pc = time.perf_counter
+    end = pc() + seconds
+    while pc() < end:
+        for _ in range(1000):
+            n += 1
+    return n / seconds
+
+
+def cmd_cost(args, impl):
+    """Phase idle: one leading elector (ttl --ttl) idles for --idle seconds: CPU seconds
+    of the process and its RSS. Phase spin (after SPIN on stdin): a CPU-bound loop in the
+    main thread with and without a leading elector (ttl --spin-ttl), paired rounds."""
+    db = impl.db()
+    rss_base = proc_status("VmRSS")
+    threads_base = proc_status("Threads")
+    leading = threading.Event()
+    e = impl.elector("cost-idle", db, args.ttl, on_leader=leading.set)
+    e.start()
+    if not leading.wait(30):
+        raise SystemExit("the idle elector did not lead within 30 s")
+    time.sleep(0.5)
+    say("READY")
+    cpu0 = cpu_seconds()
+    t0 = time.monotonic()
+    time.sleep(args.idle)
+    cpu = cpu_seconds() - cpu0
+    secs = time.monotonic() - t0
+    result({"phase": "idle", "cpu_s": cpu, "seconds": secs, "rss_kib": proc_status("VmRSS"),
+            "rss_base_kib": rss_base, "threads": proc_status("Threads"),
+            "threads_base": threads_base})
+    e.stop()
+    if not sys.stdin.readline().startswith("SPIN"):
+        return
+    spin(0.3)  # warm-up
+    ratios, on_all, off_all = [], [], []
+    for r in range(args.rounds):
+        off = spin(args.spin)
+        lead = threading.Event()
+        el = impl.elector(f"cost-spin-{r}", db, args.spin_ttl, on_leader=lead.set)
+        el.start()
+        lead.wait(10)
+        time.sleep(0.1)
+        on = spin(args.spin)
+        el.stop()
+        ratios.append(off / on)
+        on_all.append(on)
+        off_all.append(off)
+    ratios.sort()
+    result({"phase": "spin", "slowdown_median": ratios[len(ratios) // 2], "ratios": ratios,
+            "it_per_s_off": sum(off_all) / len(off_all), "it_per_s_on": sum(on_all) / len(on_all)})
+
+
+# ---------------------------------------------------------------------------- scale --
+def cmd_scale(args, impl):
+    """Holds and renews N keys in this process: keep-alive leases (ours) or, for the
+    original, which has none, a thread touching every lock every ttl/3. Commands on
+    stdin: GROW N (prints HOLDING N SECONDS), STATS (prints RESULT), QUIT."""
+    db = impl.db()
+    ttl = args.ttl
+    held = []
+    failed = [0]
+    renewals = [0]
+    stop = threading.Event()
+    lock = threading.Lock()
+    use_lease = not impl.original and args.mode != "touch-thread"
+    if not use_lease:
+        def toucher():
+            while not stop.wait(ttl / 3.0):
+                with lock:
+                    snapshot = list(held)
+                for lk in snapshot:
+                    renewals[0] += 1
+                    try:
+                        if lk.touch() is None:
+                            failed[0] += 1
+                    except Exception:  # noqa: BLE001
+                        failed[0] += 1
+        threading.Thread(target=toucher, daemon=True).start()
+    say("READY")
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "GROW":
+            target = int(cmd[1])
+            t0 = time.monotonic()
+            while len(held) < target:
+                key = f"scale-{len(held)}"
+                if use_lease:
+                    le = impl.me.lease(db, key, ttl=ttl, blocking=False,
+                                       **({"allow_unsafe_server": True} if args.unsafe else {}))
+                    le.acquire()
+                    with lock:
+                        held.append(le)
+                else:
+                    lk = impl.locker(key, db, ttl=ttl)
+                    lk.acquire(blocking=False)
+                    with lock:
+                        held.append(lk)
+            say("HOLDING", len(held), f"{time.monotonic() - t0:.3f}")
+        elif cmd[0] == "STATS":
+            lost = sum(1 for h in held if use_lease and h.lost.is_set())
+            result({"phase": "scale", "held": len(held), "lost": lost,
+                    "touch_failed": failed[0], "touches": renewals[0],
+                    "threads": proc_status("Threads"), "rss_kib": proc_status("VmRSS")})
+        elif cmd[0] == "QUIT":
+            break
+    stop.set()
+    os._exit(0)
+
+
+# ---------------------------------------------------------------------------- probe --
+def cmd_probe(args, impl):
+    db = impl.db()
+    lk = impl.locker("probe", db, ttl=30)
+    lk.acquire(blocking=False)
+    lk.release()
+    import pymongo
+    result({"phase": "probe", "version": impl.version, "pymongo": pymongo.__version__,
+            "python": sys.version.split()[0], "module": os.path.dirname(impl.me.__file__)})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=["ops", "cycles", "elect", "contend", "cost", "scale", "probe"])
+    ap.add_argument("--impl", required=True, choices=["original", "db", "uri"])
+    ap.add_argument("--uri", required=True)
+    ap.add_argument("--other-uri")
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--unsafe", action="store_true", help="allow_unsafe_server for lockers")
+    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--clients", choices=["shared", "each"], default="shared")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--keys", default="k")
+    ap.add_argument("--key", default="k")
+    ap.add_argument("--ttl", type=float, default=15.0)
+    ap.add_argument("--step", type=float, default=0.25)
+    ap.add_argument("--idle", type=float, default=60.0)
+    ap.add_argument("--spin", type=float, default=1.0)
+    ap.add_argument("--spin-ttl", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--mode", default="per-key")
+    args = ap.parse_args()
+    try:
+        impl = Impl(args)
+        globals()["cmd_" + args.cmd](args, impl)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            say("ERROR", e.code)
+            sys.exit(1)
+        raise
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        say("ERROR", f"{type(e).__name__}: {e}")
+        sys.exit(1)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
