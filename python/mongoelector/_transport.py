@@ -17,6 +17,7 @@
 """
 
 import threading
+import weakref
 from urllib.parse import unquote
 
 from . import _native
@@ -114,4 +115,23 @@ def open_storage(db, *, database=None, op_timeout):
         return _native.MongoStorage(shared_client(db, name), float(op_timeout))
     if isinstance(db, Client):
         return _native.MongoStorage(db._native, float(op_timeout))
-    return _native.PyMongoStorage(db, float(op_timeout))
+    return _native.PyMongoStorage(db, float(op_timeout), facts=_server_facts(db))
+
+
+# What each pymongo client's server is (buildInfo, which command gives its clock), learnt
+# once per client rather than once per locker: a new locker's first acquire then costs
+# no more commands than the original's.
+_facts_by_client = weakref.WeakKeyDictionary()
+
+
+def _server_facts(db):
+    client = getattr(db, "client", None)
+    if client is None:
+        return None
+    try:
+        facts = _facts_by_client.get(client)
+        if facts is None:
+            facts = _facts_by_client.setdefault(client, _native.ServerFacts())
+        return facts
+    except TypeError:  # a client that cannot be weakly referenced or hashed
+        return None

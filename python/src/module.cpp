@@ -384,8 +384,13 @@ PYBIND11_MODULE(_native, m) {
         return d;
       });
 
+  py::class_<ServerFacts, std::shared_ptr<ServerFacts>>(
+      m, "ServerFacts", "What one pymongo client's server is, shared by its storages.")
+      .def(py::init<>());
+
   py::class_<PyMongoStorage, me::Storage, std::shared_ptr<PyMongoStorage>>(m, "PyMongoStorage")
-      .def(py::init<py::object, double>(), py::arg("db"), py::arg("op_timeout"))
+      .def(py::init<py::object, double, std::shared_ptr<ServerFacts>>(), py::arg("db"),
+           py::arg("op_timeout"), py::arg("facts") = nullptr)
       .def_property_readonly("is_mock", &PyMongoStorage::is_mock)
       .def_property_readonly("op_timeout", &PyMongoStorage::op_timeout_s)
       .def_property_readonly("db", &PyMongoStorage::db);

@@ -72,8 +72,13 @@ struct PyMongoStorage::Refs {
   py::dict collections;
 };
 
-PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s)
-    : refs_(new Refs), op_timeout_s_(op_timeout_s) {
+PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
+                               std::shared_ptr<ServerFacts> facts)
+    : refs_(new Refs), op_timeout_s_(op_timeout_s), facts_(std::move(facts)) {
+  if (facts_) {
+    std::lock_guard<std::mutex> g(facts_->mu);
+    time_command_ = facts_->time_command;
+  }
   py::module_ pymongo = py::module_::import("pymongo");
   refs_->db = std::move(db);
   refs_->return_after = pymongo.attr("ReturnDocument").attr("AFTER");
@@ -143,6 +148,19 @@ std::int64_t PyMongoStorage::call_bound_ms() const {
 }
 
 me::ServerInfo PyMongoStorage::server_info() {
+  if (facts_) {
+    std::lock_guard<std::mutex> g(facts_->mu);
+    if (facts_->info && !mock_) return *facts_->info;
+  }
+  me::ServerInfo info = probe_server_info();
+  if (facts_ && !mock_) {
+    std::lock_guard<std::mutex> g(facts_->mu);
+    facts_->info = info;
+  }
+  return info;
+}
+
+me::ServerInfo PyMongoStorage::probe_server_info() {
   return with_python([&] {
     me::ServerInfo info;
     if (mock_) {
@@ -217,6 +235,10 @@ std::int64_t PyMongoStorage::server_time_ms() {
       }
       if (auto ms = ms_from_datetime(py::getattr(reply, "get")("localTime"))) {
         time_command_ = i;
+        if (facts_) {
+          std::lock_guard<std::mutex> g(facts_->mu);
+          facts_->time_command = i;
+        }
         return *ms;
       }
     }

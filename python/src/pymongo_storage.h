@@ -12,6 +12,9 @@
 
 #include <atomic>
 #include <memory>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "storage.h"
@@ -20,11 +23,21 @@ namespace mongoelector_py {
 
 namespace py = pybind11;
 
+// What one pymongo client's deployment is, learnt by the first storage that asks and
+// shared by every storage made for that client (python/mongoelector/_transport.py keeps
+// one per MongoClient): a new locker then does not ask the server again.
+struct ServerFacts {
+  std::mutex mu;
+  std::optional<mongoelector::ServerInfo> info;
+  int time_command = 0;
+};
+
 class PyMongoStorage final : public mongoelector::Storage {
  public:
   // op_timeout_s: CSOT budget (pymongo.timeout) for each call when `db` is a real
-  // pymongo Database; <= 0 disables it. Needs the GIL.
-  PyMongoStorage(py::object db, double op_timeout_s);
+  // pymongo Database; <= 0 disables it. facts: shared with the client's other storages
+  // (none: this storage learns alone). Needs the GIL.
+  PyMongoStorage(py::object db, double op_timeout_s, std::shared_ptr<ServerFacts> facts = {});
   ~PyMongoStorage() override;
 
   PyMongoStorage(const PyMongoStorage&) = delete;
@@ -68,6 +81,7 @@ class PyMongoStorage final : public mongoelector::Storage {
   py::object collection(const std::string& name);
   py::object with_majority_writes(py::object coll);  // see pymongo_storage.cpp
   void ensure_ttl_index(const py::object& coll, const char* field, std::int64_t seconds);
+  mongoelector::ServerInfo probe_server_info();
 
   Refs* refs_;  // Python objects; freed under the GIL (or leaked at interpreter exit)
   double op_timeout_s_;
@@ -76,6 +90,7 @@ class PyMongoStorage final : public mongoelector::Storage {
   std::atomic<bool> mock_{false};
   std::atomic<bool> ttl_warned_{false};
   std::atomic<int> time_command_{0};  // index of the first command that gave localTime
+  std::shared_ptr<ServerFacts> facts_;
 };
 
 }  // namespace mongoelector_py

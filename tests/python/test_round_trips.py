@@ -71,3 +71,17 @@ def test_token_is_assigned_on_first_read_and_increases(counted_db):
         tokens.append(token)
         lk.release()
     assert tokens == sorted(set(tokens)), tokens
+
+
+def test_new_locker_on_a_known_client_costs_what_the_original_does(counted_db):
+    # The original: createIndexes, serverStatus (time check), insert. What the server is
+    # and which command gives its clock are learnt once per client, not once per locker.
+    db, commands = counted_db
+    MongoLocker("rt-first", db, ttl=15).acquire(blocking=False)
+    commands.take()
+    for i in range(3):
+        lk = MongoLocker(f"rt-new-{i}", db, ttl=15)
+        assert lk.acquire(blocking=False)
+        spent = commands.take()
+        assert len(spent) <= 3, spent
+        assert spent[0] == "createIndexes" and spent[-1] == "findAndModify", spent
