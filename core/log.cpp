@@ -35,9 +35,15 @@ void log(LogLevel level, const std::string& message) {
   if (sink) {
     try {
       (*sink)(level, message);
+#if defined(__GLIBCXX__)
     } catch (abi::__forced_unwind&) {
       throw;  // thread cancellation (CPython ends threads this way at exit): let it unwind
+#endif
     } catch (...) {
+#if !defined(__GLIBCXX__)
+      // libc++abi shows thread cancellation's forced unwind as a foreign exception.
+      if (!abi::__cxa_current_exception_type()) throw;
+#endif
       // A failing sink must not break the caller (often the election loop).
     }
     return;

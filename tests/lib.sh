@@ -40,7 +40,7 @@ install_apt() {
 # Python build and test tools (into the current interpreter's environment).
 install_pip() {
   python3 -m pip install -q --disable-pip-version-check \
-    'pybind11>=2.11' 'scikit-build-core>=0.8' 'pymongo>=4.2' mongomock pytest 2>&1 |
+    'pybind11>=2.11' 'scikit-build-core>=0.11' 'pymongo>=4.2' mongomock pytest 2>&1 |
     grep -v -i "running pip as the 'root' user" || true
 }
 

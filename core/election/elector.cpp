@@ -499,11 +499,17 @@ void Elector::call(const std::function<void()>& fn, const char* name) {
   if (!fn) return;
   try {
     fn();
+#if defined(__GLIBCXX__)
   } catch (abi::__forced_unwind&) {
     throw;  // thread cancellation, not an error of the callback: must unwind
+#endif
   } catch (const std::exception& ex) {
     log(LogLevel::Error, std::string(name) + " callback raised: " + ex.what());
   } catch (...) {
+#if !defined(__GLIBCXX__)
+    // libc++abi shows thread cancellation's forced unwind as a foreign exception.
+    if (!abi::__cxa_current_exception_type()) throw;
+#endif
     log(LogLevel::Error, std::string(name) + " callback raised an unknown exception");
   }
 }
