@@ -16,6 +16,7 @@
 * A ``mongoelector.Client``: that client, shared exactly as the caller decides.
 """
 
+import inspect
 import threading
 import weakref
 from urllib.parse import unquote
@@ -26,6 +27,11 @@ from .client import Client
 _SCHEMES = ("mongodb://", "mongodb+srv://")
 _SQLITE = "sqlite://"
 _BARE_CLIENT = "Must pass a pymongo Database instance, not a bare MongoClient"
+_ASYNC_DATABASE = (
+    "%s is an asyncio database, whose methods return coroutines: MongoLocker and "
+    "MongoLeaderElector block and need a synchronous one. Pass a pymongo Database or a "
+    "mongodb:// URI (its waits release the GIL), and from asyncio code call them through "
+    "asyncio.to_thread()")
 
 
 def op_timeout_for(ttl):
@@ -98,6 +104,9 @@ def check_db(db, database=None):
     # so hasattr(client, "create_collection") is true for a bare client.
     if not hasattr(type(db), "create_collection"):
         raise TypeError(_BARE_CLIENT)
+    if inspect.iscoroutinefunction(getattr(type(db), "command", None)):
+        # pymongo's AsyncDatabase: every later call would get a coroutine, not a reply.
+        raise TypeError(_ASYNC_DATABASE % type(db).__name__)
     if database is not None:
         raise TypeError("database= applies only when db is a MongoDB URI")
 

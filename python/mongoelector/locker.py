@@ -70,7 +70,7 @@ class MongoLocker:
             cannot insert until MongoDB's TTL monitor removes the released document.
         allow_unsafe_server: run on a server whose findAndModify is not atomic
             (FerretDB); mutual exclusion is then not guaranteed under contention.
-        op_timeout: seconds one database call may take (default ttl/5).
+        op_timeout: seconds one database call may take (default ttl/10, at least 0.05).
 
     Can be used as a context manager::
 
@@ -136,8 +136,12 @@ class MongoLocker:
         return self.__ttl
 
     def __repr__(self):
+        # No round trip (a repr must not fail when the server is down): owned is this
+        # instance's own view, a hold whose lease still runs on this host's clock.
+        remaining = self._core.lease_remaining
+        owned = remaining is not None and remaining > 0
         return (f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, "
-                f"owned={self.owned()})")
+                f"owned={owned})")
 
     def __enter__(self):
         self.acquire()

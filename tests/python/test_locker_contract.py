@@ -532,3 +532,17 @@ def test_stub_matches_the_extension():
             for item in node.body:
                 if isinstance(item, ast.FunctionDef):
                     assert hasattr(cls, item.name), f"{node.name}.{item.name}"
+
+
+def test_async_database_is_refused_with_a_pointer():
+    # pymongo's AsyncDatabase would be accepted as a lookalike and every call would get a
+    # coroutine back; refused at construction instead, naming what to use.
+    pytest.importorskip("pymongo.asynchronous.database")
+    from pymongo import AsyncMongoClient
+
+    from mongoelector import MongoLeaderElector
+
+    client = AsyncMongoClient("mongodb://127.0.0.1:1/", connect=False)
+    for make in (lambda: MongoLocker("k", client.app), lambda: MongoLeaderElector("k", client.app)):
+        with pytest.raises(TypeError, match="asyncio database.*asyncio.to_thread"):
+            make()

@@ -85,3 +85,14 @@ def test_new_locker_on_a_known_client_costs_what_the_original_does(counted_db):
         spent = commands.take()
         assert len(spent) <= 3, spent
         assert spent[0] == "createIndexes" and spent[-1] == "findAndModify", spent
+
+
+def test_repr_makes_no_round_trip(counted_db):
+    db, commands = counted_db
+    lk = MongoLocker("rt-repr", db, ttl=15)
+    commands.take()
+    assert repr(lk).endswith("owned=False)")
+    lk.acquire(blocking=False)
+    commands.take()
+    assert repr(lk).endswith("owned=True)")
+    assert commands.take() == []
