@@ -218,6 +218,13 @@ std::optional<std::int64_t> Locker::anchor_epoch(std::int64_t fence) {
 }
 
 std::optional<std::int64_t> Locker::token() {
+  {
+    // Already a token (the common case): a local read, never queued behind a renewal
+    // that holds hold_io_mu_ for its round trip.
+    std::lock_guard<std::mutex> g(mu_);
+    if (!hold_) return std::nullopt;
+    if (hold_->fence >= kEpochUnit) return hold_->fence;
+  }
   const std::unique_lock<std::mutex> io = lock_hold_io();
   std::int64_t fence;
   std::uint64_t gen;
