@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mongoelector {
 
@@ -46,20 +48,41 @@ class Cancelled : public Error {
   using Error::Error;
 };
 
-// The database could not be reached or did not answer in time.
-class StorageUnavailable : public Error {
+// What the backend said about a failure beyond its message: a MongoDB server error's
+// code, codeName and errorLabels, or an SQLite extended result code (code only).
+struct ServerErrorDetail {
+  int code = 0;  // 0: none (no answer, or a failure of our own)
+  std::string code_name;
+  std::vector<std::string> labels;
+};
+
+// Base of the two storage failures below: carries the backend's detail, if any.
+class StorageFailure : public Error {
  public:
-  using Error::Error;
+  StorageFailure(const std::string& msg, ServerErrorDetail detail)
+      : Error(msg), detail_(std::move(detail)) {}
+  int code() const { return detail_.code; }
+  const ServerErrorDetail& detail() const { return detail_; }
+
+ private:
+  ServerErrorDetail detail_;
+};
+
+// The database could not be reached or did not answer in time (also server answers
+// that mean "not now": not primary, shutting down, ...; their code is kept).
+class StorageUnavailable : public StorageFailure {
+ public:
+  explicit StorageUnavailable(const std::string& msg, ServerErrorDetail detail = {})
+      : StorageFailure(msg, std::move(detail)) {}
 };
 
 // The database answered with an error we do not handle, or with a malformed document.
-class StorageError : public Error {
+class StorageError : public StorageFailure {
  public:
-  StorageError(const std::string& msg, int code = 0) : Error(msg), code_(code) {}
-  int code() const { return code_; }
-
- private:
-  int code_;
+  StorageError(const std::string& msg, int code = 0)
+      : StorageFailure(msg, ServerErrorDetail{code, {}, {}}) {}
+  StorageError(const std::string& msg, ServerErrorDetail detail)
+      : StorageFailure(msg, std::move(detail)) {}
 };
 
 // The server cannot run the protocol safely (e.g. non-atomic findAndModify) and the

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -18,14 +19,22 @@ std::shared_ptr<LogSink>& sink_slot() {
   static auto* sink = new std::shared_ptr<LogSink>;
   return *sink;
 }
+// The lowest level anyone receives: the sink's minimum, Warning for the default.
+std::atomic<int> g_min_level{static_cast<int>(LogLevel::Warning)};
 }  // namespace
 
-void set_log_sink(LogSink sink) {
+void set_log_sink(LogSink sink, LogLevel min_level) {
+  std::shared_ptr<LogSink> previous;  // destroyed outside the mutex (its captures may log)
   std::lock_guard<std::mutex> g(sink_mutex());
+  previous = std::move(sink_slot());
   sink_slot() = sink ? std::make_shared<LogSink>(std::move(sink)) : nullptr;
+  g_min_level.store(static_cast<int>(sink_slot() ? min_level : LogLevel::Warning));
 }
 
+bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(); }
+
 void log(LogLevel level, const std::string& message) {
+  if (!log_enabled(level)) return;
   std::shared_ptr<LogSink> sink;
   {
     std::lock_guard<std::mutex> g(sink_mutex());

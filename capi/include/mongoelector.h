@@ -16,10 +16,30 @@
  *    handle and live as long as it does.
  *  - Times are seconds as double for durations; instants are int64 milliseconds since
  *    the Unix epoch on the SERVER's clock (the library estimates it; see README).
- *  - Options structs start with a `version` field; initialise them with the matching
- *    *_options_init(), which sets the version and the defaults. New fields are only
- *    ever appended.
+ *  - Options structs start with a `version` field. The 1.0 structs
+ *    (mongoelector_locker_options, _elector_options, _lease_options) are frozen: their
+ *    *_options_init() writes exactly their 1.0 fields. The structs added in 1.1 (*_config,
+ *    mongoelector_acquire_options) grow by appending fields; their init takes the
+ *    version the caller was compiled with (pass the header's *_VERSION macro), so an old
+ *    program's smaller struct is never written past its end. Structs the library FILLS
+ *    (mongoelector_error_info, mongoelector_lock_details) also start with a version the
+ *    caller sets; the library writes only the fields of that version.
  *  - No C++ exception ever crosses this boundary.
+ *
+ * Threads and fork() (every handle):
+ *  - A client, locker, elector, lease or cancel token may be used from any thread, and
+ *    by several threads at once, except where a function says otherwise. No function
+ *    may be called on a handle that another thread is freeing.
+ *  - Callbacks run on library threads (named in each callback's comment), never while a
+ *    library lock is held. They may call into the library, except the *_free of the
+ *    object that runs them (mongoelector_elector_free is the exception: it is safe from
+ *    the elector's own callbacks, see there).
+ *  - fork(): handles made before fork() must not be used in the child, except
+ *    mongoelector_client, from which the child makes new lockers and electors (they get
+ *    fresh connections). Lockers and electors inherited from the parent answer
+ *    MONGOELECTOR_ERR_INVALID_ARGUMENT in the child; their threads do not exist there.
+ *    Free inherited handles only in the parent. The library's shared threads (deadline
+ *    timer, lease renewer) are re-created in the child on first use.
  */
 #ifndef MONGOELECTOR_H
 #define MONGOELECTOR_H
@@ -41,9 +61,9 @@ extern "C" {
 #endif
 
 #define MONGOELECTOR_VERSION_MAJOR 1
-#define MONGOELECTOR_VERSION_MINOR 0
+#define MONGOELECTOR_VERSION_MINOR 1
 #define MONGOELECTOR_VERSION_PATCH 0
-#define MONGOELECTOR_VERSION_STRING "1.0.0"
+#define MONGOELECTOR_VERSION_STRING "1.1.0"
 /* major * 10000 + minor * 100 + patch */
 #define MONGOELECTOR_VERSION_NUMBER \
   (MONGOELECTOR_VERSION_MAJOR * 10000 + MONGOELECTOR_VERSION_MINOR * 100 + MONGOELECTOR_VERSION_PATCH)
@@ -82,6 +102,7 @@ typedef enum mongoelector_log_level {
 typedef struct mongoelector_client mongoelector_client;
 typedef struct mongoelector_locker mongoelector_locker;
 typedef struct mongoelector_elector mongoelector_elector;
+typedef struct mongoelector_cancel_token mongoelector_cancel_token; /* since 1.1 */
 
 /* ---- Library ----------------------------------------------------------------------- */
 
@@ -108,6 +129,66 @@ typedef void (*mongoelector_log_fn)(mongoelector_log_level level, const char *me
                                     void *user_data);
 MONGOELECTOR_API mongoelector_status mongoelector_set_log_callback(mongoelector_log_fn fn,
                                                                    void *user_data);
+
+/* Since 1.1. Called once with the user_data of a log handler that was replaced, when no
+ * thread can call that handler any more. */
+typedef void (*mongoelector_release_fn)(void *user_data);
+
+/* Since 1.1. Installs `fn` for messages at `min_level` or above; lower levels are
+ * dropped before they are formatted. fn NULL restores the default (warnings and errors
+ * to stderr; min_level is then ignored). `fn` runs on whichever thread logs (often an
+ * elector's thread or the renewer): thread-safe, short, and it must not call
+ * mongoelector_set_log_handler/_callback itself.
+ * Hand-over point: `release` (may be NULL) is called exactly once with `user_data`
+ * after this handler was replaced by a later call AND every call of `fn` in flight has
+ * returned: on the replacing thread if none was in flight, else on the thread whose call
+ * of `fn` ends last. Free user_data there, never earlier. Process-wide; any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_set_log_handler(mongoelector_log_level min_level,
+                                                                  mongoelector_log_fn fn,
+                                                                  void *user_data,
+                                                                  mongoelector_release_fn release);
+
+/* Since 1.1. What the last failed call on THIS thread knows about the failure beyond
+ * its status: the server's error code, code name and labels, so that a caller can tell
+ * an authentication failure (code 18, "AuthenticationFailed") from a transient one
+ * (label "RetryableWriteError"). Set out->version = MONGOELECTOR_ERROR_INFO_VERSION
+ * first; the fields of that version are written. Strings and the label array are owned
+ * by the library, valid until the next call into the library from this thread. */
+#define MONGOELECTOR_ERROR_INFO_VERSION 1
+typedef struct mongoelector_error_info {
+  uint32_t version;            /* set by the caller */
+  mongoelector_status status;  /* of the last failed call; MONGOELECTOR_OK if none */
+  const char *message;         /* as mongoelector_last_error() */
+  /* The backend's error code: a MongoDB server code (11000, 13, 18, 50, ...), an SQLite
+   * extended result code; 0 when the failure has none (no answer, a bad argument). */
+  int32_t code;
+  const char *code_name;       /* MongoDB's codeName ("Unauthorized"), "" if none */
+  const char *const *labels;   /* MongoDB's errorLabels, label_count of them */
+  size_t label_count;
+} mongoelector_error_info;
+MONGOELECTOR_API mongoelector_status mongoelector_last_error_info(mongoelector_error_info *out);
+/* Since 1.1. 1 if the last failed call on this thread carried the error label `label`
+ * (e.g. "RetryableWriteError"), else 0. */
+MONGOELECTOR_API int mongoelector_last_error_has_label(const char *label);
+
+/* ---- Cancel token (since 1.1) ------------------------------------------------------ */
+
+/* A one-shot cancellation flag for the calls that take one (mongoelector_acquire_options):
+ * once cancelled it stays cancelled, and a call given a cancelled token returns
+ * MONGOELECTOR_ERR_CANCELLED at once. Cancelling affects only the calls given this
+ * token, so a cancel that comes after the call returned has no effect on later calls:
+ * use one token per call (or per context/scope). A waiting call notices within about
+ * 100 ms; a round trip already on the wire is not interrupted (it ends within the
+ * per-call timeout). *out is owned by the caller: mongoelector_cancel_token_free(). */
+MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_new(mongoelector_cancel_token **out);
+/* Cancels. Any thread, any number of times, until the token is freed. */
+MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_cancel(mongoelector_cancel_token *token);
+/* *out = 1 once cancelled. Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_is_cancelled(mongoelector_cancel_token *token,
+                                                                           int *out);
+/* Frees the token. NULL ok. Only after every call given the token has returned and no
+ * thread will cancel it any more. */
+MONGOELECTOR_API void mongoelector_cancel_token_free(mongoelector_cancel_token *token);
 
 /* ---- Client ------------------------------------------------------------------------ */
 
@@ -145,6 +226,12 @@ MONGOELECTOR_API void mongoelector_client_free(mongoelector_client *client);
 MONGOELECTOR_API mongoelector_status mongoelector_client_server_info(mongoelector_client *client,
                                                                      const char **name_out,
                                                                      const char **version_out);
+/* Since 1.1. As mongoelector_client_server_info (one round trip the first time; the
+ * answer is remembered by the client), but *name_out and *version_out are copies owned
+ * by the caller (mongoelector_free()). Any thread, concurrently. */
+MONGOELECTOR_API mongoelector_status mongoelector_client_server_info_copy(mongoelector_client *client,
+                                                                          char **name_out,
+                                                                          char **version_out);
 
 /* ---- Locker ------------------------------------------------------------------------ */
 
@@ -230,6 +317,81 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_current(mongoelector_lo
                                                                  mongoelector_lock_info *out,
                                                                  int *found_out);
 
+/* Since 1.1: a locker's configuration, grown by appending fields. Defaults (shared by
+ * every binding: Go, Rust and the CLI use this struct; see README, "Defaults"):
+ * collection "mongolocker", ttl 600 s, timeparanoid on, max offset 0.5 s,
+ * delete_on_release off (Python's drop-in MongoLocker turns it on, as the original
+ * deletes on release), allow_unsafe_server off, per-call timeout ttl/10 in [0.1 s, 5 s]. */
+#define MONGOELECTOR_LOCKER_CONFIG_VERSION 1
+typedef struct mongoelector_locker_config {
+  uint32_t version;           /* the version passed to mongoelector_locker_config_init */
+  const char *collection;     /* NULL: "mongolocker"; copied */
+  double ttl_seconds;         /* > 0 and finite */
+  int timeparanoid;
+  double max_offset_seconds;
+  int delete_on_release;      /* see README, "Mixed fleets" */
+  int allow_unsafe_server;
+  /* Time bound of one round trip (server selection, connect, socket, maxTimeMS).
+   * 0: ttl/10 clamped to [0.1 s, 5 s]; else finite, > 0 and at most ttl/2. */
+  double op_timeout_seconds;
+} mongoelector_locker_config;
+
+/* Sets version and the defaults of the fields that exist in `version` (1 ..
+ * MONGOELECTOR_LOCKER_CONFIG_VERSION; pass that macro). INVALID_ARGUMENT for another
+ * version or NULL. Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_locker_config_init(mongoelector_locker_config *config,
+                                                                     uint32_t version);
+/* As mongoelector_locker_new, with a 1.1 configuration (NULL: defaults). */
+MONGOELECTOR_API mongoelector_status mongoelector_locker_new_with(mongoelector_client *client,
+                                                                  const char *key,
+                                                                  const mongoelector_locker_config *config,
+                                                                  mongoelector_locker **out);
+
+/* Since 1.1: how to acquire, one struct per call, grown by appending fields. */
+#define MONGOELECTOR_ACQUIRE_OPTIONS_VERSION 1
+typedef struct mongoelector_acquire_options {
+  uint32_t version;           /* the version passed to mongoelector_acquire_options_init */
+  int blocking;               /* default 1: wait for the lock; 0: one attempt */
+  double timeout_seconds;     /* default -1: no limit (blocking only; must be < 0 otherwise) */
+  double step_seconds;        /* default 0.25: retry interval while waiting */
+  int force;                  /* default 0; 1 takes the lock whoever holds it */
+  mongoelector_cancel_token *cancel; /* default NULL; borrowed for the call */
+} mongoelector_acquire_options;
+
+/* Sets version and defaults (version: 1 .. MONGOELECTOR_ACQUIRE_OPTIONS_VERSION). */
+MONGOELECTOR_API mongoelector_status mongoelector_acquire_options_init(mongoelector_acquire_options *options,
+                                                                       uint32_t version);
+/* Acquires as mongoelector_locker_acquire, with these differences: options may be NULL
+ * (blocking, no timeout); the wait does NOT hold the locker: locked, owned, current,
+ * release and touch from other threads answer while it waits; cancellation is per call
+ * through options->cancel (MONGOELECTOR_ERR_CANCELLED, also when the token is already
+ * cancelled at the call), and mongoelector_locker_cancel() does not affect it. Two
+ * acquires on one locker at once are allowed; at most one of them gets the lock. */
+MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(mongoelector_locker *locker,
+                                                                      const mongoelector_acquire_options *options,
+                                                                      int64_t *fence_out);
+
+/* Since 1.1: the current lock document, with strings the caller owns and room to grow.
+ * Set version before the call; release the strings with mongoelector_lock_details_clear. */
+#define MONGOELECTOR_LOCK_DETAILS_VERSION 1
+typedef struct mongoelector_lock_details {
+  uint32_t version;    /* set by the caller: MONGOELECTOR_LOCK_DETAILS_VERSION */
+  char *uuid;          /* holder's uuid, whole; owned by the struct */
+  char *host;          /* holder's host, whole; owned by the struct */
+  int64_t pid;
+  int64_t created_ms;  /* server time */
+  int64_t expire_ms;   /* server time */
+  int64_t fence;       /* 0 if written by a node without fencing (original schema) */
+} mongoelector_lock_details;
+/* *found_out = 1 and *details filled when the key is held (one round trip); 0 otherwise
+ * (then uuid and host are NULL). Any strings the struct held before are NOT freed:
+ * clear it first when reusing it. */
+MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(mongoelector_locker *locker,
+                                                                         mongoelector_lock_details *details,
+                                                                         int *found_out);
+/* Frees the strings of `details` and sets them to NULL. NULL ok. */
+MONGOELECTOR_API void mongoelector_lock_details_clear(mongoelector_lock_details *details);
+
 /* ---- Elector ----------------------------------------------------------------------- */
 
 /* Elector callbacks run on the elector's own thread (or the thread calling
@@ -265,8 +427,40 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
                                                               const mongoelector_elector_options *options,
                                                               mongoelector_elector **out);
 /* Stops the elector (releasing leadership, firing on_leader_loss if it led) and frees
- * it. NULL ok. Must not be called from one of its callbacks. */
+ * it. NULL ok. Any thread. Since 1.1 also from one of the elector's own callbacks: the
+ * call then returns at once; no callback of this elector starts after it (the one
+ * running finishes), and the stop, the release of leadership and the free happen on
+ * another library thread shortly after. Not from a callback of ANOTHER elector whose
+ * thread this elector's stop would wait for. */
 MONGOELECTOR_API void mongoelector_elector_free(mongoelector_elector *elector);
+/* Since 1.1: an elector's configuration, grown by appending fields. Defaults (shared by
+ * every binding, Python's MongoLeaderElector included): ttl 15 s, report_status on,
+ * delete_on_release ON (a leader that stops deletes its lock document, so nodes of the
+ * original mongoelector 1.0.2 take over at once during a rolling upgrade; the next
+ * leader of ours pays two extra round trips), per-call timeout as for lockers. Callbacks as in
+ * mongoelector_elector_options. */
+#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 1
+typedef struct mongoelector_elector_config {
+  uint32_t version;                        /* as passed to mongoelector_elector_config_init */
+  double ttl_seconds;                      /* > 0 and finite */
+  int report_status;
+  const char *app_version;                 /* NULL: none; copied */
+  mongoelector_callback_fn on_leader;      /* NULL: none */
+  mongoelector_callback_fn on_leader_loss; /* NULL: none */
+  mongoelector_callback_fn on_loop;        /* NULL: none; after each poll */
+  void *user_data;                         /* passed to the three callbacks */
+  int delete_on_release;
+  double op_timeout_seconds;               /* as in mongoelector_locker_config */
+} mongoelector_elector_config;
+
+/* Sets version and defaults (version: 1 .. MONGOELECTOR_ELECTOR_CONFIG_VERSION). */
+MONGOELECTOR_API mongoelector_status mongoelector_elector_config_init(mongoelector_elector_config *config,
+                                                                      uint32_t version);
+/* As mongoelector_elector_new, with a 1.1 configuration (NULL: defaults). */
+MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(mongoelector_client *client,
+                                                                   const char *key,
+                                                                   const mongoelector_elector_config *config,
+                                                                   mongoelector_elector **out);
 /* Starts the election loop on a new native thread (no-op if running). */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_start(mongoelector_elector *elector);
 /* Ends the loop, waits for its thread (unless called from a callback), releases
@@ -342,6 +536,14 @@ MONGOELECTOR_API void mongoelector_lease_options_init(mongoelector_lease_options
 MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire(mongoelector_locker *locker,
                                                                 const mongoelector_lease_options *options,
                                                                 mongoelector_lease **out);
+/* Since 1.1. As mongoelector_lease_acquire, with the acquire described by `acquire`
+ * (NULL: blocking, no timeout; its cancel token cancels the wait for the lock, not the
+ * lease) and on_lost/user_data given directly. */
+MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(mongoelector_locker *locker,
+                                                                     const mongoelector_acquire_options *acquire,
+                                                                     mongoelector_lease_lost_fn on_lost,
+                                                                     void *user_data,
+                                                                     mongoelector_lease **out);
 /* The fencing token of the lease's hold (unchanged by renewals; still readable after
  * loss). Local, any thread. */
 MONGOELECTOR_API mongoelector_status mongoelector_lease_fence(mongoelector_lease *lease, int64_t *out);

@@ -1,5 +1,7 @@
 // mongoelector_elector_*: a mongoelector::Elector on its own Storage from the client.
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "exceptions.h"
 #include "handles.h"
@@ -14,14 +16,57 @@ using mongoelector::capi::require;
 
 namespace {
 
-std::function<void()> wrap(mongoelector_callback_fn fn, void* user_data) {
+using Shared = mongoelector_elector::Shared;
+
+// The handle whose callback this thread is running, if any (elector_free from inside it).
+thread_local const Shared* t_dispatching = nullptr;
+
+std::function<void()> wrap(mongoelector_callback_fn fn, void* user_data,
+                           const std::shared_ptr<Shared>& shared) {
   if (fn == nullptr) return {};
-  return [fn, user_data] { fn(user_data); };
+  return [fn, user_data, shared] {
+    if (!shared->callbacks_enabled.load()) return;  // freed from a callback
+    const Shared* outer = t_dispatching;
+    t_dispatching = shared.get();
+    struct Restore {
+      const Shared* outer;
+      ~Restore() { t_dispatching = outer; }
+    } restore{outer};
+    fn(user_data);
+  };
+}
+
+// Counts a call that may run callbacks, so that a deferred free waits for it to return.
+struct InFlight {
+  std::shared_ptr<Shared> shared;
+  explicit InFlight(mongoelector_elector& h) : shared(h.shared) { shared->calls_in_flight++; }
+  ~InFlight() { shared->calls_in_flight--; }
+};
+
+// Frees from inside one of the handle's own callbacks: the caller's stack still runs the
+// elector (its loop, a poll, a timer task), so stop and delete on another thread, after
+// the calls that may have run the callback have returned.
+void free_later(mongoelector_elector* elector) {
+  std::thread([elector] {
+    auto shared = elector->shared;
+    while (shared->calls_in_flight.load() > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    try {
+      elector->elector->stop();  // joins the loop thread, which is not this one
+    } catch (...) {
+    }
+    try {
+      delete elector;
+    } catch (...) {
+    }
+  }).detach();
 }
 
 // Reads the fields that exist in the caller's options version (only ever appended).
 void to_core(const char* key, const mongoelector_elector_options* o,
-             mongoelector::ElectorOptions& opts, mongoelector::ElectorCallbacks& callbacks) {
+             mongoelector::ElectorOptions& opts, mongoelector::ElectorCallbacks& callbacks,
+             const std::shared_ptr<Shared>& shared) {
   opts.key = mongoelector::capi::checked_key(key);
   if (o == nullptr) return;
   mongoelector::capi::check_options_version(o->version, MONGOELECTOR_ELECTOR_OPTIONS_VERSION,
@@ -34,9 +79,24 @@ void to_core(const char* key, const mongoelector_elector_options* o,
     opts.app_version = std::move(v);
   }
   opts.allow_unsafe_server = o->allow_unsafe_server != 0;
-  callbacks.on_leader = wrap(o->on_leader, o->user_data);
-  callbacks.on_leader_loss = wrap(o->on_leader_loss, o->user_data);
-  callbacks.on_loop = wrap(o->on_loop, o->user_data);
+  callbacks.on_leader = wrap(o->on_leader, o->user_data, shared);
+  callbacks.on_leader_loss = wrap(o->on_leader_loss, o->user_data, shared);
+  callbacks.on_loop = wrap(o->on_loop, o->user_data, shared);
+}
+
+std::unique_ptr<mongoelector_elector> open_elector(mongoelector_client* client,
+                                                   mongoelector::ElectorOptions opts,
+                                                   mongoelector::ElectorCallbacks callbacks,
+                                                   std::shared_ptr<Shared> shared,
+                                                   std::int64_t op_timeout_ms) {
+  auto& c = checked(client);
+  auto h = std::make_unique<mongoelector_elector>();
+  h->shared = std::move(shared);
+  // Borrows the client's pool (MongoDB) or connection (SQLite).
+  h->storage = c.client->open_storage(op_timeout_ms);
+  h->elector = std::make_unique<mongoelector::Elector>(h->storage, std::move(opts),
+                                                       std::move(callbacks));
+  return h;
 }
 
 
@@ -64,23 +124,87 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
                                                               const mongoelector_elector_options* options,
                                                               mongoelector_elector** out) {
   return guard([&] {
-    auto& c = checked(client);
+    checked(client);
     require(out != nullptr, "out is NULL");
     mongoelector::ElectorOptions opts;
     mongoelector::ElectorCallbacks callbacks;
-    to_core(key, options, opts, callbacks);
-    auto h = std::make_unique<mongoelector_elector>();
-    // Borrows the client's pool (MongoDB) or connection (SQLite).
-    h->storage = c.client->open_storage(mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));
-    h->elector = std::make_unique<mongoelector::Elector>(h->storage, std::move(opts),
-                                                         std::move(callbacks));
-    *out = h.release();
+    auto shared = std::make_shared<Shared>();
+    to_core(key, options, opts, callbacks, shared);
+    const auto op_ms = mongoelector::op_timeout_ms_for_ttl(opts.ttl_s);
+    *out = open_elector(client, std::move(opts), std::move(callbacks), std::move(shared), op_ms)
+               .release();
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_elector_config_init(mongoelector_elector_config* config,
+                                                                      uint32_t version) {
+  return guard([&] {
+    require(config != nullptr, "config is NULL");
+    mongoelector::capi::check_struct_version(version, MONGOELECTOR_ELECTOR_CONFIG_VERSION,
+                                             "mongoelector_elector_config_init");
+    using D = mongoelector::ElectorDefaults;
+    // Version 1 fields; a later version sets its appended fields under `if (version >= N)`.
+    config->version = version;
+    config->ttl_seconds = D::ttl_s;
+    config->report_status = D::report_status ? 1 : 0;
+    config->app_version = nullptr;
+    config->on_leader = nullptr;
+    config->on_leader_loss = nullptr;
+    config->on_loop = nullptr;
+    config->user_data = nullptr;
+    config->delete_on_release = D::delete_on_release ? 1 : 0;
+    config->op_timeout_seconds = 0;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(mongoelector_client* client,
+                                                                   const char* key,
+                                                                   const mongoelector_elector_config* config,
+                                                                   mongoelector_elector** out) {
+  return guard([&] {
+    checked(client);
+    require(out != nullptr, "out is NULL");
+    mongoelector_elector_config defaults;
+    if (config == nullptr) {
+      mongoelector_elector_config_init(&defaults, MONGOELECTOR_ELECTOR_CONFIG_VERSION);
+      config = &defaults;
+    }
+    mongoelector::capi::check_struct_version(config->version, MONGOELECTOR_ELECTOR_CONFIG_VERSION,
+                                             "mongoelector_elector_config_init");
+    // The 1.0 fields go through the 1.0 path; the rest are read here.
+    mongoelector_elector_options o;
+    mongoelector_elector_options_init(&o);
+    o.ttl_seconds = config->ttl_seconds;
+    o.report_status = config->report_status;
+    o.app_version = config->app_version;
+    o.on_leader = config->on_leader;
+    o.on_leader_loss = config->on_leader_loss;
+    o.on_loop = config->on_loop;
+    o.user_data = config->user_data;
+    mongoelector::ElectorOptions opts;
+    mongoelector::ElectorCallbacks callbacks;
+    auto shared = std::make_shared<Shared>();
+    to_core(key, &o, opts, callbacks, shared);
+    opts.delete_on_release = config->delete_on_release != 0;
+    const auto op_ms = mongoelector::capi::op_timeout_ms(config->op_timeout_seconds, opts.ttl_s);
+    *out = open_elector(client, std::move(opts), std::move(callbacks), std::move(shared), op_ms)
+               .release();
   });
 }
 
 MONGOELECTOR_API void mongoelector_elector_free(mongoelector_elector* elector) {
   if (elector == nullptr || elector->magic != mongoelector::capi::kElectorMagic) return;
   elector->magic = mongoelector::capi::kFreedMagic;
+  if (t_dispatching == elector->shared.get() || elector->elector->on_loop_thread()) {
+    elector->shared->callbacks_enabled.store(false);
+    try {
+      free_later(elector);
+      return;
+    } catch (...) {
+      // No thread could be started: nothing safe is left to do but leak the elector.
+      return;
+    }
+  }
   try {
     elector->elector->stop();  // releases leadership, fires on_leader_loss if it led
   } catch (...) {
@@ -97,15 +221,27 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_start(mongoelector_ele
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_stop(mongoelector_elector* elector) {
-  return guard([&] { checked(elector).elector->stop(); });
+  return guard([&] {
+    auto& h = checked(elector);
+    InFlight in_flight(h);
+    h.elector->stop();
+  });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_poll(mongoelector_elector* elector) {
-  return guard([&] { checked(elector).elector->poll(); });
+  return guard([&] {
+    auto& h = checked(elector);
+    InFlight in_flight(h);
+    h.elector->poll();
+  });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_release(mongoelector_elector* elector) {
-  return guard([&] { checked(elector).elector->release(); });
+  return guard([&] {
+    auto& h = checked(elector);
+    InFlight in_flight(h);
+    h.elector->release();
+  });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_is_leader(mongoelector_elector* elector,

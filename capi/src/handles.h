@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "election/elector.h"
@@ -22,6 +23,7 @@ namespace mongoelector::capi {
 constexpr std::uint64_t kClientMagic = 0x6d65436c69656e74ULL;   // "meClient"
 constexpr std::uint64_t kLockerMagic = 0x6d654c6f636b6572ULL;   // "meLocker"
 constexpr std::uint64_t kElectorMagic = 0x6d65456c6563746fULL;  // "meElecto"
+constexpr std::uint64_t kCancelMagic = 0x6d6543616e63656cULL;   // "meCancel"
 constexpr std::uint64_t kFreedMagic = 0x6672656564646561ULL;    // "freeddea"
 
 }  // namespace mongoelector::capi
@@ -36,6 +38,7 @@ struct mongoelector_client {
   std::shared_ptr<mongoelector::Storage> info_storage;  // server_info(), made on first use
   std::string server_name;
   std::string server_version;
+  bool info_known = false;  // server_name/version hold an answer (server_info_copy reuses it)
 };
 
 struct mongoelector_locker {
@@ -50,12 +53,24 @@ struct mongoelector_locker {
   std::atomic<bool> has_lease{false};
 };
 
+struct mongoelector_cancel_token {
+  std::uint64_t magic = mongoelector::capi::kCancelMagic;
+  std::atomic<bool> cancelled{false};
+};
+
 struct mongoelector_elector {
   std::uint64_t magic = mongoelector::capi::kElectorMagic;
   std::shared_ptr<mongoelector::Storage> storage;
   // No handle mutex: Elector is thread-safe, and its callbacks may call stop() or
   // release() on this same handle from inside poll().
   std::unique_ptr<mongoelector::Elector> elector;
+  // Shared with the callback wrappers and the calls that may run callbacks (elector.cpp),
+  // so that a free from inside a callback can be completed safely on another thread.
+  struct Shared {
+    std::atomic<bool> callbacks_enabled{true};  // cleared by free: no callback starts after
+    std::atomic<int> calls_in_flight{0};        // poll/release/stop running on this handle
+  };
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
 };
 
 namespace mongoelector::capi {
@@ -64,6 +79,7 @@ namespace mongoelector::capi {
 mongoelector_client& checked(mongoelector_client* h);
 mongoelector_locker& checked(mongoelector_locker* h);
 mongoelector_elector& checked(mongoelector_elector* h);
+mongoelector_cancel_token& checked(mongoelector_cancel_token* h);
 
 // The shape of every accessor: check the handle and the out pointer, then write what
 // `read(handle)` returns. Exceptions become status codes (guard).
@@ -82,5 +98,20 @@ std::string checked_key(const char* key);
 // An options struct's version field: 1..latest (fields are only ever appended), else
 // InvalidArgument naming the init function to use.
 void check_options_version(std::uint32_t version, std::uint32_t latest, const char* kind);
+// The same for a 1.1 struct whose init is `init_name`.
+void check_struct_version(std::uint32_t version, std::uint32_t latest, const char* init_name);
+
+// A mongoelector_acquire_options, checked (the fields of its version).
+struct AcquireArgs {
+  bool blocking = true;
+  std::optional<double> timeout_s;  // none: wait forever
+  double step_s = 0.25;
+  bool force = false;
+  mongoelector_cancel_token* cancel = nullptr;  // borrowed for the call
+};
+AcquireArgs to_acquire_args(const mongoelector_acquire_options* options);
+
+// op_timeout_seconds of a 1.1 config: 0 means the default for the ttl.
+std::int64_t op_timeout_ms(double op_timeout_s, double ttl_s);
 
 }  // namespace mongoelector::capi

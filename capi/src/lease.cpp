@@ -39,6 +39,9 @@ struct LeaseArgs {
   bool blocking = true;
   std::optional<double> timeout_s;
   double step_s = 0.25;
+  bool force = false;
+  // 1.1 per-call token; without one (1.0 entry point) mongoelector_locker_cancel applies.
+  mongoelector_cancel_token* cancel = nullptr;
   mongoelector_lease_lost_fn on_lost = nullptr;
   void* user_data = nullptr;
 };
@@ -64,6 +67,50 @@ LeaseArgs to_args(const mongoelector_lease_options* o) {
   return a;
 }
 
+// Acquires and starts keeping alive; the handle for the caller. legacy_cancel: the 1.0
+// entry point, which honours (and consumes) mongoelector_locker_cancel.
+mongoelector_lease* start_lease(mongoelector_locker* locker, const LeaseArgs& args,
+                                bool legacy_cancel) {
+  auto& h = checked(locker);
+  bool expected = false;
+  if (!h.has_lease.compare_exchange_strong(expected, true))
+    throw mongoelector::InvalidArgument(
+        "this locker already has a live lease (free it first: one lease per locker)");
+  try {
+    auto handle = std::make_unique<mongoelector_lease>();
+    handle->locker = locker;
+    mongoelector::KeepAliveOptions ko;
+    ko.blocking = args.blocking;
+    ko.timeout_s = args.timeout_s;
+    ko.step_s = args.step_s;
+    ko.force = args.force;
+    if (args.on_lost != nullptr) {
+      ko.on_lost = [fn = args.on_lost, ud = args.user_data] { fn(ud); };
+    }
+    // The handle owns the Locker; the lease borrows it (the locker outlives the lease).
+    std::shared_ptr<mongoelector::Locker> borrowed(h.locker.get(), [](mongoelector::Locker*) {});
+    if (!legacy_cancel) {
+      if (auto* token = args.cancel) {
+        if (token->cancelled.load())
+          throw mongoelector::Cancelled("acquire cancelled: its cancel token was already cancelled");
+        ko.cancel = [token] { return token->cancelled.load(); };
+      }
+      handle->lease = mongoelector::KeepAliveLease::acquire(std::move(borrowed), std::move(ko));
+    } else {
+      std::lock_guard<std::mutex> g(h.mu);  // as mongoelector_locker_acquire
+      if (args.blocking && h.cancel_requested.exchange(false)) {
+        throw mongoelector::Cancelled("acquire cancelled by mongoelector_locker_cancel()");
+      }
+      if (args.blocking) ko.cancel = [&h] { return h.cancel_requested.exchange(false); };
+      handle->lease = mongoelector::KeepAliveLease::acquire(std::move(borrowed), std::move(ko));
+    }
+    return handle.release();
+  } catch (...) {
+    h.has_lease.store(false);
+    throw;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -82,38 +129,30 @@ MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire(mongoelector_loc
                                                                 const mongoelector_lease_options* options,
                                                                 mongoelector_lease** out) {
   return guard([&] {
-    auto& h = checked(locker);
+    checked(locker);
     require(out != nullptr, "out is NULL");
-    const LeaseArgs args = to_args(options);
-    bool expected = false;
-    if (!h.has_lease.compare_exchange_strong(expected, true))
-      throw mongoelector::InvalidArgument(
-          "this locker already has a live lease (free it first: one lease per locker)");
-    try {
-      auto handle = std::make_unique<mongoelector_lease>();
-      handle->locker = locker;
-      mongoelector::KeepAliveOptions ko;
-      ko.blocking = args.blocking;
-      ko.timeout_s = args.timeout_s;
-      ko.step_s = args.step_s;
-      if (args.on_lost != nullptr) {
-        ko.on_lost = [fn = args.on_lost, ud = args.user_data] { fn(ud); };
-      }
-      // The handle owns the Locker; the lease borrows it (the locker outlives the lease).
-      std::shared_ptr<mongoelector::Locker> borrowed(h.locker.get(), [](mongoelector::Locker*) {});
-      {
-        std::lock_guard<std::mutex> g(h.mu);  // as mongoelector_locker_acquire
-        if (args.blocking && h.cancel_requested.exchange(false)) {
-          throw mongoelector::Cancelled("acquire cancelled by mongoelector_locker_cancel()");
-        }
-        if (args.blocking) ko.cancel = [&h] { return h.cancel_requested.exchange(false); };
-        handle->lease = mongoelector::KeepAliveLease::acquire(std::move(borrowed), std::move(ko));
-      }
-      *out = handle.release();
-    } catch (...) {
-      h.has_lease.store(false);
-      throw;
-    }
+    *out = start_lease(locker, to_args(options), /*legacy_cancel=*/true);
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(mongoelector_locker* locker,
+                                                                     const mongoelector_acquire_options* acquire,
+                                                                     mongoelector_lease_lost_fn on_lost,
+                                                                     void* user_data,
+                                                                     mongoelector_lease** out) {
+  return guard([&] {
+    checked(locker);
+    require(out != nullptr, "out is NULL");
+    const auto a = mongoelector::capi::to_acquire_args(acquire);
+    LeaseArgs args;
+    args.blocking = a.blocking;
+    args.timeout_s = a.timeout_s;
+    args.step_s = a.step_s;
+    args.force = a.force;
+    args.cancel = a.cancel;
+    args.on_lost = on_lost;
+    args.user_data = user_data;
+    *out = start_lease(locker, args, /*legacy_cancel=*/false);
   });
 }
 

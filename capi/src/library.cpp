@@ -1,5 +1,6 @@
 // Library-wide calls: version, mongoelector_free, the log callback.
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "guard.h"
@@ -31,6 +32,43 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_callback(mongoelector_
                                                const std::string& message) {
       fn(static_cast<mongoelector_log_level>(level), message.c_str(), user_data);
     });
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_set_log_handler(mongoelector_log_level min_level,
+                                                                  mongoelector_log_fn fn,
+                                                                  void* user_data,
+                                                                  mongoelector_release_fn release) {
+  return mongoelector::capi::guard([&] {
+    mongoelector::capi::require(
+        min_level == MONGOELECTOR_LOG_DEBUG || min_level == MONGOELECTOR_LOG_INFO ||
+            min_level == MONGOELECTOR_LOG_WARNING || min_level == MONGOELECTOR_LOG_ERROR,
+        "min_level is not a mongoelector_log_level");
+    if (fn == nullptr) {
+      mongoelector::set_log_sink({});
+      if (release != nullptr) release(user_data);  // never installed: handed back at once
+      return;
+    }
+    // The sink owns this; the core destroys the sink when it was replaced and its last
+    // call in flight returned: that is the hand-over point of user_data.
+    struct Handler {
+      mongoelector_log_fn fn = nullptr;
+      void* user_data = nullptr;
+      mongoelector_release_fn release = nullptr;
+      ~Handler() {
+        if (release != nullptr) release(user_data);
+      }
+    };
+    auto handler = std::make_shared<Handler>();  // not a copy: a temporary would release
+    handler->fn = fn;
+    handler->user_data = user_data;
+    handler->release = release;
+    mongoelector::set_log_sink(
+        [handler](mongoelector::LogLevel level, const std::string& message) {
+          handler->fn(static_cast<mongoelector_log_level>(level), message.c_str(),
+                      handler->user_data);
+        },
+        static_cast<mongoelector::LogLevel>(min_level));
   });
 }
 

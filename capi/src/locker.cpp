@@ -1,12 +1,14 @@
 // mongoelector_locker_*: a mongoelector::Locker on its own Storage from the client.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 
 #include "exceptions.h"
 #include "handles.h"
+#include "json.h"
 #include "utf8.h"
 
 using mongoelector::capi::checked;
@@ -35,6 +37,37 @@ mongoelector::LockerOptions to_core(const char* key, const mongoelector_locker_o
   opts.allow_unsafe_server = o->allow_unsafe_server != 0;
   return opts;
 }
+
+// A 1.1 config (NULL: defaults) as core options.
+mongoelector::LockerOptions to_core(const char* key, const mongoelector_locker_config* c) {
+  mongoelector_locker_options o;
+  mongoelector_locker_options_init(&o);
+  if (c != nullptr) {
+    mongoelector::capi::check_struct_version(c->version, MONGOELECTOR_LOCKER_CONFIG_VERSION,
+                                             "mongoelector_locker_config_init");
+    o.collection = c->collection;
+    o.ttl_seconds = c->ttl_seconds;
+    o.timeparanoid = c->timeparanoid;
+    o.max_offset_seconds = c->max_offset_seconds;
+    o.delete_on_release = c->delete_on_release;
+    o.allow_unsafe_server = c->allow_unsafe_server;
+  }
+  return to_core(key, &o);
+}
+
+std::unique_ptr<mongoelector_locker> open_locker(mongoelector_client* client,
+                                                 mongoelector::LockerOptions opts,
+                                                 std::int64_t op_timeout_ms) {
+  auto& c = checked(client);
+  auto h = std::make_unique<mongoelector_locker>();
+  // Borrows the client's pool (MongoDB) or connection (SQLite).
+  h->storage = c.client->open_storage(op_timeout_ms);
+  // Validates the collection name and ensures the TTL index (one round trip).
+  h->locker = std::make_unique<mongoelector::Locker>(h->storage, std::move(opts));
+  return h;
+}
+
+char* malloc_string(const std::string& s) { return mongoelector::capi::json::malloc_copy(s); }
 
 // Copies into a fixed buffer, always NUL-terminated, truncated if needed.
 template <std::size_t N>
@@ -67,15 +100,81 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client
                                                              const mongoelector_locker_options* options,
                                                              mongoelector_locker** out) {
   return guard([&] {
-    auto& c = checked(client);
+    checked(client);
     require(out != nullptr, "out is NULL");
     auto opts = to_core(key, options);
-    auto h = std::make_unique<mongoelector_locker>();
-    // Borrows the client's pool (MongoDB) or connection (SQLite).
-    h->storage = c.client->open_storage(mongoelector::op_timeout_ms_for_ttl(opts.ttl_s));
-    // Validates the collection name and ensures the TTL index (one round trip).
-    h->locker = std::make_unique<mongoelector::Locker>(h->storage, std::move(opts));
-    *out = h.release();
+    const auto op_ms = mongoelector::op_timeout_ms_for_ttl(opts.ttl_s);
+    *out = open_locker(client, std::move(opts), op_ms).release();
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_config_init(mongoelector_locker_config* config,
+                                                                     uint32_t version) {
+  return guard([&] {
+    require(config != nullptr, "config is NULL");
+    mongoelector::capi::check_struct_version(version, MONGOELECTOR_LOCKER_CONFIG_VERSION,
+                                             "mongoelector_locker_config_init");
+    using D = mongoelector::LockerDefaults;
+    // Version 1 fields; a later version sets its appended fields under `if (version >= N)`.
+    config->version = version;
+    config->collection = nullptr;
+    config->ttl_seconds = D::ttl_s;
+    config->timeparanoid = D::timeparanoid ? 1 : 0;
+    config->max_offset_seconds = D::maxoffset_s;
+    config->delete_on_release = D::delete_on_release ? 1 : 0;
+    config->allow_unsafe_server = D::allow_unsafe_server ? 1 : 0;
+    config->op_timeout_seconds = 0;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_new_with(mongoelector_client* client,
+                                                                  const char* key,
+                                                                  const mongoelector_locker_config* config,
+                                                                  mongoelector_locker** out) {
+  return guard([&] {
+    checked(client);
+    require(out != nullptr, "out is NULL");
+    auto opts = to_core(key, config);
+    const auto op_ms = mongoelector::capi::op_timeout_ms(
+        config != nullptr ? config->op_timeout_seconds : 0, opts.ttl_s);
+    *out = open_locker(client, std::move(opts), op_ms).release();
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_acquire_options_init(mongoelector_acquire_options* options,
+                                                                       uint32_t version) {
+  return guard([&] {
+    require(options != nullptr, "options is NULL");
+    mongoelector::capi::check_struct_version(version, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION,
+                                             "mongoelector_acquire_options_init");
+    options->version = version;
+    options->blocking = 1;
+    options->timeout_seconds = -1;
+    options->step_seconds = 0.25;
+    options->force = 0;
+    options->cancel = nullptr;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(mongoelector_locker* locker,
+                                                                      const mongoelector_acquire_options* options,
+                                                                      int64_t* fence_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    const auto args = mongoelector::capi::to_acquire_args(options);
+    mongoelector::CancelFn cancel;
+    if (args.cancel != nullptr) {
+      auto* token = args.cancel;
+      if (token->cancelled.load()) {
+        throw mongoelector::Cancelled("acquire cancelled: its cancel token was already cancelled");
+      }
+      cancel = [token] { return token->cancelled.load(); };
+    }
+    // No handle mutex: the core Locker is thread-safe, so other calls on this locker
+    // answer while the wait goes on.
+    const std::int64_t fence =
+        h.locker->acquire(args.blocking, args.timeout_s, args.step_s, args.force, cancel);
+    if (fence_out != nullptr) *fence_out = fence;
   });
 }
 
@@ -213,6 +312,43 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_current(mongoelector_lo
     *out = info;
     *found_out = 1;
   });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(mongoelector_locker* locker,
+                                                                         mongoelector_lock_details* details,
+                                                                         int* found_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(details != nullptr, "details is NULL");
+    require(found_out != nullptr, "found_out is NULL");
+    require(details->version >= 1,
+            "details->version is not set: set it to MONGOELECTOR_LOCK_DETAILS_VERSION");
+    const auto doc = h.locker->current();  // thread-safe; no handle mutex needed
+    if (!doc) {
+      details->uuid = nullptr;
+      details->host = nullptr;
+      details->pid = details->created_ms = details->expire_ms = details->fence = 0;
+      *found_out = 0;
+      return;
+    }
+    std::unique_ptr<char, decltype(&std::free)> uuid(malloc_string(doc->uuid), &std::free);
+    std::unique_ptr<char, decltype(&std::free)> host(malloc_string(doc->host), &std::free);
+    details->uuid = uuid.release();
+    details->host = host.release();
+    details->pid = doc->pid;
+    details->created_ms = doc->ts_created ? doc->ts_created->ms : 0;
+    details->expire_ms = doc->ts_expire ? doc->ts_expire->ms : 0;
+    details->fence = doc->fence;
+    *found_out = 1;
+  });
+}
+
+MONGOELECTOR_API void mongoelector_lock_details_clear(mongoelector_lock_details* details) {
+  if (details == nullptr) return;
+  std::free(details->uuid);
+  std::free(details->host);
+  details->uuid = nullptr;
+  details->host = nullptr;
 }
 
 }  // extern "C"

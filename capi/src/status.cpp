@@ -1,26 +1,49 @@
 // Status codes, the thread-local last error, and the exception -> status mapping.
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "exceptions.h"
 #include "guard.h"
 
 namespace mongoelector::capi {
 
-// One message per thread; mongoelector_last_error() hands out its c_str(), which stays
-// valid until this thread's next failure.
-static thread_local std::string t_last_error;
+namespace {
+// One failure per thread; mongoelector_last_error() and mongoelector_last_error_info()
+// hand out pointers into it, valid until this thread's next failure.
+struct LastError {
+  mongoelector_status status = MONGOELECTOR_OK;
+  std::string message;
+  ServerErrorDetail detail;
+  std::vector<const char*> label_ptrs;  // into detail.labels
+};
+thread_local LastError t_last;
+}  // namespace
 
 mongoelector_status fail(mongoelector_status status, const char* message) noexcept {
+  t_last.status = status;
+  t_last.detail = ServerErrorDetail{};
+  t_last.label_ptrs.clear();
   try {
-    t_last_error = message;
+    t_last.message = message;
   } catch (...) {
     // Out of memory while copying the message: the status code still tells the story.
-    t_last_error.clear();
+    t_last.message.clear();
   }
   return status;
 }
+
+namespace {
+// fail(), keeping what the backend said about the failure.
+mongoelector_status fail_storage(mongoelector_status status, const StorageFailure& e) {
+  fail(status, e.what());
+  t_last.detail = e.detail();  // may throw bad_alloc: the caller maps it
+  for (const auto& label : t_last.detail.labels) t_last.label_ptrs.push_back(label.c_str());
+  return status;
+}
+}  // namespace
 
 mongoelector_status fail(mongoelector_status status, const std::string& message) noexcept {
   return fail(status, message.c_str());
@@ -43,9 +66,9 @@ mongoelector_status map_current_exception() {
   } catch (const Cancelled& e) {
     return fail(MONGOELECTOR_ERR_CANCELLED, e.what());
   } catch (const StorageUnavailable& e) {
-    return fail(MONGOELECTOR_ERR_UNAVAILABLE, e.what());
+    return fail_storage(MONGOELECTOR_ERR_UNAVAILABLE, e);
   } catch (const StorageError& e) {
-    return fail(MONGOELECTOR_ERR_SERVER, e.what());
+    return fail_storage(MONGOELECTOR_ERR_SERVER, e);
   } catch (const UnsafeServer& e) {
     return fail(MONGOELECTOR_ERR_UNSAFE_SERVER, e.what());
   } catch (const std::bad_alloc&) {
@@ -97,7 +120,29 @@ MONGOELECTOR_API const char* mongoelector_status_name(mongoelector_status status
 }
 
 MONGOELECTOR_API const char* mongoelector_last_error(void) {
-  return mongoelector::capi::t_last_error.c_str();
+  return mongoelector::capi::t_last.message.c_str();
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_last_error_info(mongoelector_error_info* out) {
+  // Not through guard(): a failure here must not overwrite the error being read.
+  if (out == nullptr || out->version < 1) return MONGOELECTOR_ERR_INVALID_ARGUMENT;
+  const auto& last = mongoelector::capi::t_last;
+  // Version 1 fields (later versions only append).
+  out->status = last.status;
+  out->message = last.message.c_str();
+  out->code = static_cast<int32_t>(last.detail.code);
+  out->code_name = last.detail.code_name.c_str();
+  out->labels = last.label_ptrs.empty() ? nullptr : last.label_ptrs.data();
+  out->label_count = last.label_ptrs.size();
+  return MONGOELECTOR_OK;
+}
+
+MONGOELECTOR_API int mongoelector_last_error_has_label(const char* label) {
+  if (label == nullptr) return 0;
+  for (const char* l : mongoelector::capi::t_last.label_ptrs) {
+    if (std::strcmp(l, label) == 0) return 1;
+  }
+  return 0;
 }
 
 }  // extern "C"

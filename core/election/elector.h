@@ -48,6 +48,10 @@ struct ElectorDefaults {
   static constexpr double ttl_s = 15;
   static constexpr bool report_status = true;
   static constexpr bool allow_unsafe_server = false;
+  // The default of every binding's elector (C API 1.1 config, Go, Rust, Python): see
+  // ElectorOptions::delete_on_release. The C++ member below keeps the 1.0 value, which
+  // the C API's 1.0 options struct still gives.
+  static constexpr bool delete_on_release = true;
 };
 
 struct ElectorOptions {

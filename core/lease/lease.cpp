@@ -200,7 +200,8 @@ std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Locker> 
                                                         KeepAliveOptions options,
                                                         Renewer* renewer) {
   if (!locker) throw InvalidArgument("locker must not be null");
-  locker->acquire(options.blocking, options.timeout_s, options.step_s, false, options.cancel);
+  locker->acquire(options.blocking, options.timeout_s, options.step_s, options.force,
+                  options.cancel);
   return std::make_unique<KeepAliveLease>(std::move(locker), std::move(options.on_lost), renewer);
 }
 

@@ -34,6 +34,7 @@ struct KeepAliveOptions {
   bool blocking = true;
   std::optional<double> timeout_s;  // blocking only; none: wait forever
   double step_s = 0.25;             // retry interval while waiting for the lock
+  bool force = false;               // take the lock whoever holds it
   CancelFn cancel;                  // abandons a blocking wait (Cancelled)
   std::function<void()> on_lost;    // deadline-timer thread; exceptions are logged
 };

@@ -173,15 +173,51 @@ bool is_server_error(const bson_error_t& e, std::uint32_t code) {
   return is_server_domain(e.domain) && e.code == code;
 }
 
+namespace {
+// The codeName and errorLabels of the reply of the last command that failed on this
+// thread (bson_error_t carries only code and message). Noted where the reply is at hand,
+// consumed by the throw_error() that follows on the same thread.
+thread_local ServerErrorDetail t_failed_reply;
+
+void note_failed_reply(const bson_t* reply) {
+  t_failed_reply = ServerErrorDetail{};
+  if (reply == nullptr) return;
+  t_failed_reply.code = static_cast<int>(reply_int(reply, "code"));
+  bson_iter_t it;
+  if (bson_iter_init_find(&it, reply, "codeName") && BSON_ITER_HOLDS_UTF8(&it)) {
+    t_failed_reply.code_name = bson_iter_utf8(&it, nullptr);
+  }
+  bson_iter_t labels;
+  if (bson_iter_init_find(&it, reply, "errorLabels") && BSON_ITER_HOLDS_ARRAY(&it) &&
+      bson_iter_recurse(&it, &labels)) {
+    while (bson_iter_next(&labels)) {
+      if (BSON_ITER_HOLDS_UTF8(&labels)) {
+        t_failed_reply.labels.emplace_back(bson_iter_utf8(&labels, nullptr));
+      }
+    }
+  }
+}
+}  // namespace
+
 void throw_error(const std::string& what, const bson_error_t& e) {
   std::string msg = what + ": " + e.message + " [libmongoc domain " + std::to_string(e.domain) + " code " + std::to_string(e.code) + "]";
-  if (is_unavailable(e)) throw StorageUnavailable(msg);
+  // Only server codes are passed on: libmongoc's own codes overlap with them.
+  ServerErrorDetail detail;
+  if (is_server_domain(e.domain)) {
+    detail.code = static_cast<int>(e.code);
+    // The noted reply belongs to this error only if it names the same code.
+    if (t_failed_reply.code == detail.code) {
+      detail.code_name = std::move(t_failed_reply.code_name);
+      detail.labels = std::move(t_failed_reply.labels);
+    }
+  }
+  t_failed_reply = ServerErrorDetail{};
+  if (is_unavailable(e)) throw StorageUnavailable(msg, std::move(detail));
   // libmongoc's client-side argument checks (e.g. a '$' field in a replacement).
   if (e.domain == MONGOC_ERROR_COMMAND && e.code == MONGOC_ERROR_COMMAND_INVALID_ARG) {
     throw InvalidArgument(msg);
   }
-  // Only server codes are passed on: libmongoc's own codes overlap with them.
-  throw StorageError(msg, is_server_domain(e.domain) ? static_cast<int>(e.code) : 0);
+  throw StorageError(msg, std::move(detail));
 }
 
 // ================================================================ client URI ===
@@ -358,7 +394,9 @@ bool MongoConnection::Session::try_admin_command(const char* name, bson_t* reply
                                                  bson_error_t* error) {
   Bson cmd;
   BSON_APPEND_INT32(cmd.get(), name, 1);
-  return mongoc_client_command_simple(client_, "admin", cmd.get(), nullptr, reply, error);
+  const bool ok = mongoc_client_command_simple(client_, "admin", cmd.get(), nullptr, reply, error);
+  if (!ok) note_failed_reply(reply);
+  return ok;
 }
 
 void MongoConnection::Session::admin_command(const char* name, bson_t* reply) {
@@ -384,6 +422,7 @@ bool MongoConnection::Session::find_and_modify(const std::string& collection_nam
   Bson reply;
   if (!mongoc_collection_find_and_modify_with_opts(coll.get(), query, opts.get(), reply.get(),
                                                    error)) {
+    note_failed_reply(reply.get());
     return false;
   }
   *after = fam_value(reply.get());
@@ -398,6 +437,7 @@ bool MongoConnection::Session::update_one(const std::string& collection_name,
   append_majority(opts.get());
   bson_error_t error;
   if (!mongoc_collection_update_one(coll.get(), filter, update, opts.get(), reply.get(), &error)) {
+    note_failed_reply(reply.get());
     throw_error(what, error);
   }
   return reply_int(reply.get(), "matchedCount") > 0;
@@ -410,6 +450,7 @@ bool MongoConnection::Session::delete_one(const std::string& collection_name,
   append_majority(opts.get());
   bson_error_t error;
   if (!mongoc_collection_delete_one(coll.get(), filter, opts.get(), reply.get(), &error)) {
+    note_failed_reply(reply.get());
     throw_error(what, error);
   }
   return reply_int(reply.get(), "deletedCount") > 0;
@@ -423,6 +464,7 @@ void MongoConnection::Session::replace_one(const std::string& collection_name,
   bson_error_t error;
   if (!mongoc_collection_replace_one(coll.get(), filter, replacement, opts, reply.get(),
                                      &error)) {
+    note_failed_reply(reply.get());
     throw_error(what, error);
   }
 }
@@ -440,7 +482,11 @@ std::vector<Document> MongoConnection::Session::find(const std::string& collecti
     result.push_back(mongo_bson::to_document(doc));
   }
   bson_error_t error;
-  if (mongoc_cursor_error(cursor.get(), &error)) throw_error(what, error);
+  const bson_t* error_doc = nullptr;
+  if (mongoc_cursor_error_document(cursor.get(), &error, &error_doc)) {
+    note_failed_reply(error_doc);
+    throw_error(what, error);
+  }
   return result;
 }
 
@@ -480,6 +526,7 @@ bool MongoConnection::Session::write_command(bson_t* cmd, bson_error_t* error) {
   mongoc_database_t* db = mongoc_client_get_database(client_, c_.database().c_str());
   bool ok = mongoc_database_write_command_with_opts(db, cmd, nullptr, reply.get(), error);
   mongoc_database_destroy(db);
+  if (!ok) note_failed_reply(reply.get());
   return ok;
 }
 
