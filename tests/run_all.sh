@@ -53,6 +53,10 @@ install_python_package() {
     -C build-dir="$CACHE/py-build/$(echo "$ROOT" | md5sum | cut -c1-12)" ".[test]")
 }
 run_suite "Python package install (pip install .[test])" install_python_package
+# The C library of the build tree, for the Python tests that drive it through ctypes
+# (test_capi_mixed_fleet.py: a C elector next to the original 1.0.2).
+MONGOELECTOR_LIB_DIR="$(dirname "$(find "$BUILD_DIR" -name libmongoelector.so.1 -not -path '*/CMakeFiles/*' | head -1)")"
+export MONGOELECTOR_LIB_DIR
 PYTEST=("$PY_VENV/bin/python" -m pytest -p no:cacheprovider)
 run_suite "Python suite on java (pytest: mongomock + real server, processes, mixed fleet, GIL)" \
   with_server java -- "${PYTEST[@]}" "$ROOT/tests/python"
