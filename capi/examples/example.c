@@ -17,8 +17,15 @@
 #include <string.h>
 #include <time.h>
 
+/* Reports a failure with what the server said about it (code, name, labels), so that,
+ * say, an authentication failure (18) can be told from a transient one. */
 static int fail(const char *what, mongoelector_status st) {
+  mongoelector_error_info info;
+  info.version = MONGOELECTOR_ERROR_INFO_VERSION;
   fprintf(stderr, "%s: %s: %s\n", what, mongoelector_status_name(st), mongoelector_last_error());
+  if (mongoelector_last_error_info(&info) == MONGOELECTOR_OK && info.code != 0)
+    fprintf(stderr, "  server error %d (%s)%s\n", (int)info.code, info.code_name,
+            mongoelector_last_error_has_label("RetryableWriteError") ? ", retryable" : "");
   return 1;
 }
 
@@ -38,22 +45,29 @@ static int store_write(struct fenced_store *s, int64_t fence, const char *value)
 }
 
 static int lock_example(mongoelector_client *client) {
-  mongoelector_locker_options opts;
-  mongoelector_locker_options_init(&opts);
-  opts.ttl_seconds = 30; /* the lease: a crashed holder's lock frees itself after 30 s */
+  mongoelector_locker_config config;
+  mongoelector_locker_config_init(&config, MONGOELECTOR_LOCKER_CONFIG_VERSION);
+  config.ttl_seconds = 30; /* the lease: a crashed holder's lock frees itself after 30 s */
 
   mongoelector_locker *locker = NULL;
-  mongoelector_status st = mongoelector_locker_new(client, "example-report", &opts, &locker);
-  if (st != MONGOELECTOR_OK) return fail("locker_new", st);
+  mongoelector_status st = mongoelector_locker_new_with(client, "example-report", &config, &locker);
+  if (st != MONGOELECTOR_OK) return fail("locker_new_with", st);
 
+  /* Wait at most 10 s. options.cancel may carry a mongoelector_cancel_token that another
+   * thread cancels (per call: a late cancel never affects a later acquire). */
+  mongoelector_acquire_options options;
+  mongoelector_acquire_options_init(&options, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION);
+  options.timeout_seconds = 10;
   int64_t fence = 0;
-  /* blocking, wait at most 10 s, retry every 0.25 s, don't force */
-  st = mongoelector_locker_acquire(locker, 1, 10.0, 0.25, 0, &fence);
+  st = mongoelector_locker_acquire_with(locker, &options, &fence);
   if (st == MONGOELECTOR_ERR_TIMEOUT) {
-    mongoelector_lock_info info;
+    mongoelector_lock_details holder;
     int found = 0;
-    if (mongoelector_locker_current(locker, &info, &found) == MONGOELECTOR_OK && found)
-      printf("lock busy: held by %s pid %" PRId64 "\n", info.host, info.pid);
+    holder.version = MONGOELECTOR_LOCK_DETAILS_VERSION;
+    if (mongoelector_locker_current_details(locker, &holder, &found) == MONGOELECTOR_OK && found) {
+      printf("lock busy: held by %s pid %" PRId64 "\n", holder.host, holder.pid);
+      mongoelector_lock_details_clear(&holder);
+    }
     mongoelector_locker_free(locker);
     return 1;
   }
@@ -82,16 +96,18 @@ static void on_leader(void *user_data) {
 static void on_leader_loss(void *user_data) { printf("[%s] leadership lost\n", (const char *)user_data); }
 
 static int elector_example(mongoelector_client *client) {
-  mongoelector_elector_options opts;
-  mongoelector_elector_options_init(&opts);
-  opts.ttl_seconds = 5; /* a dead leader is replaced after about 5 s */
-  opts.on_leader = on_leader;
-  opts.on_leader_loss = on_leader_loss;
-  opts.user_data = (void *)"example-node";
+  mongoelector_elector_config config;
+  mongoelector_elector_config_init(&config, MONGOELECTOR_ELECTOR_CONFIG_VERSION);
+  config.ttl_seconds = 5; /* a dead leader is replaced after about 5 s */
+  config.on_leader = on_leader;
+  config.on_leader_loss = on_leader_loss;
+  config.user_data = (void *)"example-node";
+  /* config.delete_on_release is on by default: a stopping leader deletes its lock
+   * document, so nodes of the original mongoelector take over at once. */
 
   mongoelector_elector *elector = NULL;
-  mongoelector_status st = mongoelector_elector_new(client, "example-cluster", &opts, &elector);
-  if (st != MONGOELECTOR_OK) return fail("elector_new", st);
+  mongoelector_status st = mongoelector_elector_new_with(client, "example-cluster", &config, &elector);
+  if (st != MONGOELECTOR_OK) return fail("elector_new_with", st);
   if ((st = mongoelector_elector_start(elector)) != MONGOELECTOR_OK) {
     mongoelector_elector_free(elector);
     return fail("elector_start", st);
