@@ -266,11 +266,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_poll_wait(mongoelector
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_fence(mongoelector_elector* elector,
                                                                 int64_t* out) {
-  // The locker may still remember a hold after a local step-down: only a current
-  // leadership has a token.
-  return read_out(elector, out, [](auto& h) -> int64_t {
-    return h.elector->is_leader() ? h.elector->locker().fence() : 0;
-  });
+  // Only a current leadership has a token (read with it, in one critical section).
+  return read_out(elector, out,
+                  [](auto& h) -> int64_t { return h.elector->leader_fence().value_or(0); });
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elector* elector,

@@ -525,6 +525,13 @@ bool Elector::is_leader() {
   return d && clock_->mono_ms() < *d;  // the clock read under the lock (#14.8)
 }
 
+std::optional<std::int64_t> Elector::leader_fence() {
+  std::lock_guard<std::mutex> g(mu_);
+  auto d = renew_deadline_locked();
+  if (!d || clock_->mono_ms() >= *d) return std::nullopt;
+  return term_fence_;
+}
+
 bool Elector::on_loop_thread() const {
   std::lock_guard<std::mutex> g(mu_);
   return loop_thread_id_ == std::this_thread::get_id();

@@ -110,6 +110,9 @@ class Elector {
   // passed (local clock: true even while a renewal call hangs, false the moment the
   // deadline passes or the lease is released through locker()).
   bool is_leader();
+  // The fencing token of the current term, read with is_leader() in one critical
+  // section: nullopt when not leader (bindings must not combine the two reads).
+  std::optional<std::int64_t> leader_fence();
   bool leader_exists() const;
   // Longest wait between polls as in the original: T/2 as leader, T as follower. The
   // loop wakes earlier (a leader renews every T/3; lease expiry, retries).

@@ -569,6 +569,11 @@ PYBIND11_MODULE(_native, m) {
                              [](PyElector& e) { return nogil<bool>([&] { return e.get().running(); }); })
       .def_property_readonly("is_leader",
                              [](PyElector& e) { return nogil<bool>([&] { return e.get().is_leader(); }); })
+      .def_property_readonly("leader_fence",
+                             [](PyElector& e) {
+                               return nogil<std::optional<std::int64_t>>(
+                                   [&] { return e.get().leader_fence(); });
+                             })
       .def_property_readonly(
           "leader_exists", [](PyElector& e) { return nogil<bool>([&] { return e.get().leader_exists(); }); })
       .def_property_readonly(
@@ -595,6 +600,10 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("locker", [](PyElector& e) { return e.get().locker_ptr(); });
 
   // ------------------------------------------------------------- process -----
+  m.def("op_timeout_for_ttl",
+        [](double ttl_s) { return static_cast<double>(me::op_timeout_ms_for_ttl(ttl_s)) / 1000.0; },
+        "The default per-call timeout of a locker or elector with this ttl (seconds): ttl/10 "
+        "in [0.1 s, 5 s], as in every binding.");
   m.def("flush_log", &flush_log_bridge, "Wait until queued core log messages reached logging.");
   m.def("shutdown_log", &shutdown_log_bridge, "Flush and stop the log bridge (interpreter exit).");
   m.def("finalizing", &interpreter_finalizing);
