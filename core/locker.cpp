@@ -78,9 +78,11 @@ void Locker::check_server_safety() {
                          " does not run findAndModify atomically, so two nodes could both "
                          "take over one expired lock; refusing to run. Set "
                          "allow_unsafe_server to accept that risk (tests, single node).");
-    log(LogLevel::Warning, what + ": findAndModify is not atomic; mutual exclusion is NOT "
-                                  "guaranteed under contention and fencing tokens may repeat "
-                                  "(allow_unsafe_server is set)");
+    log(LogLevel::Warning,
+        what + ": findAndModify is not atomic; mutual exclusion is NOT "
+               "guaranteed under contention and fencing tokens may repeat "
+               "(allow_unsafe_server is set)",
+        log_fields(LogEvent::UnsafeServer));
   }
   std::lock_guard<std::mutex> g(mu_);
   safety_checked_ = true;
@@ -211,7 +213,8 @@ std::optional<std::int64_t> Locker::anchor_epoch(std::int64_t fence) {
   std::int64_t token = epoch * kEpochUnit;
   if (!storage_->set_fence(options_.collection, options_.key, identity_.uuid, fence, token)) {
     // Someone took the lock between our claim and now: our lease must have expired.
-    log(LogLevel::Warning, "lock " + options_.key + " was taken over while its fence was set");
+    log(LogLevel::Warning, "lock " + options_.key + " was taken over while its fence was set",
+        log_fields(LogEvent::None, fence));
     return std::nullopt;
   }
   return token;
@@ -302,12 +305,24 @@ void Locker::note_release_in_doubt() {
   eager_token_ = true;
 }
 
+LogFields Locker::log_fields(LogEvent event, std::int64_t fence) const {
+  LogFields f;
+  f.event = event;
+  f.key = options_.key;
+  f.fence = fence;
+  f.uuid = identity_.uuid;
+  f.host = identity_.host;
+  return f;
+}
+
 void Locker::settle_stranded_quietly() {
   try {
     settle_stranded();
   } catch (const std::exception& ex) {
-    log(LogLevel::Warning, "could not release a stranded hold of " + options_.key +
-                               " yet (retried before the next claim): " + ex.what());
+    log(LogLevel::Warning,
+        "could not release a stranded hold of " + options_.key +
+            " yet (retried before the next claim): " + ex.what(),
+        log_fields(LogEvent::ReleaseFailed));
   }
 }
 
@@ -428,8 +443,9 @@ bool Locker::refresh_clock() {
   if (!server_clock_.refresh()) return false;
   std::lock_guard<std::mutex> g(mu_);
   if (hold_) {
-    log(LogLevel::Warning, "the server's clock jumped: the lease of " + options_.key +
-                               " is treated as lost");
+    log(LogLevel::Warning,
+        "the server's clock jumped: the lease of " + options_.key + " is treated as lost",
+        log_fields(LogEvent::ClockJump, hold_->fence));
     strand_locked();
   }
   return true;

@@ -34,6 +34,7 @@
 
 #include "clock.h"
 #include "identity.h"
+#include "log.h"
 #include "server_clock.h"
 #include "storage.h"
 
@@ -155,6 +156,9 @@ class Locker {
   // fence and lease end of the current hold, in one read.
   std::optional<Lease> lease() const;
   bool has_stranded() const;
+
+  // Structured fields of a log record about this lock (key, uuid, host).
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;
 
   const LockerOptions& options() const { return options_; }
   const Identity& identity() const { return identity_; }

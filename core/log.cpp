@@ -33,7 +33,29 @@ void set_log_sink(LogSink sink, LogLevel min_level) {
 
 bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(); }
 
+const char* log_event_name(LogEvent event) {
+  switch (event) {
+    case LogEvent::None: return "none";
+    case LogEvent::LeaderElected: return "leader_elected";
+    case LogEvent::LeaderLost: return "leader_lost";
+    case LogEvent::StepDown: return "step_down";
+    case LogEvent::RenewFailed: return "renew_failed";
+    case LogEvent::LeaseLost: return "lease_lost";
+    case LogEvent::ClockJump: return "clock_jump";
+    case LogEvent::UnsafeServer: return "unsafe_server";
+    case LogEvent::ReleaseFailed: return "release_failed";
+    case LogEvent::CallbackFailed: return "callback_failed";
+  }
+  return "unknown";
+}
+
 void log(LogLevel level, const std::string& message) {
+  if (!log_enabled(level)) return;
+  static const LogFields* no_fields = new LogFields;  // leaked: threads may log at exit
+  log(level, message, *no_fields);
+}
+
+void log(LogLevel level, const std::string& message, const LogFields& fields) {
   if (!log_enabled(level)) return;
   std::shared_ptr<LogSink> sink;
   {
@@ -43,7 +65,7 @@ void log(LogLevel level, const std::string& message) {
   // The sink runs outside the mutex: it may log again or take the GIL.
   if (sink) {
     try {
-      (*sink)(level, message);
+      (*sink)(LogRecord{level, message, fields});
 #if defined(__GLIBCXX__)
     } catch (abi::__forced_unwind&) {
       throw;  // thread cancellation (CPython ends threads this way at exit): let it unwind

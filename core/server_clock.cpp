@@ -49,7 +49,8 @@ bool ServerClock::install_locked(const Sample& s) {
     jumps_.fetch_add(1);
     log(LogLevel::Warning, "server clock jumped by " + std::to_string(step) +
                                " ms since the last estimate; leases held on the old time "
-                               "base are treated as lost");
+                               "base are treated as lost",
+        LogFields{LogEvent::ClockJump, {}, 0, {}, {}});
     return true;
   }
   if (s.half_rtt <= kept_uncertainty) sample_ = s;  // keep the better of the two

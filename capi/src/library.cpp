@@ -28,9 +28,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_callback(mongoelector_
       mongoelector::set_log_sink({});  // back to the default: warnings+ to stderr
       return;
     }
-    mongoelector::set_log_sink([fn, user_data](mongoelector::LogLevel level,
-                                               const std::string& message) {
-      fn(static_cast<mongoelector_log_level>(level), message.c_str(), user_data);
+    mongoelector::set_log_sink([fn, user_data](const mongoelector::LogRecord& r) {
+      fn(static_cast<mongoelector_log_level>(r.level), r.message.c_str(), user_data);
     });
   });
 }
@@ -64,8 +63,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_handler(mongoelector_l
     handler->user_data = user_data;
     handler->release = release;
     mongoelector::set_log_sink(
-        [handler](mongoelector::LogLevel level, const std::string& message) {
-          handler->fn(static_cast<mongoelector_log_level>(level), message.c_str(),
+        [handler](const mongoelector::LogRecord& r) {
+          handler->fn(static_cast<mongoelector_log_level>(r.level), r.message.c_str(),
                       handler->user_data);
         },
         static_cast<mongoelector::LogLevel>(min_level));

@@ -231,7 +231,8 @@ void Elector::announce_deadline(std::uint64_t term) {
     fence = term_fence_;
   }
   cv_.notify_all();
-  log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down");
+  log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down",
+      log_fields(LogEvent::StepDown, fence));
   fire(Event::LostLeader);
   // Kept visible to the callback (locker().hold()); now it may still be ours on the
   // server: the loop takes it back or releases it.
@@ -326,11 +327,13 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
     deadline = renew_deadline_locked();
   }
   if (!deadline) {
-    log(LogLevel::Warning, "leader of " + options_.key + " no longer holds its lock (released)");
+    log(LogLevel::Warning, "leader of " + options_.key + " no longer holds its lock (released)",
+        log_fields(LogEvent::LeaderLost));
     return end_term() ? Event::LostLeader : Event::None;
   }
   if (now >= *deadline) {
-    log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down");
+    log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down",
+        log_fields(LogEvent::StepDown));
     return end_term() ? Event::LostLeader : Event::None;
   }
   // A stale clock sample is refreshed as a call of its own, only when it and the renewal
@@ -338,7 +341,8 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
   if (locker_->server_clock().stale() && fits_before_deadline(now, 2)) {
     try {
       if (locker_->refresh_clock()) {  // a jump: the lease was written on the old base
-        log(LogLevel::Warning, "leader of " + options_.key + " steps down: the server's clock jumped");
+        log(LogLevel::Warning, "leader of " + options_.key + " steps down: the server's clock jumped",
+            log_fields(LogEvent::ClockJump));
         return end_term() ? Event::LostLeader : Event::None;
       }
     } catch (const std::exception& ex) {
@@ -358,7 +362,8 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
   try {
     std::optional<std::int64_t> lease_end = locker_->renew();
     if (!lease_end) {
-      log(LogLevel::Warning, "leader of " + options_.key + " lost its lock (taken over, expired or released)");
+      log(LogLevel::Warning, "leader of " + options_.key + " lost its lock (taken over, expired or released)",
+          log_fields(LogEvent::LeaderLost));
       return end_term() ? Event::LostLeader : Event::None;
     }
     const std::int64_t margin = margin_ms();
@@ -371,7 +376,8 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
     return Event::None;
   } catch (const std::exception& ex) {
     // Keep trying, with short pauses, for as long as a call fits before the deadline.
-    log(LogLevel::Error, "renewal of " + options_.key + " failed: " + ex.what());
+    log(LogLevel::Warning, "renewal of " + options_.key + " failed: " + ex.what(),
+        log_fields(LogEvent::RenewFailed));
     retry_soon();
     return Event::None;
   }
@@ -433,7 +439,8 @@ Elector::Event Elector::begin_term(std::int64_t now, const Lease& lease) {
     try {
       locker_->release(false);
     } catch (const std::exception& ex) {
-      log(LogLevel::Error, "release of " + options_.key + " failed: " + ex.what());
+      log(LogLevel::Warning, "release of " + options_.key + " failed: " + ex.what(),
+          log_fields(LogEvent::ReleaseFailed));
     }
     std::lock_guard<std::mutex> g(mu_);
     next_poll_mono_ = clock_->mono_ms();
@@ -479,18 +486,30 @@ void Elector::release() {
       std::lock_guard<std::mutex> s(mu_);
       leader_exists_ = false;
     } catch (const std::exception& ex) {
-      log(LogLevel::Error, "release of " + options_.key + " failed: " + ex.what());
+      log(LogLevel::Warning, "release of " + options_.key + " failed: " + ex.what(),
+          log_fields(LogEvent::ReleaseFailed));
     }
   }
   if (was_leader) fire(Event::LostLeader);
 }
 
+LogFields Elector::log_fields(LogEvent event, std::int64_t fence) const {
+  LogFields f;
+  f.event = event;
+  f.key = options_.key;
+  f.fence = fence;
+  f.uuid = locker_->identity().uuid;
+  f.host = locker_->identity().host;
+  return f;
+}
+
 void Elector::fire(Event e) {
   if (e == Event::BecameLeader) {
-    log(LogLevel::Info, "became leader of " + options_.key);
+    log(LogLevel::Info, "became leader of " + options_.key,
+        log_fields(LogEvent::LeaderElected, locker_->fence()));
     call(callbacks_.on_leader, "on_leader");
   } else if (e == Event::LostLeader) {
-    log(LogLevel::Info, "lost leadership of " + options_.key);
+    log(LogLevel::Info, "lost leadership of " + options_.key, log_fields(LogEvent::LeaderLost));
     call(callbacks_.on_leader_loss, "on_leader_loss");
   }
 }
@@ -504,13 +523,15 @@ void Elector::call(const std::function<void()>& fn, const char* name) {
     throw;  // thread cancellation, not an error of the callback: must unwind
 #endif
   } catch (const std::exception& ex) {
-    log(LogLevel::Error, std::string(name) + " callback raised: " + ex.what());
+    log(LogLevel::Error, std::string(name) + " callback raised: " + ex.what(),
+        log_fields(LogEvent::CallbackFailed));
   } catch (...) {
 #if !defined(__GLIBCXX__)
     // libc++abi shows thread cancellation's forced unwind as a foreign exception.
     if (!abi::__cxa_current_exception_type()) throw;
 #endif
-    log(LogLevel::Error, std::string(name) + " callback raised an unknown exception");
+    log(LogLevel::Error, std::string(name) + " callback raised an unknown exception",
+        log_fields(LogEvent::CallbackFailed));
   }
 }
 

@@ -41,6 +41,7 @@
 #include <thread>
 
 #include "../locker.h"
+#include "../log.h"
 
 namespace mongoelector {
 
@@ -156,6 +157,7 @@ class Elector {
   void schedule_deadline_locked(std::int64_t deadline);
   void cancel_deadline_locked();
   std::optional<std::int64_t> renew_deadline_locked() const;  // mu_ held
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;  // key, uuid, host
   bool fits_before_deadline(std::int64_t now, int calls) const;
   bool lock_for_poll(std::unique_lock<std::timed_mutex>& lk);
   void retry_soon();

@@ -99,15 +99,17 @@ void KeepAliveLease::State::on_timer(bool forced) {
   // the hold changed and the renewer releases what is left (fenced).
   locker->strand(fence);
   cv.notify_all();
-  log(LogLevel::Warning, "keep-alive lease of " + locker->key() + " (fence " +
-                             std::to_string(fence) + ") lost: " + why);
+  log(LogLevel::Warning,
+      "keep-alive lease of " + locker->key() + " (fence " + std::to_string(fence) + ") lost: " + why,
+      locker->log_fields(LogEvent::LeaseLost, fence));
   if (on_lost) {
     try {
       on_lost();
     } catch (const std::exception& ex) {
-      log(LogLevel::Error, std::string("on_lost raised: ") + ex.what());
+      log(LogLevel::Error, std::string("on_lost raised: ") + ex.what(),
+          locker->log_fields(LogEvent::CallbackFailed, fence));
     } catch (...) {
-      log(LogLevel::Error, "on_lost raised");
+      log(LogLevel::Error, "on_lost raised", locker->log_fields(LogEvent::CallbackFailed, fence));
     }
   }
   {
@@ -190,8 +192,9 @@ std::optional<std::int64_t> KeepAliveLease::State::renew_step() {
     // Lost while the call ran: never taken back, released (fenced).
     return clean_up(clock->mono_ms());
   } catch (const std::exception& ex) {
-    log(LogLevel::Error, "renewal of the keep-alive lease of " + locker->key() + " failed: " +
-                             ex.what());
+    log(LogLevel::Warning,
+        "renewal of the keep-alive lease of " + locker->key() + " failed: " + ex.what(),
+        locker->log_fields(LogEvent::RenewFailed, fence));
     return clock->mono_ms() + backoff_ms;
   }
 }
@@ -318,8 +321,10 @@ void KeepAliveLease::close() {
   try {
     s.locker->release();
   } catch (const std::exception& ex) {
-    log(LogLevel::Warning, "releasing the keep-alive lease of " + s.locker->key() +
-                               " failed (it expires at its ttl): " + ex.what());
+    log(LogLevel::Warning,
+        "releasing the keep-alive lease of " + s.locker->key() +
+            " failed (it expires at its ttl): " + ex.what(),
+        s.locker->log_fields(LogEvent::ReleaseFailed, s.fence));
   }
 }
 

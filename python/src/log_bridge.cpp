@@ -20,10 +20,17 @@ namespace me = mongoelector;
 
 namespace {
 
+// A record as queued for the drainer (copies: the core's record lives only during the call).
+struct Queued {
+  int level;
+  std::string message;
+  me::LogFields fields;
+};
+
 struct Bridge {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<int, std::string>> queue;
+  std::deque<Queued> queue;
   std::uint64_t queued = 0;
   std::uint64_t delivered = 0;
   bool stop = false;
@@ -36,12 +43,25 @@ struct Bridge {
 Bridge* g_bridge = new Bridge;
 py::object* g_logger = nullptr;
 
+// The structured fields as logging's `extra`: always the same five attributes, None when
+// absent, so that a format string or a JSON formatter may name any of them.
+py::dict extra_of(const me::LogFields& f) {
+  py::dict extra;
+  extra["event"] = f.event == me::LogEvent::None ? py::object(py::none())
+                                                 : py::object(py::str(me::log_event_name(f.event)));
+  extra["key"] = f.key.empty() ? py::object(py::none()) : py::object(py::str(f.key));
+  extra["fence"] = f.fence == 0 ? py::object(py::none()) : py::object(py::int_(f.fence));
+  extra["uuid"] = f.uuid.empty() ? py::object(py::none()) : py::object(py::str(f.uuid));
+  extra["host"] = f.host.empty() ? py::object(py::none()) : py::object(py::str(f.host));
+  return extra;
+}
+
 void drain(Bridge* b) {
   std::unique_lock<std::mutex> lk(b->mu);
   for (;;) {
     b->cv.wait(lk, [b] { return b->stop || !b->queue.empty(); });
     if (b->queue.empty() && b->stop) return;
-    std::deque<std::pair<int, std::string>> batch;
+    std::deque<Queued> batch;
     batch.swap(b->queue);
     lk.unlock();
     if (!interpreter_finalizing()) {
@@ -49,7 +69,7 @@ void drain(Bridge* b) {
       if (!interpreter_finalizing()) {
         for (auto& m : batch) {
           try {
-            g_logger->attr("log")(m.first, "%s", m.second);
+            g_logger->attr("log")(m.level, "%s", m.message, py::arg("extra") = extra_of(m.fields));
           } catch (py::error_already_set& e) {
             e.discard_as_unraisable("mongoelector log bridge");
           }
@@ -62,14 +82,14 @@ void drain(Bridge* b) {
   }
 }
 
-void sink(me::LogLevel level, const std::string& message) {
+void sink(const me::LogRecord& r) {
   Bridge* b = g_bridge;
   std::lock_guard<std::mutex> g(b->mu);
   if (b->closed) {
-    if (level >= me::LogLevel::Warning) std::fprintf(stderr, "mongoelector: %s\n", message.c_str());
+    if (r.level >= me::LogLevel::Warning) std::fprintf(stderr, "mongoelector: %s\n", r.message.c_str());
     return;
   }
-  b->queue.emplace_back(static_cast<int>(level), message);
+  b->queue.push_back(Queued{static_cast<int>(r.level), r.message, r.fields});
   ++b->queued;
   if (!b->started) {
     b->started = true;

@@ -34,7 +34,7 @@ namespace fuzz {
 // The library's logging goes nowhere (libmongoc warnings, clock-jump warnings, ...).
 inline void silence_logs() {
   static bool done = [] {
-    mongoelector::set_log_sink([](mongoelector::LogLevel, const std::string&) {});
+    mongoelector::set_log_sink([](const mongoelector::LogRecord&) {});
     return true;
   }();
   (void)done;

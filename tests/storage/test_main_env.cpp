@@ -20,11 +20,11 @@ namespace {
 class SuiteEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    set_log_sink([](LogLevel level, const std::string& message) {
-      if (level == LogLevel::Warning && message.find("TTL index") != std::string::npos) {
+    set_log_sink([](const LogRecord& r) {
+      if (r.level == LogLevel::Warning && r.message.find("TTL index") != std::string::npos) {
         g_ttl_warnings.fetch_add(1);
       }
-      if (level >= LogLevel::Warning) std::cerr << "[log] " << message << "\n";
+      if (r.level >= LogLevel::Warning) std::cerr << "[log] " << r.message << "\n";
     });
     if (auto uri = test_uri()) {
       std::cout << "storage conformance: server " << *uri << " (MONGOELECTOR_TEST_SERVER="
