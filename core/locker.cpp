@@ -1,5 +1,7 @@
 #include "locker.h"
 
+#include "metrics.h"
+
 #include <cmath>
 #include <cstdio>
 
@@ -98,6 +100,34 @@ bool Locker::acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t no
 
 std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                              bool force, const CancelFn& cancel) {
+  using metrics::AcquireOutcome;
+  const std::int64_t start = clock_->mono_ms();
+  const auto record = [&](AcquireOutcome outcome) {
+    metrics::record_acquire(outcome, static_cast<double>(clock_->mono_ms() - start) / 1000.0);
+  };
+  try {
+    const std::int64_t token = acquire_waiting(blocking, timeout_s, step_s, force, cancel);
+    record(AcquireOutcome::Acquired);
+    return token;
+  } catch (const LockExists&) {
+    record(AcquireOutcome::Held);
+    throw;
+  } catch (const AcquireTimeout&) {
+    record(AcquireOutcome::Timeout);
+    throw;
+  } catch (const Cancelled&) {
+    record(AcquireOutcome::Cancelled);
+    throw;
+  } catch (const InvalidArgument&) {
+    throw;  // a caller's mistake, not an outcome
+  } catch (...) {
+    record(AcquireOutcome::Error);
+    throw;
+  }
+}
+
+std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeout_s,
+                                     double step_s, bool force, const CancelFn& cancel) {
   if (!blocking && timeout_s) throw InvalidArgument("Cannot set timeout if blocking is False");
   if (timeout_s && (!std::isfinite(*timeout_s) || *timeout_s < 0))
     throw InvalidArgument("timeout must be a number >= 0");
@@ -367,6 +397,17 @@ void Locker::release(bool force) {
 }
 
 std::optional<std::int64_t> Locker::renew() {
+  try {
+    auto lease_end = renew_once();
+    metrics::record_renewal(lease_end.has_value());
+    return lease_end;
+  } catch (...) {
+    metrics::record_renewal(false);
+    throw;
+  }
+}
+
+std::optional<std::int64_t> Locker::renew_once() {
   const std::unique_lock<std::mutex> io = lock_hold_io();
   std::int64_t fence;
   std::uint64_t gen;

@@ -189,6 +189,10 @@ class Locker {
 
  private:
   void check_server_safety();
+  // acquire() without the metrics: the retry loop.
+  std::int64_t acquire_waiting(bool blocking, std::optional<double> timeout_s, double step_s,
+                               bool force, const CancelFn& cancel);
+  std::optional<std::int64_t> renew_once();  // renew() without the metrics
   std::string held_message(const std::optional<LockDoc>& holder) const;
   // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
   // when the hold {uuid, fence} is gone.

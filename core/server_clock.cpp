@@ -1,5 +1,7 @@
 #include "server_clock.h"
 
+#include "metrics.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -67,6 +69,8 @@ bool ServerClock::refresh() {
                        " ms since the Unix epoch, outside the years 1970..9999");
   const std::int64_t t1 = clock_->mono_ms();
   const Sample s{t0 + (t1 - t0) / 2, server, (t1 - t0 + 1) / 2};
+  // Host wall time at the sample's midpoint, for the offset gauge.
+  metrics::record_clock_sample(server - (clock_->wall_ms() - (t1 - s.mono_mid)), s.half_rtt);
   std::lock_guard<std::mutex> g(mu_);
   last_sampled_mono_ = t1;
   if (max_half_rtt_ms_ > 0 && s.half_rtt > max_half_rtt_ms_) {

@@ -1,5 +1,7 @@
 #include "elector.h"
 
+#include "../metrics.h"
+
 #include <cxxabi.h>
 
 #include <algorithm>
@@ -233,6 +235,7 @@ void Elector::announce_deadline(std::uint64_t term) {
   cv_.notify_all();
   log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down",
       log_fields(LogEvent::StepDown, fence));
+    metrics::record_step_down();
   fire(Event::LostLeader);
   // Kept visible to the callback (locker().hold()); now it may still be ours on the
   // server: the loop takes it back or releases it.
@@ -334,6 +337,7 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
   if (now >= *deadline) {
     log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down",
         log_fields(LogEvent::StepDown));
+    metrics::record_step_down();
     return end_term() ? Event::LostLeader : Event::None;
   }
   // A stale clock sample is refreshed as a call of its own, only when it and the renewal
@@ -343,6 +347,7 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
       if (locker_->refresh_clock()) {  // a jump: the lease was written on the old base
         log(LogLevel::Warning, "leader of " + options_.key + " steps down: the server's clock jumped",
             log_fields(LogEvent::ClockJump));
+    metrics::record_step_down();
         return end_term() ? Event::LostLeader : Event::None;
       }
     } catch (const std::exception& ex) {
@@ -505,10 +510,12 @@ LogFields Elector::log_fields(LogEvent event, std::int64_t fence) const {
 
 void Elector::fire(Event e) {
   if (e == Event::BecameLeader) {
+    metrics::record_leadership(true);
     log(LogLevel::Info, "became leader of " + options_.key,
         log_fields(LogEvent::LeaderElected, locker_->fence()));
     call(callbacks_.on_leader, "on_leader");
   } else if (e == Event::LostLeader) {
+    metrics::record_leadership(false);
     log(LogLevel::Info, "lost leadership of " + options_.key, log_fields(LogEvent::LeaderLost));
     call(callbacks_.on_leader_loss, "on_leader_loss");
   }

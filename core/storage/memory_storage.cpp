@@ -1,5 +1,7 @@
 #include "memory_storage.h"
 
+#include "../metrics.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -13,6 +15,7 @@ auto MemoryStorage::call(const std::string& op, F apply) -> decltype(apply()) {
   {
     std::lock_guard<std::mutex> g(mu_);
     ++round_trips_;
+    metrics::record_round_trip();
     if (down_) throw StorageUnavailable("memory storage is marked unavailable");
     hook = hook_;
   }

@@ -1,6 +1,8 @@
 // See mongo_connection.h for what this guarantees (bounds, round trips, errors).
 #include "mongo_connection.h"
 
+#include "../metrics.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -322,6 +324,7 @@ bool MongoPool::forked() const { return static_cast<long>(getpid()) != pid_; }
 
 void MongoPool::on_command_started(const mongoc_apm_command_started_t* /*event*/) {
   if (t_command_counter != nullptr) t_command_counter->fetch_add(1, std::memory_order_relaxed);
+  metrics::record_round_trip();
 }
 
 mongoc_client_t* MongoPool::pop() {

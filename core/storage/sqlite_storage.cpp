@@ -14,6 +14,8 @@
 //   status documents in the status collection, exactly as in MongoDB.
 #include "sqlite_storage.h"
 
+#include "../metrics.h"
+
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -440,6 +442,7 @@ std::int64_t SqliteStorage::call_bound_ms() const { return op_timeout_ms_ + kCal
 template <class F>
 auto SqliteStorage::call(const char* op, F&& body) {
   ++round_trips_;
+  metrics::record_round_trip();
   auto& impl = client_->impl();
   const std::int64_t half = std::max<std::int64_t>(1, op_timeout_ms_ / 2);
   std::unique_lock<std::timed_mutex> lock(impl.mu, std::defer_lock);
@@ -455,11 +458,13 @@ auto SqliteStorage::call(const char* op, F&& body) {
 
 ServerInfo SqliteStorage::server_info() {
   ++round_trips_;
+  metrics::record_round_trip();
   return ServerInfo{"SQLite", sqlite3_libversion(), true};
 }
 
 std::int64_t SqliteStorage::server_time_ms() {
   ++round_trips_;
+  metrics::record_round_trip();
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -468,12 +473,14 @@ std::int64_t SqliteStorage::server_time_ms() {
 void SqliteStorage::ensure_lock_indexes(const std::string& collection) {
   check_collection_name(collection);
   ++round_trips_;
+  metrics::record_round_trip();
 }
 
 void SqliteStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
   check_collection_name(collection);
   if (ttl_s < 0) throw InvalidArgument("status TTL must not be negative");
   ++round_trips_;
+  metrics::record_round_trip();
   std::lock_guard<std::mutex> g(ttl_mu_);
   status_ttl_s_[collection] = ttl_s;
 }
