@@ -428,9 +428,11 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
                                                               mongoelector_elector **out);
 /* Stops the elector (releasing leadership, firing on_leader_loss if it led) and frees
  * it. NULL ok. Any thread. Since 1.1 also from one of the elector's own callbacks: the
- * call then returns at once; no callback of this elector starts after it (the one
- * running finishes), and the stop, the release of leadership and the free happen on
- * another library thread shortly after. Not from a callback of ANOTHER elector whose
+ * call returns as soon as no OTHER callback of this elector is running (one that runs
+ * on another thread at that moment is waited for); no callback of this elector starts
+ * after it, so user_data may be freed once the calling callback returns. The stop,
+ * the release of leadership (without on_leader_loss) and the free happen on another
+ * library thread shortly after. Not from a callback of ANOTHER elector whose
  * thread this elector's stop would wait for. */
 MONGOELECTOR_API void mongoelector_elector_free(mongoelector_elector *elector);
 /* Since 1.1: an elector's configuration, grown by appending fields. Defaults (shared by

@@ -25,13 +25,20 @@ std::function<void()> wrap(mongoelector_callback_fn fn, void* user_data,
                            const std::shared_ptr<Shared>& shared) {
   if (fn == nullptr) return {};
   return [fn, user_data, shared] {
-    if (!shared->callbacks_enabled.load()) return;  // freed from a callback
+    // Counted before the check, so that a free from another callback that cleared the
+    // flag can wait for this one (see mongoelector_elector_free).
+    shared->callbacks_running++;
     const Shared* outer = t_dispatching;
-    t_dispatching = shared.get();
     struct Restore {
+      Shared* shared;
       const Shared* outer;
-      ~Restore() { t_dispatching = outer; }
-    } restore{outer};
+      ~Restore() {
+        t_dispatching = outer;
+        shared->callbacks_running--;
+      }
+    } restore{shared.get(), outer};
+    if (!shared->callbacks_enabled.load()) return;  // freed from a callback
+    t_dispatching = shared.get();
     fn(user_data);
   };
 }
@@ -196,7 +203,15 @@ MONGOELECTOR_API void mongoelector_elector_free(mongoelector_elector* elector) {
   if (elector == nullptr || elector->magic != mongoelector::capi::kElectorMagic) return;
   elector->magic = mongoelector::capi::kFreedMagic;
   if (t_dispatching == elector->shared.get() || elector->elector->on_loop_thread()) {
-    elector->shared->callbacks_enabled.store(false);
+    auto& shared = *elector->shared;
+    shared.callbacks_enabled.store(false);
+    // A callback of this elector running on another thread (on_leader_loss on the
+    // timer thread while on_loop runs here) may have passed the check: wait until only
+    // the calling one is left, so that user_data is unused once this returns.
+    const int self = t_dispatching == elector->shared.get() ? 1 : 0;
+    while (shared.callbacks_running.load() > self) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     try {
       free_later(elector);
       return;

@@ -68,6 +68,7 @@ struct mongoelector_elector {
   // so that a free from inside a callback can be completed safely on another thread.
   struct Shared {
     std::atomic<bool> callbacks_enabled{true};  // cleared by free: no callback starts after
+    std::atomic<int> callbacks_running{0};      // user callbacks inside fn() right now
     std::atomic<int> calls_in_flight{0};        // poll/release/stop running on this handle
   };
   std::shared_ptr<Shared> shared = std::make_shared<Shared>();

@@ -50,8 +50,9 @@ constexpr int kOpenBusyTimeoutMs = 5000;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       throw StorageUnavailable("SQLite " + where +
-                               " (another process held the database's write lock past this "
-                               "call's busy timeout)");
+                                   " (another process held the database's write lock past this "
+                                   "call's busy timeout)",
+                               ServerErrorDetail{ext, {}, {}});
     default:
       throw StorageError("SQLite " + where, ext);
   }
@@ -332,8 +333,7 @@ sqlite3* open_database(const std::string& path) {
           throw StorageError("SQLite database " + path + " was written by a newer mongoelector "
                              "(schema version " + *version + "; this version reads up to " +
                              std::to_string(SqliteClient::kSchemaVersion) +
-                             "): upgrade mongoelector, or use another file",
-                             static_cast<int>(v));
+                             "): upgrade mongoelector, or use another file");
         }
       }
       exec(db,
@@ -351,7 +351,8 @@ sqlite3* open_database(const std::string& path) {
       fail_open(e, e.code());
       throw;
     } catch (const StorageUnavailable& e) {
-      throw StorageUnavailable(std::string("opening SQLite database ") + path + ": " + e.what());
+      throw StorageUnavailable(std::string("opening SQLite database ") + path + ": " + e.what(),
+                               e.detail());
     }
   } catch (...) {
     close_quietly(db);

@@ -28,6 +28,7 @@
 #include "locker.h"
 #include "log.h"
 #include "log_bridge.h"
+#include "metrics_binding.h"
 #include "pymongo_storage.h"
 #include "storage/client.h"
 #include "storage/mongo_storage.h"
@@ -357,6 +358,7 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "Native core of mongoelector (private: use the mongoelector package).";
   py::register_exception_translator(translate);
   install_log_bridge();
+  bind_metrics(m);
 
   // Who a locker is. Python passes the original's values (uuid.uuid4(), socket.getfqdn(),
   // os.getpid()) so documents and messages match what the original writes.
