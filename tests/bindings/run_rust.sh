@@ -3,7 +3,8 @@
 # Builds libmongoelector, then `cargo test --workspace` of capi/rust against a real
 # server: MONGOELECTOR_TEST_URI if set, else a mongo-java-server started for the run.
 #   mongoelector-sys   links the library (MONGOELECTOR_LIB_DIR, exported by common.sh)
-#   mongoelector       the safe crate's unit and integration tests, the log bridge
+#   mongoelector       the safe crate's unit and integration tests, the log bridge, the
+#                      README's example and snippets; then its unit tests with --features serde
 #   header-drift       bindgen (libclang) on capi/include/mongoelector.h vs
 #                      mongoelector-sys/src/lib.rs: declarations and struct layouts.
 #                      Alone, no library or server needed:
@@ -15,4 +16,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh" "$@"
 with_server "$0" "$@"
 cd "$REPO/capi/rust"
 export LD_LIBRARY_PATH="$MONGOELECTOR_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-cargo test --workspace --no-fail-fast
+status=0
+cargo test --workspace --no-fail-fast || status=$?
+# The safe crate's optional `serde` feature (Serialize/Deserialize of the status types):
+# its unit tests, with the feature on.
+cargo test -p mongoelector --features serde --lib || status=$?
+exit $status

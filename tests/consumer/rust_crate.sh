@@ -71,7 +71,7 @@ mongoelector = { git = "file://$SNAP" }
 log = "0.4"
 EOF
 cat >"$APP/src/main.rs" <<'EOF'
-use mongoelector::{Client, Elector, Locker, LockerOptions};
+use mongoelector::{Client, Elector, Locker};
 use std::time::Duration;
 
 // A minimal `log` logger: what an application's env_logger would print.
@@ -92,10 +92,10 @@ fn main() -> Result<(), mongoelector::Error> {
     println!("libmongoelector {}", mongoelector::version());
     let db = std::env::args().nth(1).expect("path of a SQLite file");
     let client = Client::new(&format!("sqlite://{db}"), "")?;
-    let lock = Locker::new(&client, "rust-consumer", &LockerOptions::default().ttl(Duration::from_secs(60)))?;
-    let fence = lock.acquire(Some(Duration::from_secs(10)))?;
-    println!("lock taken, fence {fence}");
-    lock.release()?;
+    let lock = Locker::builder(&client, "rust-consumer").ttl(Duration::from_secs(60)).build()?;
+    let guard = lock.acquire(Some(Duration::from_secs(10)))?;
+    println!("lock taken, fence {}", guard.fence());
+    guard.release()?;
     let elector = Elector::builder(&client, "rust-consumer-leader").build()?;
     elector.poll()?;
     println!("leader: {}", elector.is_leader()?);

@@ -3,7 +3,7 @@
 // Where the library is found, first match wins:
 //   MONGOELECTOR_LIB_DIR=/dir   the directory holding libmongoelector.so (a build tree's
 //                               capi/ or a prefix's lib/); overrides pkg-config
-//   pkg-config mongoelector     an installed library, >= 1.0.0 (PKG_CONFIG_PATH=
+//   pkg-config mongoelector     an installed library, >= 1.1.0 (PKG_CONFIG_PATH=
 //                               <prefix>/lib/pkgconfig unless the prefix is a system one)
 // Neither finds it: the build fails with a message naming both.
 //
@@ -18,7 +18,7 @@ use std::env;
 use std::path::PathBuf;
 use std::process::exit;
 
-const MIN_VERSION: &str = "1.0.0";
+const MIN_VERSION: &str = "1.1.0";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

@@ -191,6 +191,21 @@ fn detects_a_changed_struct() {
         &["struct mongoelector_lease_options:"],
     );
     assert_caught(
+        "a changed field of a 1.1 struct",
+        "  size_t label_count;",
+        "  uint32_t label_count;",
+        &["struct mongoelector_error_info:"],
+    );
+    assert_caught(
+        "a field appended to a 1.1 config",
+        "  double op_timeout_seconds;               /* as in mongoelector_locker_config */",
+        "  double op_timeout_seconds;\n  int new_field;",
+        &[
+            "struct mongoelector_elector_config:",
+            "Size of mongoelector_elector_config",
+        ],
+    );
+    assert_caught(
         "a changed array size",
         "char uuid[64];",
         "char uuid[37];",
@@ -223,8 +238,8 @@ fn detects_changed_constants_and_callbacks() {
     );
     assert_caught(
         "a changed version macro",
-        "#define MONGOELECTOR_VERSION_MINOR 0",
         "#define MONGOELECTOR_VERSION_MINOR 1",
+        "#define MONGOELECTOR_VERSION_MINOR 2",
         &[
             "const MONGOELECTOR_VERSION_MINOR:",
             "const MONGOELECTOR_VERSION_NUMBER:",

@@ -8,7 +8,7 @@
 //! --prefix <prefix>`). The build script then finds it, first match wins, through
 //!
 //! * `MONGOELECTOR_LIB_DIR=<directory holding libmongoelector.so>` (overrides pkg-config),
-//! * `pkg-config mongoelector` (>= 1.0.0; `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` unless
+//! * `pkg-config mongoelector` (>= 1.1.0; `PKG_CONFIG_PATH=<prefix>/lib/pkgconfig` unless
 //!   the prefix is a system one),
 //!
 //! and fails with a message naming both when neither finds it. At run time the loader
@@ -26,9 +26,9 @@
 use std::os::raw::{c_char, c_double, c_int, c_void};
 
 pub const MONGOELECTOR_VERSION_MAJOR: c_int = 1;
-pub const MONGOELECTOR_VERSION_MINOR: c_int = 0;
+pub const MONGOELECTOR_VERSION_MINOR: c_int = 1;
 pub const MONGOELECTOR_VERSION_PATCH: c_int = 0;
-pub const MONGOELECTOR_VERSION_STRING: &str = "1.0.0";
+pub const MONGOELECTOR_VERSION_STRING: &str = "1.1.0";
 pub const MONGOELECTOR_VERSION_NUMBER: c_int = MONGOELECTOR_VERSION_MAJOR * 10000
     + MONGOELECTOR_VERSION_MINOR * 100
     + MONGOELECTOR_VERSION_PATCH;
@@ -69,6 +69,11 @@ pub struct mongoelector_elector {
 pub struct mongoelector_lease {
     _private: [u8; 0],
 }
+/// Since 1.1.
+#[repr(C)]
+pub struct mongoelector_cancel_token {
+    _private: [u8; 0],
+}
 
 pub type mongoelector_log_fn = Option<
     unsafe extern "C" fn(
@@ -78,6 +83,24 @@ pub type mongoelector_log_fn = Option<
     ),
 >;
 pub type mongoelector_callback_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+/// Since 1.1: receives the user_data of a replaced log handler once no thread can call
+/// that handler any more.
+pub type mongoelector_release_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// Since 1.1.
+pub const MONGOELECTOR_ERROR_INFO_VERSION: u32 = 1;
+/// Since 1.1: filled by mongoelector_last_error_info() (the caller sets `version`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_error_info {
+    pub version: u32,
+    pub status: mongoelector_status,
+    pub message: *const c_char,
+    pub code: i32,
+    pub code_name: *const c_char,
+    pub labels: *const *const c_char,
+    pub label_count: usize,
+}
 
 pub const MONGOELECTOR_LOCKER_OPTIONS_VERSION: u32 = 1;
 #[repr(C)]
@@ -103,6 +126,51 @@ pub struct mongoelector_lock_info {
     pub fence: i64,
 }
 
+/// Since 1.1.
+pub const MONGOELECTOR_LOCKER_CONFIG_VERSION: u32 = 1;
+/// Since 1.1: initialise with mongoelector_locker_config_init(&mut c, MONGOELECTOR_LOCKER_CONFIG_VERSION).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_locker_config {
+    pub version: u32,
+    pub collection: *const c_char,
+    pub ttl_seconds: c_double,
+    pub timeparanoid: c_int,
+    pub max_offset_seconds: c_double,
+    pub delete_on_release: c_int,
+    pub allow_unsafe_server: c_int,
+    pub op_timeout_seconds: c_double,
+}
+
+/// Since 1.1.
+pub const MONGOELECTOR_ACQUIRE_OPTIONS_VERSION: u32 = 1;
+/// Since 1.1: initialise with mongoelector_acquire_options_init(&mut o, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_acquire_options {
+    pub version: u32,
+    pub blocking: c_int,
+    pub timeout_seconds: c_double,
+    pub step_seconds: c_double,
+    pub force: c_int,
+    pub cancel: *mut mongoelector_cancel_token,
+}
+
+/// Since 1.1.
+pub const MONGOELECTOR_LOCK_DETAILS_VERSION: u32 = 1;
+/// Since 1.1: the strings are owned by the struct (mongoelector_lock_details_clear).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_lock_details {
+    pub version: u32,
+    pub uuid: *mut c_char,
+    pub host: *mut c_char,
+    pub pid: i64,
+    pub created_ms: i64,
+    pub expire_ms: i64,
+    pub fence: i64,
+}
+
 pub const MONGOELECTOR_ELECTOR_OPTIONS_VERSION: u32 = 1;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -116,6 +184,24 @@ pub struct mongoelector_elector_options {
     pub on_loop: mongoelector_callback_fn,
     pub user_data: *mut c_void,
     pub allow_unsafe_server: c_int,
+}
+
+/// Since 1.1.
+pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 1;
+/// Since 1.1: initialise with mongoelector_elector_config_init(&mut c, MONGOELECTOR_ELECTOR_CONFIG_VERSION).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_elector_config {
+    pub version: u32,
+    pub ttl_seconds: c_double,
+    pub report_status: c_int,
+    pub app_version: *const c_char,
+    pub on_leader: mongoelector_callback_fn,
+    pub on_leader_loss: mongoelector_callback_fn,
+    pub on_loop: mongoelector_callback_fn,
+    pub user_data: *mut c_void,
+    pub delete_on_release: c_int,
+    pub op_timeout_seconds: c_double,
 }
 
 /// Runs once, on the library's deadline-timer thread, when the lease is declared lost.
@@ -144,6 +230,30 @@ extern "C" {
         fn_: mongoelector_log_fn,
         user_data: *mut c_void,
     ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_set_log_handler(
+        min_level: mongoelector_log_level,
+        fn_: mongoelector_log_fn,
+        user_data: *mut c_void,
+        release: mongoelector_release_fn,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_last_error_info(out: *mut mongoelector_error_info) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_last_error_has_label(label: *const c_char) -> c_int;
+
+    // ---- Cancel token (since 1.1)
+    pub fn mongoelector_cancel_token_new(
+        out: *mut *mut mongoelector_cancel_token,
+    ) -> mongoelector_status;
+    pub fn mongoelector_cancel_token_cancel(
+        token: *mut mongoelector_cancel_token,
+    ) -> mongoelector_status;
+    pub fn mongoelector_cancel_token_is_cancelled(
+        token: *mut mongoelector_cancel_token,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_cancel_token_free(token: *mut mongoelector_cancel_token);
 
     // ---- Client
     pub fn mongoelector_client_new(
@@ -156,6 +266,12 @@ extern "C" {
         client: *mut mongoelector_client,
         name_out: *mut *const c_char,
         version_out: *mut *const c_char,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_client_server_info_copy(
+        client: *mut mongoelector_client,
+        name_out: *mut *mut c_char,
+        version_out: *mut *mut c_char,
     ) -> mongoelector_status;
 
     // ---- Locker
@@ -210,6 +326,37 @@ extern "C" {
         out: *mut mongoelector_lock_info,
         found_out: *mut c_int,
     ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_locker_config_init(
+        config: *mut mongoelector_locker_config,
+        version: u32,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_locker_new_with(
+        client: *mut mongoelector_client,
+        key: *const c_char,
+        config: *const mongoelector_locker_config,
+        out: *mut *mut mongoelector_locker,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_acquire_options_init(
+        options: *mut mongoelector_acquire_options,
+        version: u32,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_locker_acquire_with(
+        locker: *mut mongoelector_locker,
+        options: *const mongoelector_acquire_options,
+        fence_out: *mut i64,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_locker_current_details(
+        locker: *mut mongoelector_locker,
+        details: *mut mongoelector_lock_details,
+        found_out: *mut c_int,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_lock_details_clear(details: *mut mongoelector_lock_details);
 
     // ---- Elector
     pub fn mongoelector_elector_options_init(options: *mut mongoelector_elector_options);
@@ -219,7 +366,21 @@ extern "C" {
         options: *const mongoelector_elector_options,
         out: *mut *mut mongoelector_elector,
     ) -> mongoelector_status;
+    /// Since 1.1 also from one of the elector's own callbacks (returns at once; the
+    /// stop and free happen on another library thread).
     pub fn mongoelector_elector_free(elector: *mut mongoelector_elector);
+    /// Since 1.1.
+    pub fn mongoelector_elector_config_init(
+        config: *mut mongoelector_elector_config,
+        version: u32,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_elector_new_with(
+        client: *mut mongoelector_client,
+        key: *const c_char,
+        config: *const mongoelector_elector_config,
+        out: *mut *mut mongoelector_elector,
+    ) -> mongoelector_status;
     pub fn mongoelector_elector_start(elector: *mut mongoelector_elector) -> mongoelector_status;
     pub fn mongoelector_elector_stop(elector: *mut mongoelector_elector) -> mongoelector_status;
     pub fn mongoelector_elector_poll(elector: *mut mongoelector_elector) -> mongoelector_status;
@@ -262,6 +423,14 @@ extern "C" {
     pub fn mongoelector_lease_acquire(
         locker: *mut mongoelector_locker,
         options: *const mongoelector_lease_options,
+        out: *mut *mut mongoelector_lease,
+    ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_lease_acquire_with(
+        locker: *mut mongoelector_locker,
+        acquire: *const mongoelector_acquire_options,
+        on_lost: mongoelector_lease_lost_fn,
+        user_data: *mut c_void,
         out: *mut *mut mongoelector_lease,
     ) -> mongoelector_status;
     pub fn mongoelector_lease_fence(

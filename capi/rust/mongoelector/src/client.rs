@@ -1,23 +1,22 @@
 use crate::error::{check, cstring, Result};
 use mongoelector_sys as sys;
 use std::ffi::CStr;
+use std::os::raw::{c_char, c_void};
 use std::ptr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub(crate) struct ClientInner {
     pub(crate) ptr: *mut sys::mongoelector_client,
-    // mongoelector_client_server_info is not concurrent with itself on one client.
-    info: Mutex<()>,
 }
 
-// The C client "may be shared by threads"; server_info is serialised by `info`.
+// The C client "may be shared by threads"; server_info_copy is concurrent-safe.
 unsafe impl Send for ClientInner {}
 unsafe impl Sync for ClientInner {}
 
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        // Lockers and electors hold an Arc to this: it runs after the last of them, as
-        // the C API requires.
+        // Lockers and electors hold an Arc to this: it runs after the last of them (the C
+        // API would allow either order).
         unsafe { sys::mongoelector_client_free(self.ptr) }
     }
 }
@@ -27,6 +26,9 @@ impl Drop for ClientInner {
 /// `Elector` made from it (or its clones) shares its connection pool (at most
 /// `maxPoolSize` connections, default 10, plus one monitor per server; lockers of one
 /// ttl share one pool), so a thousand keys cost a few connections and no thread each.
+///
+/// `sqlite:///absolute/path/locks.db` as the URI keeps the locks in one SQLite file for
+/// the processes of one host (no server; `database` is ignored, pass "").
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<ClientInner>,
@@ -38,34 +40,36 @@ impl Client {
     /// The first call routes the library's log messages to the `log` crate (see
     /// [`crate::set_log_handler`]).
     pub fn new(uri: &str, database: &str) -> Result<Client> {
-        crate::log::install()?;
+        crate::log::sync()?;
         let curi = cstring("uri", uri)?;
         let cdb = cstring("database", database)?;
         let mut ptr = ptr::null_mut();
         check(unsafe { sys::mongoelector_client_new(curi.as_ptr(), cdb.as_ptr(), &mut ptr) })?;
         Ok(Client {
-            inner: Arc::new(ClientInner {
-                ptr,
-                info: Mutex::new(()),
-            }),
+            inner: Arc::new(ClientInner { ptr }),
         })
     }
 
-    /// The server's name ("MongoDB", "FerretDB", "mongo-java-server") and version. One
-    /// round trip.
+    /// The server's name ("MongoDB", "FerretDB", "mongo-java-server", "SQLite") and
+    /// version. One round trip the first time; the client remembers the answer.
     pub fn server_info(&self) -> Result<(String, String)> {
-        let _g = self.inner.info.lock().unwrap_or_else(|e| e.into_inner());
-        let mut name = ptr::null();
-        let mut version = ptr::null();
+        let mut name: *mut c_char = ptr::null_mut();
+        let mut version: *mut c_char = ptr::null_mut();
         check(unsafe {
-            sys::mongoelector_client_server_info(self.inner.ptr, &mut name, &mut version)
+            sys::mongoelector_client_server_info_copy(self.inner.ptr, &mut name, &mut version)
         })?;
-        // The strings belong to the client until the next call: copy them under the lock.
-        unsafe {
-            Ok((
-                CStr::from_ptr(name).to_string_lossy().into_owned(),
-                CStr::from_ptr(version).to_string_lossy().into_owned(),
-            ))
-        }
+        // Copies owned by us: mongoelector_free.
+        let take = |p: *mut c_char| unsafe {
+            let s = CStr::from_ptr(p).to_string_lossy().into_owned();
+            sys::mongoelector_free(p as *mut c_void);
+            s
+        };
+        Ok((take(name), take(version)))
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
     }
 }

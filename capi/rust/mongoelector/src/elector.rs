@@ -1,11 +1,13 @@
 use crate::client::{Client, ClientInner};
 use crate::error::{check, cstring, Error, Result};
+use crate::status::{ClusterDetail, NodeStatus};
 use mongoelector_sys as sys;
-use std::cell::RefCell;
 use std::ffi::CStr;
+use std::fmt;
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
@@ -31,15 +33,12 @@ impl Slot {
         }
     }
 
-    fn is_set(&self) -> bool {
-        self.f.lock().unwrap_or_else(|e| e.into_inner()).is_some()
-    }
-
     fn call(&self) {
         let me = thread::current().id();
         if *self.owner.lock().unwrap_or_else(|e| e.into_inner()) == Some(me) {
-            eprintln!(
-                "mongoelector: {} re-entered itself on one thread: nested call skipped",
+            ::log::error!(
+                target: crate::LOG_TARGET,
+                "{} re-entered itself on one thread: nested call skipped",
                 self.name
             );
             return;
@@ -55,35 +54,44 @@ impl Slot {
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "(non-string panic)".into());
-                eprintln!("mongoelector: {} callback panicked: {msg}", self.name);
+                ::log::error!(target: crate::LOG_TARGET, "{} callback panicked: {msg}", self.name);
             }
         }
         *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
-/// What user_data points to: owned by the Elector, freed after the C elector.
+/// What user_data points to. Freed when both the Elector is dropped (after
+/// mongoelector_elector_free returned) and no trampoline is running: see `ORPHANED`.
 struct Callbacks {
     on_leader: Slot,
     on_leader_loss: Slot,
     on_loop: Slot,
+    state: AtomicUsize,
 }
 
-thread_local! {
-    // Callbacks running on this thread (addresses of their Callbacks), so that Drop can
-    // tell it is being run from inside one of its own callbacks.
-    static ACTIVE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+/// `Callbacks::state`: the number of trampolines running, plus ORPHANED once the Elector
+/// dropped it. Whoever brings it to exactly ORPHANED (Drop with none running, or the
+/// last trampoline to return after Drop) frees the Callbacks. Since 1.1 the C elector
+/// may be freed from one of its own callbacks: mongoelector_elector_free then returns at
+/// once and no callback starts after it, but the one running (this very trampoline, or
+/// one on the deadline-timer thread) still uses its closure.
+const ORPHANED: usize = 1 << (usize::BITS - 1);
+
+unsafe fn free_callbacks(p: *const Callbacks) {
+    drop(Box::from_raw(p as *mut Callbacks));
 }
 
 unsafe fn trampoline(user_data: *mut c_void, pick: fn(&Callbacks) -> &Slot) {
-    let cbs = &*(user_data as *const Callbacks);
-    ACTIVE.with(|a| a.borrow_mut().push(user_data as usize));
+    let cbs = user_data as *const Callbacks;
+    (*cbs).state.fetch_add(1, Ordering::SeqCst);
     // Nothing may unwind into C: Slot::call catches the closure's panic, this one what
-    // is left (eprintln! panics when stderr cannot be written).
-    let _ = catch_unwind(AssertUnwindSafe(|| pick(cbs).call()));
-    ACTIVE.with(|a| {
-        a.borrow_mut().pop();
-    });
+    // is left (a panicking logger).
+    let _ = catch_unwind(AssertUnwindSafe(|| pick(&*cbs).call()));
+    if (*cbs).state.fetch_sub(1, Ordering::SeqCst) == ORPHANED | 1 {
+        // The Elector was dropped while this callback ran (from inside it, typically).
+        let _ = catch_unwind(AssertUnwindSafe(|| free_callbacks(cbs)));
+    }
 }
 
 unsafe extern "C" fn on_leader_tramp(ud: *mut c_void) {
@@ -96,46 +104,64 @@ unsafe extern "C" fn on_loop_tramp(ud: *mut c_void) {
     trampoline(ud, |c| &c.on_loop)
 }
 
-/// Builds an [`Elector`]: `Elector::builder(&client, "key").ttl(..).on_leader(..).build()`.
+/// Builds an [`Elector`]: `Elector::builder(&client, "key").ttl(..).on_leader(..).build()?`.
+/// Every option left unset keeps the library's default (from
+/// `mongoelector_elector_config_init`, the same for every binding): ttl 15 s,
+/// report_status on, delete_on_release ON, per-call timeout as for lockers.
+#[must_use = "a builder does nothing until build()"]
 pub struct ElectorBuilder<'a> {
     client: &'a Client,
     key: String,
     ttl: Option<Duration>,
-    report_status: bool,
+    report_status: Option<bool>,
     app_version: Option<String>,
-    allow_unsafe_server: bool,
+    delete_on_release: Option<bool>,
+    op_timeout: Option<Duration>,
     on_leader: Option<Callback>,
     on_leader_loss: Option<Callback>,
     on_loop: Option<Callback>,
 }
 
 impl<'a> ElectorBuilder<'a> {
-    /// The leader's lease (default 15 s).
+    /// The leader's lease (default 15 s): failover after a leader crash takes about this.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
     }
-    /// Write this node's status document (default true).
+    /// Write this node's status document, read by [`Elector::cluster_detail`] (default
+    /// true).
     pub fn report_status(mut self, on: bool) -> Self {
-        self.report_status = on;
+        self.report_status = Some(on);
         self
     }
+    /// Reported in the status document.
     pub fn app_version(mut self, v: &str) -> Self {
         self.app_version = Some(v.to_owned());
         self
     }
-    /// Run on servers with non-atomic findAndModify such as FerretDB.
-    pub fn allow_unsafe_server(mut self, on: bool) -> Self {
-        self.allow_unsafe_server = on;
+    /// A leader that stops deletes its lock document, so that nodes of the original
+    /// mongoelector take over at once during a rolling upgrade (default TRUE for
+    /// electors; the next leader pays two extra round trips).
+    pub fn delete_on_release(mut self, on: bool) -> Self {
+        self.delete_on_release = Some(on);
+        self
+    }
+    /// Time bound of one round trip, at most ttl/2. `Duration::ZERO`: the default,
+    /// ttl/10 clamped to [0.1 s, 5 s].
+    pub fn op_timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = Some(timeout);
         self
     }
     /// Runs when this node becomes leader, on the elector's thread (or the thread in
-    /// poll/release/stop). It may call stop()/release() on the elector (capture a
-    /// `Weak<Elector>` to reach it: an `Arc` would keep the elector alive forever).
+    /// poll/release/stop). It may call stop()/release() on the elector, and may drop the
+    /// last reference to it (capture a `Weak<Elector>` to reach it: an `Arc` would keep
+    /// the elector alive forever).
     pub fn on_leader(mut self, f: impl FnMut() + Send + 'static) -> Self {
         self.on_leader = Some(Box::new(f));
         self
     }
+    /// Runs when leadership ends: on a release or stop, or at a missed renew deadline on
+    /// the library's deadline-timer thread (keep it short).
     pub fn on_leader_loss(mut self, f: impl FnMut() + Send + 'static) -> Self {
         self.on_leader_loss = Some(Box::new(f));
         self
@@ -146,49 +172,51 @@ impl<'a> ElectorBuilder<'a> {
         self
     }
 
+    /// Creates the elector (it does not poll until [`Elector::start`] or
+    /// [`Elector::poll`]).
     pub fn build(self) -> Result<Elector> {
+        crate::log::sync()?;
         let ckey = cstring("key", &self.key)?;
         let cver = self
             .app_version
             .as_deref()
             .map(|v| cstring("app version", v))
             .transpose()?;
-        let cbs = Box::new(Callbacks {
+        // SAFETY: all-zero is a valid value of the C struct; init writes every field.
+        let mut c: sys::mongoelector_elector_config = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            sys::mongoelector_elector_config_init(&mut c, sys::MONGOELECTOR_ELECTOR_CONFIG_VERSION)
+        })?;
+        if let Some(t) = self.ttl {
+            c.ttl_seconds = t.as_secs_f64();
+        }
+        if let Some(on) = self.report_status {
+            c.report_status = on as c_int;
+        }
+        c.app_version = cver.as_ref().map_or(ptr::null(), |v| v.as_ptr());
+        if let Some(on) = self.delete_on_release {
+            c.delete_on_release = on as c_int;
+        }
+        if let Some(t) = self.op_timeout {
+            c.op_timeout_seconds = t.as_secs_f64();
+        }
+        let tramp = |set: bool, f: unsafe extern "C" fn(*mut c_void)| set.then_some(f);
+        c.on_leader = tramp(self.on_leader.is_some(), on_leader_tramp);
+        c.on_leader_loss = tramp(self.on_leader_loss.is_some(), on_leader_loss_tramp);
+        c.on_loop = tramp(self.on_loop.is_some(), on_loop_tramp);
+        let cbs = Box::into_raw(Box::new(Callbacks {
             on_leader: Slot::new("on_leader", self.on_leader),
             on_leader_loss: Slot::new("on_leader_loss", self.on_leader_loss),
             on_loop: Slot::new("on_loop", self.on_loop),
-        });
-        let mut o = std::mem::MaybeUninit::<sys::mongoelector_elector_options>::zeroed();
-        let mut o = unsafe {
-            sys::mongoelector_elector_options_init(o.as_mut_ptr());
-            o.assume_init()
-        };
-        if let Some(t) = self.ttl {
-            o.ttl_seconds = t.as_secs_f64();
-        }
-        o.report_status = self.report_status as c_int;
-        o.app_version = cver.as_ref().map_or(ptr::null(), |v| v.as_ptr());
-        o.allow_unsafe_server = self.allow_unsafe_server as c_int;
-        o.on_leader = cbs
-            .on_leader
-            .is_set()
-            .then_some(on_leader_tramp as unsafe extern "C" fn(*mut c_void));
-        o.on_leader_loss = cbs
-            .on_leader_loss
-            .is_set()
-            .then_some(on_leader_loss_tramp as unsafe extern "C" fn(*mut c_void));
-        o.on_loop = cbs
-            .on_loop
-            .is_set()
-            .then_some(on_loop_tramp as unsafe extern "C" fn(*mut c_void));
-        let cbs = Box::into_raw(cbs);
-        o.user_data = cbs as *mut c_void;
+            state: AtomicUsize::new(0),
+        }));
+        c.user_data = cbs as *mut c_void;
         let mut ptr = ptr::null_mut();
         let st = unsafe {
-            sys::mongoelector_elector_new(self.client.inner.ptr, ckey.as_ptr(), &o, &mut ptr)
+            sys::mongoelector_elector_new_with(self.client.inner.ptr, ckey.as_ptr(), &c, &mut ptr)
         };
         if let Err(e) = check(st) {
-            drop(unsafe { Box::from_raw(cbs) });
+            unsafe { free_callbacks(cbs) };
             return Err(e);
         }
         Ok(Elector {
@@ -201,6 +229,10 @@ impl<'a> ElectorBuilder<'a> {
 
 /// A leader election on one key. `Send + Sync`. Dropping it stops the loop (releasing
 /// leadership; on_leader_loss fires if it led), frees it, then drops the closures.
+/// Dropping it from inside one of its own callbacks is allowed: the drop returns at once,
+/// no callback starts after it, and the library stops the elector and releases
+/// leadership on another thread shortly after; the closures are dropped when the
+/// running callback returns.
 pub struct Elector {
     ptr: *mut sys::mongoelector_elector,
     cbs: *mut Callbacks,
@@ -212,47 +244,37 @@ pub struct Elector {
 unsafe impl Send for Elector {}
 unsafe impl Sync for Elector {}
 
-struct Owned(
-    *mut sys::mongoelector_elector,
-    *mut Callbacks,
-    Arc<ClientInner>,
-);
-unsafe impl Send for Owned {}
-
-impl Owned {
-    fn free(self) {
+impl Drop for Elector {
+    fn drop(&mut self) {
         unsafe {
-            sys::mongoelector_elector_free(self.0);
-            // No callback can run any more: the closures may go.
-            drop(Box::from_raw(self.1));
+            // From any thread it returns with no callback of this elector running, except
+            // when called from inside one (then it returns at once, see Callbacks::state).
+            sys::mongoelector_elector_free(self.ptr);
+            if (*self.cbs).state.fetch_or(ORPHANED, Ordering::SeqCst) == 0 {
+                free_callbacks(self.cbs);
+            }
         }
-        drop(self.2);
     }
 }
 
-impl Drop for Elector {
-    fn drop(&mut self) {
-        let owned = Owned(self.ptr, self.cbs, self._client.clone());
-        let inside_own_callback = ACTIVE.with(|a| a.borrow().contains(&(self.cbs as usize)));
-        if inside_own_callback {
-            // C forbids freeing an elector from its own callback (the free would join the
-            // thread running it). Free it from another thread once the callback returns.
-            thread::spawn(move || owned.free());
-        } else {
-            owned.free();
-        }
+impl fmt::Debug for Elector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Elector").finish_non_exhaustive()
     }
 }
 
 impl Elector {
+    /// A builder for an elector on `key` (collections "elector.locks" and
+    /// "elector.leader_status").
     pub fn builder<'a>(client: &'a Client, key: &str) -> ElectorBuilder<'a> {
         ElectorBuilder {
             client,
             key: key.to_owned(),
             ttl: None,
-            report_status: true,
+            report_status: None,
             app_version: None,
-            allow_unsafe_server: false,
+            delete_on_release: None,
+            op_timeout: None,
             on_leader: None,
             on_leader_loss: None,
             on_loop: None,
@@ -304,7 +326,7 @@ impl Elector {
     pub fn poll_wait(&self) -> Result<Duration> {
         let mut s = 0f64;
         check(unsafe { sys::mongoelector_elector_poll_wait(self.ptr, &mut s) })?;
-        Duration::try_from_secs_f64(s).map_err(|e| Error::Internal(format!("poll wait {s}: {e}")))
+        Duration::try_from_secs_f64(s).map_err(|e| Error::internal(format!("poll wait {s}: {e}")))
     }
 
     /// Fencing token of the current leadership, 0 when not leader.
@@ -326,23 +348,34 @@ impl Elector {
             *mut sys::mongoelector_elector,
             *mut *mut c_char,
         ) -> sys::mongoelector_status,
-    ) -> Result<serde_json::Value> {
+    ) -> Result<String> {
         let mut s: *mut c_char = ptr::null_mut();
         check(unsafe { f(self.ptr, &mut s) })?;
         let text = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
         unsafe { sys::mongoelector_free(s as *mut c_void) };
-        serde_json::from_str(&text)
-            .map_err(|e| Error::Internal(format!("library returned invalid JSON: {e}")))
+        Ok(text)
     }
 
-    /// This node's status document (relaxed Extended JSON: dates as `{"$date": "ISO-8601"}`).
-    /// No round trip.
-    pub fn node_status(&self) -> Result<serde_json::Value> {
+    /// This node's status (local state, no round trip).
+    pub fn node_status(&self) -> Result<NodeStatus> {
+        crate::status::parse_node_status(&self.node_status_json()?)
+    }
+
+    /// Every node's last reported status, the leader, and the server time (one round
+    /// trip).
+    pub fn cluster_detail(&self) -> Result<ClusterDetail> {
+        crate::status::parse_cluster_detail(&self.cluster_detail_json()?)
+    }
+
+    /// [`Elector::node_status`] as the library's JSON (MongoDB relaxed Extended JSON v2:
+    /// dates as `{"$date": "2026-11-23T17:38:28.123Z"}`).
+    pub fn node_status_json(&self) -> Result<String> {
         self.json(sys::mongoelector_elector_node_status)
     }
 
-    /// {member_detail: [...], leader: {...} | null, timestamp}. One round trip.
-    pub fn cluster_detail(&self) -> Result<serde_json::Value> {
+    /// [`Elector::cluster_detail`] as the library's JSON: `{"member_detail": [...],
+    /// "leader": {"host", "process_id", "uuid"} | null, "timestamp"}`.
+    pub fn cluster_detail_json(&self) -> Result<String> {
         self.json(sys::mongoelector_elector_cluster_detail)
     }
 }

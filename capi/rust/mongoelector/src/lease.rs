@@ -1,6 +1,6 @@
 //! Keep-alive leases: a held lock renewed by the library until the guard is dropped.
 use crate::error::{check, Result};
-use crate::locker::{Locker, LockerInner};
+use crate::locker::{AcquireOptions, Locker, LockerInner};
 use mongoelector_sys as sys;
 use std::os::raw::c_int;
 use std::ptr;
@@ -34,6 +34,15 @@ impl Drop for LeaseGuard {
     }
 }
 
+impl std::fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseGuard")
+            .field("fence", &self.fence())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
 impl LeaseGuard {
     /// The fencing token of the lease's hold.
     pub fn fence(&self) -> i64 {
@@ -62,34 +71,31 @@ impl LeaseGuard {
 impl Locker {
     /// Waits for the lock (at most `timeout`; None: forever; `Error::Timeout` after it)
     /// and keeps it alive until the returned guard is dropped. One live lease per locker
-    /// (`Error::InvalidArgument` otherwise); [`crate::CancelHandle`] cancels the wait.
+    /// (`Error::InvalidArgument` otherwise).
     pub fn hold(&self, timeout: Option<Duration>) -> Result<LeaseGuard> {
-        let mut o = lease_options();
-        o.timeout_seconds = timeout.map_or(-1.0, |t| t.as_secs_f64());
-        self.hold_c(&o)
+        let mut o = AcquireOptions::new();
+        if let Some(t) = timeout {
+            o = o.timeout(t);
+        }
+        self.hold_with(&o)
     }
 
     /// One attempt (`Error::LockHeld` when held), then kept alive as [`Locker::hold`].
     pub fn try_hold(&self) -> Result<LeaseGuard> {
-        let mut o = lease_options();
-        o.blocking = 0;
-        self.hold_c(&o)
+        self.hold_with(&AcquireOptions::new().blocking(false))
     }
 
-    fn hold_c(&self, o: &sys::mongoelector_lease_options) -> Result<LeaseGuard> {
+    /// Acquires as `options` say (their cancel token cancels the wait for the lock, not
+    /// the lease), then keeps the lock alive as [`Locker::hold`].
+    pub fn hold_with(&self, options: &AcquireOptions) -> Result<LeaseGuard> {
+        let o = options.to_c()?;
         let mut p = ptr::null_mut();
-        check(unsafe { sys::mongoelector_lease_acquire(self.inner.ptr, o, &mut p) })?;
+        check(unsafe {
+            sys::mongoelector_lease_acquire_with(self.inner.ptr, &o, None, ptr::null_mut(), &mut p)
+        })?;
         Ok(LeaseGuard {
             ptr: p,
             _locker: self.inner.clone(),
         })
-    }
-}
-
-fn lease_options() -> sys::mongoelector_lease_options {
-    let mut o = std::mem::MaybeUninit::<sys::mongoelector_lease_options>::zeroed();
-    unsafe {
-        sys::mongoelector_lease_options_init(o.as_mut_ptr());
-        o.assume_init()
     }
 }

@@ -1,94 +1,220 @@
+use crate::cancel::CancelToken;
 use crate::client::{Client, ClientInner};
-use crate::error::{check, cstring, Result};
+use crate::error::{check, cstring, Error, Result};
+use crate::status::Timestamp;
 use mongoelector_sys as sys;
 use std::ffi::CStr;
-use std::os::raw::c_int;
+use std::fmt;
+use std::os::raw::{c_char, c_int};
 use std::ptr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-/// Locker configuration; `Default` gives the library's defaults.
+/// The C configuration as mongoelector_locker_config_init() sets it up (the library's
+/// defaults, shared by every binding).
+fn c_config() -> Result<sys::mongoelector_locker_config> {
+    // SAFETY: all-zero is a valid value of the C struct; init writes every field.
+    let mut c: sys::mongoelector_locker_config = unsafe { std::mem::zeroed() };
+    check(unsafe {
+        sys::mongoelector_locker_config_init(&mut c, sys::MONGOELECTOR_LOCKER_CONFIG_VERSION)
+    })?;
+    Ok(c)
+}
+
+/// Builds a [`Locker`]: `Locker::builder(&client, "key").ttl(..).build()?`. Every option
+/// left unset keeps the library's default (from `mongoelector_locker_config_init`, the
+/// same for every binding): collection "mongolocker", ttl 600 s, timeparanoid on, max
+/// offset 0.5 s, delete_on_release off, allow_unsafe_server off, per-call timeout ttl/10
+/// clamped to [0.1 s, 5 s].
 #[derive(Debug, Clone)]
-pub struct LockerOptions {
-    /// Collection of the lock documents (default "mongolocker").
-    pub collection: Option<String>,
-    /// Lease of a lock (default 600 s).
-    pub ttl: Duration,
-    /// Check the host clock against the server's before acquiring (default true).
-    pub timeparanoid: bool,
-    /// Allowed host/server clock difference (default 0.5 s).
-    pub max_offset: Duration,
-    /// Release deletes the document (mixed fleets, see README; default false).
-    pub delete_on_release: bool,
-    /// Run on servers with non-atomic findAndModify such as FerretDB (default false).
-    pub allow_unsafe_server: bool,
+#[must_use = "a builder does nothing until build()"]
+pub struct LockerBuilder<'a> {
+    client: &'a Client,
+    key: String,
+    collection: Option<String>,
+    ttl: Option<Duration>,
+    timeparanoid: Option<bool>,
+    max_offset: Option<Duration>,
+    delete_on_release: Option<bool>,
+    allow_unsafe_server: Option<bool>,
+    op_timeout: Option<Duration>,
 }
 
-/// The C options struct as mongoelector_locker_options_init() sets it up.
-fn c_options() -> sys::mongoelector_locker_options {
-    let mut o = std::mem::MaybeUninit::<sys::mongoelector_locker_options>::zeroed();
-    unsafe {
-        sys::mongoelector_locker_options_init(o.as_mut_ptr());
-        o.assume_init()
-    }
-}
-
-impl Default for LockerOptions {
-    fn default() -> Self {
-        let o = c_options();
-        LockerOptions {
-            collection: None,
-            ttl: Duration::from_secs_f64(o.ttl_seconds),
-            timeparanoid: o.timeparanoid != 0,
-            max_offset: Duration::from_secs_f64(o.max_offset_seconds),
-            delete_on_release: o.delete_on_release != 0,
-            allow_unsafe_server: o.allow_unsafe_server != 0,
-        }
-    }
-}
-
-impl LockerOptions {
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
+impl<'a> LockerBuilder<'a> {
+    /// Collection of the lock documents (default "mongolocker"; the fencing epochs live
+    /// in `"<collection>.fences"`).
+    pub fn collection(mut self, name: &str) -> Self {
+        self.collection = Some(name.to_owned());
         self
     }
-}
+    /// Lease of a lock: how long a crashed holder blocks the key (default 600 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+    /// Check the host clock against the server's before acquiring (default true).
+    pub fn timeparanoid(mut self, on: bool) -> Self {
+        self.timeparanoid = Some(on);
+        self
+    }
+    /// Allowed host/server clock difference (default 0.5 s).
+    pub fn max_offset(mut self, max: Duration) -> Self {
+        self.max_offset = Some(max);
+        self
+    }
+    /// Release deletes the lock document, as the original mongoelector does (mixed
+    /// fleets, see the repository's README; default false).
+    pub fn delete_on_release(mut self, on: bool) -> Self {
+        self.delete_on_release = Some(on);
+        self
+    }
+    /// Run on servers with non-atomic findAndModify such as FerretDB: mutual exclusion is
+    /// then NOT guaranteed under contention (default false: such servers are refused).
+    pub fn allow_unsafe_server(mut self, on: bool) -> Self {
+        self.allow_unsafe_server = Some(on);
+        self
+    }
+    /// Time bound of one round trip (server selection, connect, socket, maxTimeMS); at
+    /// most ttl/2. `Duration::ZERO`: the default, ttl/10 clamped to [0.1 s, 5 s].
+    pub fn op_timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = Some(timeout);
+        self
+    }
 
-/// How to acquire: see [`Locker::acquire_with`].
-#[derive(Debug, Clone)]
-pub struct AcquireOptions {
-    /// false: one attempt (`Error::LockHeld` when held).
-    pub blocking: bool,
-    /// Blocking only: give up after this long (`Error::Timeout`); None waits forever.
-    pub timeout: Option<Duration>,
-    /// Blocking only: interval between attempts (default 250 ms).
-    pub step: Duration,
-    /// Take the lock whoever holds it.
-    pub force: bool,
-}
-
-impl Default for AcquireOptions {
-    fn default() -> Self {
-        AcquireOptions {
-            blocking: true,
-            timeout: None,
-            step: Duration::from_millis(250),
-            force: false,
+    /// Creates the locker and ensures the collection's TTL index (one round trip).
+    /// `Error::InvalidArgument` for a bad key (empty, over 1024 bytes, NUL) or option.
+    pub fn build(self) -> Result<Locker> {
+        crate::log::sync()?;
+        let ckey = cstring("key", &self.key)?;
+        let coll = self
+            .collection
+            .as_deref()
+            .map(|c| cstring("collection", c))
+            .transpose()?;
+        let mut c = c_config()?;
+        if let Some(coll) = &coll {
+            c.collection = coll.as_ptr();
         }
+        if let Some(t) = self.ttl {
+            c.ttl_seconds = t.as_secs_f64();
+        }
+        if let Some(on) = self.timeparanoid {
+            c.timeparanoid = on as c_int;
+        }
+        if let Some(m) = self.max_offset {
+            c.max_offset_seconds = m.as_secs_f64();
+        }
+        if let Some(on) = self.delete_on_release {
+            c.delete_on_release = on as c_int;
+        }
+        if let Some(on) = self.allow_unsafe_server {
+            c.allow_unsafe_server = on as c_int;
+        }
+        if let Some(t) = self.op_timeout {
+            c.op_timeout_seconds = t.as_secs_f64();
+        }
+        let mut ptr = ptr::null_mut();
+        check(unsafe {
+            sys::mongoelector_locker_new_with(self.client.inner.ptr, ckey.as_ptr(), &c, &mut ptr)
+        })?;
+        Ok(Locker {
+            inner: Arc::new(LockerInner {
+                ptr,
+                _client: self.client.inner.clone(),
+            }),
+            key: self.key,
+        })
+    }
+}
+
+/// How to acquire: `AcquireOptions::new().timeout(d).cancel(&token)`, for
+/// [`Locker::acquire_with`] and [`Locker::hold_with`]. Unset options keep the library's
+/// defaults (`mongoelector_acquire_options_init`): blocking, no time limit, a retry every
+/// 250 ms, not forced, no cancel token.
+#[derive(Debug, Clone, Default)]
+#[must_use = "options do nothing until passed to acquire_with/hold_with"]
+pub struct AcquireOptions {
+    blocking: Option<bool>,
+    timeout: Option<Duration>,
+    step: Option<Duration>,
+    force: Option<bool>,
+    cancel: Option<CancelToken>,
+}
+
+impl AcquireOptions {
+    pub fn new() -> AcquireOptions {
+        AcquireOptions::default()
+    }
+    /// false: one attempt, `Error::LockHeld` when held (a timeout is then
+    /// `Error::InvalidArgument`). Default true: wait for the lock.
+    pub fn blocking(mut self, on: bool) -> Self {
+        self.blocking = Some(on);
+        self
+    }
+    /// Blocking only: give up after this long with `Error::Timeout` (default: no limit).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+    /// Blocking only: interval between attempts (default 250 ms).
+    pub fn step(mut self, step: Duration) -> Self {
+        self.step = Some(step);
+        self
+    }
+    /// Take the lock whoever holds it (default false).
+    pub fn force(mut self, on: bool) -> Self {
+        self.force = Some(on);
+        self
+    }
+    /// The call returns `Error::Cancelled` once `token` is cancelled (at once if it
+    /// already is). The options keep a clone of the token.
+    pub fn cancel(mut self, token: &CancelToken) -> Self {
+        self.cancel = Some(token.clone());
+        self
+    }
+
+    /// The C struct; valid while `self` lives (it borrows the token).
+    pub(crate) fn to_c(&self) -> Result<sys::mongoelector_acquire_options> {
+        // SAFETY: all-zero is a valid value of the C struct; init writes every field.
+        let mut o: sys::mongoelector_acquire_options = unsafe { std::mem::zeroed() };
+        check(unsafe {
+            sys::mongoelector_acquire_options_init(
+                &mut o,
+                sys::MONGOELECTOR_ACQUIRE_OPTIONS_VERSION,
+            )
+        })?;
+        if let Some(b) = self.blocking {
+            o.blocking = b as c_int;
+        }
+        if let Some(t) = self.timeout {
+            o.timeout_seconds = t.as_secs_f64();
+        }
+        if let Some(s) = self.step {
+            o.step_seconds = s.as_secs_f64();
+        }
+        if let Some(f) = self.force {
+            o.force = f as c_int;
+        }
+        if let Some(c) = &self.cancel {
+            o.cancel = c.as_ptr();
+        }
+        Ok(o)
     }
 }
 
 /// The current, unexpired lock document of a key.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
+    /// The holder's identity (its locker's [`Locker::uuid`]).
     pub uuid: String,
     pub host: String,
     pub pid: i64,
     /// Server time.
-    pub created: SystemTime,
+    pub created: Timestamp,
     /// Server time.
-    pub expire: SystemTime,
-    /// 0 if written by a node without fencing.
+    pub expire: Timestamp,
+    /// 0 if written by a node without fencing (the original mongoelector).
     pub fence: i64,
 }
 
@@ -97,8 +223,7 @@ pub(crate) struct LockerInner {
     _client: Arc<ClientInner>,
 }
 
-// The header: "A locker may be used from several threads; calls on it are serialised
-// except mongoelector_locker_cancel()", which is itself callable from any thread.
+// The header: a locker may be used from any thread, by several at once.
 unsafe impl Send for LockerInner {}
 unsafe impl Sync for LockerInner {}
 
@@ -109,126 +234,88 @@ impl Drop for LockerInner {
 }
 
 /// A distributed lock on one key. `Send + Sync`: share it with `Arc` or borrow it into
-/// scoped threads. Dropping it frees the handle but does NOT release a held lock (it
-/// expires at its ttl): call [`Locker::release`] first.
+/// scoped threads.
+///
+/// [`Locker::acquire`] returns a [`LockGuard`] that releases the lock when dropped
+/// (an early return, `?`, a panic), like a `MutexGuard`. Dropping the `Locker` itself
+/// releases nothing (a leaked hold expires at its ttl).
 pub struct Locker {
     pub(crate) inner: Arc<LockerInner>,
     key: String,
 }
 
-/// Cancels a blocking acquire running on another thread: it returns
-/// `Error::Cancelled` within about 100 ms. A cancel issued while no acquire runs stays
-/// pending and cancels the next blocking acquire (so a cancel racing just ahead of the
-/// acquire is not lost). Keeps the locker's handle alive.
-#[derive(Clone)]
-pub struct CancelHandle {
-    inner: Arc<LockerInner>,
-}
-
-impl CancelHandle {
-    pub fn cancel(&self) -> Result<()> {
-        check(unsafe { sys::mongoelector_locker_cancel(self.inner.ptr) })
+impl fmt::Debug for Locker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locker")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
     }
 }
 
-fn from_ms(ms: i64) -> SystemTime {
-    if ms >= 0 {
-        UNIX_EPOCH + Duration::from_millis(ms as u64)
+unsafe fn owned_c_string(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
     } else {
-        UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
+        CStr::from_ptr(p).to_string_lossy().into_owned()
     }
-}
-
-fn c_string(buf: &[std::os::raw::c_char]) -> String {
-    // Guard against a missing NUL even though the header promises one.
-    let bytes: Vec<u8> = buf
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 impl Locker {
-    /// Creates a locker for `key` (non-empty UTF-8, at most 1024 bytes) and ensures the
-    /// collection's TTL index (one round trip).
-    pub fn new(client: &Client, key: &str, options: &LockerOptions) -> Result<Locker> {
-        let ckey = cstring("key", key)?;
-        let coll = options
-            .collection
-            .as_deref()
-            .map(|c| cstring("collection", c))
-            .transpose()?;
-        let mut o = c_options();
-        if let Some(c) = &coll {
-            o.collection = c.as_ptr();
-        }
-        o.ttl_seconds = options.ttl.as_secs_f64();
-        o.timeparanoid = options.timeparanoid as c_int;
-        o.max_offset_seconds = options.max_offset.as_secs_f64();
-        o.delete_on_release = options.delete_on_release as c_int;
-        o.allow_unsafe_server = options.allow_unsafe_server as c_int;
-        let mut ptr = ptr::null_mut();
-        check(unsafe {
-            sys::mongoelector_locker_new(client.inner.ptr, ckey.as_ptr(), &o, &mut ptr)
-        })?;
-        Ok(Locker {
-            inner: Arc::new(LockerInner {
-                ptr,
-                _client: client.inner.clone(),
-            }),
+    /// A builder for a locker on `key` (non-empty UTF-8, at most 1024 bytes).
+    pub fn builder<'a>(client: &'a Client, key: &str) -> LockerBuilder<'a> {
+        LockerBuilder {
+            client,
             key: key.to_owned(),
-        })
+            collection: None,
+            ttl: None,
+            timeparanoid: None,
+            max_offset: None,
+            delete_on_release: None,
+            allow_unsafe_server: None,
+            op_timeout: None,
+        }
+    }
+
+    /// A locker on `key` with the library's defaults (`Locker::builder(client, key).build()`).
+    pub fn new(client: &Client, key: &str) -> Result<Locker> {
+        Locker::builder(client, key).build()
     }
 
     pub fn key(&self) -> &str {
         &self.key
     }
 
-    /// Waits for the lock (at most `timeout`; None: forever) and returns the fencing
-    /// token, strictly greater than every token handed out before for this key.
-    pub fn acquire(&self, timeout: Option<Duration>) -> Result<i64> {
-        self.acquire_with(&AcquireOptions {
-            timeout,
-            ..Default::default()
-        })
-    }
-
-    /// One attempt: the fencing token, or `Error::LockHeld`.
-    pub fn try_acquire(&self) -> Result<i64> {
-        self.acquire_with(&AcquireOptions {
-            blocking: false,
-            ..Default::default()
-        })
-    }
-
-    /// Acquires as `o` says. A non-blocking acquire with a timeout is
-    /// `Error::InvalidArgument` (the C library checks it).
-    pub fn acquire_with(&self, o: &AcquireOptions) -> Result<i64> {
-        // C: a negative timeout is "none".
-        let timeout = o.timeout.map_or(-1.0, |t| t.as_secs_f64());
-        let mut fence = 0i64;
-        check(unsafe {
-            sys::mongoelector_locker_acquire(
-                self.inner.ptr,
-                o.blocking as c_int,
-                timeout,
-                o.step.as_secs_f64(),
-                o.force as c_int,
-                &mut fence,
-            )
-        })?;
-        Ok(fence)
-    }
-
-    /// A handle that cancels a blocking acquire from another thread.
-    pub fn cancel_handle(&self) -> CancelHandle {
-        CancelHandle {
-            inner: self.inner.clone(),
+    /// Waits for the lock (at most `timeout`, then `Error::Timeout`; None: forever) and
+    /// returns the guard of the hold, whose [`LockGuard::fence`] is the fencing token:
+    /// strictly greater than every token handed out before for this key.
+    pub fn acquire(&self, timeout: Option<Duration>) -> Result<LockGuard<'_>> {
+        let mut o = AcquireOptions::new();
+        if let Some(t) = timeout {
+            o = o.timeout(t);
         }
+        self.acquire_with(&o)
     }
 
-    /// Releases this locker's lock. Not holding it is not an error.
+    /// One attempt: the guard, or `Error::LockHeld`.
+    pub fn try_acquire(&self) -> Result<LockGuard<'_>> {
+        self.acquire_with(&AcquireOptions::new().blocking(false))
+    }
+
+    /// Acquires as `options` say (blocking or not, timeout, retry step, force, cancel
+    /// token). The wait does not block other calls on this locker.
+    pub fn acquire_with(&self, options: &AcquireOptions) -> Result<LockGuard<'_>> {
+        let o = options.to_c()?;
+        let mut fence = 0i64;
+        check(unsafe { sys::mongoelector_locker_acquire_with(self.inner.ptr, &o, &mut fence) })?;
+        Ok(LockGuard {
+            locker: self,
+            fence,
+            armed: true,
+        })
+    }
+
+    /// Releases this locker's hold (fenced: a hold it lost to another is not touched),
+    /// whichever guard acquired it. Not holding is not an error.
     pub fn release(&self) -> Result<()> {
         check(unsafe { sys::mongoelector_locker_release(self.inner.ptr, 0) })
     }
@@ -240,11 +327,11 @@ impl Locker {
 
     /// Renews a held, unexpired lock: the new expiry (server time), or None when this
     /// locker no longer holds it.
-    pub fn touch(&self) -> Result<Option<SystemTime>> {
+    pub fn touch(&self) -> Result<Option<Timestamp>> {
         let mut renewed: c_int = 0;
         let mut ms = 0i64;
         check(unsafe { sys::mongoelector_locker_touch(self.inner.ptr, &mut renewed, &mut ms) })?;
-        Ok((renewed != 0).then(|| from_ms(ms)))
+        Ok((renewed != 0).then_some(Timestamp::from_millis(ms)))
     }
 
     /// Anyone holds an unexpired lock on the key (one round trip).
@@ -261,9 +348,9 @@ impl Locker {
         Ok(out != 0)
     }
 
-    /// The fencing token of the current hold, 0 when holding nothing (no round trip).
-    /// Pass it with every write the lock guards; the resource refuses tokens below the
-    /// highest it has seen, and so every superseded holder.
+    /// The fencing token of this locker's current hold, 0 when holding nothing (no round
+    /// trip). Pass it with every write the lock guards; the resource refuses tokens below
+    /// the highest it has seen, and so every superseded holder.
     pub fn fence(&self) -> Result<i64> {
         let mut out = 0i64;
         check(unsafe { sys::mongoelector_locker_fence(self.inner.ptr, &mut out) })?;
@@ -274,34 +361,130 @@ impl Locker {
     pub fn uuid(&self) -> Result<String> {
         let mut s = ptr::null();
         check(unsafe { sys::mongoelector_locker_uuid(self.inner.ptr, &mut s) })?;
-        Ok(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
+        Ok(unsafe { owned_c_string(s) })
     }
 
-    /// Server minus host clock, in seconds; `Error::ClockOffset` beyond max_offset.
+    /// Server minus host clock, in seconds (one round trip unless a good result is
+    /// cached). Beyond max_offset: `Error::ClockOffset` with the measured `offset`.
     pub fn verify_time(&self) -> Result<f64> {
-        let mut off = 0f64;
-        check(unsafe { sys::mongoelector_locker_verify_time(self.inner.ptr, &mut off) })?;
-        Ok(off)
+        let mut off = f64::NAN;
+        let r = check(unsafe { sys::mongoelector_locker_verify_time(self.inner.ptr, &mut off) });
+        match r {
+            Ok(()) => Ok(off),
+            Err(Error::ClockOffset { detail, .. }) => Err(Error::ClockOffset {
+                offset: (!off.is_nan()).then_some(off),
+                detail,
+            }),
+            Err(e) => Err(e),
+        }
     }
 
-    /// The unexpired lock document of the key, None when nobody holds it.
+    /// The unexpired lock document of the key, None when nobody holds it (one round trip).
     pub fn current(&self) -> Result<Option<LockInfo>> {
-        let mut info = std::mem::MaybeUninit::<sys::mongoelector_lock_info>::zeroed();
+        // SAFETY: all-zero is a valid value (null strings); version set as required.
+        let mut d: sys::mongoelector_lock_details = unsafe { std::mem::zeroed() };
+        d.version = sys::MONGOELECTOR_LOCK_DETAILS_VERSION;
         let mut found: c_int = 0;
-        check(unsafe {
-            sys::mongoelector_locker_current(self.inner.ptr, info.as_mut_ptr(), &mut found)
-        })?;
-        if found == 0 {
+        let st =
+            unsafe { sys::mongoelector_locker_current_details(self.inner.ptr, &mut d, &mut found) };
+        let r = check(st);
+        let info = (r.is_ok() && found != 0).then(|| LockInfo {
+            uuid: unsafe { owned_c_string(d.uuid) },
+            host: unsafe { owned_c_string(d.host) },
+            pid: d.pid,
+            created: Timestamp::from_millis(d.created_ms),
+            expire: Timestamp::from_millis(d.expire_ms),
+            fence: d.fence,
+        });
+        // Frees what the struct holds (NULL strings are fine), after the error was read.
+        unsafe { sys::mongoelector_lock_details_clear(&mut d) };
+        r.map(|()| info)
+    }
+}
+
+/// The hold of a lock, from [`Locker::acquire`] & co. Dropping it releases the lock at
+/// once (fenced), so that `?`, an early return or a panic between acquire and release
+/// frees the key for the next holder right away instead of at the ttl. A release that
+/// fails on drop is logged (target "mongoelector", warn), never panics: the hold then
+/// stays until its ttl or this locker's next acquire or release. Use
+/// [`LockGuard::release`] to see that error.
+///
+/// The guard releases only the hold it acquired: if the locker lost it and acquired
+/// again meanwhile, the newer hold belongs to the newer guard.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard<'a> {
+    locker: &'a Locker,
+    fence: i64,
+    armed: bool,
+}
+
+impl<'a> LockGuard<'a> {
+    /// The fencing token of this hold.
+    pub fn fence(&self) -> i64 {
+        self.fence
+    }
+
+    /// The locker holding.
+    pub fn locker(&self) -> &'a Locker {
+        self.locker
+    }
+
+    /// Renews the hold (see [`Locker::touch`]): the new expiry, None once lost.
+    pub fn touch(&self) -> Result<Option<Timestamp>> {
+        if self.locker.fence()? != self.fence {
             return Ok(None);
         }
-        let info = unsafe { info.assume_init() };
-        Ok(Some(LockInfo {
-            uuid: c_string(&info.uuid),
-            host: c_string(&info.host),
-            pid: info.pid,
-            created: from_ms(info.created_ms),
-            expire: from_ms(info.expire_ms),
-            fence: info.fence,
-        }))
+        self.locker.touch()
+    }
+
+    /// Releases the lock now and returns the release's error, if any (the hold is then
+    /// kept as stranded by the library: released by this locker's next acquire or
+    /// release, or expiring at its ttl).
+    pub fn release(mut self) -> Result<()> {
+        self.armed = false;
+        self.release_hold()
+    }
+
+    /// Ends the guard WITHOUT releasing: the lock stays held until its ttl or an explicit
+    /// [`Locker::release`] (from this process or, by `force_release`, any other). Returns
+    /// the fencing token.
+    pub fn leak(mut self) -> i64 {
+        self.armed = false;
+        self.fence
+    }
+
+    fn release_hold(&self) -> Result<()> {
+        // Only this guard's hold: after a loss and a new acquire through the same locker,
+        // the locker's hold is another guard's.
+        if self.locker.fence()? != self.fence {
+            return Ok(());
+        }
+        self.locker.release()
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Err(e) = self.release_hold() {
+            ::log::warn!(
+                target: crate::LOG_TARGET,
+                "releasing {} (fence {}) on drop failed: {e}; the lock stays held until its ttl \
+                 or this locker's next acquire or release",
+                self.locker.key,
+                self.fence
+            );
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.locker.key)
+            .field("fence", &self.fence)
+            .finish()
     }
 }

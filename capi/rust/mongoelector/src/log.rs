@@ -4,18 +4,23 @@
 //! tracing-log, ...) shows them, e.g. `RUST_LOG=mongoelector=info`. No setup call is
 //! needed: the first [`crate::Client::new`] routes them (no logger installed: they are
 //! dropped, as every `log` record is). [`set_log_handler`] sends them elsewhere.
+//!
+//! The library drops messages below a minimum level before formatting them. For the `log`
+//! crate that level follows [`log::max_level()`] as it is when a client, locker or
+//! elector is made (or [`sync_log_level`] is called): install your logger and its level
+//! filter first, or call [`sync_log_level`] after changing them.
 use crate::error::{check, Result};
 use mongoelector_sys as sys;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Once, RwLock};
+use std::sync::Mutex;
 
 /// The `log` target of the library's messages.
 pub const LOG_TARGET: &str = "mongoelector";
 
 /// Level of a library log message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LogLevel {
     Debug,
     Info,
@@ -47,24 +52,32 @@ impl From<LogLevel> for ::log::Level {
 
 /// What [`set_log_handler`] takes.
 pub type LogHandler = dyn Fn(LogLevel, &str) + Send + Sync + 'static;
-type Handler = Arc<LogHandler>;
-/// None: the `log` crate.
-static HANDLER: RwLock<Option<Handler>> = RwLock::new(None);
-static INSTALL: Once = Once::new();
+
+/// The state one installation hands to C as user_data: freed in `release_tramp`, which
+/// the library calls once that installation was replaced and no call of it is in flight.
+struct Installed {
+    /// None: the `log` crate.
+    handler: Option<Box<LogHandler>>,
+}
+
+/// What is installed, as far as this crate knows: (custom handler installed, min level
+/// given to C). None: nothing installed by this crate yet.
+static CURRENT: Mutex<Option<(bool, sys::mongoelector_log_level)>> = Mutex::new(None);
 
 unsafe extern "C" fn log_tramp(
     level: sys::mongoelector_log_level,
     msg: *const c_char,
-    _ud: *mut c_void,
+    ud: *mut c_void,
 ) {
-    if msg.is_null() {
+    if msg.is_null() || ud.is_null() {
         return;
     }
     // Never unwind into C: a panicking handler or logger loses its message only.
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: ud is the Installed of this installation, alive until release_tramp.
+        let installed = &*(ud as *const Installed);
         let level = LogLevel::from_c(level);
-        let handler = HANDLER.read().unwrap_or_else(|e| e.into_inner()).clone();
-        match handler {
+        match &installed.handler {
             Some(h) => h(level, &CStr::from_ptr(msg).to_string_lossy()),
             None => {
                 let level = ::log::Level::from(level);
@@ -77,24 +90,78 @@ unsafe extern "C" fn log_tramp(
     }));
 }
 
-/// Points the C library's process-wide log callback at this crate, once. Called by
-/// `Client::new` and `set_log_handler`.
-pub(crate) fn install() -> Result<()> {
-    let mut status = sys::MONGOELECTOR_OK;
-    INSTALL.call_once(|| {
-        status =
-            unsafe { sys::mongoelector_set_log_callback(Some(log_tramp), std::ptr::null_mut()) };
-    });
-    check(status)
+unsafe extern "C" fn release_tramp(ud: *mut c_void) {
+    if ud.is_null() {
+        return;
+    }
+    // The hand-over point: no thread can call this installation's handler any more.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        drop(Box::from_raw(ud as *mut Installed))
+    }));
+}
+
+/// The C minimum level for `log::max_level()`: messages the `log` crate would drop
+/// are not even formatted. Off: errors only (nothing lower can pass).
+fn min_level_for_log() -> sys::mongoelector_log_level {
+    match ::log::max_level() {
+        ::log::LevelFilter::Trace | ::log::LevelFilter::Debug => sys::MONGOELECTOR_LOG_DEBUG,
+        ::log::LevelFilter::Info => sys::MONGOELECTOR_LOG_INFO,
+        ::log::LevelFilter::Warn => sys::MONGOELECTOR_LOG_WARNING,
+        ::log::LevelFilter::Error | ::log::LevelFilter::Off => sys::MONGOELECTOR_LOG_ERROR,
+    }
+}
+
+fn install_locked(
+    current: &mut Option<(bool, sys::mongoelector_log_level)>,
+    handler: Option<Box<LogHandler>>,
+) -> Result<()> {
+    let custom = handler.is_some();
+    let min = if custom {
+        sys::MONGOELECTOR_LOG_DEBUG
+    } else {
+        min_level_for_log()
+    };
+    let ud = Box::into_raw(Box::new(Installed { handler })) as *mut c_void;
+    let st =
+        unsafe { sys::mongoelector_set_log_handler(min, Some(log_tramp), ud, Some(release_tramp)) };
+    if st != sys::MONGOELECTOR_OK {
+        // Not installed: C never saw it.
+        drop(unsafe { Box::from_raw(ud as *mut Installed) });
+        return check(st);
+    }
+    *current = Some((custom, min));
+    Ok(())
+}
+
+/// Routes the library's messages to the `log` crate unless this crate already installed
+/// a handler; re-installs when `log::max_level()` changed since. Called by
+/// `Client::new` and the builders' `build()`.
+pub(crate) fn sync() -> Result<()> {
+    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    match *current {
+        Some((true, _)) => Ok(()),
+        Some((false, min)) if min == min_level_for_log() => Ok(()),
+        _ => install_locked(&mut current, None),
+    }
+}
+
+/// Makes the library's minimum level follow the current [`log::max_level()`] (when its
+/// messages go to the `log` crate). Clients, lockers and electors do it when made; call
+/// it after raising the `log` crate's level filter later on.
+pub fn sync_log_level() -> Result<()> {
+    sync()
 }
 
 /// Sends every library log message to `handler` instead of the `log` crate; `None`
 /// restores the default (the `log` crate, target [`LOG_TARGET`]). The handler runs on
-/// whichever thread logs, often an elector thread; a panic in it is caught. Process-wide.
+/// whichever thread logs, often an elector thread or the library's renewer; it must be
+/// short and must not call `set_log_handler` itself. A panic in it is caught. The
+/// previous handler is dropped once no thread is running it any more (the library's
+/// hand-over point), on this thread if none is. Process-wide.
 ///
-/// The library logs through one process-wide C callback: this crate installs its own
+/// The library logs through one process-wide C handler: this crate installs its own
 /// (at the first `Client::new` or here), replacing one set through `mongoelector-sys`.
 pub fn set_log_handler(handler: Option<Box<LogHandler>>) -> Result<()> {
-    *HANDLER.write().unwrap_or_else(|e| e.into_inner()) = handler.map(Arc::from);
-    install()
+    let mut current = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    install_locked(&mut current, handler)
 }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{locker, unique_key};
-use mongoelector::{AcquireOptions, Client, Error, Locker};
+use mongoelector::{AcquireOptions, CancelToken, Client, Error, Locker};
 use std::time::{Duration, Instant};
 
 fn sqlite_client() -> (Client, std::path::PathBuf) {
@@ -52,13 +52,10 @@ fn suite(c: &Client) {
     assert!(lb.fence() > fence);
 
     // Taken by force: b's lease is lost within about ttl/3, for good.
-    let f3 = a
-        .acquire_with(&AcquireOptions {
-            blocking: false,
-            force: true,
-            ..Default::default()
-        })
+    let g3 = a
+        .acquire_with(&AcquireOptions::new().blocking(false).force(true))
         .unwrap();
+    let f3 = g3.fence();
     let t0 = Instant::now();
     assert!(lb.wait_lost(Some(3 * ttl)).unwrap());
     assert!(
@@ -72,22 +69,37 @@ fn suite(c: &Client) {
     drop(lb);
     assert!(a.owned().unwrap());
     assert_eq!(a.fence().unwrap(), f3);
-    a.release().unwrap();
+    g3.release().unwrap();
 
     // The guard keeps its locker's handle alive.
     let lease = {
-        let l = Locker::new(
-            c,
-            &unique_key("own"),
-            &mongoelector::LockerOptions::default().ttl(ttl),
-        )
-        .unwrap();
+        let l = Locker::builder(c, &unique_key("own"))
+            .ttl(ttl)
+            .build()
+            .unwrap();
         l.try_hold().unwrap()
     };
     assert!(!lease.is_lost());
     std::thread::spawn(move || assert!(!lease.is_lost()))
         .join()
         .unwrap();
+
+    // A cancel token stops the wait for the lock of a lease.
+    let key = unique_key("lease-cancel");
+    let holder = locker(c, &key, ttl);
+    let _held = holder.hold(None).unwrap();
+    let waiter = locker(c, &key, ttl);
+    let cancel = CancelToken::new();
+    let canceller = cancel.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        canceller.cancel();
+    });
+    let t0 = Instant::now();
+    let r = waiter.hold_with(&AcquireOptions::new().cancel(&cancel));
+    assert!(matches!(r, Err(Error::Cancelled(_))), "{:?}", r.err());
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    t.join().unwrap();
 }
 
 #[test]

@@ -74,8 +74,50 @@ fn messages_reach_the_log_crate_by_default_and_a_handler_on_request() {
         "the log crate got a message while a handler was set"
     );
 
+    // The hand-over: a replaced handler is dropped once no call of it is in flight, on
+    // the replacing thread if none is...
+    let marker = Arc::new(());
+    let m = marker.clone();
+    mongoelector::set_log_handler(Some(Box::new(move |_, _: &str| {
+        let _ = &m;
+    })))
+    .unwrap();
+    assert_eq!(Arc::strong_count(&marker), 2);
+    // ...else on the thread whose call ends last.
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let entered_tx = Mutex::new(entered_tx);
+    let m = marker.clone();
+    mongoelector::set_log_handler(Some(Box::new(move |_, msg: &str| {
+        let _ = &m;
+        if msg == "became leader of log-slow" {
+            let _ = entered_tx.lock().unwrap().send(());
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    })))
+    .unwrap();
+    assert_eq!(
+        Arc::strong_count(&marker),
+        2,
+        "the first handler was not released"
+    );
+    let d = dir.clone();
+    let slow = std::thread::spawn(move || lead(&d, "log-slow"));
+    entered
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the slow handler was called");
     // None: back to the log crate. Messages below log's max level are not formatted.
     mongoelector::set_log_handler(None).unwrap();
+    assert_eq!(
+        Arc::strong_count(&marker),
+        2,
+        "a handler in flight was released under its feet"
+    );
+    slow.join().unwrap();
+    assert_eq!(
+        Arc::strong_count(&marker),
+        1,
+        "the replaced handler was not released after its last call"
+    );
     log::set_max_level(log::LevelFilter::Warn);
     lead(&dir, "log-filtered");
     assert!(!records().iter().any(|(_, _, m)| m.contains("log-filtered")));

@@ -4,8 +4,10 @@
 //! between OS processes.
 #![allow(dead_code)]
 
-use mongoelector::{Client, Elector, Locker, LockerOptions};
-use std::io::{BufRead, BufReader};
+pub mod wire;
+
+use mongoelector::{AcquireOptions, Client, Elector, Error, Locker};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
@@ -45,7 +47,10 @@ pub fn unique_key(name: &str) -> String {
 }
 
 pub fn locker(c: &Client, key: &str, ttl: Duration) -> Locker {
-    Locker::new(c, key, &LockerOptions::default().ttl(ttl)).expect("Locker::new")
+    Locker::builder(c, key)
+        .ttl(ttl)
+        .build()
+        .expect("Locker::new")
 }
 
 pub struct Helper {
@@ -64,11 +69,17 @@ impl Helper {
             "--test-threads=1",
         ])
         .env(HELPER_ENV, role)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Helper::spawn(cmd)
+    }
+
+    /// Runs the prepared command (this test binary as a helper).
+    fn spawn(mut cmd: Command) -> Helper {
         let mut child = cmd.spawn().expect("spawn helper");
         let out = child.stdout.take().unwrap();
         let (tx, rx) = channel();
@@ -90,6 +101,13 @@ impl Helper {
         ];
         env.extend(extra.iter().cloned());
         Helper::start(role, &env)
+    }
+
+    /// Writes `line` to the helper's stdin.
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().expect("helper stdin");
+        writeln!(stdin, "{line}").expect("write to helper");
+        stdin.flush().unwrap();
     }
 
     pub fn pid(&self) -> u32 {
@@ -187,10 +205,10 @@ pub fn run_helper() -> bool {
         // acquire, print ACQUIRED <fence>, hold HELPER_HOLD_MS (0: until killed), release
         "hold" => {
             let l = locker(&c, &key, ttl);
-            let fence = l
+            let guard = l
                 .acquire(Some(Duration::from_secs(30)))
                 .expect("helper acquire");
-            println!("HELPER ACQUIRED {fence}");
+            println!("HELPER ACQUIRED {}", guard.fence());
             let hold = env_ms("HELPER_HOLD_MS", 0);
             if hold.is_zero() {
                 loop {
@@ -198,7 +216,7 @@ pub fn run_helper() -> bool {
                 }
             }
             std::thread::sleep(hold);
-            l.release().expect("helper release");
+            guard.release().expect("helper release");
             println!("HELPER RELEASED");
         }
         // HELPER_N rounds of read-modify-write of a file, guarded by the lock
@@ -206,24 +224,60 @@ pub fn run_helper() -> bool {
             let n: usize = std::env::var("HELPER_N").unwrap().parse().unwrap();
             let file = std::env::var("HELPER_FILE").unwrap();
             let l = locker(&c, &key, ttl);
+            let opts = AcquireOptions::new()
+                .timeout(Duration::from_secs(60))
+                .step(Duration::from_millis(20));
             for _ in 0..n {
-                let fence = l
-                    .acquire_with(&mongoelector::AcquireOptions {
-                        timeout: Some(Duration::from_secs(60)),
-                        step: Duration::from_millis(20),
-                        ..Default::default()
-                    })
-                    .expect("helper acquire");
+                let guard = l.acquire_with(&opts).expect("helper acquire");
                 let text = std::fs::read_to_string(&file).unwrap();
                 let mut lines: Vec<String> = text.lines().map(String::from).collect();
                 let count: u64 = lines[0].parse().unwrap();
                 std::thread::sleep(Duration::from_millis(5)); // widen a broken lock's race window
                 lines[0] = (count + 1).to_string();
-                lines.push(format!("{fence} {}", std::process::id()));
+                lines.push(format!("{} {}", guard.fence(), std::process::id()));
                 std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-                l.release().expect("helper release");
+                guard.release().expect("helper release");
             }
             println!("HELPER DONE");
+        }
+        // prints READY, then one non-blocking acquire per stdin line: HELD <message>, or
+        // ACQUIRED <fence> (then releases and exits)
+        "probe" => {
+            let l = locker(&c, &key, ttl);
+            println!("HELPER READY");
+            for line in std::io::stdin().lines() {
+                line.unwrap();
+                match l.try_acquire() {
+                    Ok(guard) => {
+                        println!("HELPER ACQUIRED {}", guard.fence());
+                        guard.release().expect("probe release");
+                        break;
+                    }
+                    Err(Error::LockHeld(d)) => println!("HELPER HELD {d}"),
+                    Err(e) => panic!("probe: {e}"),
+                }
+            }
+        }
+        // (run with a skewed clock) verify_time, then an acquire: OFFSET <seconds>, then
+        // ACQUIRE-OFFSET <None|Some(seconds)> from the acquire's ClockOffset error
+        "clock" => {
+            let l = locker(&c, &key, ttl);
+            match l.verify_time() {
+                Err(Error::ClockOffset {
+                    offset: Some(off),
+                    detail,
+                }) => {
+                    eprintln!("helper: {detail}");
+                    println!("HELPER OFFSET {off}");
+                }
+                other => panic!("verify_time with a skewed clock: {other:?}"),
+            }
+            match l.try_acquire().map(|g| g.leak()) {
+                Err(Error::ClockOffset { offset, .. }) => {
+                    println!("HELPER ACQUIRE-OFFSET {offset:?}")
+                }
+                other => panic!("acquire with a skewed clock: {other:?}"),
+            }
         }
         // an elector until killed: LEADER <fence> / LOSS
         "elect" => {
