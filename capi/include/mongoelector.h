@@ -148,6 +148,77 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_handler(mongoelector_l
                                                                   void *user_data,
                                                                   mongoelector_release_fn release);
 
+/* Since 1.1: structured log records. What a record is about (numbers are stable). */
+typedef enum mongoelector_log_event {
+  MONGOELECTOR_EVENT_NONE = 0,            /* free text (driver messages, configuration) */
+  MONGOELECTOR_EVENT_LEADER_ELECTED = 1,  /* this node became leader (INFO) */
+  MONGOELECTOR_EVENT_LEADER_LOST = 2,     /* this node's leadership ended (INFO/WARNING) */
+  MONGOELECTOR_EVENT_STEP_DOWN = 3,       /* a leader stepped down before its lease expired */
+  MONGOELECTOR_EVENT_RENEW_FAILED = 4,    /* a renewal failed; kept until its deadline */
+  MONGOELECTOR_EVENT_LEASE_LOST = 5,      /* a keep-alive lease was declared lost */
+  MONGOELECTOR_EVENT_CLOCK_JUMP = 6,      /* the server's clock stepped */
+  MONGOELECTOR_EVENT_UNSAFE_SERVER = 7,   /* the server's findAndModify is not atomic */
+  MONGOELECTOR_EVENT_RELEASE_FAILED = 8,  /* a release could not be confirmed */
+  MONGOELECTOR_EVENT_CALLBACK_FAILED = 9  /* a user callback failed (bindings) */
+} mongoelector_log_event;
+
+/* A log record as the library fills it; valid only during the callback. `version` is
+ * the library's MONGOELECTOR_LOG_RECORD_VERSION: fields are only ever appended, so a
+ * program reads the fields it knows. Strings are never NULL ("" when absent). */
+#define MONGOELECTOR_LOG_RECORD_VERSION 1
+typedef struct mongoelector_log_record {
+  uint32_t version;
+  mongoelector_log_level level;
+  mongoelector_log_event event;
+  const char *message;
+  const char *key;   /* the lock or election key the record is about */
+  int64_t fence;     /* the hold's fencing token, 0 when none */
+  const char *uuid;  /* the locker's / node's uuid */
+  const char *host;
+} mongoelector_log_record;
+typedef void (*mongoelector_log_record_fn)(const mongoelector_log_record *record, void *user_data);
+
+/* Since 1.1. As mongoelector_set_log_handler, for a handler that receives whole records
+ * (level, event code, message and the structured fields). Replaces any handler set by
+ * either function; the same hand-over rule applies to `release`. */
+MONGOELECTOR_API mongoelector_status mongoelector_set_log_record_handler(
+    mongoelector_log_level min_level, mongoelector_log_record_fn fn, void *user_data,
+    mongoelector_release_fn release);
+/* A static name for an event ("leader_elected"), "unknown" otherwise. */
+MONGOELECTOR_API const char *mongoelector_log_event_name(mongoelector_log_event event);
+
+/* Since 1.1: process-wide metrics of every locker, elector and lease of the library
+ * (counters only grow; the clock gauges follow the last server-time sample). Set
+ * out->version = MONGOELECTOR_STATS_VERSION; the fields of that version are written.
+ * Lock-free, no I/O; any thread. */
+#define MONGOELECTOR_STATS_VERSION 1
+#define MONGOELECTOR_STATS_LATENCY_BUCKETS 15
+typedef struct mongoelector_stats {
+  uint32_t version; /* set by the caller */
+  /* Acquire calls by outcome (argument errors are not counted). */
+  uint64_t acquires_acquired;
+  uint64_t acquires_held;      /* non-blocking, the lock was held */
+  uint64_t acquires_timeout;
+  uint64_t acquires_cancelled;
+  uint64_t acquires_error;     /* the server failed */
+  /* Latency of every acquire call: bucket i counts calls of at most bounds[i] seconds
+   * (and more than bounds[i-1]); the last bucket those above the last bound. */
+  double acquire_latency_bounds[MONGOELECTOR_STATS_LATENCY_BUCKETS - 1];
+  uint64_t acquire_latency_buckets[MONGOELECTOR_STATS_LATENCY_BUCKETS];
+  uint64_t acquire_latency_count;
+  double acquire_latency_sum_seconds;
+  uint64_t renewals;           /* renewals of held locks (electors, leases, touch) */
+  uint64_t renewal_failures;   /* of which failed, or found the hold gone */
+  uint64_t leader_elected;
+  uint64_t leader_lost;
+  uint64_t step_downs;         /* leaders that stepped down before their lease expired */
+  uint64_t clock_samples;
+  double clock_offset_seconds;      /* server minus host, at the last sample */
+  double clock_uncertainty_seconds; /* half the round trip of the last sample */
+  uint64_t round_trips;        /* commands sent to servers (SQLite: transactions) */
+} mongoelector_stats;
+MONGOELECTOR_API mongoelector_status mongoelector_stats_get(mongoelector_stats *out);
+
 /* Since 1.1. What the last failed call on THIS thread knows about the failure beyond
  * its status: the server's error code, code name and labels, so that a caller can tell
  * an authentication failure (code 18, "AuthenticationFailed") from a transient one

@@ -467,12 +467,128 @@ static void test_server_error_code(mongoelector_client *client, const char *serv
   printf("\n");
 }
 
+/* ---- metrics and structured log records -------------------------------------------- */
+
+typedef struct record_sink {
+  pthread_mutex_t mu;
+  char key[128];
+  int elected;
+  int lost;
+  int info_other; /* records at INFO or above about the key, other than the two above */
+  int64_t elected_fence;
+  char uuid[64];
+  char host[256];
+} record_sink;
+
+static void sink_record(const mongoelector_log_record *r, void *user_data) {
+  record_sink *s = (record_sink *)user_data;
+  if (r->version < 1 || strcmp(r->key, s->key) != 0) return;
+  pthread_mutex_lock(&s->mu);
+  if (r->event == MONGOELECTOR_EVENT_LEADER_ELECTED && r->level == MONGOELECTOR_LOG_INFO) {
+    s->elected++;
+    s->elected_fence = r->fence;
+    snprintf(s->uuid, sizeof s->uuid, "%s", r->uuid);
+    snprintf(s->host, sizeof s->host, "%s", r->host);
+  } else if (r->event == MONGOELECTOR_EVENT_LEADER_LOST && r->level == MONGOELECTOR_LOG_INFO) {
+    s->lost++;
+  } else if (r->level >= MONGOELECTOR_LOG_INFO) {
+    s->info_other++;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void test_stats_and_records(mongoelector_client *client) {
+  mongoelector_stats before, after;
+  mongoelector_locker *a = NULL, *b = NULL;
+  mongoelector_elector *e = NULL;
+  mongoelector_acquire_options once;
+  mongoelector_locker_config cfg;
+  record_sink rs;
+  const char *uuid = NULL;
+  int64_t fence = 0;
+  int leader = 0;
+  size_t i;
+  uint64_t in_buckets = 0;
+
+  memset(&before, 0, sizeof before);
+  CHECK_INVALID(mongoelector_stats_get(&before)); /* version unset */
+  CHECK_INVALID(mongoelector_stats_get(NULL));
+  before.version = MONGOELECTOR_STATS_VERSION;
+  after.version = MONGOELECTOR_STATS_VERSION;
+  CHECK_OK(mongoelector_stats_get(&before));
+
+  memset(&rs, 0, sizeof rs);
+  pthread_mutex_init(&rs.mu, NULL);
+  unique_key(rs.key, sizeof rs.key, "api11-stats");
+  CHECK_OK(mongoelector_set_log_record_handler(MONGOELECTOR_LOG_DEBUG, sink_record, &rs, NULL));
+
+  CHECK_OK(mongoelector_locker_config_init(&cfg, MONGOELECTOR_LOCKER_CONFIG_VERSION));
+  cfg.allow_unsafe_server = g_unsafe_server;
+  CHECK_OK(mongoelector_locker_new_with(client, rs.key, &cfg, &a));
+  CHECK_OK(mongoelector_locker_new_with(client, rs.key, &cfg, &b));
+  CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
+  CHECK_OK(mongoelector_locker_acquire_with(a, &once, &fence));
+  once.blocking = 0;
+  CHECK_STATUS(mongoelector_locker_acquire_with(b, &once, &fence), MONGOELECTOR_ERR_LOCK_EXISTS);
+  once.blocking = 1;
+  once.timeout_seconds = 0.1;
+  once.step_seconds = 0.05;
+  CHECK_STATUS(mongoelector_locker_acquire_with(b, &once, &fence), MONGOELECTOR_ERR_TIMEOUT);
+  CHECK_OK(mongoelector_locker_release(a, 0));
+  mongoelector_locker_free(a);
+  mongoelector_locker_free(b);
+
+  if (!g_unsafe_server) {
+    char ekey[160];
+    snprintf(ekey, sizeof ekey, "%s", rs.key);
+    CHECK_OK(mongoelector_elector_new_with(client, ekey, NULL, &e));
+    CHECK_OK(mongoelector_elector_poll(e));
+    CHECK_OK(mongoelector_elector_is_leader(e, &leader));
+    CHECK(leader == 1);
+    CHECK_OK(mongoelector_elector_fence(e, &fence));
+    CHECK_OK(mongoelector_elector_uuid(e, &uuid));
+    CHECK_OK(mongoelector_elector_release(e));
+    pthread_mutex_lock(&rs.mu);
+    CHECK(rs.elected == 1 && rs.lost == 1);
+    CHECK(rs.elected_fence == fence);
+    CHECK(strcmp(rs.uuid, uuid) == 0 && strlen(rs.host) > 0);
+    CHECK(rs.info_other == 0); /* nothing chatty at INFO */
+    pthread_mutex_unlock(&rs.mu);
+    mongoelector_elector_free(e);
+  }
+  CHECK_OK(mongoelector_set_log_record_handler(MONGOELECTOR_LOG_DEBUG, NULL, NULL, NULL));
+  CHECK(strcmp(mongoelector_log_event_name(MONGOELECTOR_EVENT_STEP_DOWN), "step_down") == 0);
+  CHECK(strcmp(mongoelector_log_event_name((mongoelector_log_event)99), "unknown") == 0);
+
+  CHECK_OK(mongoelector_stats_get(&after));
+  CHECK(after.acquires_acquired - before.acquires_acquired >= 1);
+  CHECK(after.acquires_held - before.acquires_held == 1);
+  CHECK(after.acquires_timeout - before.acquires_timeout == 1);
+  CHECK(after.acquire_latency_count - before.acquire_latency_count >= 3);
+  CHECK(after.acquire_latency_sum_seconds - before.acquire_latency_sum_seconds >= 0.09);
+  CHECK(after.round_trips > before.round_trips);
+  CHECK(after.renewals >= before.renewals);
+  if (!g_unsafe_server) {
+    CHECK(after.leader_elected - before.leader_elected == 1);
+    CHECK(after.leader_lost - before.leader_lost == 1);
+  }
+  for (i = 0; i < MONGOELECTOR_STATS_LATENCY_BUCKETS; i++) in_buckets += after.acquire_latency_buckets[i];
+  CHECK(in_buckets == after.acquire_latency_count);
+  for (i = 1; i + 1 < MONGOELECTOR_STATS_LATENCY_BUCKETS; i++)
+    CHECK(after.acquire_latency_bounds[i] > after.acquire_latency_bounds[i - 1]);
+  printf("  stats: %llu acquired, %llu held, %llu timeout, %llu round trips, clock offset %.3f s\n",
+         (unsigned long long)after.acquires_acquired, (unsigned long long)after.acquires_held,
+         (unsigned long long)after.acquires_timeout, (unsigned long long)after.round_trips,
+         after.clock_offset_seconds);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void run_backend(mongoelector_client *client, const char *what) {
   test_per_call_cancel(client, what);
   test_lock_details(client);
   test_config_checks(client);
+  test_stats_and_records(client);
   if (!g_unsafe_server) test_elector_free_from_callback(client);
 }
 
