@@ -14,101 +14,74 @@ import (
 	"runtime/cgo"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 )
 
-// callbacks is what an elector's handle refers to. It does not point to the Elector,
-// so an unreachable Elector can still be finalized.
-type callbacks struct {
-	onLeader, onLeaderLoss, onLoop func()
-
-	mu      sync.Mutex
-	threads map[uintptr]int // OS threads running one of these callbacks now
-}
-
-// onThread reports whether a callback runs on the calling OS thread, i.e. whether the
-// caller is inside one (a goroutine running a cgo callback is locked to its thread).
-func (cb *callbacks) onThread(tid uintptr) bool {
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	return cb.threads[tid] > 0
-}
-
-func (cb *callbacks) run(name string, fn func()) {
-	if fn == nil {
-		return
-	}
-	tid := currentThreadID()
-	cb.mu.Lock()
-	if cb.threads == nil {
-		cb.threads = map[uintptr]int{}
-	}
-	cb.threads[tid]++
-	cb.mu.Unlock()
-	defer func() {
-		cb.mu.Lock()
-		if cb.threads[tid]--; cb.threads[tid] == 0 {
-			delete(cb.threads, tid)
-		}
-		cb.mu.Unlock()
-	}()
-	// A panic must not unwind into C frames (that kills the process with a cgo
-	// error): report it like the library reports exceptions from callbacks.
+// runUserCallback runs fn, user code called on a library (C) thread. A panic there
+// cannot unwind through the C frames below, and swallowing it would hide a bug: it is
+// recovered here and re-raised, with its original value, on a new goroutine, where
+// nothing can recover it, so the program dies as with any unrecovered Go panic. The
+// stack of the panicking callback is written to stderr first (the runtime prints the
+// stack of the re-raising goroutine). The callback's thread then never returns to the
+// library, which must not carry on with half-run user code.
+func runUserCallback(name string, fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "mongoelector: %s callback panicked: %v\n%s", name, r, debug.Stack())
+			reraise(name, r, debug.Stack())
 		}
 	}()
 	fn()
 }
 
-func callbacksFrom(ud unsafe.Pointer) *callbacks {
-	return cgo.Handle(uintptr(ud)).Value().(*callbacks)
+// reraisePanic is the goroutine body that re-raises (a named function: it shows in the
+// runtime's trace).
+func reraisePanic(r any) { panic(r) }
+
+func reraise(name string, r any, stack []byte) {
+	fmt.Fprintf(os.Stderr, "mongoelector: panic in the %s callback: %v\n"+
+		"(re-raised on another goroutine: a panic cannot unwind through the C library)\n"+
+		"stack of the callback at the panic:\n%s\n", name, r, stack)
+	go reraisePanic(r)
+	select {} // the process is about to die; don't hand the thread back to C
+}
+
+func stateFrom(ud unsafe.Pointer) *electorState {
+	return cgo.Handle(uintptr(ud)).Value().(*electorState)
 }
 
 //export mongoelectorGoOnLeader
 func mongoelectorGoOnLeader(ud unsafe.Pointer) {
-	cb := callbacksFrom(ud)
-	cb.run("on_leader", cb.onLeader)
+	st := stateFrom(ud)
+	st.callback(st.becameLeader)
 }
 
 //export mongoelectorGoOnLeaderLoss
 func mongoelectorGoOnLeaderLoss(ud unsafe.Pointer) {
-	cb := callbacksFrom(ud)
-	cb.run("on_leader_loss", cb.onLeaderLoss)
+	st := stateFrom(ud)
+	st.callback(st.lostLeadership)
 }
 
 //export mongoelectorGoOnLoop
 func mongoelectorGoOnLoop(ud unsafe.Pointer) {
-	cb := callbacksFrom(ud)
-	cb.run("on_loop", cb.onLoop)
+	st := stateFrom(ud)
+	if st.onLoop != nil {
+		st.callback(func() { runUserCallback("OnLoop", st.onLoop) })
+	}
 }
 
-// LogLevel is the level of a library log message.
-type LogLevel int
-
-const (
-	LogDebug   LogLevel = C.MONGOELECTOR_LOG_DEBUG
-	LogInfo    LogLevel = C.MONGOELECTOR_LOG_INFO
-	LogWarning LogLevel = C.MONGOELECTOR_LOG_WARNING
-	LogError   LogLevel = C.MONGOELECTOR_LOG_ERROR
-)
-
-var logHandler atomic.Pointer[func(LogLevel, string)]
-
 //export mongoelectorGoLog
-func mongoelectorGoLog(level C.mongoelector_log_level, msg *C.char) {
-	h := logHandler.Load()
-	if h == nil {
-		return
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "mongoelector: log handler panicked: %v\n", r)
-		}
-	}()
-	(*h)(LogLevel(level), C.GoString(msg))
+func mongoelectorGoLog(level C.mongoelector_log_level, msg *C.char, ud unsafe.Pointer) {
+	sink := cgo.Handle(uintptr(ud)).Value().(*logSink)
+	sink.log(LogLevel(level), C.GoString(msg))
+}
+
+//export mongoelectorGoLogRelease
+func mongoelectorGoLogRelease(ud unsafe.Pointer) {
+	// The hand-over point: no thread can call this sink any more.
+	cgo.Handle(uintptr(ud)).Delete()
+	logSinks.Lock()
+	logSinks.n--
+	logSinks.Unlock()
 }
 
 // leaseLost is what a lease's handle refers to: the cancel of its Context.
@@ -120,10 +93,5 @@ type leaseLost struct {
 //export mongoelectorGoOnLeaseLost
 func mongoelectorGoOnLeaseLost(ud unsafe.Pointer) {
 	ll := cgo.Handle(uintptr(ud)).Value().(*leaseLost)
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "mongoelector: on_lost panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
 	ll.once.Do(ll.cancel)
 }

@@ -7,6 +7,7 @@ package mongoelector
 import "C"
 
 import (
+	"context"
 	"runtime"
 	"sync"
 )
@@ -22,13 +23,14 @@ import (
 type Client struct {
 	g        guard
 	ptr      *C.mongoelector_client
-	infoMu   sync.Mutex // mongoelector_client_server_info is not concurrent with itself
 	mu       sync.Mutex // guards children and ptr once closed
 	children int
 }
 
 // NewClient connects lazily to uri ("mongodb://host:port/?options") and uses database.
-// Nothing is sent until first use; a malformed URI is ErrInvalidArgument.
+// Nothing is sent until first use (no context: no round trip); a malformed URI is
+// ErrInvalidArgument. "sqlite:///abs/path/locks.db" keeps the locks in one SQLite file
+// for the processes of one host (database is then ignored).
 func NewClient(uri, database string) (*Client, error) {
 	curi, err := cstring("uri", uri)
 	if err != nil {
@@ -50,20 +52,24 @@ func NewClient(uri, database string) (*Client, error) {
 }
 
 // ServerInfo asks the server what it is: name ("MongoDB", "FerretDB",
-// "mongo-java-server") and version. One round trip.
-func (c *Client) ServerInfo() (name, version string, err error) {
+// "mongo-java-server", "SQLite") and version. One round trip the first time (the
+// client remembers the answer); returns when ctx ends (see the package doc, "Contexts").
+func (c *Client) ServerInfo(ctx context.Context) (name, version string, err error) {
 	if !c.g.enter() {
 		return "", "", closedError("client")
 	}
-	defer c.g.exit()
-	c.infoMu.Lock()
-	defer c.infoMu.Unlock()
-	var n, v *C.char
-	err = call(func() C.mongoelector_status { return C.mongoelector_client_server_info(c.ptr, &n, &v) })
-	if err != nil {
-		return "", "", err
-	}
-	return C.GoString(n), C.GoString(v), nil
+	type info struct{ name, version string }
+	r, err := runCtx(ctx, "server info", func() (info, error) {
+		var n, v *C.char
+		err := call(func() C.mongoelector_status { return C.mongoelector_client_server_info_copy(c.ptr, &n, &v) })
+		if err != nil {
+			return info{}, err
+		}
+		defer C.mongoelector_free(unsafePtr(n))
+		defer C.mongoelector_free(unsafePtr(v))
+		return info{C.GoString(n), C.GoString(v)}, nil
+	}, nil, c.g.exit)
+	return r.name, r.version, err
 }
 
 // Close releases the client. Idempotent and safe for concurrent use; lockers and
@@ -78,7 +84,7 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// acquireChild pins the C client for a new locker/elector. The caller calls c.g.exit()
+// acquireChild pins the C client for a new locker/elector. The caller calls childMade()
 // once the child exists (or failed) and childDone() when the child is freed.
 func (c *Client) acquireChild() (*C.mongoelector_client, error) {
 	if !c.g.enter() {
@@ -88,6 +94,13 @@ func (c *Client) acquireChild() (*C.mongoelector_client, error) {
 	c.children++
 	c.mu.Unlock()
 	return c.ptr, nil
+}
+
+// childMade ends the pin of acquireChild's guard once the child's creation returned
+// (whether or not it succeeded).
+func (c *Client) childMade() {
+	c.g.exit()
+	c.maybeFree()
 }
 
 // childDone unpins the C client when a child is freed or failed to be created.

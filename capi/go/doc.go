@@ -31,9 +31,10 @@
 // no rpath). Go's build cache does not notice a different pkg-config answer: after
 // moving the library to another prefix, run `go clean -cache`.
 //
-// Module versions are tagged capi/go/vX.Y.Z. The package needs the C library 1.0 or
+// Module versions are tagged capi/go/vX.Y.Z. The package needs the C library 1.1 or
 // newer (an older header is a compile error saying so); HeaderVersion is the header it
-// was compiled against, Version() the library loaded at run time.
+// was compiled against, Version() the library loaded at run time. The module is
+// pre-1.0: its API may still change between minor versions (see README.md, "Changes").
 //
 // Building inside the library's own checkout without installing: `-tags mongoelector_dev`
 // takes the header from ../include, and CGO_LDFLAGS="-L<dir of libmongoelector.so>" the
@@ -42,7 +43,40 @@
 // # Use
 //
 // Every type is safe for concurrent use. Close methods are idempotent; finalizers free
-// forgotten handles, but a started Elector stays alive until Stop or Close. Errors are
-// *Error values that errors.Is matches to the Err* sentinels; an Acquire ended by its
-// context also matches context.Canceled or context.DeadlineExceeded.
+// forgotten handles, but a started Elector stays alive until Stop, Resign or Close.
+// Options left zero (nil for *bool fields) take the library's defaults, which the C
+// API defines for every binding (DefaultLockerOptions, DefaultElectorOptions).
+//
+// # Contexts
+//
+// Every call that may wait on the network takes a context.Context first (as etcd's
+// client and client-go do) and returns within a few milliseconds of the context's end,
+// even while the C call hangs in a round trip to a frozen server: the C call runs on
+// its own goroutine and the caller stops waiting for it. The C call cannot be
+// interrupted; it finishes in the background within the per-call timeout (OpTimeout),
+// and what it produced is cleaned up: a lock taken after its caller gave up is
+// released, a Locker, Elector or Lease made too late is freed. A release or stop that
+// its caller stopped waiting for still happens. Waits (Acquire, Hold, Campaign) also
+// end in the library: each call has its own C cancel token, cancelled with the
+// context, so a cancel never outlives its call. Calls that read local state only
+// (Fence, UUID, IsLeader, ...) take no context.
+//
+// The error of a call ended by its context matches both context.Canceled (or
+// context.DeadlineExceeded) and ErrCancelled (or ErrTimeout).
+//
+// # Errors
+//
+// Errors are *Error values that errors.Is matches to the Err* sentinels by Status
+// (ErrLockExists for MONGOELECTOR_ERR_LOCK_EXISTS, ...). Code, CodeName and Labels
+// carry what the backend answered: the MongoDB server's error code, codeName and
+// errorLabels (HasLabel("RetryableWriteError")), or an SQLite extended result code.
+//
+// # Callbacks
+//
+// OnStartedLeading(ctx) runs on its own goroutine for each term, with a context
+// cancelled when the term ends; OnStoppedLeading and OnLoop run on library threads. A
+// panic in a callback (or in the slog handler given to SetLogger) is not swallowed: it
+// cannot unwind through the C library, so it is recovered on the library's thread,
+// its stack written to stderr, and re-raised with its original value on a new
+// goroutine: the program dies as with any unrecovered panic.
 package mongoelector

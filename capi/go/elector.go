@@ -8,32 +8,23 @@ package mongoelector
 extern void mongoelectorGoOnLeader(void *);
 extern void mongoelectorGoOnLeaderLoss(void *);
 extern void mongoelectorGoOnLoop(void *);
-extern void mongoelectorGoLog(mongoelector_log_level, char *);
 
 // The handle travels as an integer; only C turns it into the void* user_data.
-static void me_set_callbacks(mongoelector_elector_options *o, uintptr_t handle, int leader,
-                             int loss, int loop) {
-  o->user_data = (void *)handle;
-  o->on_leader = leader ? mongoelectorGoOnLeader : NULL;
-  o->on_leader_loss = loss ? mongoelectorGoOnLeaderLoss : NULL;
-  o->on_loop = loop ? mongoelectorGoOnLoop : NULL;
-}
-
-static void me_log_trampoline(mongoelector_log_level level, const char *message, void *ud) {
-  (void)ud;
-  mongoelectorGoLog(level, (char *)message);
+// on_leader/on_leader_loss are always set (Campaign, Observe, the term contexts).
+static void me_set_callbacks(mongoelector_elector_config *c, uintptr_t handle, int loop) {
+  c->user_data = (void *)handle;
+  c->on_leader = mongoelectorGoOnLeader;
+  c->on_leader_loss = mongoelectorGoOnLeaderLoss;
+  c->on_loop = loop ? mongoelectorGoOnLoop : NULL;
 }
 
 #include <pthread.h>
 static uintptr_t me_thread_id(void) { return (uintptr_t)pthread_self(); }
-
-static mongoelector_status me_set_go_log(int on) {
-  return mongoelector_set_log_callback(on ? me_log_trampoline : NULL, NULL);
-}
 */
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"runtime"
 	"runtime/cgo"
@@ -41,19 +32,52 @@ import (
 	"time"
 )
 
-// ElectorOptions configures an Elector. The zero value gives the library's defaults.
+// ElectorOptions configures an Elector. Zero fields (nil for the *bool ones) take the
+// library's defaults, which mongoelector_elector_config_init defines for every binding
+// (DefaultElectorOptions shows them).
 type ElectorOptions struct {
-	TTL                 time.Duration // 0 = 15 s; the leader's lease
+	TTL                 time.Duration // 0 = default (15 s); the leader's lease
 	DisableStatusReport bool          // don't write this node's status document
 	AppVersion          string        // reported in the status document
-	AllowUnsafeServer   bool          // run on servers with non-atomic findAndModify (FerretDB)
+	// DeleteOnRelease: a leader that stops deletes its lock document, so that nodes of
+	// the original mongoelector 1.0.2 take over at once during a rolling upgrade (the
+	// next leader of ours pays two extra round trips). nil = default (true for electors).
+	DeleteOnRelease *bool
+	// OpTimeout bounds one round trip. 0 = default (TTL/10 clamped to [100 ms, 5 s]);
+	// else at most TTL/2.
+	OpTimeout time.Duration
 
-	// Callbacks run on the elector's own thread (or the goroutine calling Poll, Release
-	// or Stop). They may call Stop, Release or Close on the elector. A panic in one is
-	// recovered and reported on stderr.
-	OnLeader     func()
-	OnLeaderLoss func()
-	OnLoop       func() // after each poll
+	// OnStartedLeading runs on a new goroutine each time this node becomes leader (as
+	// client-go's), with a context cancelled the moment the leadership ends: lost at the
+	// renew deadline, taken, released, resigned, or the elector stopped or closed. It may
+	// run for the whole term.
+	OnStartedLeading func(ctx context.Context)
+	// OnStoppedLeading runs when a leadership that OnStartedLeading was given ends, after
+	// its context was cancelled, on a library thread (the elector's, the shared deadline
+	// timer's, or the one calling Release/Resign/Stop/Close): keep it short.
+	OnStoppedLeading func()
+	// OnLoop runs after each poll, on the elector's thread (or the goroutine running
+	// Poll).
+	//
+	// OnStoppedLeading and OnLoop may call Stop, Resign, Release or Close on the
+	// elector. A panic in any callback crashes the program, as an unrecovered panic
+	// does (see the package doc).
+	OnLoop func()
+}
+
+// DefaultElectorOptions is the library's default elector configuration (from
+// mongoelector_elector_config_init), every value field filled in.
+func DefaultElectorOptions() ElectorOptions {
+	var c C.mongoelector_elector_config
+	if st := C.mongoelector_elector_config_init(&c, C.MONGOELECTOR_ELECTOR_CONFIG_VERSION); st != C.MONGOELECTOR_OK {
+		panic("mongoelector_elector_config_init failed: " + Status(st).String())
+	}
+	return ElectorOptions{
+		TTL:                 fromSeconds(c.ttl_seconds),
+		DisableStatusReport: c.report_status == 0,
+		DeleteOnRelease:     Bool(c.delete_on_release != 0),
+		OpTimeout:           fromSeconds(c.op_timeout_seconds),
+	}
 }
 
 // Elector runs a leader election on one key. Safe for concurrent use.
@@ -61,71 +85,126 @@ type Elector struct {
 	g      guard
 	ptr    *C.mongoelector_elector
 	client *Client
-	handle cgo.Handle // refers to the *callbacks; deleted only after the C elector is freed
+	st     *electorState
+	handle cgo.Handle // refers to st; deleted only after the C elector is freed
 }
 
 // running keeps started electors reachable, so a program that starts one and then
 // only waits does not have it finalized (and stopped) under its feet.
 var running sync.Map // *Elector -> struct{}
 
-// NewElector creates an elector for key. opts may be nil.
-func NewElector(client *Client, key string, opts *ElectorOptions) (*Elector, error) {
+// NewElector creates an elector for key (collections "elector.locks" and
+// "elector.leader_status"; ensuring their indexes is a round trip, bounded by ctx).
+// opts may be nil. The election starts with Start, Campaign or Run.
+func NewElector(ctx context.Context, client *Client, key string, opts *ElectorOptions) (*Elector, error) {
 	if client == nil {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "client is nil"}
+		return nil, invalidArgument("client is nil")
 	}
 	if opts == nil {
 		opts = &ElectorOptions{}
+	}
+	var cfg C.mongoelector_elector_config
+	if err := call(func() C.mongoelector_status {
+		return C.mongoelector_elector_config_init(&cfg, C.MONGOELECTOR_ELECTOR_CONFIG_VERSION)
+	}); err != nil {
+		return nil, err
+	}
+	var cstrs []*C.char
+	freeAll := func() {
+		for _, p := range cstrs {
+			freeC(p)
+		}
 	}
 	ckey, err := cstring("key", key)
 	if err != nil {
 		return nil, err
 	}
-	defer freeC(ckey)
-	var o C.mongoelector_elector_options
-	C.mongoelector_elector_options_init(&o)
+	cstrs = append(cstrs, ckey)
 	if opts.TTL != 0 { // C rejects a negative TTL before any I/O
-		o.ttl_seconds = C.double(opts.TTL.Seconds())
+		cfg.ttl_seconds = seconds(opts.TTL)
 	}
 	if opts.DisableStatusReport {
-		o.report_status = 0
+		cfg.report_status = 0
 	}
 	if opts.AppVersion != "" {
 		cv, err := cstring("app version", opts.AppVersion)
 		if err != nil {
+			freeAll()
 			return nil, err
 		}
-		defer freeC(cv)
-		o.app_version = cv
+		cstrs = append(cstrs, cv)
+		cfg.app_version = cv
 	}
-	o.allow_unsafe_server = cbool(opts.AllowUnsafeServer)
-	cbs := &callbacks{onLeader: opts.OnLeader, onLeaderLoss: opts.OnLeaderLoss, onLoop: opts.OnLoop}
-	h := cgo.NewHandle(cbs)
-	C.me_set_callbacks(&o, C.uintptr_t(h), cbool(cbs.onLeader != nil), cbool(cbs.onLeaderLoss != nil),
-		cbool(cbs.onLoop != nil))
+	if opts.DeleteOnRelease != nil {
+		cfg.delete_on_release = cbool(*opts.DeleteOnRelease)
+	}
+	if opts.OpTimeout != 0 {
+		cfg.op_timeout_seconds = seconds(opts.OpTimeout)
+	}
+	st := newElectorState(opts)
+	h := cgo.NewHandle(st)
+	C.me_set_callbacks(&cfg, C.uintptr_t(h), cbool(st.onLoop != nil))
 
 	cptr, err := client.acquireChild()
 	if err != nil {
+		freeAll()
 		h.Delete()
 		return nil, err
 	}
-	var ptr *C.mongoelector_elector
-	err = call(func() C.mongoelector_status { return C.mongoelector_elector_new(cptr, ckey, &o, &ptr) })
-	client.g.exit()
-	if err != nil {
+	ptr, abandoned, err := runCtxAbandon(ctx, "new elector for "+key, func() (*C.mongoelector_elector, error) {
+		var p *C.mongoelector_elector
+		err := call(func() C.mongoelector_status { return C.mongoelector_elector_new_with(cptr, ckey, &cfg, &p) })
+		return p, err
+	}, func(p *C.mongoelector_elector, err error) {
+		// Made after the caller gave up: never started, nobody will use it.
+		if err == nil {
+			C.mongoelector_elector_free(p)
+		}
+		h.Delete()
 		client.childDone()
-		h.Delete()
+	}, func() {
+		freeAll()
+		client.childMade()
+	})
+	if err != nil {
+		if !abandoned {
+			h.Delete()
+			client.childDone()
+		}
 		return nil, err
 	}
-	e := &Elector{ptr: ptr, client: client, handle: h}
+	e := &Elector{ptr: ptr, client: client, st: st, handle: h}
+	uuid, _ := e.UUID()
+	st.setHandle(ptr, uuid)
 	runtime.SetFinalizer(e, (*Elector).Close)
 	return e, nil
 }
 
-func (e *Elector) do(fn func() C.mongoelector_status) error { return guarded(&e.g, "elector", fn) }
+// do runs a C call that may wait on the network or on the elector's thread under ctx.
+// From inside one of this elector's callbacks it runs on the callback's own thread (the
+// library recognises its callbacks by their thread: stop must not wait for itself).
+func (e *Elector) do(ctx context.Context, what string, fn func() C.mongoelector_status) error {
+	if !e.g.enter() {
+		return closedError("elector")
+	}
+	if e.st.insideCallback() {
+		defer e.g.exit()
+		if err := ctx.Err(); err != nil {
+			return contextError(err, what)
+		}
+		return call(fn)
+	}
+	_, err := runCtx(ctx, what, func() (struct{}, error) { return struct{}{}, call(fn) }, nil, e.g.exit)
+	return err
+}
 
-// Start runs the election loop on a new native thread (no-op if running).
+func (e *Elector) local(fn func() C.mongoelector_status) error { return local(&e.g, "elector", fn) }
+
+// Start runs the election loop on a new native thread (no-op if running; no round
+// trip). Leadership is reported through OnStartedLeading/OnStoppedLeading and Observe;
+// Campaign waits for it.
 func (e *Elector) Start() error {
-	err := e.do(func() C.mongoelector_status { return C.mongoelector_elector_start(e.ptr) })
+	err := e.local(func() C.mongoelector_status { return C.mongoelector_elector_start(e.ptr) })
 	if err == nil {
 		running.Store(e, struct{}{})
 		if e.g.isClosed() { // lost a race with Close: don't pin a closed elector
@@ -136,66 +215,68 @@ func (e *Elector) Start() error {
 }
 
 // Stop ends the loop, waits for its thread (unless called from a callback) and
-// releases leadership.
-func (e *Elector) Stop() error {
-	err := e.do(func() C.mongoelector_status { return C.mongoelector_elector_stop(e.ptr) })
-	running.Delete(e)
-	return err
+// releases leadership (a round trip). The same as Resign.
+func (e *Elector) Stop(ctx context.Context) error { return e.stop(ctx, "stop") }
+
+// Poll runs one poll cycle (callbacks fire on the goroutine running it).
+func (e *Elector) Poll(ctx context.Context) error {
+	return e.do(ctx, "poll", func() C.mongoelector_status { return C.mongoelector_elector_poll(e.ptr) })
 }
 
-// Poll runs one poll cycle on the calling goroutine (callbacks fire on it).
-func (e *Elector) Poll() error {
-	return e.do(func() C.mongoelector_status { return C.mongoelector_elector_poll(e.ptr) })
-}
-
-// Release gives up leadership now (OnLeaderLoss fires if it led).
-func (e *Elector) Release() error {
-	return e.do(func() C.mongoelector_status { return C.mongoelector_elector_release(e.ptr) })
+// Release gives up the current term now (OnStoppedLeading runs if it led) but stays a
+// candidate: a running loop competes again at its next poll, and may win again when
+// no other node takes the lock first. Resign leaves the election.
+func (e *Elector) Release(ctx context.Context) error {
+	return e.do(ctx, "release", func() C.mongoelector_status { return C.mongoelector_elector_release(e.ptr) })
 }
 
 func (e *Elector) boolCall(fn func(*C.int) C.mongoelector_status) (bool, error) {
-	return boolCall(&e.g, "elector", fn)
+	var out C.int
+	if err := e.local(func() C.mongoelector_status { return fn(&out) }); err != nil {
+		return false, err
+	}
+	return out != 0, nil
 }
 
 // IsLeader is true while this node leads; false the moment its renew deadline passes,
-// even if a renewal call hangs.
+// even if a renewal call hangs. Local.
 func (e *Elector) IsLeader() (bool, error) {
 	return e.boolCall(func(o *C.int) C.mongoelector_status { return C.mongoelector_elector_is_leader(e.ptr, o) })
 }
 
-// LeaderExists reports whether the last poll saw a leader (this node or another).
+// LeaderExists reports whether the last poll saw a leader (this node or another). Local.
 func (e *Elector) LeaderExists() (bool, error) {
 	return e.boolCall(func(o *C.int) C.mongoelector_status { return C.mongoelector_elector_leader_exists(e.ptr, o) })
 }
 
-// Running reports whether the election loop runs.
+// Running reports whether the election loop runs. Local.
 func (e *Elector) Running() (bool, error) {
 	return e.boolCall(func(o *C.int) C.mongoelector_status { return C.mongoelector_elector_running(e.ptr, o) })
 }
 
-// PollWait is the longest time between polls: TTL/2 as leader, TTL as follower.
+// PollWait is the longest time between polls: TTL/2 as leader, TTL as follower. Local.
 func (e *Elector) PollWait() (time.Duration, error) {
 	var s C.double
-	if err := e.do(func() C.mongoelector_status { return C.mongoelector_elector_poll_wait(e.ptr, &s) }); err != nil {
+	if err := e.local(func() C.mongoelector_status { return C.mongoelector_elector_poll_wait(e.ptr, &s) }); err != nil {
 		return 0, err
 	}
-	return time.Duration(float64(s) * float64(time.Second)), nil
+	return fromSeconds(s), nil
 }
 
-// Fence is the fencing token of the current leadership, 0 when not leader.
+// Fence is the fencing token of the current leadership, 0 when not leader. Local.
 func (e *Elector) Fence() (int64, error) {
 	var f C.int64_t
-	if err := e.do(func() C.mongoelector_status { return C.mongoelector_elector_fence(e.ptr, &f) }); err != nil {
+	if err := e.local(func() C.mongoelector_status { return C.mongoelector_elector_fence(e.ptr, &f) }); err != nil {
 		return 0, err
 	}
 	return int64(f), nil
 }
 
-// UUID is this node's identity.
+// UUID is this node's identity. Local.
 func (e *Elector) UUID() (string, error) {
 	// The string belongs to the handle: copy it while the guard keeps the handle alive.
 	var uuid string
-	err := e.do(func() C.mongoelector_status {
+	err := e.local(func() C.mongoelector_status {
 		var s *C.char
 		st := C.mongoelector_elector_uuid(e.ptr, &s)
 		if st == C.MONGOELECTOR_OK {
@@ -206,37 +287,50 @@ func (e *Elector) UUID() (string, error) {
 	return uuid, err
 }
 
-func (e *Elector) jsonCall(fn func(**C.char) C.mongoelector_status) (map[string]any, error) {
+func jsonCall[T any](ctx context.Context, e *Elector, what string, fn func(**C.char) C.mongoelector_status) (*T, error) {
 	var s *C.char
-	if err := e.do(func() C.mongoelector_status { return fn(&s) }); err != nil {
+	if err := e.do(ctx, what, func() C.mongoelector_status { return fn(&s) }); err != nil {
+		if s != nil { // cannot be: out parameters are written only on success
+			C.mongoelector_free(unsafePtr(s))
+		}
 		return nil, err
 	}
 	defer C.mongoelector_free(unsafePtr(s))
-	var out map[string]any
-	if err := json.Unmarshal([]byte(C.GoString(s)), &out); err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "library returned invalid JSON: " + err.Error()}
+	out := new(T)
+	if err := json.Unmarshal([]byte(C.GoString(s)), out); err != nil {
+		return nil, &Error{Status: StatusInternal, Message: what + ": the library's JSON: " + err.Error()}
 	}
 	return out, nil
 }
 
-// NodeStatus is this node's status document (relaxed Extended JSON: dates as
-// {"$date": "ISO-8601"}). No round trip.
-func (e *Elector) NodeStatus() (map[string]any, error) {
-	return e.jsonCall(func(p **C.char) C.mongoelector_status { return C.mongoelector_elector_node_status(e.ptr, p) })
+// NodeStatus is this node's status, from local state; when the server clock estimate
+// is stale it is sampled first (a round trip, bounded by ctx).
+func (e *Elector) NodeStatus(ctx context.Context) (*NodeStatus, error) {
+	return jsonCall[NodeStatus](ctx, e, "node status", func(p **C.char) C.mongoelector_status {
+		return C.mongoelector_elector_node_status(e.ptr, p)
+	})
 }
 
-// ClusterDetail is {member_detail: [...], leader: {...} or nil, timestamp}. One round trip.
-func (e *Elector) ClusterDetail() (map[string]any, error) {
-	return e.jsonCall(func(p **C.char) C.mongoelector_status { return C.mongoelector_elector_cluster_detail(e.ptr, p) })
+// ClusterDetail reads the status collection and the lock (round trips, bounded by ctx).
+func (e *Elector) ClusterDetail(ctx context.Context) (*ClusterDetail, error) {
+	return jsonCall[ClusterDetail](ctx, e, "cluster detail", func(p **C.char) C.mongoelector_status {
+		return C.mongoelector_elector_cluster_detail(e.ptr, p)
+	})
 }
 
 // currentThreadID identifies the calling OS thread; callers inside a cgo callback
 // are locked to it.
-func currentThreadID() uintptr { return uintptr(C.me_thread_id()) }
+func currentThreadID() uintptr {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return uintptr(C.me_thread_id())
+}
 
-// Close stops the elector (releasing leadership; OnLeaderLoss fires if it led), waits
-// for it and frees it. Idempotent and safe for concurrent use. Called from inside one of
-// this elector's callbacks, it returns at once and the elector is freed as soon as the
+// Close stops the elector (releasing leadership; OnStoppedLeading runs if it led),
+// waits for it and frees it; Observe channels close, Campaign returns ErrClosed. It
+// waits for calls still running in the background (each bounded by the per-call
+// timeout). Idempotent and safe for concurrent use. Called from inside one of this
+// elector's callbacks, it returns at once and the elector is freed as soon as the
 // callback returns: C forbids freeing an elector from its own callback.
 func (e *Elector) Close() error {
 	if !e.g.markClosed() {
@@ -244,10 +338,7 @@ func (e *Elector) Close() error {
 	}
 	runtime.SetFinalizer(e, nil)
 	running.Delete(e)
-	runtime.LockOSThread()
-	inside := e.handle.Value().(*callbacks).onThread(currentThreadID())
-	runtime.UnlockOSThread()
-	if inside {
+	if e.st.insideCallback() {
 		go e.free()
 		return nil
 	}
@@ -262,18 +353,7 @@ func (e *Elector) free() {
 	e.ptr = nil
 	e.g.mu.Unlock()
 	// Only now can no callback run any more.
+	e.st.close()
 	e.handle.Delete()
 	e.client.childDone()
-}
-
-// SetLogHandler sends every library log message to fn (nil restores the default:
-// warnings and errors to stderr). fn runs on whichever thread logs, often an elector
-// thread, so it must be safe for concurrent use. Process-wide.
-func SetLogHandler(fn func(level LogLevel, message string)) error {
-	if fn == nil {
-		logHandler.Store(nil)
-		return call(func() C.mongoelector_status { return C.me_set_go_log(0) })
-	}
-	logHandler.Store(&fn)
-	return call(func() C.mongoelector_status { return C.me_set_go_log(1) })
 }

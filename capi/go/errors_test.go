@@ -23,21 +23,28 @@ func TestVersionMatchesHeader(t *testing.T) {
 }
 
 func TestErrorMatchesOnlyItsSentinel(t *testing.T) {
-	sentinels := map[Code]error{
-		CodeInvalidArgument: ErrInvalidArgument, CodeLockExists: ErrLockHeld, CodeTimeout: ErrTimeout,
-		CodeTimeOffset: ErrClockOffset, CodeCancelled: ErrCancelled, CodeUnavailable: ErrUnavailable,
-		CodeServer: ErrServer, CodeUnsafeServer: ErrUnsafeServer, CodeInternal: ErrInternal, CodeClosed: ErrClosed,
+	sentinels := map[Status]error{
+		StatusInvalidArgument: ErrInvalidArgument, StatusLockExists: ErrLockExists, StatusTimeout: ErrTimeout,
+		StatusTimeOffset: ErrTimeOffset, StatusCancelled: ErrCancelled, StatusUnavailable: ErrUnavailable,
+		StatusServer: ErrServer, StatusUnsafeServer: ErrUnsafeServer, StatusInternal: ErrInternal, StatusClosed: ErrClosed,
 	}
-	for code := range sentinels {
-		err := fmt.Errorf("wrapped: %w", &Error{Code: code, Message: "m"})
+	for st := range sentinels {
+		err := fmt.Errorf("wrapped: %w", &Error{Status: st, Message: "m"})
 		for other, s := range sentinels {
-			if got := errors.Is(err, s); got != (other == code) {
-				t.Errorf("errors.Is(%v, %v) = %v", code, other, got)
+			if got := errors.Is(err, s); got != (other == st) {
+				t.Errorf("errors.Is(%v, %v) = %v", st, other, got)
 			}
 		}
 	}
-	if s := CodeTimeout.String(); s != "MONGOELECTOR_ERR_TIMEOUT" {
-		t.Errorf("CodeTimeout.String() = %q", s)
+	if s := StatusTimeout.String(); s != "MONGOELECTOR_ERR_TIMEOUT" {
+		t.Errorf("StatusTimeout.String() = %q", s)
+	}
+	if s := StatusLockExists.String(); s != "MONGOELECTOR_ERR_LOCK_EXISTS" {
+		t.Errorf("StatusLockExists.String() = %q", s)
+	}
+	// The deprecated names are the same values.
+	if ErrLockHeld != ErrLockExists || ErrClockOffset != ErrTimeOffset || CodeTimeout != StatusTimeout {
+		t.Error("deprecated aliases differ from the new names")
 	}
 	e := contextError(context.Canceled, "x")
 	if !errors.Is(e, ErrCancelled) || !errors.Is(e, context.Canceled) {
@@ -46,6 +53,14 @@ func TestErrorMatchesOnlyItsSentinel(t *testing.T) {
 	e = contextError(context.DeadlineExceeded, "x")
 	if !errors.Is(e, ErrTimeout) || !errors.Is(e, context.DeadlineExceeded) {
 		t.Errorf("deadline error %v should match ErrTimeout and context.DeadlineExceeded", e)
+	}
+	se := &Error{Status: StatusServer, Message: "boom", Code: 91, CodeName: "ShutdownInProgress",
+		Labels: []string{"RetryableWriteError"}}
+	if !se.HasLabel("RetryableWriteError") || se.HasLabel("TransientTransactionError") {
+		t.Errorf("HasLabel on %v", se)
+	}
+	if want := "mongoelector: MONGOELECTOR_ERR_SERVER: boom [code 91 ShutdownInProgress] [labels RetryableWriteError]"; se.Error() != want {
+		t.Errorf("Error() = %q, want %q", se.Error(), want)
 	}
 }
 
@@ -65,26 +80,26 @@ func TestInvalidArguments(t *testing.T) {
 	for name, key := range map[string]string{"empty": "", "too long": strings.Repeat("k", 1025),
 		"not utf-8": "\xff\xfe", "NUL": "a\x00b"} {
 		start := time.Now()
-		if _, err := NewLocker(c, key, nil); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := NewLocker(bg, c, key, nil); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s key: want ErrInvalidArgument, got %v", name, err)
 		}
-		if _, err := NewElector(c, key, nil); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := NewElector(bg, c, key, nil); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s key (elector): want ErrInvalidArgument, got %v", name, err)
 		}
 		if time.Since(start) > 2*time.Second {
 			t.Errorf("%s key: rejection took %v, should not need the server", name, time.Since(start))
 		}
 	}
-	if _, err := NewLocker(c, "k", &LockerOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewLocker(bg, c, "k", &LockerOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("negative TTL: %v", err)
 	}
-	if _, err := NewElector(c, "k", &ElectorOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewElector(bg, c, "k", &ElectorOptions{TTL: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("negative elector TTL: %v", err)
 	}
-	if _, err := NewLocker(c, "k", &LockerOptions{MaxOffset: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewLocker(bg, c, "k", &LockerOptions{MaxOffset: -time.Second}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("negative MaxOffset: %v", err)
 	}
-	if _, err := NewLocker(nil, "k", nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewLocker(bg, nil, "k", nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("nil client: %v", err)
 	}
 }
@@ -100,13 +115,13 @@ func TestClosedClient(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := NewLocker(c, "k", nil); !errors.Is(err, ErrClosed) {
+	if _, err := NewLocker(bg, c, "k", nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("NewLocker on closed client: %v", err)
 	}
-	if _, err := NewElector(c, "k", nil); !errors.Is(err, ErrClosed) {
+	if _, err := NewElector(bg, c, "k", nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("NewElector on closed client: %v", err)
 	}
-	if _, _, err := c.ServerInfo(); !errors.Is(err, ErrClosed) {
+	if _, _, err := c.ServerInfo(bg); !errors.Is(err, ErrClosed) {
 		t.Errorf("ServerInfo on closed client: %v", err)
 	}
 }
@@ -119,7 +134,7 @@ func TestServerDownIsUnavailable(t *testing.T) {
 	}
 	defer c.Close()
 	start := time.Now()
-	_, _, err = c.ServerInfo()
+	_, _, err = c.ServerInfo(bg)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("ServerInfo against a closed port: want ErrUnavailable, got %v", err)
 	}
@@ -137,11 +152,11 @@ func TestServerDownIsUnavailable(t *testing.T) {
 // acquire: how long the first error took to come, and that error.
 func downLockerError(c *Client) (time.Duration, error) {
 	start := time.Now()
-	l, err := NewLocker(c, "down", &LockerOptions{TTL: 2 * time.Second})
+	l, err := NewLocker(bg, c, "down", &LockerOptions{TTL: 2 * time.Second})
 	if err == nil {
 		// Index creation failing may be tolerated; the first real call must not be.
 		defer l.Close()
-		_, err = l.TryAcquire()
+		_, err = l.TryAcquire(bg)
 	}
 	return time.Since(start), err
 }

@@ -1,53 +1,152 @@
 package mongoelector_test
 
+// The README's examples. They run under `go test` (their output is checked) on the
+// embedded SQLite backend, so that they need no server: with MongoDB, the URI is
+// "mongodb://host:27017/" and the database a name, and nothing else changes.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	mongoelector "github.com/mongoelector/mongoelector/capi/go"
 )
 
-// The README's Go example (compiled by go vet/go test; not run: it needs a server).
+// exampleURI is a fresh SQLite lock file (the README uses mongodb://127.0.0.1:27017/).
+func exampleURI() string {
+	dir, err := os.MkdirTemp("", "mongoelector-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return "sqlite://" + filepath.Join(dir, "locks.db")
+}
+
 func ExampleLocker_Acquire() {
-	client, err := mongoelector.NewClient("mongodb://127.0.0.1:27017/", "app")
+	client, err := mongoelector.NewClient(exampleURI(), "app")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	lock, err := mongoelector.NewLocker(client, "nightly-report", &mongoelector.LockerOptions{TTL: time.Minute})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lock, err := mongoelector.NewLocker(ctx, client, "nightly-report", &mongoelector.LockerOptions{TTL: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	fence, err := lock.Acquire(ctx) // errors.Is(err, mongoelector.ErrTimeout) past 10 s
+
+	// Waits until the lock is free or ctx ends (errors.Is(err, context.DeadlineExceeded)).
+	fence, err := lock.Acquire(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer lock.Release()
-	fmt.Println("write guarded by token", fence)
+	// Pass fence with every write the lock guards: it only grows.
+	fmt.Println("holding nightly-report, fencing token > 0:", fence > 0)
+
+	// Another holder is refused at once.
+	other, err := mongoelector.NewLocker(ctx, client, "nightly-report", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer other.Close()
+	_, err = other.TryAcquire(ctx)
+	fmt.Println("second holder refused:", errors.Is(err, mongoelector.ErrLockExists))
+
+	if err := lock.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// holding nightly-report, fencing token > 0: true
+	// second holder refused: true
 }
 
-func ExampleNewElector() {
-	client, err := mongoelector.NewClient("mongodb://127.0.0.1:27017/", "app")
+func ExampleElector_Campaign() {
+	client, err := mongoelector.NewClient(exampleURI(), "app")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	elector, err := mongoelector.NewElector(client, "scheduler", &mongoelector.ElectorOptions{
-		TTL:          15 * time.Second,
-		OnLeader:     func() { log.Print("leading") },
-		OnLeaderLoss: func() { log.Print("stepped down") },
+
+	ctx := context.Background()
+	working := make(chan struct{})
+	stopped := make(chan struct{})
+	elector, err := mongoelector.NewElector(ctx, client, "scheduler", &mongoelector.ElectorOptions{
+		TTL: 15 * time.Second,
+		// Runs on its own goroutine for the whole term; ctx ends when leadership does.
+		OnStartedLeading: func(ctx context.Context) {
+			close(working)
+			<-ctx.Done() // do the leader's work until then
+			close(stopped)
+		},
+		OnStoppedLeading: func() { fmt.Println("stopped leading") },
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer elector.Close() // stops and releases leadership
+
+	// Blocks until this node leads (or ctx ends).
+	if err := elector.Campaign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-working
+	fence, _ := elector.Fence() // the term's token, for the writes the leader makes
+	fmt.Println("leading, fencing token > 0:", fence > 0)
+
+	// Gives leadership up now and leaves the election.
+	if err := elector.Resign(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-stopped
+	fmt.Println("the term's context ended")
+	// Output:
+	// leading, fencing token > 0: true
+	// stopped leading
+	// the term's context ended
+}
+
+func ExampleElector_Observe() {
+	client, err := mongoelector.NewClient(exampleURI(), "app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	elector, err := mongoelector.NewElector(ctx, client, "scheduler", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer elector.Close()
+
+	changes := elector.Observe(ctx) // the current state first, then every change
 	if err := elector.Start(); err != nil {
 		log.Fatal(err)
 	}
-	select {} // serve
+	for change := range changes {
+		fmt.Println("leading:", change.Leading)
+		if change.Leading {
+			break
+		}
+	}
+	// Output:
+	// leading: false
+	// leading: true
+}
+
+func ExampleSetLogger() {
+	// The library's messages (leadership changes at INFO, renewal trouble at WARN) go to
+	// slog; the handler's level at this call is the minimum the library formats.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := mongoelector.SetLogger(logger.With("component", "mongoelector")); err != nil {
+		log.Fatal(err)
+	}
+	defer mongoelector.SetLogger(nil) // back to the default: warnings and errors to stderr
 }

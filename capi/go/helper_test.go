@@ -20,6 +20,9 @@ import (
 
 const testDB = "mongoelector_go_test"
 
+// bg is the context of calls that a test does not mean to bound.
+var bg = context.Background()
+
 func TestMain(m *testing.M) {
 	if role := os.Getenv("MONGOELECTOR_GO_HELPER"); role != "" {
 		os.Exit(runHelper(role))
@@ -54,7 +57,7 @@ func newTestClient(t *testing.T) *Client {
 
 func newTestLocker(t *testing.T, c *Client, key string, ttl time.Duration) *Locker {
 	t.Helper()
-	l, err := NewLocker(c, key, &LockerOptions{TTL: ttl})
+	l, err := NewLocker(context.Background(), c, key, &LockerOptions{TTL: ttl})
 	if err != nil {
 		t.Fatalf("NewLocker(%q): %v", key, err)
 	}
@@ -177,6 +180,10 @@ func helperFail(format string, args ...any) int {
 
 // runHelper is the body of a helper process. It prints protocol lines on stdout.
 func runHelper(role string) int {
+	ctx := context.Background()
+	if code, ok := runPanicHelper(role); ok {
+		return code
+	}
 	c, err := NewClient(os.Getenv("MONGOELECTOR_TEST_URI"), testDB)
 	if err != nil {
 		return helperFail("NewClient: %v", err)
@@ -186,12 +193,12 @@ func runHelper(role string) int {
 	ttl := envDuration("HELPER_TTL", 10*time.Second)
 	switch role {
 	case "hold": // acquire, print ACQUIRED <fence>, hold HELPER_HOLD (0: until killed), release
-		l, err := NewLocker(c, key, &LockerOptions{TTL: ttl})
+		l, err := NewLocker(ctx, c, key, &LockerOptions{TTL: ttl})
 		if err != nil {
 			return helperFail("NewLocker: %v", err)
 		}
 		defer l.Close()
-		fence, err := l.Acquire(context.Background(), WithTimeout(30*time.Second))
+		fence, err := l.Acquire(ctx, WithTimeout(30*time.Second))
 		if err != nil {
 			return helperFail("Acquire: %v", err)
 		}
@@ -201,7 +208,7 @@ func runHelper(role string) int {
 			select {}
 		}
 		time.Sleep(hold)
-		if err := l.Release(); err != nil {
+		if err := l.Release(ctx); err != nil {
 			return helperFail("Release: %v", err)
 		}
 		fmt.Println("RELEASED")
@@ -209,14 +216,14 @@ func runHelper(role string) int {
 	case "count": // HELPER_N rounds of a read-modify-write of a file, guarded by the lock
 		n, _ := strconv.Atoi(os.Getenv("HELPER_N"))
 		file := os.Getenv("HELPER_FILE")
-		l, err := NewLocker(c, key, &LockerOptions{TTL: ttl})
+		l, err := NewLocker(ctx, c, key, &LockerOptions{TTL: ttl})
 		if err != nil {
 			return helperFail("NewLocker: %v", err)
 		}
 		defer l.Close()
 		fmt.Println("READY")
 		for i := 0; i < n; i++ {
-			fence, err := l.Acquire(context.Background(), WithTimeout(60*time.Second), WithStep(20*time.Millisecond))
+			fence, err := l.Acquire(ctx, WithTimeout(60*time.Second), WithStep(20*time.Millisecond))
 			if err != nil {
 				return helperFail("Acquire: %v", err)
 			}
@@ -232,29 +239,28 @@ func runHelper(role string) int {
 			if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 				return helperFail("write: %v", err)
 			}
-			if err := l.Release(); err != nil {
+			if err := l.Release(ctx); err != nil {
 				return helperFail("Release: %v", err)
 			}
 		}
 		fmt.Println("DONE")
 		return 0
 	case "elect": // run an elector until killed; print LEADER <fence> / LOSS
-		var e *Elector
-		leader := make(chan struct{}, 1)
-		e, err := NewElector(c, key, &ElectorOptions{
-			TTL:          ttl,
-			OnLeader:     func() { leader <- struct{}{} },
-			OnLeaderLoss: func() { fmt.Println("LOSS") },
+		e, err := NewElector(ctx, c, key, &ElectorOptions{
+			TTL:              ttl,
+			OnStoppedLeading: func() { fmt.Println("LOSS") },
 		})
 		if err != nil {
 			return helperFail("NewElector: %v", err)
 		}
+		changes := e.Observe(ctx) // the current state first, then each change
 		if err := e.Start(); err != nil {
 			return helperFail("Start: %v", err)
 		}
-		for range leader {
-			f, _ := e.Fence()
-			fmt.Printf("LEADER %d\n", f)
+		for ch := range changes {
+			if ch.Leading {
+				fmt.Printf("LEADER %d\n", ch.Fence)
+			}
 		}
 		return 0
 	}

@@ -8,9 +8,11 @@ package mongoelector
 extern void mongoelectorGoOnLeaseLost(void *);
 
 // The handle travels as an integer; only C turns it into the void* user_data.
-static void me_set_lease_lost(mongoelector_lease_options *o, uintptr_t handle) {
-  o->user_data = (void *)handle;
-  o->on_lost = mongoelectorGoOnLeaseLost;
+static mongoelector_status me_lease_acquire_with(mongoelector_locker *locker,
+                                                 const mongoelector_acquire_options *acquire,
+                                                 uintptr_t handle, mongoelector_lease **out) {
+  return mongoelector_lease_acquire_with(locker, acquire, mongoelectorGoOnLeaseLost,
+                                         (void *)handle, out);
 }
 */
 import "C"
@@ -20,7 +22,6 @@ import (
 	"errors"
 	"runtime"
 	"runtime/cgo"
-	"time"
 )
 
 // ErrLeaseLost is the cause of a lost lease's Context (context.Cause).
@@ -49,63 +50,50 @@ type Lease struct {
 // sets its interval; WithForce is refused) and keeps it alive until the Lease is
 // closed. One live lease per locker (ErrInvalidArgument); closing the locker closes its
 // lease first. The lease's Context does not derive from ctx: ctx only bounds the wait.
+// A lease obtained after the caller gave up is closed (released) in the background.
 func (l *Locker) Hold(ctx context.Context, opts ...AcquireOption) (*Lease, error) {
-	cfg := newAcquireConfig(opts)
-	if cfg.force {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "Hold takes no WithForce"}
-	}
-	if cfg.timeout == 0 {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "timeout must be positive (or use TryHold)"}
-	}
-	var lease *Lease
-	err := l.blockingWait(ctx, "hold", cfg.timeout, func(timeout float64) error {
-		var err error
-		lease, err = l.hold(true, timeout, cfg.step)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return lease, nil
+	return l.hold(ctx, true, "hold of "+l.key, opts)
 }
 
-// TryHold makes one attempt (an error matching ErrLockHeld when another holds the
+// TryHold makes one attempt (an error matching ErrLockExists when another holds the
 // lock), then keeps the lock alive as Hold does.
-func (l *Locker) TryHold() (*Lease, error) {
-	if !l.g.enter() {
-		return nil, closedError("locker")
-	}
-	defer l.g.exit()
-	return l.hold(false, -1, 250*time.Millisecond)
+func (l *Locker) TryHold(ctx context.Context) (*Lease, error) {
+	return l.hold(ctx, false, "try-hold of "+l.key, nil)
 }
 
-// hold runs mongoelector_lease_acquire once (Hold's waiting and cancelling are
-// blockingWait's).
-func (l *Locker) hold(blocking bool, timeout float64, step time.Duration) (*Lease, error) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	lost := &leaseLost{cancel: func() { cancel(ErrLeaseLost) }}
-	h := cgo.NewHandle(lost)
-	var o C.mongoelector_lease_options
-	C.mongoelector_lease_options_init(&o)
-	o.blocking = cbool(blocking)
-	o.timeout_seconds = C.double(timeout)
-	o.step_seconds = C.double(step.Seconds())
-	C.me_set_lease_lost(&o, C.uintptr_t(h))
-	var ptr *C.mongoelector_lease
-	err := call(func() C.mongoelector_status { return C.mongoelector_lease_acquire(l.ptr, &o, &ptr) })
+func (l *Locker) hold(ctx context.Context, blocking bool, what string, opts []AcquireOption) (*Lease, error) {
+	o, cfg, err := acquireOptions(blocking, opts)
 	if err != nil {
-		h.Delete()
-		cancel(err)
 		return nil, err
 	}
-	var fence C.int64_t
-	C.mongoelector_lease_fence(ptr, &fence)
-	lease := &Lease{ptr: ptr, locker: l, handle: h, ctx: ctx, cancel: cancel, fence: int64(fence)}
-	l.leaseMu.Lock()
-	l.lease = lease
-	l.leaseMu.Unlock()
-	runtime.SetFinalizer(lease, (*Lease).Close)
-	return lease, nil
+	if cfg.force {
+		return nil, invalidArgument("Hold takes no WithForce")
+	}
+	return withToken(ctx, l, what, &o, func() (*Lease, error) {
+		lctx, cancel := context.WithCancelCause(context.Background())
+		lost := &leaseLost{cancel: func() { cancel(ErrLeaseLost) }}
+		h := cgo.NewHandle(lost)
+		var ptr *C.mongoelector_lease
+		err := call(func() C.mongoelector_status { return C.me_lease_acquire_with(l.ptr, &o, C.uintptr_t(h), &ptr) })
+		if err != nil {
+			h.Delete()
+			cancel(err)
+			return nil, err
+		}
+		var fence C.int64_t
+		C.mongoelector_lease_fence(ptr, &fence)
+		lease := &Lease{ptr: ptr, locker: l, handle: h, ctx: lctx, cancel: cancel, fence: int64(fence)}
+		// Registered while the locker's guard is held: Close closes it before the locker.
+		l.leaseMu.Lock()
+		l.lease = lease
+		l.leaseMu.Unlock()
+		runtime.SetFinalizer(lease, (*Lease).Close)
+		return lease, nil
+	}, func(lease *Lease, err error) {
+		if err == nil { // held after the caller gave up: let go of it
+			lease.Close()
+		}
+	})
 }
 
 // Context is cancelled the moment the lease is lost (context.Cause: ErrLeaseLost) or
@@ -121,10 +109,9 @@ func (s *Lease) Fence() int64 { return s.fence }
 
 // Lost reports whether the lease is lost (it never comes back).
 func (s *Lease) Lost() bool {
-	lost, err := boolCall(&s.g, "lease", func(o *C.int) C.mongoelector_status {
-		return C.mongoelector_lease_lost(s.ptr, o)
-	})
-	return err == nil && lost
+	var lost C.int
+	err := local(&s.g, "lease", func() C.mongoelector_status { return C.mongoelector_lease_lost(s.ptr, &lost) })
+	return err == nil && lost != 0
 }
 
 // Close stops keeping the lock alive and releases it (fenced; a lost lease is not

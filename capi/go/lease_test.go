@@ -23,7 +23,7 @@ func TestLeaseHoldKeepsAliveAndLosesWhenTaken(t *testing.T) {
 	if lease.Fence() <= 0 {
 		t.Fatalf("fence %d", lease.Fence())
 	}
-	if _, err := a.TryHold(); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := a.TryHold(bg); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("second lease on one locker: %v", err)
 	}
 	// Kept alive while idle for 3 ttl, although ctx (which only bounded the wait) ends.
@@ -32,10 +32,10 @@ func TestLeaseHoldKeepsAliveAndLosesWhenTaken(t *testing.T) {
 	if lease.Lost() || lease.Context().Err() != nil {
 		t.Fatalf("lease lost while idle: %v", context.Cause(lease.Context()))
 	}
-	if owned, err := a.Owned(); err != nil || !owned {
+	if owned, err := a.Owned(bg); err != nil || !owned {
 		t.Fatalf("Owned = %v, %v", owned, err)
 	}
-	if _, err := b.TryHold(); !errors.Is(err, ErrLockHeld) {
+	if _, err := b.TryHold(bg); !errors.Is(err, ErrLockExists) {
 		t.Fatalf("TryHold of a held lock: %v", err)
 	}
 	if _, err := b.Hold(context.Background(), WithTimeout(300*time.Millisecond), WithStep(50*time.Millisecond)); !errors.Is(err, ErrTimeout) {
@@ -48,7 +48,7 @@ func TestLeaseHoldKeepsAliveAndLosesWhenTaken(t *testing.T) {
 	}
 
 	// Taken by force: the lease's Context is cancelled within about ttl/3.
-	f2, err := b.TryAcquire(WithForce())
+	f2, err := b.TryAcquire(bg, WithForce())
 	if err != nil || f2 <= lease.Fence() {
 		t.Fatalf("forced acquire: %d, %v", f2, err)
 	}
@@ -67,10 +67,10 @@ func TestLeaseHoldKeepsAliveAndLosesWhenTaken(t *testing.T) {
 	// Closing a lost lease releases nothing: b keeps its hold.
 	lease.Close()
 	lease.Close()
-	if owned, err := b.Owned(); err != nil || !owned {
+	if owned, err := b.Owned(bg); err != nil || !owned {
 		t.Fatalf("b.Owned = %v, %v", owned, err)
 	}
-	if err := b.Release(); err != nil {
+	if err := b.Release(bg); err != nil {
 		t.Fatal(err)
 	}
 
@@ -83,7 +83,7 @@ func TestLeaseHoldKeepsAliveAndLosesWhenTaken(t *testing.T) {
 	if !errors.Is(context.Cause(l2.Context()), ErrLeaseClosed) {
 		t.Fatalf("cause after Close: %v", context.Cause(l2.Context()))
 	}
-	l3, err := b.TryHold()
+	l3, err := b.TryHold(bg)
 	if err != nil {
 		t.Fatalf("TryHold after release: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestLeaseHoldKeepsAliveAndLosesWhenTaken(t *testing.T) {
 	if l3.Context().Err() == nil {
 		t.Fatal("lease still live after its locker was closed")
 	}
-	if locked, err := a.Locked(); err != nil || locked {
+	if locked, err := a.Locked(bg); err != nil || locked {
 		t.Fatalf("Locked after the locker closed its lease = %v, %v", locked, err)
 	}
 }

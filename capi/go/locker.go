@@ -12,17 +12,48 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// LockerOptions configures a Locker. The zero value gives the library's defaults.
+// LockerOptions configures a Locker. Zero fields (nil for the *bool ones) take the
+// library's defaults, which mongoelector_locker_config_init defines for every binding
+// (DefaultLockerOptions shows them).
 type LockerOptions struct {
-	Collection          string        // "" = "mongolocker"
-	TTL                 time.Duration // 0 = 600 s; the lease of a lock
+	Collection          string        // "" = default ("mongolocker")
+	TTL                 time.Duration // 0 = default (600 s); the lease of a lock
 	DisableTimeParanoid bool          // skip the host/server clock check before acquiring
-	MaxOffset           time.Duration // 0 = 500 ms; allowed host/server clock difference
-	DeleteOnRelease     bool          // release deletes the document (mixed fleets, see README)
-	AllowUnsafeServer   bool          // run on servers with non-atomic findAndModify (FerretDB)
+	MaxOffset           time.Duration // 0 = default (500 ms); allowed host/server clock difference
+	// DeleteOnRelease: release deletes the lock document instead of marking it free, so
+	// that nodes of the original mongoelector 1.0.2 take over at once (mixed fleets, see
+	// the README). nil = default (false for lockers).
+	DeleteOnRelease *bool
+	// OpTimeout bounds one round trip (server selection, connect, socket, maxTimeMS).
+	// 0 = default (TTL/10 clamped to [100 ms, 5 s]); else at most TTL/2.
+	OpTimeout         time.Duration
+	AllowUnsafeServer bool // run on servers with non-atomic findAndModify (FerretDB)
+}
+
+// DefaultLockerOptions is the library's default locker configuration (from
+// mongoelector_locker_config_init), every field filled in.
+func DefaultLockerOptions() LockerOptions {
+	var c C.mongoelector_locker_config
+	if st := C.mongoelector_locker_config_init(&c, C.MONGOELECTOR_LOCKER_CONFIG_VERSION); st != C.MONGOELECTOR_OK {
+		panic("mongoelector_locker_config_init failed: " + Status(st).String())
+	}
+	coll := "mongolocker" // the C default is NULL, documented as "mongolocker"
+	if c.collection != nil {
+		coll = C.GoString(c.collection)
+	}
+	return LockerOptions{
+		Collection:          coll,
+		TTL:                 fromSeconds(c.ttl_seconds),
+		DisableTimeParanoid: c.timeparanoid == 0,
+		MaxOffset:           fromSeconds(c.max_offset_seconds),
+		DeleteOnRelease:     Bool(c.delete_on_release != 0),
+		OpTimeout:           fromSeconds(c.op_timeout_seconds),
+		AllowUnsafeServer:   c.allow_unsafe_server != 0,
+	}
 }
 
 // LockInfo is the current, unexpired lock document of a key.
@@ -35,68 +66,105 @@ type LockInfo struct {
 	Fence   int64     // 0 if written by a node without fencing
 }
 
-// Locker is a distributed lock on one key. Safe for concurrent use (the C library
-// serialises calls on one locker). Close frees it without releasing a held lock, which
-// then expires at its TTL.
+// Locker is a distributed lock on one key. Safe for concurrent use: while an Acquire
+// waits, the other methods answer (the C library does not hold the locker during the
+// wait). Close frees it without releasing a held lock, which then expires at its TTL.
 type Locker struct {
-	g      guard
-	ptr    *C.mongoelector_locker
-	client *Client
-	key    string
+	g       guard
+	ptr     *C.mongoelector_locker
+	client  *Client
+	key     string
+	closing chan struct{} // closed by Close: cancels the waits in flight
+
+	// Holds released in the background because their acquire succeeded after its
+	// caller gave up (tests).
+	lateReleases atomic.Int32
 
 	leaseMu sync.Mutex
 	lease   *Lease // the live lease (Hold), closed before the locker
 }
 
 // NewLocker creates a locker for key (non-empty UTF-8, at most 1024 bytes). It ensures
-// the collection's TTL index (one round trip). opts may be nil.
-func NewLocker(client *Client, key string, opts *LockerOptions) (*Locker, error) {
+// the collection's TTL index (one round trip, bounded by ctx). opts may be nil.
+func NewLocker(ctx context.Context, client *Client, key string, opts *LockerOptions) (*Locker, error) {
 	if client == nil {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "client is nil"}
+		return nil, invalidArgument("client is nil")
 	}
 	if opts == nil {
 		opts = &LockerOptions{}
+	}
+	var cfg C.mongoelector_locker_config
+	if err := call(func() C.mongoelector_status {
+		return C.mongoelector_locker_config_init(&cfg, C.MONGOELECTOR_LOCKER_CONFIG_VERSION)
+	}); err != nil {
+		return nil, err
+	}
+	var cstrs []*C.char
+	freeAll := func() {
+		for _, p := range cstrs {
+			freeC(p)
+		}
 	}
 	ckey, err := cstring("key", key)
 	if err != nil {
 		return nil, err
 	}
-	defer freeC(ckey)
-	var o C.mongoelector_locker_options
-	C.mongoelector_locker_options_init(&o)
+	cstrs = append(cstrs, ckey)
 	if opts.Collection != "" {
 		ccoll, err := cstring("collection", opts.Collection)
 		if err != nil {
+			freeAll()
 			return nil, err
 		}
-		defer freeC(ccoll)
-		o.collection = ccoll
+		cstrs = append(cstrs, ccoll)
+		cfg.collection = ccoll
 	}
-	// Only 0 means "default": C rejects a negative TTL or MaxOffset, before any I/O.
+	// Only 0 means "default": C rejects a negative TTL, MaxOffset or OpTimeout before any I/O.
 	if opts.TTL != 0 {
-		o.ttl_seconds = C.double(opts.TTL.Seconds())
+		cfg.ttl_seconds = seconds(opts.TTL)
 	}
 	if opts.DisableTimeParanoid {
-		o.timeparanoid = 0
+		cfg.timeparanoid = 0
 	}
 	if opts.MaxOffset != 0 {
-		o.max_offset_seconds = C.double(opts.MaxOffset.Seconds())
+		cfg.max_offset_seconds = seconds(opts.MaxOffset)
 	}
-	o.delete_on_release = cbool(opts.DeleteOnRelease)
-	o.allow_unsafe_server = cbool(opts.AllowUnsafeServer)
+	if opts.DeleteOnRelease != nil {
+		cfg.delete_on_release = cbool(*opts.DeleteOnRelease)
+	}
+	if opts.OpTimeout != 0 {
+		cfg.op_timeout_seconds = seconds(opts.OpTimeout)
+	}
+	if opts.AllowUnsafeServer {
+		cfg.allow_unsafe_server = 1
+	}
 
 	cptr, err := client.acquireChild()
 	if err != nil {
+		freeAll()
 		return nil, err
 	}
-	var ptr *C.mongoelector_locker
-	err = call(func() C.mongoelector_status { return C.mongoelector_locker_new(cptr, ckey, &o, &ptr) })
-	client.g.exit()
-	if err != nil {
+	ptr, abandoned, err := runCtxAbandon(ctx, "new locker for "+key, func() (*C.mongoelector_locker, error) {
+		var p *C.mongoelector_locker
+		err := call(func() C.mongoelector_status { return C.mongoelector_locker_new_with(cptr, ckey, &cfg, &p) })
+		return p, err
+	}, func(p *C.mongoelector_locker, err error) {
+		// Made after the caller gave up: nobody will use it.
+		if err == nil {
+			C.mongoelector_locker_free(p)
+		}
 		client.childDone()
+	}, func() {
+		freeAll()
+		client.childMade()
+	})
+	if err != nil {
+		if !abandoned {
+			client.childDone()
+		}
 		return nil, err
 	}
-	l := &Locker{ptr: ptr, client: client, key: key}
+	l := &Locker{ptr: ptr, client: client, key: key, closing: make(chan struct{})}
 	runtime.SetFinalizer(l, (*Locker).Close)
 	return l, nil
 }
@@ -105,167 +173,189 @@ func NewLocker(client *Client, key string, opts *LockerOptions) (*Locker, error)
 func (l *Locker) Key() string { return l.key }
 
 type acquireConfig struct {
-	timeout time.Duration // < 0: none
-	step    time.Duration
+	timeout *time.Duration
+	step    *time.Duration
 	force   bool
 }
 
-// AcquireOption tunes Acquire and TryAcquire.
+// AcquireOption tunes Acquire, TryAcquire, Hold and TryHold.
 type AcquireOption func(*acquireConfig)
 
-// WithTimeout bounds a blocking Acquire (ErrTimeout). A context deadline bounds it too;
-// the earlier wins.
+// WithTimeout bounds a blocking Acquire or Hold (ErrTimeout); d < 0 means no bound. A
+// context deadline bounds it too (ErrTimeout wrapping context.DeadlineExceeded); the
+// earlier wins.
 func WithTimeout(d time.Duration) AcquireOption {
-	return func(c *acquireConfig) { c.timeout = d }
+	return func(c *acquireConfig) { c.timeout = &d }
 }
 
-// WithStep sets the interval between attempts of a blocking Acquire (default 250 ms).
-func WithStep(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.step = d } }
+// WithStep sets the interval between attempts of a blocking Acquire or Hold (default:
+// the library's, 250 ms).
+func WithStep(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.step = &d } }
 
-// WithForce takes the lock whoever holds it.
+// WithForce takes the lock whoever holds it (not for Hold).
 func WithForce() AcquireOption { return func(c *acquireConfig) { c.force = true } }
 
-func newAcquireConfig(opts []AcquireOption) acquireConfig {
-	c := acquireConfig{timeout: -1, step: 250 * time.Millisecond}
-	for _, o := range opts {
-		o(&c)
+// cancelToken is a C per-call cancel token cancelled when ctx ends or the locker closes.
+type cancelToken struct {
+	ptr  *C.mongoelector_cancel_token
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newCancelToken(ctx context.Context, closing <-chan struct{}) (*cancelToken, error) {
+	t := &cancelToken{stop: make(chan struct{})}
+	if err := call(func() C.mongoelector_status { return C.mongoelector_cancel_token_new(&t.ptr) }); err != nil {
+		return nil, err
 	}
-	return c
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-closing:
+		case <-t.stop:
+			return
+		}
+		C.mongoelector_cancel_token_cancel(t.ptr)
+	}()
+	return t, nil
+}
+
+// free stops the watcher and frees the token: only once the call given it returned.
+func (t *cancelToken) free() {
+	close(t.stop)
+	t.wg.Wait()
+	C.mongoelector_cancel_token_free(t.ptr)
+}
+
+// acquireOptions builds the C options of one acquire: the library's defaults
+// (mongoelector_acquire_options_init) with opts applied.
+func acquireOptions(blocking bool, opts []AcquireOption) (C.mongoelector_acquire_options, acquireConfig, error) {
+	var cfg acquireConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var o C.mongoelector_acquire_options
+	if err := call(func() C.mongoelector_status {
+		return C.mongoelector_acquire_options_init(&o, C.MONGOELECTOR_ACQUIRE_OPTIONS_VERSION)
+	}); err != nil {
+		return o, cfg, err
+	}
+	o.blocking = cbool(blocking)
+	o.force = cbool(cfg.force)
+	if blocking {
+		if cfg.timeout != nil {
+			switch {
+			case *cfg.timeout == 0:
+				return o, cfg, invalidArgument("timeout must be positive (or use TryAcquire/TryHold)")
+			case *cfg.timeout > 0:
+				o.timeout_seconds = seconds(*cfg.timeout)
+			default:
+				o.timeout_seconds = -1
+			}
+		}
+		if cfg.step != nil {
+			o.step_seconds = seconds(*cfg.step)
+		}
+	}
+	return o, cfg, nil
+}
+
+// withToken runs one call given a per-call cancel token (acquire, lease acquire) under
+// ctx: the token is cancelled when ctx ends or the locker closes, so the C wait ends
+// too, and the caller returns at once when ctx ends (runCtx). late cleans up a success
+// that came after the caller gave up.
+func withToken[T any](ctx context.Context, l *Locker, what string, o *C.mongoelector_acquire_options,
+	op func() (T, error), late func(T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, contextError(err, what)
+	}
+	if !l.g.enter() {
+		return zero, closedError("locker")
+	}
+	tok, err := newCancelToken(ctx, l.closing)
+	if err != nil {
+		l.g.exit()
+		return zero, err
+	}
+	o.cancel = tok.ptr
+	v, err := runCtx(ctx, what, op, late, func() {
+		tok.free()
+		l.g.exit()
+	})
+	if err != nil && errors.Is(err, ErrCancelled) {
+		var e *Error
+		if errors.As(err, &e) && e.cause == nil { // the C call's CANCELLED, not runCtx's
+			if ctx.Err() != nil {
+				return v, contextError(ctx.Err(), what)
+			}
+			if l.g.isClosed() {
+				return v, closedError("locker")
+			}
+		}
+	}
+	return v, err
 }
 
 // Acquire waits until it holds the lock and returns the fencing token, strictly
 // greater than every token handed out before for this key. It stops waiting when ctx
-// is done: the error then matches ErrCancelled and context.Canceled, or ErrTimeout and
-// context.DeadlineExceeded. A ctx deadline maps to the C timeout.
+// is done (within about 100 ms in the library, at once for the caller): the error then
+// matches ErrCancelled and context.Canceled, or ErrTimeout and
+// context.DeadlineExceeded. A lock the library obtains after the caller gave up is
+// released in the background. Close of the locker ends the wait with ErrClosed.
 func (l *Locker) Acquire(ctx context.Context, opts ...AcquireOption) (int64, error) {
-	cfg := newAcquireConfig(opts)
-	if cfg.timeout == 0 {
-		return 0, &Error{Code: CodeInvalidArgument, Message: "timeout must be positive (or use TryAcquire)"}
-	}
-	var fence C.int64_t
-	err := l.blockingWait(ctx, "acquire", cfg.timeout, func(timeout float64) error {
-		return call(func() C.mongoelector_status {
-			return C.mongoelector_locker_acquire(l.ptr, 1, C.double(timeout), C.double(cfg.step.Seconds()),
-				cbool(cfg.force), &fence)
-		})
-	})
-	if err != nil {
-		return 0, err
-	}
-	return int64(fence), nil
+	return l.acquire(ctx, true, "acquire of "+l.key, opts)
 }
 
-// blockingWait runs wait (a blocking C call on this locker, given its timeout in
-// seconds, < 0 for none) under ctx: the shorter of ctx's deadline and timeout bounds
-// it, ctx's end cancels it, and the result maps to ErrCancelled/ErrTimeout wrapping the
-// context's error. Shared by Acquire and Hold.
-func (l *Locker) blockingWait(ctx context.Context, what string, timeoutOpt time.Duration,
-	wait func(timeout float64) error) error {
-	if err := ctx.Err(); err != nil {
-		return contextError(err, what+" of "+l.key+" not started")
-	}
-	timeout := -1.0
-	if timeoutOpt > 0 {
-		timeout = timeoutOpt.Seconds()
-	}
-	ctxBound := false
-	if dl, ok := ctx.Deadline(); ok {
-		rem := time.Until(dl).Seconds()
-		if rem <= 0 {
-			return contextError(context.DeadlineExceeded, what+" of "+l.key+" not started")
-		}
-		if timeout < 0 || rem < timeout {
-			timeout, ctxBound = rem, true
-		}
-	}
-	if !l.g.enter() {
-		return closedError("locker")
-	}
-	defer l.g.exit()
-
-	// The watcher cancels the C wait when ctx ends. It may fire just after the C call
-	// returned; that cancel then stays pending in C and the next blocking wait consumes
-	// it, which is why a CANCELLED with ctx still live is retried below.
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	if ctx.Done() != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-				C.mongoelector_locker_cancel(l.ptr)
-			case <-done:
-			}
-		}()
-	}
-	var err error
-	for attempt := 0; ; attempt++ {
-		err = wait(timeout)
-		if errors.Is(err, ErrCancelled) && ctx.Err() == nil && !l.g.isClosed() && attempt < 3 {
-			continue // a stale cancel left by an earlier call
-		}
-		break
-	}
-	close(done)
-	wg.Wait()
-	if err == nil {
-		return nil
-	}
-	var e *Error
-	if !errors.As(err, &e) {
-		return err
-	}
-	switch {
-	case e.Code == CodeCancelled && l.g.isClosed():
-		return closedError("locker")
-	case e.Code == CodeCancelled && ctx.Err() != nil:
-		return contextError(ctx.Err(), e.Message)
-	case e.Code == CodeTimeout && ctxBound:
-		e.cause = context.DeadlineExceeded
-	}
-	return err
-}
-
-// contextError maps a context error to ErrCancelled or ErrTimeout, wrapping it.
-func contextError(ctxErr error, msg string) error {
-	code := CodeCancelled
-	if errors.Is(ctxErr, context.DeadlineExceeded) {
-		code = CodeTimeout
-	}
-	return &Error{Code: code, Message: msg + ": " + ctxErr.Error(), cause: ctxErr}
-}
-
-// TryAcquire makes one attempt: the fencing token, or an error matching ErrLockHeld
+// TryAcquire makes one attempt: the fencing token, or an error matching ErrLockExists
 // when another holds the lock. Only WithForce applies.
-func (l *Locker) TryAcquire(opts ...AcquireOption) (int64, error) {
-	cfg := newAcquireConfig(opts)
-	var fence C.int64_t
-	err := l.do(func() C.mongoelector_status {
-		return C.mongoelector_locker_acquire(l.ptr, 0, -1, 0.25, cbool(cfg.force), &fence)
-	})
+func (l *Locker) TryAcquire(ctx context.Context, opts ...AcquireOption) (int64, error) {
+	return l.acquire(ctx, false, "try-acquire of "+l.key, opts)
+}
+
+func (l *Locker) acquire(ctx context.Context, blocking bool, what string, opts []AcquireOption) (int64, error) {
+	o, _, err := acquireOptions(blocking, opts)
 	if err != nil {
 		return 0, err
 	}
-	return int64(fence), nil
+	return withToken(ctx, l, what, &o, func() (int64, error) {
+		var fence C.int64_t
+		err := call(func() C.mongoelector_status { return C.mongoelector_locker_acquire_with(l.ptr, &o, &fence) })
+		return int64(fence), err
+	}, func(_ int64, err error) {
+		if err == nil { // taken after the caller gave up: nobody will release it
+			l.lateRelease()
+		}
+	})
 }
 
-// Release releases this locker's lock. Not holding it is not an error.
-func (l *Locker) Release() error { return l.release(false) }
+func (l *Locker) lateRelease() {
+	call(func() C.mongoelector_status { return C.mongoelector_locker_release(l.ptr, 0) })
+	l.lateReleases.Add(1)
+}
+
+func (l *Locker) do(ctx context.Context, what string, fn func() C.mongoelector_status) error {
+	return guarded(ctx, &l.g, "locker", what+" of "+l.key, fn)
+}
+
+// Release releases this locker's lock. Not holding it is not an error. When ctx ends
+// first, the release goes on in the background (it may or may not happen).
+func (l *Locker) Release(ctx context.Context) error { return l.release(ctx, false) }
 
 // ForceRelease releases the lock whoever holds it.
-func (l *Locker) ForceRelease() error { return l.release(true) }
+func (l *Locker) ForceRelease(ctx context.Context) error { return l.release(ctx, true) }
 
-func (l *Locker) release(force bool) error {
-	return l.do(func() C.mongoelector_status { return C.mongoelector_locker_release(l.ptr, cbool(force)) })
+func (l *Locker) release(ctx context.Context, force bool) error {
+	return l.do(ctx, "release", func() C.mongoelector_status { return C.mongoelector_locker_release(l.ptr, cbool(force)) })
 }
 
 // Touch renews a held, unexpired lock: renewed and the new expiry (server time), or
 // false when this locker does not hold it any more.
-func (l *Locker) Touch() (renewed bool, expire time.Time, err error) {
+func (l *Locker) Touch(ctx context.Context) (renewed bool, expire time.Time, err error) {
 	var r C.int
 	var ms C.int64_t
-	if err = l.do(func() C.mongoelector_status { return C.mongoelector_locker_touch(l.ptr, &r, &ms) }); err != nil {
+	if err = l.do(ctx, "touch", func() C.mongoelector_status { return C.mongoelector_locker_touch(l.ptr, &r, &ms) }); err != nil {
 		return false, time.Time{}, err
 	}
 	if r == 0 {
@@ -274,20 +364,18 @@ func (l *Locker) Touch() (renewed bool, expire time.Time, err error) {
 	return true, time.UnixMilli(int64(ms)), nil
 }
 
-func (l *Locker) do(fn func() C.mongoelector_status) error { return guarded(&l.g, "locker", fn) }
-
-func (l *Locker) boolCall(fn func(*C.int) C.mongoelector_status) (bool, error) {
-	return boolCall(&l.g, "locker", fn)
-}
-
 // Locked reports whether anyone holds an unexpired lock on the key (one round trip).
-func (l *Locker) Locked() (bool, error) {
-	return l.boolCall(func(o *C.int) C.mongoelector_status { return C.mongoelector_locker_locked(l.ptr, o) })
+func (l *Locker) Locked(ctx context.Context) (bool, error) {
+	return boolCall(ctx, &l.g, "locker", "locked of "+l.key, func(o *C.int) C.mongoelector_status {
+		return C.mongoelector_locker_locked(l.ptr, o)
+	})
 }
 
 // Owned reports whether this locker holds the lock (one round trip).
-func (l *Locker) Owned() (bool, error) {
-	return l.boolCall(func(o *C.int) C.mongoelector_status { return C.mongoelector_locker_owned(l.ptr, o) })
+func (l *Locker) Owned(ctx context.Context) (bool, error) {
+	return boolCall(ctx, &l.g, "locker", "owned of "+l.key, func(o *C.int) C.mongoelector_status {
+		return C.mongoelector_locker_owned(l.ptr, o)
+	})
 }
 
 // Fence is the fencing token of this locker's current hold, 0 when it holds nothing
@@ -295,17 +383,17 @@ func (l *Locker) Owned() (bool, error) {
 // the highest it has seen refuses every superseded holder.
 func (l *Locker) Fence() (int64, error) {
 	var f C.int64_t
-	if err := l.do(func() C.mongoelector_status { return C.mongoelector_locker_fence(l.ptr, &f) }); err != nil {
+	if err := local(&l.g, "locker", func() C.mongoelector_status { return C.mongoelector_locker_fence(l.ptr, &f) }); err != nil {
 		return 0, err
 	}
 	return int64(f), nil
 }
 
-// UUID is this locker's identity in the lock document.
+// UUID is this locker's identity in the lock document (local).
 func (l *Locker) UUID() (string, error) {
 	// The string belongs to the handle: copy it while the guard keeps the handle alive.
 	var uuid string
-	err := l.do(func() C.mongoelector_status {
+	err := local(&l.g, "locker", func() C.mongoelector_status {
 		var s *C.char
 		st := C.mongoelector_locker_uuid(l.ptr, &s)
 		if st == C.MONGOELECTOR_OK {
@@ -316,40 +404,55 @@ func (l *Locker) UUID() (string, error) {
 	return uuid, err
 }
 
-// VerifyTime measures server minus host clock; the error matches ErrClockOffset when
-// the difference exceeds MaxOffset (the offset is returned in both cases).
-func (l *Locker) VerifyTime() (time.Duration, error) {
-	off := C.double(math.NaN())
-	err := l.do(func() C.mongoelector_status { return C.mongoelector_locker_verify_time(l.ptr, &off) })
-	if math.IsNaN(float64(off)) {
-		return 0, err
+// VerifyTime measures server minus host clock (one round trip); the error matches
+// ErrTimeOffset when the difference exceeds MaxOffset (the offset is returned in both
+// cases).
+func (l *Locker) VerifyTime(ctx context.Context) (time.Duration, error) {
+	if !l.g.enter() {
+		return 0, closedError("locker")
 	}
-	return time.Duration(float64(off) * float64(time.Second)), err
+	return runCtx(ctx, "verify time of "+l.key, func() (time.Duration, error) {
+		off := C.double(math.NaN())
+		err := call(func() C.mongoelector_status { return C.mongoelector_locker_verify_time(l.ptr, &off) })
+		if math.IsNaN(float64(off)) {
+			return 0, err
+		}
+		return fromSeconds(off), err
+	}, nil, l.g.exit)
 }
 
-// Current is the unexpired lock document of the key, nil when nobody holds it.
-func (l *Locker) Current() (*LockInfo, error) {
-	var info C.mongoelector_lock_info
-	var found C.int
-	if err := l.do(func() C.mongoelector_status { return C.mongoelector_locker_current(l.ptr, &info, &found) }); err != nil {
-		return nil, err
+// Current is the unexpired lock document of the key, nil when nobody holds it (one
+// round trip).
+func (l *Locker) Current(ctx context.Context) (*LockInfo, error) {
+	if !l.g.enter() {
+		return nil, closedError("locker")
 	}
-	if found == 0 {
-		return nil, nil
-	}
-	return &LockInfo{
-		UUID:    C.GoString(&info.uuid[0]),
-		Host:    C.GoString(&info.host[0]),
-		PID:     int64(info.pid),
-		Created: time.UnixMilli(int64(info.created_ms)),
-		Expire:  time.UnixMilli(int64(info.expire_ms)),
-		Fence:   int64(info.fence),
-	}, nil
+	return runCtx(ctx, "current of "+l.key, func() (*LockInfo, error) {
+		var d C.mongoelector_lock_details
+		d.version = C.MONGOELECTOR_LOCK_DETAILS_VERSION
+		var found C.int
+		if err := call(func() C.mongoelector_status { return C.mongoelector_locker_current_details(l.ptr, &d, &found) }); err != nil {
+			return nil, err
+		}
+		defer C.mongoelector_lock_details_clear(&d)
+		if found == 0 {
+			return nil, nil
+		}
+		return &LockInfo{
+			UUID:    C.GoString(d.uuid),
+			Host:    C.GoString(d.host),
+			PID:     int64(d.pid),
+			Created: time.UnixMilli(int64(d.created_ms)),
+			Expire:  time.UnixMilli(int64(d.expire_ms)),
+			Fence:   int64(d.fence),
+		}, nil
+	}, nil, l.g.exit)
 }
 
 // Close frees the locker; a blocking Acquire in progress returns ErrClosed. It does
-// not release a held lock (that expires at its TTL): call Release first. Idempotent
-// and safe for concurrent use.
+// not release a held lock (that expires at its TTL): call Release first. It waits for
+// the calls still running in the background (each bounded by the per-call timeout).
+// Idempotent and safe for concurrent use.
 func (l *Locker) Close() error {
 	l.leaseMu.Lock()
 	lease := l.lease
@@ -361,10 +464,15 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	runtime.SetFinalizer(l, nil)
-	// Wake a blocking Acquire so wait() does not hang; the C call is allowed
-	// concurrently with others and the handle is still alive here.
-	C.mongoelector_locker_cancel(l.ptr)
+	close(l.closing) // cancels the per-call tokens of the waits in flight
 	l.g.wait()
+	// A Hold that completed while Close waited made a lease: close it first.
+	l.leaseMu.Lock()
+	lease = l.lease
+	l.leaseMu.Unlock()
+	if lease != nil {
+		lease.Close()
+	}
 	C.mongoelector_locker_free(l.ptr)
 	l.ptr = nil
 	l.client.childDone()

@@ -14,7 +14,7 @@ import (
 
 func TestServerInfo(t *testing.T) {
 	c := newTestClient(t)
-	name, version, err := c.ServerInfo()
+	name, version, err := c.ServerInfo(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,23 +30,23 @@ func TestAcquireReleaseTouchAndFence(t *testing.T) {
 	a := newTestLocker(t, c, key, 5*time.Second)
 	b := newTestLocker(t, c, key, 5*time.Second)
 
-	f1, err := a.Acquire(context.Background(), WithTimeout(5*time.Second))
+	f1, err := a.Acquire(bg, WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := a.Fence(); got != f1 || f1 <= 0 {
 		t.Fatalf("Fence() = %d, Acquire returned %d", got, f1)
 	}
-	if owned, err := a.Owned(); err != nil || !owned {
+	if owned, err := a.Owned(bg); err != nil || !owned {
 		t.Fatalf("a.Owned() = %v, %v", owned, err)
 	}
-	if owned, err := b.Owned(); err != nil || owned {
+	if owned, err := b.Owned(bg); err != nil || owned {
 		t.Fatalf("b.Owned() = %v, %v", owned, err)
 	}
-	if locked, err := b.Locked(); err != nil || !locked {
+	if locked, err := b.Locked(bg); err != nil || !locked {
 		t.Fatalf("b.Locked() = %v, %v", locked, err)
 	}
-	info, err := b.Current()
+	info, err := b.Current(bg)
 	if err != nil || info == nil {
 		t.Fatalf("Current() = %v, %v", info, err)
 	}
@@ -54,49 +54,49 @@ func TestAcquireReleaseTouchAndFence(t *testing.T) {
 	if info.UUID != uuid || info.PID != int64(os.Getpid()) || info.Fence != f1 || !info.Expire.After(info.Created) {
 		t.Fatalf("Current() = %+v, want holder %s pid %d fence %d", info, uuid, os.Getpid(), f1)
 	}
-	if _, err := b.TryAcquire(); !errors.Is(err, ErrLockHeld) {
+	if _, err := b.TryAcquire(bg); !errors.Is(err, ErrLockExists) {
 		t.Fatalf("TryAcquire on a held lock: %v", err)
 	}
 	if got, _ := b.Fence(); got != 0 {
 		t.Fatalf("non-holder Fence() = %d", got)
 	}
 
-	renewed, exp, err := a.Touch()
+	renewed, exp, err := a.Touch(bg)
 	if err != nil || !renewed || !exp.After(info.Expire.Add(-time.Millisecond)) {
 		t.Fatalf("Touch() = %v %v %v (old expiry %v)", renewed, exp, err, info.Expire)
 	}
-	if renewed, _, err := b.Touch(); err != nil || renewed {
+	if renewed, _, err := b.Touch(bg); err != nil || renewed {
 		t.Fatalf("non-holder Touch() = %v, %v", renewed, err)
 	}
 
-	if err := a.Release(); err != nil {
+	if err := a.Release(bg); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Release(); err != nil {
+	if err := a.Release(bg); err != nil {
 		t.Fatalf("releasing a lock not held is not an error: %v", err)
 	}
-	if info, err := b.Current(); err != nil || info != nil {
+	if info, err := b.Current(bg); err != nil || info != nil {
 		t.Fatalf("Current() after release = %+v, %v", info, err)
 	}
-	f2, err := b.TryAcquire()
+	f2, err := b.TryAcquire(bg)
 	if err != nil || f2 <= f1 {
 		t.Fatalf("TryAcquire after release = %d, %v (previous token %d)", f2, err, f1)
 	}
 	// force takes a held lock, with a greater token.
-	f3, err := a.TryAcquire(WithForce())
+	f3, err := a.TryAcquire(bg, WithForce())
 	if err != nil || f3 <= f2 {
 		t.Fatalf("forced TryAcquire = %d, %v (previous token %d)", f3, err, f2)
 	}
-	if owned, _ := b.Owned(); owned {
+	if owned, _ := b.Owned(bg); owned {
 		t.Fatal("b still owns after a forced takeover")
 	}
-	if err := b.ForceRelease(); err != nil {
+	if err := b.ForceRelease(bg); err != nil {
 		t.Fatal(err)
 	}
-	if locked, _ := a.Locked(); locked {
+	if locked, _ := a.Locked(bg); locked {
 		t.Fatal("locked after ForceRelease")
 	}
-	if off, err := a.VerifyTime(); err != nil || off > time.Second || off < -time.Second {
+	if off, err := a.VerifyTime(bg); err != nil || off > time.Second || off < -time.Second {
 		t.Fatalf("VerifyTime() = %v, %v", off, err)
 	}
 }
@@ -106,22 +106,22 @@ func TestShortTTLExpiresWithoutRenewal(t *testing.T) {
 	key := uniqueKey(t)
 	a := newTestLocker(t, c, key, time.Second)
 	b := newTestLocker(t, c, key, time.Second)
-	fa, err := a.TryAcquire()
+	fa, err := a.TryAcquire(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.TryAcquire(); !errors.Is(err, ErrLockHeld) {
+	if _, err := b.TryAcquire(bg); !errors.Is(err, ErrLockExists) {
 		t.Fatalf("before expiry: %v", err)
 	}
 	time.Sleep(1300 * time.Millisecond)
-	fb, err := b.TryAcquire()
+	fb, err := b.TryAcquire(bg)
 	if err != nil {
 		t.Fatalf("after expiry the lock must be free without any cleaner: %v", err)
 	}
 	if fb <= fa {
 		t.Fatalf("takeover token %d not above %d", fb, fa)
 	}
-	if renewed, _, err := a.Touch(); err != nil || renewed {
+	if renewed, _, err := a.Touch(bg); err != nil || renewed {
 		t.Fatalf("expired holder renewed its lock: %v, %v", renewed, err)
 	}
 }
@@ -134,19 +134,19 @@ func TestContentionBetweenProcesses(t *testing.T) {
 	heldAt := time.Now()
 
 	l := newTestLocker(t, c, key, 20*time.Second)
-	_, err := l.TryAcquire()
-	if !errors.Is(err, ErrLockHeld) {
+	_, err := l.TryAcquire(bg)
+	if !errors.Is(err, ErrLockExists) {
 		t.Fatalf("TryAcquire while another process holds: %v", err)
 	}
 	if !strings.Contains(err.Error(), strconv.Itoa(h.cmd.Process.Pid)) {
 		t.Errorf("held message %q does not name the holder's pid %d", err, h.cmd.Process.Pid)
 	}
-	info, err := l.Current()
+	info, err := l.Current(bg)
 	if err != nil || info == nil || info.PID != int64(h.cmd.Process.Pid) || info.Fence != childFence {
 		t.Fatalf("Current() = %+v, %v; want pid %d fence %d", info, err, h.cmd.Process.Pid, childFence)
 	}
 	start := time.Now()
-	_, err = l.Acquire(context.Background(), WithTimeout(500*time.Millisecond), WithStep(50*time.Millisecond))
+	_, err = l.Acquire(bg, WithTimeout(500*time.Millisecond), WithStep(50*time.Millisecond))
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("bounded Acquire while held: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestContentionBetweenProcesses(t *testing.T) {
 		t.Fatalf("Acquire with a 500 ms timeout returned after %v", el)
 	}
 
-	fence, err := l.Acquire(context.Background(), WithTimeout(30*time.Second), WithStep(50*time.Millisecond))
+	fence, err := l.Acquire(bg, WithTimeout(30*time.Second), WithStep(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("Acquire after the holder releases: %v", err)
 	}
@@ -218,10 +218,10 @@ func TestExpiryTakeoverAfterHolderKilled(t *testing.T) {
 	h.kill(t)
 
 	l := newTestLocker(t, c, key, 10*time.Second)
-	if _, err := l.TryAcquire(); !errors.Is(err, ErrLockHeld) {
+	if _, err := l.TryAcquire(bg); !errors.Is(err, ErrLockExists) {
 		t.Fatalf("a killed holder's lock is held until its ttl: %v", err)
 	}
-	fence, err := l.Acquire(context.Background(), WithTimeout(15*time.Second), WithStep(50*time.Millisecond))
+	fence, err := l.Acquire(bg, WithTimeout(15*time.Second), WithStep(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("takeover after expiry: %v", err)
 	}
@@ -242,7 +242,7 @@ func TestAcquireStopsWhenContextEnds(t *testing.T) {
 	h.expect(t, "ACQUIRED", 30*time.Second)
 	l := newTestLocker(t, c, key, 20*time.Second)
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bg)
 	time.AfterFunc(300*time.Millisecond, cancel)
 	start := time.Now()
 	_, err := l.Acquire(ctx)
@@ -253,7 +253,7 @@ func TestAcquireStopsWhenContextEnds(t *testing.T) {
 		t.Fatalf("cancelled Acquire returned after %v", el)
 	}
 
-	ctx, cancel2 := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel2 := context.WithTimeout(bg, 400*time.Millisecond)
 	defer cancel2()
 	start = time.Now()
 	_, err = l.Acquire(ctx)
@@ -269,7 +269,7 @@ func TestAcquireStopsWhenContextEnds(t *testing.T) {
 	}
 
 	// Cancels must not leak into the next acquire: this one waits for the release.
-	fence, err := l.Acquire(context.Background(), WithTimeout(30*time.Second))
+	fence, err := l.Acquire(bg, WithTimeout(30*time.Second))
 	if err != nil || fence <= 0 {
 		t.Fatalf("Acquire after cancelled ones: %d, %v", fence, err)
 	}
@@ -280,7 +280,7 @@ func TestAcquireStopsWhenContextEnds(t *testing.T) {
 func TestConcurrentUseAndClose(t *testing.T) {
 	c := newTestClient(t)
 	key := uniqueKey(t)
-	l, err := NewLocker(c, key, &LockerOptions{TTL: 10 * time.Second})
+	l, err := NewLocker(bg, c, key, &LockerOptions{TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +290,8 @@ func TestConcurrentUseAndClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 20; j++ {
-				_, err := l.TryAcquire()
-				if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLockHeld) {
+				_, err := l.TryAcquire(bg)
+				if err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLockExists) {
 					t.Errorf("TryAcquire: %v", err)
 				}
 				if _, err := l.Fence(); err != nil && !errors.Is(err, ErrClosed) {
@@ -308,16 +308,16 @@ func TestConcurrentUseAndClose(t *testing.T) {
 	wg.Wait()
 
 	for name, fn := range map[string]func() error{
-		"TryAcquire": func() error { _, err := l.TryAcquire(); return err },
-		"Acquire":    func() error { _, err := l.Acquire(context.Background()); return err },
-		"Release":    l.Release,
-		"Touch":      func() error { _, _, err := l.Touch(); return err },
-		"Locked":     func() error { _, err := l.Locked(); return err },
-		"Owned":      func() error { _, err := l.Owned(); return err },
+		"TryAcquire": func() error { _, err := l.TryAcquire(bg); return err },
+		"Acquire":    func() error { _, err := l.Acquire(bg); return err },
+		"Release":    func() error { return l.Release(bg) },
+		"Touch":      func() error { _, _, err := l.Touch(bg); return err },
+		"Locked":     func() error { _, err := l.Locked(bg); return err },
+		"Owned":      func() error { _, err := l.Owned(bg); return err },
 		"Fence":      func() error { _, err := l.Fence(); return err },
-		"Current":    func() error { _, err := l.Current(); return err },
+		"Current":    func() error { _, err := l.Current(bg); return err },
 		"UUID":       func() error { _, err := l.UUID(); return err },
-		"VerifyTime": func() error { _, err := l.VerifyTime(); return err },
+		"VerifyTime": func() error { _, err := l.VerifyTime(bg); return err },
 	} {
 		if err := fn(); !errors.Is(err, ErrClosed) {
 			t.Errorf("%s on a closed locker: %v", name, err)
@@ -332,15 +332,15 @@ func TestCloseInterruptsBlockingAcquire(t *testing.T) {
 	c := newTestClient(t)
 	key := uniqueKey(t)
 	holder := newTestLocker(t, c, key, 20*time.Second)
-	if _, err := holder.TryAcquire(); err != nil {
+	if _, err := holder.TryAcquire(bg); err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLocker(c, key, &LockerOptions{TTL: 20 * time.Second})
+	l, err := NewLocker(bg, c, key, &LockerOptions{TTL: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
-	go func() { _, err := l.Acquire(context.Background()); res <- err }()
+	go func() { _, err := l.Acquire(bg); res <- err }()
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	l.Close()
@@ -364,15 +364,15 @@ func TestClientCloseKeepsChildrenWorking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := NewLocker(c, uniqueKey(t), &LockerOptions{TTL: 5 * time.Second})
+	l, err := NewLocker(bg, c, uniqueKey(t), &LockerOptions{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	if _, err := l.TryAcquire(); err != nil {
+	if _, err := l.TryAcquire(bg); err != nil {
 		t.Fatalf("locker after its client was closed: %v", err)
 	}
-	if err := l.Release(); err != nil {
+	if err := l.Release(bg); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()

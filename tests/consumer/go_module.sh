@@ -80,17 +80,18 @@ func main() {
 		panic(err)
 	}
 	defer client.Close()
-	lock, err := mongoelector.NewLocker(client, "go-consumer", &mongoelector.LockerOptions{TTL: time.Minute})
+	ctx := context.Background()
+	lock, err := mongoelector.NewLocker(ctx, client, "go-consumer", &mongoelector.LockerOptions{TTL: time.Minute})
 	if err != nil {
 		panic(err)
 	}
 	defer lock.Close()
-	fence, err := lock.Acquire(context.Background())
+	fence, err := lock.Acquire(ctx)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Printf("lock taken, fence %d\n", fence)
-	if err := lock.Release(); err != nil {
+	if err := lock.Release(ctx); err != nil {
 		panic(err)
 	}
 }
