@@ -206,6 +206,25 @@ fn detects_a_changed_struct() {
         ],
     );
     assert_caught(
+        "a field of the log record inserted before fence",
+        "  int64_t fence;     /* the hold's fencing token",
+        "  int32_t event2;\n  int64_t fence;     /* the hold's fencing token",
+        &[
+            "struct mongoelector_log_record:",
+            "mongoelector_log_record::event2",
+        ],
+    );
+    assert_caught(
+        "a changed stats histogram size",
+        "#define MONGOELECTOR_STATS_LATENCY_BUCKETS 15",
+        "#define MONGOELECTOR_STATS_LATENCY_BUCKETS 16",
+        &[
+            "const MONGOELECTOR_STATS_LATENCY_BUCKETS:",
+            "struct mongoelector_stats:",
+            "Size of mongoelector_stats",
+        ],
+    );
+    assert_caught(
         "a changed array size",
         "char uuid[64];",
         "char uuid[37];",

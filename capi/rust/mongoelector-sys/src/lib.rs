@@ -87,6 +87,75 @@ pub type mongoelector_callback_fn = Option<unsafe extern "C" fn(user_data: *mut 
 /// that handler any more.
 pub type mongoelector_release_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
+/// Since 1.1: what a structured log record is about (numbers are stable).
+pub type mongoelector_log_event = c_int;
+pub const MONGOELECTOR_EVENT_NONE: mongoelector_log_event = 0;
+pub const MONGOELECTOR_EVENT_LEADER_ELECTED: mongoelector_log_event = 1;
+pub const MONGOELECTOR_EVENT_LEADER_LOST: mongoelector_log_event = 2;
+pub const MONGOELECTOR_EVENT_STEP_DOWN: mongoelector_log_event = 3;
+pub const MONGOELECTOR_EVENT_RENEW_FAILED: mongoelector_log_event = 4;
+pub const MONGOELECTOR_EVENT_LEASE_LOST: mongoelector_log_event = 5;
+pub const MONGOELECTOR_EVENT_CLOCK_JUMP: mongoelector_log_event = 6;
+pub const MONGOELECTOR_EVENT_UNSAFE_SERVER: mongoelector_log_event = 7;
+pub const MONGOELECTOR_EVENT_RELEASE_FAILED: mongoelector_log_event = 8;
+pub const MONGOELECTOR_EVENT_CALLBACK_FAILED: mongoelector_log_event = 9;
+
+/// Since 1.1: the `version` the library writes into the records it passes.
+pub const MONGOELECTOR_LOG_RECORD_VERSION: u32 = 1;
+/// Since 1.1: a log record, valid only during the record callback. Fields are only ever
+/// appended (read those of `version`); strings are never NULL ("" when absent), `fence`
+/// is 0 when none.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_log_record {
+    pub version: u32,
+    pub level: mongoelector_log_level,
+    pub event: mongoelector_log_event,
+    pub message: *const c_char,
+    pub key: *const c_char,
+    pub fence: i64,
+    pub uuid: *const c_char,
+    pub host: *const c_char,
+}
+/// Since 1.1.
+pub type mongoelector_log_record_fn =
+    Option<unsafe extern "C" fn(record: *const mongoelector_log_record, user_data: *mut c_void)>;
+
+/// Since 1.1.
+pub const MONGOELECTOR_STATS_VERSION: u32 = 1;
+/// Since 1.1: buckets of the acquire latency histogram (one more than its bounds).
+pub const MONGOELECTOR_STATS_LATENCY_BUCKETS: usize = 15;
+/// Since 1.1: process-wide metrics, filled by mongoelector_stats_get() (the caller sets
+/// `version`). The array lengths are MONGOELECTOR_STATS_LATENCY_BUCKETS - 1 and
+/// MONGOELECTOR_STATS_LATENCY_BUCKETS (written as numbers for the drift check).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_stats {
+    pub version: u32,
+    pub acquires_acquired: u64,
+    pub acquires_held: u64,
+    pub acquires_timeout: u64,
+    pub acquires_cancelled: u64,
+    pub acquires_error: u64,
+    pub acquire_latency_bounds: [c_double; 14],
+    pub acquire_latency_buckets: [u64; 15],
+    pub acquire_latency_count: u64,
+    pub acquire_latency_sum_seconds: c_double,
+    pub renewals: u64,
+    pub renewal_failures: u64,
+    pub leader_elected: u64,
+    pub leader_lost: u64,
+    pub step_downs: u64,
+    pub clock_samples: u64,
+    pub clock_offset_seconds: c_double,
+    pub clock_uncertainty_seconds: c_double,
+    pub round_trips: u64,
+}
+const _: () = assert!(
+    MONGOELECTOR_STATS_LATENCY_BUCKETS == 15,
+    "update the array lengths of mongoelector_stats"
+);
+
 /// Since 1.1.
 pub const MONGOELECTOR_ERROR_INFO_VERSION: u32 = 1;
 /// Since 1.1: filled by mongoelector_last_error_info() (the caller sets `version`).
@@ -237,6 +306,17 @@ extern "C" {
         user_data: *mut c_void,
         release: mongoelector_release_fn,
     ) -> mongoelector_status;
+    /// Since 1.1.
+    pub fn mongoelector_set_log_record_handler(
+        min_level: mongoelector_log_level,
+        fn_: mongoelector_log_record_fn,
+        user_data: *mut c_void,
+        release: mongoelector_release_fn,
+    ) -> mongoelector_status;
+    /// Since 1.1: a static name ("leader_elected"), "unknown" for an unknown event.
+    pub fn mongoelector_log_event_name(event: mongoelector_log_event) -> *const c_char;
+    /// Since 1.1: set `out.version = MONGOELECTOR_STATS_VERSION` first.
+    pub fn mongoelector_stats_get(out: *mut mongoelector_stats) -> mongoelector_status;
     /// Since 1.1.
     pub fn mongoelector_last_error_info(out: *mut mongoelector_error_info) -> mongoelector_status;
     /// Since 1.1.

@@ -33,7 +33,11 @@
 //!
 //! Logging: the library's messages go to the [`log`](https://docs.rs/log) crate, target
 //! `"mongoelector"` ([`LOG_TARGET`]), from the first [`Client::new`] on; no setup call.
-//! [`set_log_handler`] takes them instead.
+//! Their structured fields (`event`, `key`, `fence`, `uuid`, `host`) come as `log`
+//! key-values. [`set_log_handler`] takes them instead.
+//!
+//! Metrics: [`stats()`] returns the process-wide counters and acquire latency histogram
+//! as a typed [`Stats`] (no I/O; `Serialize`/`Deserialize` with the `serde` feature).
 //!
 //! Linking: the C library must be installed; `mongoelector-sys` finds it through
 //! `pkg-config mongoelector` (`PKG_CONFIG_PATH=<prefix>/lib/pkgconfig`) or
@@ -47,6 +51,7 @@ mod error;
 mod lease;
 mod locker;
 mod log;
+mod stats;
 mod status;
 
 pub use crate::log::{set_log_handler, sync_log_level, LogHandler, LogLevel, LOG_TARGET};
@@ -57,6 +62,7 @@ pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use lease::LeaseGuard;
 pub use locker::{AcquireOptions, LockGuard, LockInfo, Locker, LockerBuilder};
 pub use mongoelector_sys as sys;
+pub use stats::{stats, AcquireCounts, LatencyHistogram, Stats};
 pub use status::{ClusterDetail, LeaderInfo, NodeStatus, Timestamp};
 
 /// Runtime version of the loaded library, e.g. "1.1.0".
