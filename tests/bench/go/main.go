@@ -126,10 +126,10 @@ func newClient(uri string) *me.Client {
 // deleteOnRelease: -1 library default.
 func newLocker(c *me.Client, key string, ttl float64, deleteOnRelease int, collection string) *me.Locker {
 	o := &me.LockerOptions{TTL: dur(ttl), Collection: collection, AllowUnsafeServer: opt.unsafe}
-	if deleteOnRelease == 1 {
-		o.DeleteOnRelease = true
+	if deleteOnRelease >= 0 {
+		o.DeleteOnRelease = me.Bool(deleteOnRelease == 1)
 	}
-	l, err := me.NewLocker(c, key, o)
+	l, err := me.NewLocker(bg, c, key, o)
 	must(err, "NewLocker")
 	return l
 }
@@ -139,7 +139,10 @@ func acquire(l *me.Locker) {
 	must(err, "Acquire")
 }
 
-func release(l *me.Locker) { must(l.Release(), "Release") }
+// bg: the benchmark's calls wait as long as they need (their own timeouts bound them).
+var bg = context.Background()
+
+func release(l *me.Locker) { must(l.Release(bg), "Release") }
 
 // ---- ops -----------------------------------------------------------------------------
 func cmdOps() {
@@ -170,9 +173,9 @@ func cmdOps() {
 	}
 	for i := 0; i < opt.n; i++ {
 		timed("acquire_defaults", func() { acquire(a) })
-		timed("touch", func() { ok, _, err := a.Touch(); must(err, "Touch"); check(ok, "touch while holding") })
-		timed("locked", func() { ok, err := a.Locked(); must(err, "Locked"); check(ok, "locked() while held") })
-		timed("owned", func() { ok, err := a.Owned(); must(err, "Owned"); check(ok, "owned() while holding") })
+		timed("touch", func() { ok, _, err := a.Touch(bg); must(err, "Touch"); check(ok, "touch while holding") })
+		timed("locked", func() { ok, err := a.Locked(bg); must(err, "Locked"); check(ok, "locked() while held") })
+		timed("owned", func() { ok, err := a.Owned(bg); must(err, "Owned"); check(ok, "owned() while holding") })
 		timed("release_defaults", func() { release(a) })
 	}
 	for s := 0; s < 2; s++ {
@@ -195,7 +198,7 @@ func cmdOps() {
 	acquire(holder)
 	b := newLocker(c, "ops-held", 600, -1, "")
 	contended := func() {
-		_, err := b.TryAcquire()
+		_, err := b.TryAcquire(bg)
 		if !errors.Is(err, me.ErrLockHeld) {
 			die("contended attempt", fmt.Errorf("expected ErrLockHeld, got %v", err))
 		}
@@ -224,21 +227,21 @@ func cmdOps() {
 		}
 		var err error
 		eo := &me.ElectorOptions{TTL: 60 * time.Second, DisableStatusReport: s == 0}
-		lead[s], err = me.NewElector(c, key, eo)
+		lead[s], err = me.NewElector(bg, c, key, eo)
 		must(err, "NewElector")
-		fol[s], err = me.NewElector(c, key, eo)
+		fol[s], err = me.NewElector(bg, c, key, eo)
 		must(err, "NewElector")
-		must(lead[s].Poll(), "Poll")
-		must(fol[s].Poll(), "Poll")
+		must(lead[s].Poll(bg), "Poll")
+		must(fol[s].Poll(bg), "Poll")
 		l, _ := lead[s].IsLeader()
 		f, _ := fol[s].IsLeader()
 		check(l && !f, "first poll leads, second follows")
 	}
 	for i := 0; i < opt.n; i++ {
-		timed("leader_poll", func() { must(lead[0].Poll(), "Poll") })
-		timed("follower_poll", func() { must(fol[0].Poll(), "Poll") })
-		timed("leader_poll_status", func() { must(lead[1].Poll(), "Poll") })
-		timed("follower_poll_status", func() { must(fol[1].Poll(), "Poll") })
+		timed("leader_poll", func() { must(lead[0].Poll(bg), "Poll") })
+		timed("follower_poll", func() { must(fol[0].Poll(bg), "Poll") })
+		timed("leader_poll_status", func() { must(lead[1].Poll(bg), "Poll") })
+		timed("follower_poll_status", func() { must(fol[1].Poll(bg), "Poll") })
 	}
 	for s := 0; s < 2; s++ {
 		fol[s].Close()
@@ -352,10 +355,10 @@ func cmdElect() {
 	els := make([]*me.Elector, len(keys))
 	for i, k := range keys {
 		k := k
-		e, err := me.NewElector(c, k, &me.ElectorOptions{
-			TTL:          dur(opt.ttl),
-			OnLeader:     func() { say("EVENT leader %.6f %s", mono(), k) },
-			OnLeaderLoss: func() { say("EVENT loss %.6f %s", mono(), k) },
+		e, err := me.NewElector(bg, c, k, &me.ElectorOptions{
+			TTL:              dur(opt.ttl),
+			OnStartedLeading: func(context.Context) { say("EVENT leader %.6f %s", mono(), k) },
+			OnStoppedLeading: func() { say("EVENT loss %.6f %s", mono(), k) },
 		})
 		must(err, "NewElector")
 		els[i] = e
@@ -367,7 +370,7 @@ func cmdElect() {
 	<-sig
 	t := mono()
 	for _, e := range els {
-		e.Stop()
+		e.Stop(bg)
 	}
 	say("EVENT stopped %.6f %.3f", mono(), mono()-t)
 	os.Exit(0)
@@ -377,7 +380,7 @@ func cmdElect() {
 func cmdContend() {
 	c := newClient(opt.uri)
 	l := newLocker(c, opt.key, opt.ttl, -1, "")
-	_, err := l.VerifyTime()
+	_, err := l.VerifyTime(bg)
 	must(err, "VerifyTime")
 	say("READY")
 	f := strings.Fields(readLine())
@@ -422,8 +425,8 @@ func cmdCost() {
 	c := newClient(opt.uri)
 	rssBase, thrBase := procStatus("VmRSS"), procStatus("Threads")
 	leading := make(chan struct{}, 1)
-	e, err := me.NewElector(c, "cost-idle", &me.ElectorOptions{TTL: dur(opt.ttl),
-		OnLeader: func() {
+	e, err := me.NewElector(bg, c, "cost-idle", &me.ElectorOptions{TTL: dur(opt.ttl),
+		OnStartedLeading: func(context.Context) {
 			select {
 			case leading <- struct{}{}:
 			default:
@@ -465,7 +468,7 @@ func cmdScale() {
 			s := mono()
 			for len(leases) < target {
 				l := newLocker(c, fmt.Sprintf("scale-%d", len(leases)), opt.ttl, -1, "")
-				le, err := l.TryHold()
+				le, err := l.TryHold(bg)
 				must(err, "TryHold")
 				leases = append(leases, le)
 			}
@@ -487,10 +490,10 @@ func cmdScale() {
 func cmdProbe() {
 	c := newClient(opt.uri)
 	l := newLocker(c, "probe", 30, -1, "")
-	_, err := l.TryAcquire()
+	_, err := l.TryAcquire(bg)
 	must(err, "TryAcquire")
 	release(l)
-	name, version, err := c.ServerInfo()
+	name, version, err := c.ServerInfo(bg)
 	must(err, "ServerInfo")
 	say(`RESULT {"phase":"probe","binding":"go","server":"%s %s"}`, name, version)
 }
