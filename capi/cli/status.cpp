@@ -27,7 +27,10 @@ const char* kStatusHelp =
     "               \"leader\": null | {same fields},\n"
     "               \"members\": [{\"host\", \"pid\", \"uuid\", \"is_leader\", \"running\",\n"
     "                             \"last_report_ms\", \"last_report_age_s\", \"ttl\",\n"
-    "                             \"app_version\"}]}\n"
+    "                             \"app_version\", \"metrics\": null | {\"acquires_acquired\",\n"
+    "                             ..., \"renewal_failures\", \"step_downs\",\n"
+    "                             \"clock_offset_ms\", \"round_trips\", ...}}]}\n"
+    "              (metrics: the member process's counters at its last report)\n"
     "\n"
     "Exit status: 0 (held or not), 64 bad command line, 69 storage unreachable or\n"
     "failing, 78 URI or storage unusable.\n";
@@ -69,6 +72,24 @@ std::string holder_lines(const Holder& h, int64_t now_ms, const std::string& ind
            h.info.host, h.info.pid, h.info.uuid, indent.c_str(), h.info.fence,
            iso_ms(h.info.expire_ms).c_str(), static_cast<double>(h.info.expire_ms - now_ms) / 1000.0);
   return buf;
+}
+
+// The metrics a member's report carries (core Elector::report_document), in this order.
+const char* const kStatNames[] = {
+    "acquires_acquired", "acquires_held", "acquires_timeout", "acquires_cancelled",
+    "acquires_error", "renewals", "renewal_failures", "leader_elected", "leader_lost",
+    "step_downs", "clock_offset_ms", "clock_uncertainty_ms", "round_trips"};
+
+// One line under a member: "acquired 3, held 1, ... round trips 120".
+std::string stats_line(const std::vector<std::pair<std::string, int64_t>>& stats) {
+  std::string line;
+  for (const auto& [name, value] : stats) {
+    std::string label = name;
+    for (char& c : label) if (c == '_') c = ' ';
+    if (label.rfind("acquires ", 0) == 0) label = label.substr(9);
+    line += (line.empty() ? "" : ", ") + label + " " + std::to_string(value);
+  }
+  return line;
 }
 
 std::string str_of(const Json* j) { return j != nullptr && j->type == Json::String ? j->str : ""; }
@@ -122,6 +143,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     int64_t pid = 0, last_ms = 0;
     bool leader = false, running = false, has_last = false;
     double ttl = 0;
+    // The member process's metrics from its last report (stat_* fields), when it sent them.
+    std::vector<std::pair<std::string, int64_t>> stats;
   };
   std::vector<Member> members;
   if (const Json* md = cd.get("member_detail"); md != nullptr && md->type == Json::Array) {
@@ -134,6 +157,10 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
       x.leader = bool_of(m.get("is_leader"));
       x.running = bool_of(m.get("elector_running"));
       x.ttl = num_of(m.get("ttl"));
+      for (const char* name : kStatNames) {
+        if (const Json* v = m.get(std::string("stat_") + name); v != nullptr && v->type == Json::Number)
+          x.stats.emplace_back(name, v->i);
+      }
       // A report says "leader" until the node's next one: trust it only while its uuid
       // holds the leadership now.
       x.leader = x.leader && leader.found && x.uuid == leader.info.uuid;
@@ -166,7 +193,16 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
         out += "null";
       }
       snprintf(buf, sizeof buf, ", \"ttl\": %g, \"app_version\": ", m.ttl);
-      out += buf + (m.app.empty() ? std::string("null") : json_quote(m.app)) + "}";
+      out += buf + (m.app.empty() ? std::string("null") : json_quote(m.app)) + ", \"metrics\": ";
+      if (m.stats.empty()) {
+        out += "null}";
+      } else {
+        out += "{";
+        for (std::size_t k = 0; k < m.stats.size(); ++k)
+          out += std::string(k ? ", " : "") + json_quote(m.stats[k].first) + ": " +
+                 std::to_string(m.stats[k].second);
+        out += "}}";
+      }
     }
     out += "]}\n";
   } else {
@@ -194,6 +230,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
         snprintf(buf, sizeof buf, "%s          %-20s %8" PRId64 "  %-8.8s  %-9s %-12s %s\n", indent.c_str(),
                  m.host.c_str(), m.pid, m.uuid.c_str(), role.c_str(), age.c_str(), m.app.c_str());
         out += buf;
+        if (!m.stats.empty()) out += indent + "            " + stats_line(m.stats) + "\n";
       }
     }
   }

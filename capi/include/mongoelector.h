@@ -338,7 +338,8 @@ MONGOELECTOR_API void mongoelector_locker_free(mongoelector_locker *locker);
  * MONGOELECTOR_ERR_TIMEOUT. The wait holds the locker's mutex: other calls on the same
  * locker wait, except fence, uuid and cancel. force=1
  * takes the lock whoever holds it. On success *fence_out (may be NULL) receives the
- * fencing token: strictly greater than every token handed out before for this key. */
+ * fencing token: strictly greater than every token handed out before for this key.
+ * Tokens are epoch << 32 | n, so the first one of a fresh key is 4294967296, not 1. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire(mongoelector_locker *locker,
                                                                  int blocking,
                                                                  double timeout_seconds,
@@ -563,8 +564,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elec
  * written by libbson: dates as {"$date": "2026-11-23T17:38:28.123Z"} ({"$date":
  * {"$numberLong": "<ms>"}} outside years 1970..9999), NaN and infinities as
  * {"$numberDouble": "NaN"}, other numbers plain. *json_out is owned by the caller:
- * mongoelector_free(). Node status reads local state (no round trip); cluster detail
- * reads the status collection (one round trip). */
+ * mongoelector_free(). Node status reads local state, never a round trip (its
+ * timestamp is the server-time estimate, or the host's clock before the first
+ * sample); cluster detail reads the status collection (one round trip). */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelector_elector *elector,
                                                                       char **json_out);
 MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoelector_elector *elector,

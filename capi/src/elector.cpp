@@ -298,7 +298,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
     auto& h = checked(elector);
     require(json_out != nullptr, "json_out is NULL");
     *json_out = mongoelector::capi::json::malloc_copy(
-        mongoelector::to_extended_json(h.elector->node_status()));
+        mongoelector::to_extended_json(h.elector->node_status(/*may_sample=*/false)));
   });
 }
 

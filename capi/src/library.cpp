@@ -32,15 +32,15 @@ mongoelector_status install_handler(mongoelector_log_level min_level, mongoelect
                                     mongoelector_log_record_fn record_fn, void* user_data,
                                     mongoelector_release_fn release) {
   return mongoelector::capi::guard([&] {
-    mongoelector::capi::require(
-        min_level == MONGOELECTOR_LOG_DEBUG || min_level == MONGOELECTOR_LOG_INFO ||
-            min_level == MONGOELECTOR_LOG_WARNING || min_level == MONGOELECTOR_LOG_ERROR,
-        "min_level is not a mongoelector_log_level");
-    if (message_fn == nullptr && record_fn == nullptr) {
+    if (message_fn == nullptr && record_fn == nullptr) {  // the default; min_level ignored
       mongoelector::set_log_sink({});
       if (release != nullptr) release(user_data);  // never installed: handed back at once
       return;
     }
+    mongoelector::capi::require(
+        min_level == MONGOELECTOR_LOG_DEBUG || min_level == MONGOELECTOR_LOG_INFO ||
+            min_level == MONGOELECTOR_LOG_WARNING || min_level == MONGOELECTOR_LOG_ERROR,
+        "min_level is not a mongoelector_log_level");
     auto handler = std::make_shared<Handler>();  // not a copy: a temporary would release
     handler->message_fn = message_fn;
     handler->record_fn = record_fn;

@@ -470,7 +470,7 @@ void Elector::report_status() {
     if (d && call_bound_ms_ > 0 && clock_->mono_ms() + call_bound_ms_ > *d) return;
   }
   try {
-    locker_->storage().put_status(options_.status_collection, build_status(/*may_sample=*/false));
+    locker_->storage().put_status(options_.status_collection, report_document());
   } catch (const std::exception& ex) {
     log(LogLevel::Error, "status report of " + options_.key + " failed: " + ex.what());
   }
@@ -606,7 +606,7 @@ Document Elector::locker_status(Locker& locker) {
   return d;
 }
 
-Document Elector::node_status() { return build_status(/*may_sample=*/true); }
+Document Elector::node_status(bool may_sample) { return build_status(may_sample); }
 
 Document Elector::build_status(bool may_sample) {
   // Built from local knowledge (no extra round trip): this node owns the lock exactly
@@ -635,6 +635,29 @@ Document Elector::build_status(bool may_sample) {
   auto lp = last_poll();
   d.set("last_poll", lp ? Value(*lp) : Value(Null{}));
   if (options_.app_version) d.set("app_version", *options_.app_version);
+  return d;
+}
+
+Document Elector::report_document() {
+  // The report also carries this process's metrics (flat "stat_" fields: documents here
+  // are flat), so that `mongoelector status` shows each member's counters.
+  Document d = build_status(/*may_sample=*/false);
+  const metrics::Snapshot m = metrics::snapshot();
+  const auto n = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
+  for (std::size_t i = 0; i < metrics::kAcquireOutcomes; ++i) {
+    d.set(std::string("stat_acquires_") +
+              metrics::acquire_outcome_name(static_cast<metrics::AcquireOutcome>(i)),
+          n(m.acquires[i]));
+  }
+  d.set("stat_renewals", n(m.renewals));
+  d.set("stat_renewal_failures", n(m.renewal_failures));
+  d.set("stat_leader_elected", n(m.leader_elected));
+  d.set("stat_leader_lost", n(m.leader_lost));
+  d.set("stat_step_downs", n(m.step_downs));
+  d.set("stat_clock_offset_ms", static_cast<std::int64_t>(std::llround(m.clock_offset_s * 1000)));
+  d.set("stat_clock_uncertainty_ms",
+        static_cast<std::int64_t>(std::llround(m.clock_uncertainty_s * 1000)));
+  d.set("stat_round_trips", n(m.round_trips));
   return d;
 }
 

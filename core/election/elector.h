@@ -123,7 +123,9 @@ class Elector {
   std::optional<std::int64_t> renew_deadline_mono() const;
 
   // Locker status plus _id, is_leader, elector_running, last_poll, app_version.
-  Document node_status();
+  // may_sample=false: never a round trip (the timestamp is the current server-time
+  // estimate, or the host's clock before the first sample).
+  Document node_status(bool may_sample = true);
   // {member_detail: [...], leader: {host, process_id, uuid} | None, timestamp} is
   // structured by the bindings from these parts.
   struct ClusterDetail {
@@ -167,6 +169,7 @@ class Elector {
   std::int64_t margin_ms();
   void report_status();
   Document build_status(bool may_sample);
+  Document report_document();  // build_status plus this process's metrics (stat_*)
 
   ElectorOptions options_;
   ElectorCallbacks callbacks_;

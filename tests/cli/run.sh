@@ -308,6 +308,10 @@ t_elect_failover() {  # kill -9 of the leading `elect`: its CMD stops, the other
   "$BIN" status "$key" --json >"$T/status.json"
   [[ $(json "$T/status.json" 'd["leader"]["pid"]') == "$leader_pid" ]] || fail "status leader: $(cat "$T/status.json")"
   [[ $(json "$T/status.json" 'len(d["members"])') == 2 ]] || fail "status members: $(cat "$T/status.json")"
+  # Each member's report carries its process's metrics: both have talked to the storage.
+  [[ $(json "$T/status.json" 'min(m["metrics"]["round_trips"] for m in d["members"]) > 0') == True ]] ||
+    fail "status metrics: $(cat "$T/status.json")"
+  "$BIN" status "$key" | grep -q "round trips" || fail "status table without metrics"
   local t_kill; t_kill=$(now_ms)
   kill -9 "$leader_pid"; wait "$leader_pid" 2>/dev/null || true
   wait_for "grep -q '^stopped $first' '$LOG'" 5 || fail "the killed leader's CMD still runs"
