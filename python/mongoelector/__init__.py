@@ -7,11 +7,11 @@ election loop that does not compete for the GIL.
 """
 
 from .client import Client
-from .elector import MongoLeaderElector
-from .errors import (LeaseLost, MongoElectorError, StorageError, StorageUnavailable,
-                     UnsafeServerError)
+from .elector import ClusterDetail, MongoLeaderElector, NodeStatus
+from .errors import (ClosedError, LeaseLost, MongoElectorError, StorageError,
+                     StorageUnavailable, UnsafeServerError)
 from .lease import Lease, lease
-from .locker import AcquireTimeout, LockExists, MongoLocker, TimeOffsetError
+from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
 
 __version__ = "1.1.0"
 
@@ -29,5 +29,9 @@ __all__ = [
     "lease",
     "Lease",
     "LeaseLost",
+    "ClosedError",
+    "LockerStatus",
+    "NodeStatus",
+    "ClusterDetail",
     "__version__",
 ]

@@ -10,42 +10,50 @@
   are abandoned (neither stopped nor joined).
 """
 
+from __future__ import annotations
+
 import atexit
 import logging
 import os
 import threading
+from typing import TYPE_CHECKING, Set
 
 from . import _native
+
+if TYPE_CHECKING:
+    from .elector import MongoLeaderElector
 
 log = logging.getLogger("mongoelector")
 
 _lock = threading.Lock()
-_running = set()
+_running: Set[MongoLeaderElector] = set()
 _exiting = False
 
 
-def track(elector):
+def track(elector: MongoLeaderElector) -> None:
     with _lock:
         _running.add(elector)
 
 
-def sweep():
+def sweep() -> None:
     """Forgets electors whose loop has ended. Never call from a loop thread."""
     with _lock:
-        done = [e for e in _running if not e._core.running]
+        done = [e for e in _running if e.closed or not e._core.running]
         for e in done:
             _running.discard(e)
     # References are dropped here, outside the lock: destruction joins the thread.
     del done
 
 
-def _stop_all():
+def _stop_all() -> None:
     global _exiting
     _exiting = True
     with _lock:
         electors = list(_running)
         _running.clear()
     for e in electors:
+        if e.closed:
+            continue
         try:
             e.stop()
         except Exception:  # noqa: BLE001 - exit must go on
@@ -55,12 +63,13 @@ def _stop_all():
     _native.shutdown_log()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     with _lock:
         electors = list(_running)
         _running.clear()
     for e in electors:
-        e._core._abandon()
+        if not e.closed:
+            e._core._abandon()
 
 
 atexit.register(_stop_all)

@@ -16,13 +16,24 @@
 * A ``mongoelector.Client``: that client, shared exactly as the caller decides.
 """
 
+from __future__ import annotations
+
 import inspect
 import threading
 import weakref
+from typing import Any, Dict, Optional, Tuple, Union, cast
 from urllib.parse import unquote
+
+from pymongo.database import Database
 
 from . import _native
 from .client import Client
+
+#: What ``db=`` of ``MongoLocker``, ``MongoLeaderElector`` and ``lease`` accepts: a
+#: ``mongodb://``/``mongodb+srv://``/``sqlite:///`` URI, a ``mongoelector.Client`` or a
+#: synchronous pymongo ``Database`` (mongomock's types as one). Other objects that behave
+#: like a Database work at run time too; type-check them with ``typing.cast``.
+DatabaseArg = Union[str, Client, Database[Any]]
 
 _SCHEMES = ("mongodb://", "mongodb+srv://")
 _SQLITE = "sqlite://"
@@ -34,51 +45,87 @@ _ASYNC_DATABASE = (
     "asyncio.to_thread()")
 
 
-def op_timeout_for(ttl):
-    """Budget of one database call: a tenth of the lease, at least 50 ms.
+def op_timeout_for(ttl: float) -> float:
+    """Budget of one database call: a tenth of the lease, kept within [0.1 s, 5 s] -- the
+    rule of every binding (the core's op_timeout_ms_for_ttl; C, Go and Rust use it too).
 
-    A leader renews at ttl/2 and must be done by its renew deadline, ttl*0.9 (or
-    earlier when clocks are uncertain): 0.4*ttl later. The core starts a renewal only if
-    its worst case (Storage.call_bound_ms) fits in that window; for the URI transport
-    the worst case is three timeouts (server selection, connect, socket), 0.3*ttl."""
-    return max(0.05, float(ttl) / 10.0)
+    A leader renews at ttl/3 and must be done by its renew deadline (0.9 ttl or earlier
+    when clocks are uncertain). The core starts a renewal only if its worst case
+    (Storage.call_bound_ms) fits in that window; for the URI transport the worst case is
+    three timeouts (server selection, connect, socket), 0.3*ttl. The 5 s cap keeps a
+    call to a hung server from blocking for minutes under a long ttl."""
+    return float(_native.op_timeout_for_ttl(float(ttl)))
 
 
-def is_uri(db):
+def is_uri(db: object) -> bool:
     return isinstance(db, str) and db.startswith(_SCHEMES + (_SQLITE,))
 
 
-def is_sqlite_uri(db):
+def is_sqlite_uri(db: object) -> bool:
     return isinstance(db, str) and db.startswith(_SQLITE)
 
 
-def is_native(db):
+def is_native(db: object) -> bool:
     """Whether ``db`` is served by the core's own libmongoc client (URI or Client)."""
     return is_uri(db) or isinstance(db, Client)
 
 
-# (uri, database) -> _native.MongoClient, for the life of the process (like a module-level
-# MongoClient; bounded by the distinct URIs a program uses).
-_shared_clients = {}
+# (uri, database) -> _native.MongoClient (StorageClient for sqlite), kept like a
+# module-level MongoClient: lockers made and dropped one after another reuse its
+# connections. It is forgotten when the last of its users that is still alive is closed
+# (ClientUse.end), so close() of every locker and elector of a URI closes its connections.
+_shared_clients: Dict[Tuple[str, str], _native.StorageClient] = {}
+# The same keys -> the uses of that client by lockers and electors still alive.
+_shared_users: Dict[Tuple[str, str], weakref.WeakSet[ClientUse]] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_client(uri, database):
-    """The process-wide native client of ``uri`` and ``database`` (ignored for sqlite)."""
+class ClientUse:
+    """A locker's or elector's use of a process-shared native client (URI transport).
+
+    Its owner holds it until ``close()``; an owner that is garbage-collected without
+    ``close()`` drops it silently (the client stays cached for the next locker)."""
+
+    __slots__ = ("_key", "__weakref__")
+
+    def __init__(self, key: Tuple[str, str]) -> None:
+        self._key = key
+
+    def end(self) -> None:
+        """Forgets this use. The last live use of a client forgets the client, whose
+        connections close once no native storage refers to it any more."""
+        client = None
+        with _shared_lock:
+            users = _shared_users.get(self._key)
+            if users is None or self not in users:
+                return
+            users.discard(self)
+            if not users:
+                del _shared_users[self._key]
+                client = _shared_clients.pop(self._key, None)
+        del client  # outside the lock: destroying a client joins its monitor threads
+
+
+def _shared_client_use(uri: str, database: str) -> Tuple[_native.StorageClient, ClientUse]:
+    """The process-wide native client of ``uri`` and ``database`` (ignored for sqlite),
+    and a new use of it."""
     if is_sqlite_uri(uri):
         database = ""
+    key = (uri, database)
     with _shared_lock:
-        client = _shared_clients.get((uri, database))
+        client = _shared_clients.get(key)
         if client is None:
             if is_sqlite_uri(uri):
                 client = _native.StorageClient(uri, "")
             else:
                 client = _native.MongoClient(uri, database)
-            _shared_clients[(uri, database)] = client
-        return client
+            _shared_clients[key] = client
+        use = ClientUse(key)
+        _shared_users.setdefault(key, weakref.WeakSet()).add(use)
+        return client, use
 
 
-def database_from_uri(uri):
+def database_from_uri(uri: str) -> Optional[str]:
     """The database named in the URI's path (``mongodb://host/dbname?opts``), or None."""
     rest = uri.split("://", 1)[1].split("?", 1)[0]
     if "/" not in rest:
@@ -87,7 +134,7 @@ def database_from_uri(uri):
     return name or None
 
 
-def check_db(db, database=None):
+def check_db(db: object, database: Optional[str] = None) -> None:
     """Raises like the original for objects that are not a Database (TypeError); a URI
     or a ``mongoelector.Client`` is accepted too."""
     if is_uri(db):
@@ -111,29 +158,34 @@ def check_db(db, database=None):
         raise TypeError("database= applies only when db is a MongoDB URI")
 
 
-def open_storage(db, *, database=None, op_timeout):
-    """Returns the native storage for ``db`` (see the module docstring)."""
+def open_storage(db: object, *, database: Optional[str] = None,
+                 op_timeout: float) -> Tuple[_native.Storage, Optional[ClientUse]]:
+    """Returns the native storage for ``db`` (see the module docstring) and, for a URI,
+    the caller's use of the process-shared client (``end()`` it at ``close()``)."""
     check_db(db, database)
-    if is_sqlite_uri(db):
-        return shared_client(db, "").open_storage(float(op_timeout))
-    if is_uri(db):
+    if isinstance(db, str) and is_sqlite_uri(db):
+        client, use = _shared_client_use(db, "")
+        return client.open_storage(float(op_timeout)), use
+    if isinstance(db, str):  # a mongodb:// URI (check_db refused other strings)
         name = database if database is not None else database_from_uri(db)
         if not name:
             raise ValueError(
                 "the MongoDB URI names no database: use mongodb://host/dbname or database=")
-        return _native.MongoStorage(shared_client(db, name), float(op_timeout))
+        client, use = _shared_client_use(db, name)
+        return _native.MongoStorage(cast(_native.MongoClient, client), float(op_timeout)), use
     if isinstance(db, Client):
-        return _native.MongoStorage(db._native, float(op_timeout))
-    return _native.PyMongoStorage(db, float(op_timeout), facts=_server_facts(db))
+        return _native.MongoStorage(db._native, float(op_timeout)), None
+    return _native.PyMongoStorage(db, float(op_timeout), facts=_server_facts(db)), None
 
 
 # What each pymongo client's server is (buildInfo, which command gives its clock), learnt
 # once per client rather than once per locker: a new locker's first acquire then costs
 # no more commands than the original's.
-_facts_by_client = weakref.WeakKeyDictionary()
+_facts_by_client: weakref.WeakKeyDictionary[Any, _native.ServerFacts] = (
+    weakref.WeakKeyDictionary())
 
 
-def _server_facts(db):
+def _server_facts(db: object) -> Optional[_native.ServerFacts]:
     client = getattr(db, "client", None)
     if client is None:
         return None

@@ -15,6 +15,10 @@ After ``fork()``, lockers made in the child get fresh connections; the parent's 
 refuse to run in the child.
 """
 
+from __future__ import annotations
+
+from typing import Optional
+
 from . import _native
 
 
@@ -23,7 +27,7 @@ class Client:
 
     __slots__ = ("_native", "_uri")
 
-    def __init__(self, uri, database=None):
+    def __init__(self, uri: str, database: Optional[str] = None) -> None:
         if not isinstance(uri, str) or not uri.startswith(("mongodb://", "mongodb+srv://")):
             raise TypeError("Client needs a mongodb:// or mongodb+srv:// URI, not %r" % (uri,))
         from ._transport import database_from_uri
@@ -36,14 +40,14 @@ class Client:
         self._native = _native.MongoClient(uri, name)
 
     @property
-    def database(self):
+    def database(self) -> str:
         """The database whose collections the locks live in."""
         return self._native.database
 
     @property
-    def pool_size(self):
+    def pool_size(self) -> int:
         """Most connections open at once for commands (``maxPoolSize``, default 10)."""
         return self._native.pool_size
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Client(%r, database=%r)" % (self._uri, self.database)

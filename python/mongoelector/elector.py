@@ -8,43 +8,75 @@ can be taken over; a follower takes over a dead leader's lease about one ttl aft
 last renewal.
 """
 
+from __future__ import annotations
+
 import logging
 import weakref
+from datetime import datetime
 from time import sleep
+from types import TracebackType
+from typing import (Any, Callable, Dict, List, Literal, Optional, Type, TypedDict, TypeVar,
+                    cast)
+
+from pymongo.collection import Collection
+from pymongo.database import Database
 
 from . import _lifecycle, _native, _transport
-from .locker import MongoLocker, _check_args, _identity
+from ._transport import DatabaseArg
+from .locker import LockerStatus, MongoLocker, _check_args, _Closed, _identity
 
-__all__ = ["MongoLeaderElector"]
+__all__ = ["MongoLeaderElector", "NodeStatus", "ClusterDetail", "LeaderInfo"]
 
 log = logging.getLogger(__name__)
 
 _CALLBACKS = ("on_leader", "on_leader_loss", "on_loop")
 
+#: A callback: called with no arguments; its return value is ignored.
+Callback = Callable[[], object]
 
-def _make_dispatch(elector):
+_E = TypeVar("_E", bound="MongoLeaderElector")
+
+
+class _NodeStatusBase(LockerStatus):
+    _id: str                            # the node's uuid
+    is_leader: bool
+    elector_running: bool
+    last_poll: Optional[datetime]       # None before the first poll
+
+
+class NodeStatus(_NodeStatusBase, total=False):
+    """``MongoLeaderElector.node_status``: the locker's status plus the node's."""
+
+    app_version: str                    # only when app_version was given
+
+
+class LeaderInfo(TypedDict):
+    host: str
+    process_id: int
+    uuid: str
+
+
+class ClusterDetail(TypedDict):
+    """``MongoLeaderElector.cluster_detail``."""
+
+    #: Status documents of this key's nodes (original nodes' too), newest first, no _id.
+    member_detail: List[Dict[str, Any]]
+    leader: Optional[LeaderInfo]        # None when no node leads
+    timestamp: datetime
+
+
+def _make_dispatch(elector: MongoLeaderElector) -> Callable[[str], None]:
     """The function the native loop calls for a callback. It holds the elector weakly
     (the native elector must not keep its Python owner alive) and looks the callback
     up at call time, so reassigning ``callback_on_leader`` works as in the original."""
     ref = weakref.ref(elector)
 
-    def dispatch(name):
+    def dispatch(name: str) -> None:
         self = ref()
         if self is not None:
             self._fire_callback(self._callbacks.get(name), name)
 
     return dispatch
-
-
-def _callback_property(name):
-    def get(self):
-        return self._callbacks.get(name)
-
-    def set_(self, fn):
-        self._callbacks[name] = fn
-        self._core.set_callback_enabled(name, fn is not None)
-
-    return property(get, set_, doc=f"Called (no arguments) {name.replace('_', ' ')}.")
 
 
 class MongoLeaderElector:
@@ -67,17 +99,33 @@ class MongoLeaderElector:
             while elector.running:
                 sleep(1)
         # elector is stopped, leadership released
+
+    ``close()`` stops it for good and frees its native elector and, for a URI, the
+    connections (see ``close``); the ``with`` statement above only starts and stops.
     """
 
-    callback_on_leader = _callback_property("on_leader")
-    callback_on_leader_loss = _callback_property("on_leader_loss")
-    callback_on_loop = _callback_property("on_loop")
+    _core: _native.Elector
+    key: str
+    #: The ``db`` argument as given.
+    db: DatabaseArg
+    ttl: float
+    #: The elector's lock (collection ``elector.locks``); closed with the elector.
+    mlock: MongoLocker
+    _status_collection: Optional[Collection[Any]]
+    _callbacks: Dict[str, Optional[Callback]]
+    _use: Optional[_transport.ClientUse]
+    _closed: bool
 
-    def __init__(self, key, db, *, ttl=15, on_leader=None, on_leader_loss=None, on_loop=None,
-                 app_version=None, report_status=True, database=None, allow_unsafe_server=False,
-                 op_timeout=None, delete_on_release=True):
+    def __init__(self, key: str, db: DatabaseArg, *, ttl: float = 15,
+                 on_leader: Optional[Callback] = None,
+                 on_leader_loss: Optional[Callback] = None,
+                 on_loop: Optional[Callback] = None,
+                 app_version: Optional[str] = None, report_status: bool = True,
+                 database: Optional[str] = None, allow_unsafe_server: bool = False,
+                 op_timeout: Optional[float] = None, delete_on_release: bool = True) -> None:
         _check_args(key, db, ttl, database)
         _lifecycle.sweep()
+        self._closed = False
         self._app_version = app_version
         self._report_status = report_status
         self.key = key
@@ -87,82 +135,172 @@ class MongoLeaderElector:
                            "on_loop": on_loop}
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
-        storage = _transport.open_storage(db, database=database, op_timeout=op_timeout)
-        self._core = _native.Elector(
-            storage, key, float(ttl), bool(report_status),
-            str(app_version) if app_version else None, _make_dispatch(self),
-            allow_unsafe_server=bool(allow_unsafe_server), identity=_identity(),
-            delete_on_release=bool(delete_on_release))
+        storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
+        try:
+            self._core = _native.Elector(
+                storage, key, float(ttl), bool(report_status),
+                str(app_version) if app_version else None, _make_dispatch(self),
+                allow_unsafe_server=bool(allow_unsafe_server), identity=_identity(),
+                delete_on_release=bool(delete_on_release))
+        except BaseException:
+            del storage
+            if use is not None:
+                use.end()
+            raise
+        self._use = use
         for name in _CALLBACKS:
             self._core.set_callback_enabled(name, self._callbacks[name] is not None)
         self.mlock = MongoLocker._wrap(self._core.locker, key, db, "elector.locks", ttl)
         self._status_collection = (
-            None if _transport.is_native(db) else db["elector.leader_status"])
+            None if _transport.is_native(db)
+            else cast("Database[Any]", db)["elector.leader_status"])
 
-    def __repr__(self):
+    @property
+    def callback_on_leader(self) -> Optional[Callback]:
+        """Called (no arguments) when this node becomes leader."""
+        return self._callbacks.get("on_leader")
+
+    @callback_on_leader.setter
+    def callback_on_leader(self, fn: Optional[Callback]) -> None:
+        self._set_callback("on_leader", fn)
+
+    @property
+    def callback_on_leader_loss(self) -> Optional[Callback]:
+        """Called (no arguments) when this node stops being leader."""
+        return self._callbacks.get("on_leader_loss")
+
+    @callback_on_leader_loss.setter
+    def callback_on_leader_loss(self, fn: Optional[Callback]) -> None:
+        self._set_callback("on_leader_loss", fn)
+
+    @property
+    def callback_on_loop(self) -> Optional[Callback]:
+        """Called (no arguments) at the end of every poll."""
+        return self._callbacks.get("on_loop")
+
+    @callback_on_loop.setter
+    def callback_on_loop(self, fn: Optional[Callback]) -> None:
+        self._set_callback("on_loop", fn)
+
+    def _set_callback(self, name: str, fn: Optional[Callback]) -> None:
+        self._callbacks[name] = fn
+        self._core.set_callback_enabled(name, fn is not None)
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"MongoLeaderElector(key={self.key!r}, closed, uuid={self.mlock.uuid!r})"
         leader = "leader" if self.is_leader else "follower"
         running = "running" if self.running else "stopped"
         return f"MongoLeaderElector(key={self.key!r}, {leader}, {running}, uuid={self.mlock.uuid!r})"
 
-    def __enter__(self):
+    def __enter__(self: _E) -> _E:
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc_val, exc_tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc_val: Optional[BaseException],
+                 exc_tb: Optional[TracebackType]) -> Literal[False]:
         self.stop()
         return False
 
-    def start(self, blocking=False):
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Stops this elector for good and frees what it holds.
+
+        1. ``stop()``: ends the loop and releases leadership (fenced; ``on_leader_loss``
+           fires if it led). As with ``stop()``, a failed release is logged, not raised
+           (``logging.getLogger("mongoelector")``); the lease then ends at most one ttl
+           later.
+        2. Frees the native elector. With a URI the connections close as well unless
+           another locker or elector of this process still uses the same URI (the last
+           one closed closes them). A pymongo ``Database`` or ``mongoelector.Client`` is
+           the caller's and is left open.
+
+        Idempotent. Any other use afterwards (``mlock`` included) raises
+        ``mongoelector.ClosedError``. May be called from a callback (the loop then ends
+        after it). ``with contextlib.closing(elector), elector:`` runs, stops and closes.
+        """
+        if self._closed:
+            return
+        try:
+            self._core.stop()
+        finally:
+            with _lifecycle._lock:  # no sweep or interpreter exit sees it any more
+                _lifecycle._running.discard(self)
+                core = self._core
+                use = self._use
+                self._closed = True
+                self._use = None
+                self._core = cast(_native.Elector, _Closed(f"MongoLeaderElector {self.key!r}"))
+            self.mlock._mark_closed()
+            # Frees the native elector (joins its loop; from a callback a native reaper
+            # thread does), its storage and, last, the shared client.
+            del core
+            if use is not None:
+                use.end()
+
+    def start(self, blocking: bool = False) -> None:
         """Start the elector background thread.
 
         Args:
             blocking: If True, block until the elector thread exits (stop() from a
                 callback or another thread). Ctrl-C stops the elector and re-raises.
         """
+        core = self._core
+        start = core.start  # ClosedError after close(), before the elector is tracked
         _lifecycle.sweep()
         if _lifecycle._exiting:
             raise RuntimeError("cannot start an elector while the interpreter exits")
         _lifecycle.track(self)
-        self._core.start()
+        start()
         if blocking:
+            # ``core``, not self._core: close() from a callback ends the wait, not in error.
             try:
-                while self._core.running:
+                while core.running:
                     sleep(0.05)  # GIL released, interruptible
             except BaseException:
-                self.stop()
+                if not self._closed:
+                    self.stop()
                 raise
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop the elector thread and release leadership."""
         self._core.stop()
         if not self._core.running:  # joined: not called from the loop's own thread
             _lifecycle.sweep()
 
     @property
-    def running(self):
+    def running(self) -> bool:
+        """True while the election loop runs (``start()`` until ``stop()``)."""
         return self._core.running
 
     @property
-    def is_leader(self):
+    def is_leader(self) -> bool:
         """True while this node leads and its lease is safely running (local clock:
         turns False at the renew deadline even if the database hangs)."""
         return self._core.is_leader
 
     @property
-    def leader_exists(self):
+    def leader_exists(self) -> bool:
         """True if any node holds an unexpired leader lock (one round trip)."""
         return self.mlock.locked()
 
     @property
-    def fence(self):
+    def fence(self) -> Optional[int]:
         """Fencing token of this node's current leadership term, or None."""
-        return self.mlock.fence if self.is_leader else None
+        # Read with is_leader in one critical section of the core (no race between the
+        # two), and local: no round trip.
+        return self._core.leader_fence
 
-    def poll(self):
+    def poll(self) -> None:
         """Execute one poll cycle: renew if leader, attempt acquire if not."""
         self._core.poll()
 
-    def _fire_callback(self, callback, name):
+    def _fire_callback(self, callback: Optional[Callback], name: str) -> None:
         if callback:
             try:
                 callback()
@@ -170,22 +308,25 @@ class MongoLeaderElector:
                 log.exception("Error in %s callback", name)
 
     @property
-    def cluster_detail(self):
-        return self._core.cluster_detail()
+    def cluster_detail(self) -> ClusterDetail:
+        """Status documents of every node of this key and the current leader (one
+        round trip)."""
+        return cast(ClusterDetail, self._core.cluster_detail())
 
     @property
-    def node_status(self):
+    def node_status(self) -> NodeStatus:
+        """This node's status document, as reported to ``elector.leader_status``."""
         status = self._core.node_status()
         status["ttl"] = self.ttl
         if self._app_version:
             status["app_version"] = self._app_version
-        return status
+        return cast(NodeStatus, status)
 
-    def release(self):
+    def release(self) -> None:
         """Release leadership and fire the on_leader_loss callback if applicable."""
         self._core.release()
 
     @property
-    def poll_wait(self):
+    def poll_wait(self) -> float:
         """Seconds between poll cycles. Leaders poll at half the TTL."""
         return self.ttl if self._core.poll_wait == float(self.ttl) else self.ttl / 2.0

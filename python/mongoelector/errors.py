@@ -7,6 +7,8 @@ the native URI transport and by the server-safety check, and they subclass the p
 exception a pymongo-based caller already catches.
 """
 
+from __future__ import annotations
+
 from pymongo.errors import ConnectionFailure, OperationFailure
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "StorageUnavailable",
     "StorageError",
     "LeaseLost",
+    "ClosedError",
 ]
 
 
@@ -37,7 +40,7 @@ class TimeOffsetError(MongoElectorError):
     """Raised when the clock offset between this host and MongoDB is too high."""
 
 
-def _time_offset_error(offset):
+def _time_offset_error(offset: float) -> TimeOffsetError:
     """The original's error for a clock offset (seconds, either sign) above maxoffset;
     the native core's offset errors are raised with this message too."""
     return TimeOffsetError(f"Clock offset vs MongoDB is too high: {round(abs(offset), 2)}s")
@@ -69,3 +72,10 @@ class LeaseLost(MongoElectorError):
     without a successful renewal (server unreachable, frozen or slow), or the lock was
     taken. The holder must stop acting on the lock; another node may take it over once
     the lease expires. Raised by ``lease.check()`` and on leaving the ``with`` block."""
+
+
+class ClosedError(MongoElectorError, RuntimeError):
+    """A ``MongoLocker`` or ``MongoLeaderElector`` was used after its ``close()``.
+
+    A ``RuntimeError`` (the object's state forbids the call, as for an elector inherited
+    through ``fork()``); ``close()`` itself may be called again and does nothing."""

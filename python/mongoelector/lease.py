@@ -17,13 +17,38 @@ soon as a renewal finds the lock taken. Loss is final: ``lease.lost`` (a
 block releases the lock (fenced); a lost lease is not released.
 """
 
+from __future__ import annotations
+
+import sys
 import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Optional, Type, TypedDict, TypeVar
 
 from . import _native
-from .errors import LeaseLost
+from ._transport import DatabaseArg
+from .errors import ClosedError, LeaseLost
 from .locker import MongoLocker
 
-__all__ = ["Lease", "lease", "LeaseLost"]
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["Lease", "lease", "LeaseLost", "LockerOptions"]
+
+_S = TypeVar("_S", bound="Lease")
+
+
+class LockerOptions(TypedDict, total=False):
+    """The ``MongoLocker`` keyword arguments that ``lease()`` and ``Lease`` pass on."""
+
+    dbcollection: str
+    timeparanoid: bool
+    maxoffset: float
+    database: Optional[str]
+    delete_on_release: bool
+    allow_unsafe_server: bool
+    op_timeout: Optional[float]
 
 
 class Lease:
@@ -35,7 +60,16 @@ class Lease:
     attempt (``LockExists``). Other keyword arguments go to ``MongoLocker``.
     """
 
-    def __init__(self, db, key, *, ttl=30, timeout=None, blocking=True, step=0.25, **locker_kwargs):
+    key: str
+    ttl: float
+    #: The locker whose lock the lease keeps alive.
+    locker: MongoLocker
+    #: Set (from a native thread) the moment the lease is lost.
+    lost: threading.Event
+
+    def __init__(self, db: DatabaseArg, key: str, *, ttl: float = 30,
+                 timeout: Optional[float] = None, blocking: bool = True, step: float = 0.25,
+                 **locker_kwargs: Unpack[LockerOptions]) -> None:
         if not blocking and timeout is not None:
             raise ValueError("Cannot set timeout if blocking is False")
         self.key = key
@@ -46,12 +80,14 @@ class Lease:
         self._timeout = timeout
         self._blocking = blocking
         self._step = step
-        self._native = None
+        self._native: Optional[_native.KeepAliveLease] = None
 
-    def acquire(self):
+    def acquire(self) -> int:
         """Waits for the lock and starts keeping it alive. Returns the fencing token."""
         if self._native is not None:
             raise RuntimeError("this lease is already held; use a new Lease")
+        if self.locker.closed:
+            raise ClosedError(f"the locker of lease {self.key!r} is closed")
         self._native = _native.KeepAliveLease(
             self.locker._core, self._blocking,
             None if self._timeout is None else float(self._timeout), float(self._step),
@@ -59,37 +95,38 @@ class Lease:
         return self._native.fence
 
     @property
-    def fence(self):
+    def fence(self) -> Optional[int]:
         """The fencing token of the hold (None before acquire): pass it with every write
         the lock guards."""
         return None if self._native is None else self._native.fence
 
     @property
-    def reason(self):
+    def reason(self) -> str:
         """Why the lease was lost ("" while it is not)."""
         return "" if self._native is None else self._native.lost_reason
 
-    def check(self):
+    def check(self) -> None:
         """Raises ``LeaseLost`` if the lease is lost; call it before acting on the lock."""
         if self.lost.is_set() or (self._native is not None and self._native.lost):
             raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost: {self.reason}")
 
-    def wait_lost(self, timeout=None):
+    def wait_lost(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the lease is lost (True) or ``timeout`` seconds pass (False)."""
         if self._native is None:
             return False
         return self._native.wait_lost(timeout)
 
-    def release(self):
+    def release(self) -> None:
         """Stops keeping the lock alive and releases it (fenced; not if lost)."""
         if self._native is not None:
             self._native.close()
 
-    def __enter__(self):
+    def __enter__(self: _S) -> _S:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         lost = self.lost.is_set() or (self._native is not None and self._native.lost)
         self.release()
         if lost and exc_type is None:
@@ -97,11 +134,13 @@ class Lease:
                             f"block ran: {self.reason}")
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "lost" if self.lost.is_set() else ("held" if self._native else "new")
         return f"<Lease {self.key!r} fence={self.fence} {state}>"
 
 
-def lease(db, key, *, ttl=30, timeout=None, blocking=True, step=0.25, **locker_kwargs):
+def lease(db: DatabaseArg, key: str, *, ttl: float = 30, timeout: Optional[float] = None,
+          blocking: bool = True, step: float = 0.25,
+          **locker_kwargs: Unpack[LockerOptions]) -> Lease:
     """``with mongoelector.lease(db, key, ttl=30, timeout=10) as lease:`` — see :class:`Lease`."""
     return Lease(db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step, **locker_kwargs)

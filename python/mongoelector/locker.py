@@ -8,29 +8,66 @@ including the private helpers users' tests patch (``_verifytime``, ``_acquireret
 ``_utcnow``, ``sleep``).
 """
 
+from __future__ import annotations
+
 import uuid
 from datetime import datetime, timedelta, timezone
 from os import getpid
 from socket import getfqdn
-from time import sleep
+from time import monotonic, sleep
+from types import TracebackType
+from typing import Any, Dict, Literal, NoReturn, Optional, Type, TypedDict, TypeVar, cast
+
+from pymongo.collection import Collection
+from pymongo.database import Database
 
 from . import _native, _transport
-from .errors import AcquireTimeout, LockExists, TimeOffsetError, _time_offset_error
+from ._transport import DatabaseArg
+from .errors import (AcquireTimeout, ClosedError, LockExists, TimeOffsetError,
+                     _time_offset_error)
 
-__all__ = ["MongoLocker", "LockExists", "AcquireTimeout", "TimeOffsetError"]
+__all__ = ["MongoLocker", "LockExists", "AcquireTimeout", "TimeOffsetError", "LockerStatus"]
+
+_L = TypeVar("_L", bound="MongoLocker")
 
 
-def _utcnow():
+class LockerStatus(TypedDict):
+    """``MongoLocker.status``: this instance and its hold, as of one round trip."""
+
+    uuid: str
+    key: str
+    ttl: float                          # as given to the constructor (an int stays an int)
+    timestamp: datetime                 # now, server time base, tz-aware UTC
+    host: str
+    pid: int
+    lock_owned: bool
+    lock_created: Optional[datetime]    # None unless owned
+    lock_expires: Optional[datetime]    # None unless owned
+
+
+def _utcnow() -> datetime:
     """Return the current UTC time as a timezone-aware datetime."""
     return datetime.now(tz=timezone.utc)
 
 
-def _identity():
+def _identity() -> _native.Identity:
     """uuid4, FQDN and pid computed as the original does (and patchable where it is)."""
     return _native.Identity(str(uuid.uuid4()), getfqdn(), getpid())
 
 
-def _check_args(key, db, ttl, database=None):
+class _Closed:
+    """Stands in for the native object of a closed locker or elector: any use raises."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise ClosedError(f"{self._what} is closed (close() was called): make a new one")
+
+
+def _check_args(key: str, db: object, ttl: float, database: Optional[str] = None) -> None:
     """The original's argument checks, in its order."""
     _transport.check_db(db, database)
     if not key:
@@ -41,7 +78,7 @@ def _check_args(key, db, ttl, database=None):
         raise ValueError("ttl must be a positive number (seconds)")
 
 
-def _native_maxoffset(maxoffset):
+def _native_maxoffset(maxoffset: Any) -> float:
     """The time check runs in Python (_verifytime, against self._maxoffset, which may be
     any value as in the original); the native copy is only a sane default."""
     try:
@@ -59,7 +96,8 @@ class MongoLocker:
 
     ``db`` is a pymongo ``Database`` (or a mongomock one), or a ``mongodb://`` URI
     naming the database (``mongodb://host/dbname``, or pass ``database=``) to let the
-    native core use its own connection.
+    native core use its own connection (shared by the process's lockers and electors of
+    that URI), or a ``sqlite:///path`` URI, or a ``mongoelector.Client``.
 
     Keyword-only options beyond the original:
         database: database name when ``db`` is a URI without one.
@@ -70,7 +108,8 @@ class MongoLocker:
             cannot insert until MongoDB's TTL monitor removes the released document.
         allow_unsafe_server: run on a server whose findAndModify is not atomic
             (FerretDB); mutual exclusion is then not guaranteed under contention.
-        op_timeout: seconds one database call may take (default ttl/10, at least 0.05).
+        op_timeout: seconds one database call may take (default ttl/10 within [0.1 s, 5 s],
+            as in every binding).
 
     Can be used as a context manager::
 
@@ -78,31 +117,66 @@ class MongoLocker:
             # lock is held
             pass
         # lock is released
+
+    ``close()`` ends the locker for good: it releases the lock if this instance holds it,
+    then frees the native locker and, for a URI, the connections (see ``close``). The
+    ``with`` statement above does not close; for both, nest it in
+    ``contextlib.closing(locker)``.
     """
 
-    def __init__(self, key, db, *, dbcollection="mongolocker", ttl=600, timeparanoid=True,
-                 maxoffset=0.5, database=None, delete_on_release=True,
-                 allow_unsafe_server=False, op_timeout=None):
+    _core: _native.Locker
+    uuid: str
+    host: str
+    pid: int
+    timeparanoid: bool
+    key: str
+    #: The ``db`` argument as given.
+    database: DatabaseArg
+    #: The pymongo collection of the lock documents, as in the original (None with a URI
+    #: or a ``mongoelector.Client``).
+    collection: Optional[Collection[Any]]
+    _ts_expire: Optional[datetime]
+    _sanetime: Optional[datetime]
+    _maxoffset: Any  # any value; the original compared it as given
+    _use: Optional[_transport.ClientUse]
+    _elector_owned: bool
+    _closed: bool
+
+    def __init__(self, key: str, db: DatabaseArg, *, dbcollection: str = "mongolocker",
+                 ttl: float = 600, timeparanoid: bool = True, maxoffset: float = 0.5,
+                 database: Optional[str] = None, delete_on_release: bool = True,
+                 allow_unsafe_server: bool = False, op_timeout: Optional[float] = None) -> None:
         _check_args(key, db, ttl, database)
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
-        storage = _transport.open_storage(db, database=database, op_timeout=op_timeout)
-        core = _native.Locker(
-            storage, key, dbcollection, float(ttl), bool(timeparanoid), _native_maxoffset(maxoffset),
-            bool(delete_on_release), bool(allow_unsafe_server), identity=_identity(),
-            # acquire() returns True, not the token: a claim that creates the document
-            # then costs one round trip, as the original's insert (see ``fence``).
-            lazy_token=True)
+        storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
+        try:
+            core = _native.Locker(
+                storage, key, dbcollection, float(ttl), bool(timeparanoid),
+                _native_maxoffset(maxoffset), bool(delete_on_release), bool(allow_unsafe_server),
+                identity=_identity(),
+                # acquire() returns True, not the token: a claim that creates the document
+                # then costs one round trip, as the original's insert (see ``fence``).
+                lazy_token=True)
+        except BaseException:
+            del storage
+            if use is not None:
+                use.end()
+            raise
         self._setup(core, key, db, dbcollection, ttl, timeparanoid, maxoffset)
+        self._use = use
 
     @classmethod
-    def _wrap(cls, core, key, db, dbcollection, ttl, timeparanoid=True, maxoffset=0.5):
+    def _wrap(cls: Type[_L], core: _native.Locker, key: str, db: DatabaseArg, dbcollection: str,
+              ttl: float, timeparanoid: bool = True, maxoffset: float = 0.5) -> _L:
         """A MongoLocker around an existing native locker (the elector's ``mlock``)."""
         self = cls.__new__(cls)
         self._setup(core, key, db, dbcollection, ttl, timeparanoid, maxoffset)
+        self._elector_owned = True
         return self
 
-    def _setup(self, core, key, db, dbcollection, ttl, timeparanoid, maxoffset):
+    def _setup(self, core: _native.Locker, key: str, db: DatabaseArg, dbcollection: str,
+               ttl: float, timeparanoid: bool, maxoffset: Any) -> None:
         self._core = core
         self.uuid = core.uuid
         self.host = core.host
@@ -112,13 +186,17 @@ class MongoLocker:
         self.key = key
         self.database = db
         # The pymongo collection, as in the original (None with the URI transport).
-        self.collection = None if _transport.is_native(db) else db[dbcollection]
+        self.collection = (None if _transport.is_native(db)
+                           else cast("Database[Any]", db)[dbcollection])
         self.__ttl = ttl
         self._sanetime = None
         self._maxoffset = maxoffset
+        self._use = None
+        self._elector_owned = False
+        self._closed = False
 
     @property
-    def ts_expire(self):
+    def ts_expire(self) -> Optional[datetime]:
         """Expiry of this instance's current or last hold (server time base, tz-aware
         UTC); None until acquired."""
         hold = self._core.hold
@@ -127,40 +205,92 @@ class MongoLocker:
         return self._ts_expire
 
     @ts_expire.setter
-    def ts_expire(self, value):
+    def ts_expire(self, value: Optional[datetime]) -> None:
         self._ts_expire = value
 
     @property
-    def _ttl(self):
+    def _ttl(self) -> float:
         """The ttl as given (the native lock's lease is fixed at construction)."""
         return self.__ttl
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         # No round trip (a repr must not fail when the server is down): owned is this
         # instance's own view, a hold whose lease still runs on this host's clock.
+        if self._closed:
+            return (f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, "
+                    f"owned=False, closed=True)")
         remaining = self._core.lease_remaining
         owned = remaining is not None and remaining > 0
         return (f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, "
                 f"owned={owned})")
 
-    def __enter__(self):
+    def __enter__(self: _L) -> _L:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type, exc_val, exc_tb):
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc_val: Optional[BaseException],
+                 exc_tb: Optional[TracebackType]) -> Literal[False]:
         self.release()
         return False
 
     @property
-    def status(self):
+    def closed(self) -> bool:
+        """True once ``close()`` was called (or, for an elector's ``mlock``, the
+        elector's)."""
+        return self._closed
+
+    def close(self) -> None:
+        """Ends this locker for good and frees what it holds.
+
+        1. If this instance holds the lock, releases it (fenced: the same delete or mark
+           as ``release()``, which cannot free a newer holder's lock); a lock it does not
+           hold is left alone and costs no round trip.
+        2. Frees the native locker. With a ``mongodb://`` or ``sqlite:///`` URI the
+           connections close as well, unless another locker or elector of this process
+           still uses the same URI (they share one client; the last one closed closes
+           it). A pymongo ``Database`` or ``mongoelector.Client`` given as ``db`` is the
+           caller's and is left open.
+
+        Idempotent: a second ``close()`` does nothing. Any other use afterwards raises
+        ``mongoelector.ClosedError`` (a ``RuntimeError``). If the release fails (server
+        unreachable), the locker is closed all the same and that error is raised (as
+        ``file.close()`` does when its flush fails): the lock then ends when its lease
+        expires, at most ttl later, and its fencing token keeps protected writes safe.
+
+        ``with contextlib.closing(MongoLocker(key, uri)) as lock:`` closes at the end of
+        a block; inside it ``with lock:`` still acquires and releases.
+        """
+        if self._closed:
+            return
+        if self._elector_owned:
+            raise RuntimeError(
+                "this MongoLocker is a MongoLeaderElector's mlock: close the elector")
+        core = self._core
+        use = self._use
+        self._mark_closed()
+        try:
+            core.release(False)  # no round trip unless this instance holds the lock
+        finally:
+            del core  # frees the native locker, its storage and (last) the client
+            if use is not None:
+                use.end()
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        self._use = None
+        self._core = cast(_native.Locker, _Closed(f"MongoLocker {self.key!r}"))
+
+    @property
+    def status(self) -> LockerStatus:
         """uuid, key, ttl, timestamp, host, pid, lock_owned, lock_created, lock_expires
         (core Elector::locker_status: one round trip)."""
         status = self._core.status()
         status["ttl"] = self._ttl  # as given (the core keeps an integral ttl an int)
-        return status
+        return cast(LockerStatus, status)
 
     @property
-    def fence(self):
+    def fence(self) -> Optional[int]:
         """Fencing token of the current hold (an int that strictly increases from one
         hold of this key to the next, whoever holds it), or None when this instance
         holds no lease that is still running on this host's clock. Pass it with every
@@ -172,7 +302,8 @@ class MongoLocker:
         return self._core.fence
 
     @staticmethod
-    def _acquireretry(blocking, start, timeout, count):
+    def _acquireretry(blocking: bool, start: datetime, timeout: Optional[float],
+                      count: int) -> bool:
         if not blocking and timeout:
             raise ValueError("blocking=False is incompatible with a timeout")
         if not blocking:
@@ -181,7 +312,7 @@ class MongoLocker:
             return True
         return (_utcnow() - start) <= timedelta(seconds=timeout)
 
-    def _verifytime(self):
+    def _verifytime(self) -> bool:
         now = _utcnow()
         if self._sanetime and self._sanetime > now - timedelta(minutes=10):
             return True
@@ -193,7 +324,8 @@ class MongoLocker:
         self._sanetime = now
         return True
 
-    def acquire(self, blocking=True, timeout=None, step=0.25, force=False):
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
+                step: float = 0.25, force: bool = False) -> bool:
         """Acquire the distributed lock.
 
         Args:
@@ -212,6 +344,32 @@ class MongoLocker:
             AcquireTimeout: Timed out waiting for the lock.
             TimeOffsetError: timeparanoid and the host clock is off by > maxoffset.
         """
+        # The outcome and duration go to the native metrics (mongoelector.metrics), as
+        # the core's own acquire records them for the other bindings.
+        started = monotonic()
+        outcome = "error"
+        try:
+            acquired = self._acquire_loop(blocking, timeout, step, force)
+            outcome = "acquired"
+            return acquired
+        except LockExists:
+            outcome = "held"
+            raise
+        except AcquireTimeout:
+            outcome = "timeout"
+            raise
+        except KeyboardInterrupt:
+            outcome = "cancelled"
+            raise
+        except (ValueError, TypeError, ClosedError):
+            outcome = ""  # a caller's mistake, not an outcome
+            raise
+        finally:
+            if outcome:
+                _native.metrics_record_acquire(outcome, monotonic() - started)
+
+    def _acquire_loop(self, blocking: bool, timeout: Optional[float], step: float,
+                      force: bool) -> bool:
         if self.timeparanoid:
             self._verifytime()
         count = 0
@@ -232,23 +390,23 @@ class MongoLocker:
             sleep(step)
         raise AcquireTimeout("Timeout reached, lock not acquired")
 
-    def locked(self):
+    def locked(self) -> bool:
         """Return True if the lock is currently held by anyone."""
         return self._core.locked()
 
-    def owned(self):
+    def owned(self) -> bool:
         """Return True if the lock is currently held by this instance."""
         return self._core.owned()
 
-    def get_current(self):
+    def get_current(self) -> Optional[Dict[str, Any]]:
         """Return the current lock document, or None if no active lock."""
         return self._core.current()
 
-    def release(self, force=False):
+    def release(self, force: bool = False) -> None:
         """Release the lock. If force=True, release regardless of ownership."""
         self._core.release(bool(force))
 
-    def touch(self):
+    def touch(self) -> Optional[datetime]:
         """Renew the lock's TTL. Returns the new expiration time, or None if the lock is
         not owned."""
         expires = self._core.touch()
