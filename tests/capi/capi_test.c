@@ -24,11 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#define CHECK_PROGRAM "capi_test"
+#include "check.h"
 #include "mongoelector.h"
 
 /* ---- checks -------------------------------------------------------------------------- */
 
-static int g_passed = 0;
 /* Set when the server cannot run the protocol safely (FerretDB): the tests then opt in
  * with allow_unsafe_server after checking the refusal. */
 static int g_allow_unsafe = 0;
@@ -36,53 +37,12 @@ static int g_allow_unsafe = 0;
  * can); CAPI_TEST_NO_FREED_HANDLES=1 skips them under valgrind or ASan. */
 static int g_freed_handle_checks = 1;
 
-#define CHECK(cond)                                                                    \
-  do {                                                                                 \
-    if (cond) {                                                                        \
-      g_passed++;                                                                      \
-    } else {                                                                           \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: \"%s\")\n", __FILE__,      \
-              __LINE__, #cond, mongoelector_last_error());                              \
-      fprintf(stderr, "capi_test: %d passed, 1 failed\n", g_passed);                   \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
-
-#define CHECK_STATUS(expr, expected)                                                   \
-  do {                                                                                 \
-    mongoelector_status st_ = (expr);                                                  \
-    if (st_ == (expected)) {                                                           \
-      g_passed++;                                                                      \
-    } else {                                                                           \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s (last error: \"%s\")\n",      \
-              __FILE__, __LINE__, #expr, mongoelector_status_name(st_),                \
-              mongoelector_status_name(expected), mongoelector_last_error());          \
-      fprintf(stderr, "capi_test: %d passed, 1 failed\n", g_passed);                   \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
-
-#define CHECK_OK(expr) CHECK_STATUS(expr, MONGOELECTOR_OK)
-#define CHECK_INVALID(expr) CHECK_STATUS(expr, MONGOELECTOR_ERR_INVALID_ARGUMENT)
-
 /* The last error mentions `needle` (so messages say what was wrong). */
 #define CHECK_ERROR_MENTIONS(needle) CHECK(strstr(mongoelector_last_error(), (needle)) != NULL)
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
-static void sleep_s(double s) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)s;
-  ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
 
 /* A loopback port nobody listens on: bind an ephemeral port, then close it. */
 static int closed_port(void) {
