@@ -449,10 +449,13 @@ func (l *Locker) Current(ctx context.Context) (*LockInfo, error) {
 	}, nil, l.g.exit)
 }
 
-// Close frees the locker; a blocking Acquire in progress returns ErrClosed. It does
-// not release a held lock (that expires at its TTL): call Release first. It waits for
-// the calls still running in the background (each bounded by the per-call timeout).
-// Idempotent and safe for concurrent use.
+// Close frees the locker; a blocking Acquire in progress returns ErrClosed. A lock this
+// locker still holds is released first (fenced, one round trip bounded by the per-call
+// timeout; its error is returned, the locker freed anyway, and the lock then ends at
+// its TTL), so `defer
+// lock.Close()` never leaves a key held for a TTL. It waits for the calls still running
+// in the background (each bounded by the per-call timeout). Idempotent and safe for
+// concurrent use.
 func (l *Locker) Close() error {
 	l.leaseMu.Lock()
 	lease := l.lease
@@ -473,8 +476,13 @@ func (l *Locker) Close() error {
 	if lease != nil {
 		lease.Close()
 	}
+	var releaseErr error
+	var fence C.int64_t
+	if C.mongoelector_locker_fence(l.ptr, &fence) == C.MONGOELECTOR_OK && fence != 0 {
+		releaseErr = call(func() C.mongoelector_status { return C.mongoelector_locker_release(l.ptr, 0) })
+	}
 	C.mongoelector_locker_free(l.ptr)
 	l.ptr = nil
 	l.client.childDone()
-	return nil
+	return releaseErr
 }

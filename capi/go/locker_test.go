@@ -380,3 +380,27 @@ func TestClientCloseKeepsChildrenWorking(t *testing.T) {
 		t.Fatal("client not freed after its last locker closed")
 	}
 }
+
+// Close releases a lock the locker still holds: `defer lock.Close()` never leaves the key
+// held for a TTL (here 60 s): another locker takes it at once.
+func TestCloseReleasesAHeldLock(t *testing.T) {
+	c := newTestClient(t)
+	key := uniqueKey(t)
+	a := newTestLocker(t, c, key, time.Minute)
+	b := newTestLocker(t, c, key, time.Minute)
+	if _, err := a.Acquire(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryAcquire(bg); !errors.Is(err, ErrLockExists) {
+		t.Fatalf("TryAcquire while held: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := b.TryAcquire(bg); err != nil {
+		t.Fatalf("TryAcquire after the holder's Close: %v (the lock was left held)", err)
+	}
+	if err := a.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}
