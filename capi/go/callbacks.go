@@ -69,10 +69,10 @@ func mongoelectorGoOnLoop(ud unsafe.Pointer) {
 	}
 }
 
-//export mongoelectorGoLog
-func mongoelectorGoLog(level C.mongoelector_log_level, msg *C.char, ud unsafe.Pointer) {
+//export mongoelectorGoLogRecord
+func mongoelectorGoLogRecord(r *C.mongoelector_log_record, ud unsafe.Pointer) {
 	sink := cgo.Handle(uintptr(ud)).Value().(*logSink)
-	sink.log(LogLevel(level), C.GoString(msg))
+	sink.handle(LogLevel(r.level), func() logRecord { return recordFromC(r) })
 }
 
 //export mongoelectorGoLogRelease

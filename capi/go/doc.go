@@ -71,6 +71,13 @@
 // carry what the backend answered: the MongoDB server's error code, codeName and
 // errorLabels (HasLabel("RetryableWriteError")), or an SQLite extended result code.
 //
+// # Metrics and logs
+//
+// Stats returns the process-wide metrics of the library (acquire outcomes and latency,
+// renewals, leadership changes, the server clock, round trips) without I/O. SetLogger
+// sends the library's log records to log/slog, with the attributes event, key, fence,
+// uuid and host where the library set them.
+//
 // # Callbacks
 //
 // OnStartedLeading(ctx) runs on its own goroutine for each term, with a context

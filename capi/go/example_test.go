@@ -150,3 +150,36 @@ func ExampleSetLogger() {
 	}
 	defer mongoelector.SetLogger(nil) // back to the default: warnings and errors to stderr
 }
+
+func ExampleStats() {
+	client, err := mongoelector.NewClient(exampleURI(), "app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	lock, err := mongoelector.NewLocker(ctx, client, "nightly-report", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Close()
+
+	// Process-wide counters that only grow (no I/O): export them, or compare two
+	// snapshots for a rate.
+	before, err := mongoelector.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := lock.Acquire(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(ctx)
+	after, _ := mongoelector.Stats()
+	// (Other goroutines' calls count too: a delta is at least this one call.)
+	fmt.Println("acquire counted:", after.Acquires.Acquired > before.Acquires.Acquired)
+	h := after.AcquireLatency
+	fmt.Println("latency buckets:", len(h.Buckets), "last bound:", h.Bounds[len(h.Bounds)-1])
+	// Output:
+	// acquire counted: true
+	// latency buckets: 15 last bound: 30s
+}

@@ -451,11 +451,10 @@ func (l *Locker) Current(ctx context.Context) (*LockInfo, error) {
 
 // Close frees the locker; a blocking Acquire in progress returns ErrClosed. A lock this
 // locker still holds is released first (fenced, one round trip bounded by the per-call
-// timeout; its error is returned, the locker freed anyway, and the lock then ends at
-// its TTL), so `defer
-// lock.Close()` never leaves a key held for a TTL. It waits for the calls still running
-// in the background (each bounded by the per-call timeout). Idempotent and safe for
-// concurrent use.
+// timeout; its error is returned, the locker is freed anyway and the lock then ends at
+// its TTL), so `defer lock.Close()` never leaves a key held for a TTL. It waits for the
+// calls still running in the background (each bounded by the per-call timeout).
+// Idempotent and safe for concurrent use.
 func (l *Locker) Close() error {
 	l.leaseMu.Lock()
 	lease := l.lease
