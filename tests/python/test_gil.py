@@ -44,11 +44,16 @@ def wait_for(cond, timeout=10.0):
     return cond()
 
 
+BOUND = 1.35
+
+
 @pytest.mark.slow
 def test_cpu_loop_not_slowed_by_a_running_elector(backend):
     """ttl=1: the leader renews twice a second (with a Database transport each renewal
     and status report takes the GIL for the pymongo call). A loop that held the GIL
-    while sleeping would stall the main thread completely; we allow 10 %."""
+    while sleeping would stall the main thread completely (a slowdown of 2x or more);
+    the bound, 1.35, sits far below that and above what a loaded 2-core host adds to an
+    elector that behaves (measured up to 1.23 while builds ran next to it)."""
     e = MongoLeaderElector(new_key(), backend.db, ttl=1)
 
     def start():
@@ -60,9 +65,9 @@ def test_cpu_loop_not_slowed_by_a_running_elector(backend):
     results = []
     for _ in range(3):  # a noisy host can spoil one measurement, not three
         results.append(paired_slowdown(start, e.stop))
-        if results[-1] <= 1.10:
+        if results[-1] <= BOUND:
             break
-    assert min(results) <= 1.10, f"slowdowns {results}"
+    assert min(results) <= BOUND, f"slowdowns {results}"
 
 
 @pytest.mark.slow
@@ -98,9 +103,9 @@ def test_blocking_acquire_waits_without_the_gil(backend, native):
     results = []
     for _ in range(3):
         results.append(paired_slowdown(start, stop, rounds=5))
-        if results[-1] <= 1.10:
+        if results[-1] <= BOUND:
             break
-    assert min(results) <= 1.10, f"slowdowns {results}"
+    assert min(results) <= BOUND, f"slowdowns {results}"
 
 
 def test_uri_elector_renews_while_the_main_thread_holds_the_gil(server_db):
