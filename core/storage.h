@@ -56,6 +56,59 @@ struct LockClaim {
   std::int64_t expire_ms = 0;  // becomes ts_expire
 };
 
+// ---- Semaphores (core/semaphore/semaphore.h): N holders of one key ---------------------
+//
+// One document per key in the semaphore collection (default "mongosemaphore"), with a
+// FIXED array of `limit` slots, created with the document and never resized:
+//   {_id: key, limit: int64, fence: int64,
+//    slots: [{uuid, host, pid, fence, ts_created: date, ts_expire: date}, ...]}
+// A slot is free when it is NOT (ts_expire > now) -- empty slots (uuid "", fence 0,
+// dates at the epoch), released ones and expired ones alike. The document's `fence` is
+// the key's token counter: every claim sets it from old_fence to new_fence in the same
+// atomic write that fills a slot (compare-and-set on `fence`), so tokens strictly
+// increase across all slots. The epoch high-water mark is bump_epoch's
+// "<collection>.fences", as for locks. Slots are addressed by index ("slots.2.uuid"):
+// mongo-java-server 1.47 rejects the positional operator after $elemMatch, and mongomock
+// resolves `$` to the wrong element.
+
+// One slot of a semaphore document.
+struct SemaphoreSlot {
+  std::string uuid;  // "" when empty
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t fence = 0;  // the hold's token (0 when empty)
+  std::optional<DateTime> ts_created;
+  std::optional<DateTime> ts_expire;
+  // Held at server time `now_ms`: ts_expire > now (the negation of the claim filter).
+  bool held_at(std::int64_t now_ms) const {
+    return ts_expire.has_value() && ts_expire->ms > now_ms;
+  }
+};
+
+// A semaphore document as read from the database. Missing or odd-typed fields take
+// their defaults (limit 0, fence 0, no slots): the Semaphore refuses such a document.
+struct SemaphoreDoc {
+  std::string key;
+  std::int64_t limit = 0;
+  std::int64_t fence = 0;
+  std::vector<SemaphoreSlot> slots;
+};
+
+// What a claiming node writes: slot `slot` becomes {uuid, host, pid, fence: new_fence,
+// ts_created: now_ms, ts_expire: expire_ms}, the document's fence new_fence.
+struct SemaphoreClaim {
+  std::string key;
+  std::int64_t limit = 0;
+  std::int64_t slot = 0;
+  std::int64_t old_fence = 0;  // claim_semaphore: the document's fence must be this
+  std::int64_t new_fence = 0;
+  std::string uuid;
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t now_ms = 0;
+  std::int64_t expire_ms = 0;
+};
+
 // What the server says it is.
 struct ServerInfo {
   std::string name;     // "MongoDB", "FerretDB", "mongo-java-server", ...
@@ -122,6 +175,32 @@ class Storage {
 
   // The lock document of `key`, whatever its state, or nullopt.
   virtual std::optional<LockDoc> read(const std::string& collection, const std::string& key) = 0;
+
+  // ---- Semaphores (see SemaphoreDoc above). Every write is ONE atomic single-document
+  // command (one round trip); a write that assumes a hold names it by slot, uuid AND
+  // fence. Backends that do not implement them throw StorageError.
+
+  // The semaphore document of `key`, or nullopt. One round trip.
+  virtual std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
+                                                     const std::string& key);
+  // Inserts {_id: key, limit, fence: new_fence, slots: [limit slots]} whose slot
+  // claim.slot holds the claim and the others are empty (old_fence is ignored). False
+  // when a document of that key exists already (duplicate key, E11000): nothing written.
+  virtual bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim);
+  // Compare-and-set: if the document is {_id: key, limit, fence: old_fence} and slot
+  // claim.slot is free at claim.now_ms (NOT ts_expire > now_ms), writes the claim into
+  // that slot and sets fence = new_fence. True if it matched (and was written).
+  virtual bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim);
+  // If slot `slot` is {uuid, fence} and unexpired (ts_expire > now_ms), sets its
+  // ts_expire = expire_ms. True if matched.
+  virtual bool renew_semaphore(const std::string& collection, const std::string& key,
+                               std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                               std::int64_t now_ms, std::int64_t expire_ms);
+  // If slot `slot` is {uuid, fence}, empties it (the document and its fence stay).
+  // True if matched.
+  virtual bool release_semaphore(const std::string& collection, const std::string& key,
+                                 std::int64_t slot, const std::string& uuid,
+                                 std::int64_t fence);
 
   // Status collection: TTL index on `timestamp` (expireAfterSeconds = ttl_s) and an
   // index on `key`; same tolerance as ensure_lock_indexes.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "../exceptions.h"
+#include "../semaphore/semaphore_doc.h"
 
 namespace mongoelector {
 
@@ -194,6 +195,88 @@ std::vector<Document> MemoryStorage::list_status(const std::string& collection,
              b.get_date("timestamp").value_or(DateTime{}).ms;
     });
     return out;
+  });
+}
+
+// ---- semaphores: the same filters as MongoDB's (storage.h), on the stored struct ----
+
+void MemoryStorage::delete_semaphore(const std::string& collection, const std::string& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  semaphores_[collection].erase(key);
+}
+
+void MemoryStorage::put_semaphore(const std::string& collection, const SemaphoreDoc& doc) {
+  std::lock_guard<std::mutex> g(mu_);
+  semaphores_[collection][doc.key] = doc;
+}
+
+std::optional<SemaphoreDoc> MemoryStorage::read_semaphore(const std::string& collection,
+                                                         const std::string& key) {
+  return call("read_semaphore", [this, collection, key]() -> std::optional<SemaphoreDoc> {
+    auto& coll = semaphores_[collection];
+    auto it = coll.find(key);
+    if (it == coll.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+bool MemoryStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  SemaphoreDoc doc = semaphore_doc::created_doc(c);  // InvalidArgument before the call
+  return call("create_semaphore", [this, collection, doc] {
+    auto& coll = semaphores_[collection];
+    if (coll.count(doc.key)) return false;  // E11000
+    coll[doc.key] = doc;
+    return true;
+  });
+}
+
+bool MemoryStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  return call("claim_semaphore", [this, collection, c] {
+    auto& coll = semaphores_[collection];
+    auto it = coll.find(c.key);
+    if (it == coll.end()) return false;
+    SemaphoreDoc& doc = it->second;
+    // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}}
+    if (doc.limit != c.limit || doc.fence != c.old_fence) return false;
+    if (c.slot < 0 || c.slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
+    auto& slot = doc.slots[static_cast<std::size_t>(c.slot)];
+    if (slot.held_at(c.now_ms)) return false;
+    slot = semaphore_doc::claimed_slot(c);
+    doc.fence = c.new_fence;
+    return true;
+  });
+}
+
+bool MemoryStorage::renew_semaphore(const std::string& collection, const std::string& key,
+                                    std::int64_t slot, const std::string& uuid,
+                                    std::int64_t fence, std::int64_t now_ms,
+                                    std::int64_t expire_ms) {
+  return call("renew_semaphore", [=] {
+    auto& coll = semaphores_[collection];
+    auto it = coll.find(key);
+    if (it == coll.end() || slot < 0 ||
+        slot >= static_cast<std::int64_t>(it->second.slots.size()))
+      return false;
+    auto& s = it->second.slots[static_cast<std::size_t>(slot)];
+    if (s.uuid != uuid || s.fence != fence || !s.held_at(now_ms)) return false;
+    s.ts_expire = DateTime{expire_ms};
+    return true;
+  });
+}
+
+bool MemoryStorage::release_semaphore(const std::string& collection, const std::string& key,
+                                      std::int64_t slot, const std::string& uuid,
+                                      std::int64_t fence) {
+  return call("release_semaphore", [=] {
+    auto& coll = semaphores_[collection];
+    auto it = coll.find(key);
+    if (it == coll.end() || slot < 0 ||
+        slot >= static_cast<std::int64_t>(it->second.slots.size()))
+      return false;
+    auto& s = it->second.slots[static_cast<std::size_t>(slot)];
+    if (s.uuid != uuid || s.fence != fence) return false;
+    s = semaphore_doc::empty_slot();
+    return true;
   });
 }
 

@@ -21,7 +21,8 @@ namespace mongoelector {
 class MemoryStorage final : public Storage {
  public:
   // op: "server_info", "server_time_ms", "claim", "bump_epoch", "set_fence", "renew",
-  // "release", "read", "put_status", "list_status", "ensure_indexes".
+  // "release", "read", "put_status", "list_status", "ensure_indexes", "read_semaphore",
+  // "create_semaphore", "claim_semaphore", "renew_semaphore", "release_semaphore".
   // applied: false before the call reaches the "server", true after it was applied.
   using FaultHook = std::function<void(const std::string& op, bool applied)>;
 
@@ -46,6 +47,9 @@ class MemoryStorage final : public Storage {
   void delete_lock(const std::string& collection, const std::string& key);
   // Writes a raw lock document (e.g. in the original's schema).
   void put_lock(const std::string& collection, const Document& doc);
+  // Semaphore documents behind the library's back (a user deleting or editing them).
+  void delete_semaphore(const std::string& collection, const std::string& key);
+  void put_semaphore(const std::string& collection, const SemaphoreDoc& doc);
 
   ServerInfo server_info() override;
   std::int64_t server_time_ms() override;
@@ -61,6 +65,15 @@ class MemoryStorage final : public Storage {
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
+                                             const std::string& key) override;
+  bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                       const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                       std::int64_t expire_ms) override;
+  bool release_semaphore(const std::string& collection, const std::string& key,
+                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;
@@ -83,6 +96,7 @@ class MemoryStorage final : public Storage {
   std::map<std::string, std::map<std::string, Document>> locks_;     // coll -> key -> doc
   std::map<std::string, std::map<std::string, std::int64_t>> epochs_;
   std::map<std::string, std::map<std::string, Document>> status_;    // coll -> _id -> doc
+  std::map<std::string, std::map<std::string, SemaphoreDoc>> semaphores_;  // coll -> key
 };
 
 }  // namespace mongoelector

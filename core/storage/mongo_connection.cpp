@@ -493,6 +493,40 @@ std::vector<Document> MongoConnection::Session::find(const std::string& collecti
   return result;
 }
 
+bool MongoConnection::Session::find_one_raw(const std::string& collection_name,
+                                             const bson_t* filter, bson_t* out,
+                                             const std::string& what) {
+  Bson opts;
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  BSON_APPEND_BOOL(opts.get(), "singleBatch", true);  // no cursor left open: one round trip
+  BSON_APPEND_INT64(opts.get(), "maxTimeMS", c_.op_timeout_ms());
+  auto coll = collection(collection_name);
+  CursorPtr cursor(mongoc_collection_find_with_opts(coll.get(), filter, opts.get(), nullptr));
+  const bson_t* doc = nullptr;
+  const bool found = mongoc_cursor_next(cursor.get(), &doc);
+  bson_init(out);
+  if (found) bson_concat(out, doc);
+  bson_error_t error;
+  const bson_t* error_doc = nullptr;
+  if (mongoc_cursor_error_document(cursor.get(), &error, &error_doc)) {
+    note_failed_reply(error_doc);
+    throw_error(what, error);
+  }
+  return found;
+}
+
+bool MongoConnection::Session::insert_one(const std::string& collection_name, const bson_t* doc,
+                                          bson_error_t* error) {
+  auto coll = collection(collection_name);
+  Bson reply, opts;
+  append_majority(opts.get());
+  if (!mongoc_collection_insert_one(coll.get(), doc, opts.get(), reply.get(), error)) {
+    note_failed_reply(reply.get());
+    return false;
+  }
+  return true;
+}
+
 bool MongoConnection::Session::create_index(const std::string& collection_name,
                                             const std::string& field,
                                             std::optional<std::int64_t> expire_after_s,

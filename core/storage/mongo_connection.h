@@ -147,6 +147,14 @@ class MongoConnection::Session {
   std::vector<Document> find(const std::string& collection, const bson_t* filter, bson_t* opts,
                              const std::string& what, std::size_t max_docs = SIZE_MAX);
 
+  // The first document of find(filter, {limit: 1, singleBatch: true, maxTimeMS}) copied
+  // whole (nested fields included) into `out` (initialised by the callee); false when
+  // none. For the semaphore documents, whose slots to_document() would skip.
+  bool find_one_raw(const std::string& collection, const bson_t* filter, bson_t* out,
+                    const std::string& what);
+  // insert with {w: "majority"}; false with `error` set on failure (E11000 included).
+  bool insert_one(const std::string& collection, const bson_t* doc, bson_error_t* error);
+
   // Index {field: 1} named field_1 (pymongo's default, as the original), a TTL index
   // when expire_after_s is set.
   bool create_index(const std::string& collection, const std::string& field,

@@ -15,6 +15,7 @@
 #include "../log.h"
 #include "mongo_bson.h"
 #include "mongo_connection.h"
+#include "../semaphore/semaphore_doc.h"
 
 namespace mongoelector {
 
@@ -355,6 +356,171 @@ std::vector<Document> MongoStorage::list_status(const std::string& collection,
   bson_append_document_end(opts.get(), &sort);
   return impl_->conn.session().find(collection, filter.get(), opts.get(),
                                     "find (status of " + key + ")");
+}
+
+// ---------------------------------------------------------------- semaphores ----
+
+namespace {
+
+void append_slot(bson_t* parent, const char* name, const SemaphoreSlot& s) {
+  bson_t slot;
+  BSON_APPEND_DOCUMENT_BEGIN(parent, name, &slot);
+  mongo_bson::append_utf8(&slot, "uuid", s.uuid);
+  mongo_bson::append_utf8(&slot, "host", s.host);
+  BSON_APPEND_INT64(&slot, "pid", s.pid);
+  BSON_APPEND_INT64(&slot, "fence", s.fence);
+  BSON_APPEND_DATE_TIME(&slot, "ts_created", s.ts_created ? s.ts_created->ms : 0);
+  BSON_APPEND_DATE_TIME(&slot, "ts_expire", s.ts_expire ? s.ts_expire->ms : 0);
+  bson_append_document_end(parent, &slot);
+}
+
+std::string slot_path(std::int64_t slot, const char* field = nullptr) {
+  std::string p = "slots." + std::to_string(slot);
+  if (field) p += std::string(".") + field;
+  return p;
+}
+
+std::optional<std::int64_t> iter_int(const bson_iter_t* it) {
+  if (BSON_ITER_HOLDS_INT32(it) || BSON_ITER_HOLDS_INT64(it)) return bson_iter_as_int64(it);
+  if (BSON_ITER_HOLDS_DOUBLE(it)) {
+    const double d = bson_iter_double(it);
+    if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+// The nested document -> SemaphoreDoc; odd or missing fields take their defaults.
+SemaphoreDoc parse_semaphore(const bson_t* b) {
+  SemaphoreDoc d;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, b)) return d;
+  while (bson_iter_next(&it)) {
+    const std::string name = bson_iter_key(&it);
+    if (name == "_id" && BSON_ITER_HOLDS_UTF8(&it)) {
+      d.key = bson_iter_utf8(&it, nullptr);
+    } else if (name == "limit") {
+      d.limit = iter_int(&it).value_or(0);
+    } else if (name == "fence") {
+      d.fence = iter_int(&it).value_or(0);
+    } else if (name == "slots" && BSON_ITER_HOLDS_ARRAY(&it)) {
+      bson_iter_t slots;
+      if (!bson_iter_recurse(&it, &slots)) continue;
+      while (bson_iter_next(&slots)) {
+        SemaphoreSlot s;
+        bson_iter_t f;
+        if (BSON_ITER_HOLDS_DOCUMENT(&slots) && bson_iter_recurse(&slots, &f)) {
+          while (bson_iter_next(&f)) {
+            const std::string k = bson_iter_key(&f);
+            if (k == "uuid" && BSON_ITER_HOLDS_UTF8(&f)) {
+              std::uint32_t len = 0;
+              const char* v = bson_iter_utf8(&f, &len);
+              s.uuid.assign(v, len);
+            } else if (k == "host" && BSON_ITER_HOLDS_UTF8(&f)) {
+              std::uint32_t len = 0;
+              const char* v = bson_iter_utf8(&f, &len);
+              s.host.assign(v, len);
+            } else if (k == "pid") {
+              s.pid = iter_int(&f).value_or(0);
+            } else if (k == "fence") {
+              s.fence = iter_int(&f).value_or(0);
+            } else if (k == "ts_created" && BSON_ITER_HOLDS_DATE_TIME(&f)) {
+              s.ts_created = DateTime{bson_iter_date_time(&f)};
+            } else if (k == "ts_expire" && BSON_ITER_HOLDS_DATE_TIME(&f)) {
+              s.ts_expire = DateTime{bson_iter_date_time(&f)};
+            }
+          }
+        }
+        d.slots.push_back(std::move(s));  // an odd element still counts as a slot
+      }
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+std::optional<SemaphoreDoc> MongoStorage::read_semaphore(const std::string& collection,
+                                                         const std::string& key) {
+  Bson filter, out;
+  append_key(filter.get(), key);
+  if (!impl_->conn.session().find_one_raw(collection, filter.get(), out.get(),
+                                          "find (semaphore " + key + ")"))
+    return std::nullopt;
+  return parse_semaphore(out.get());
+}
+
+bool MongoStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  const SemaphoreDoc d = semaphore_doc::created_doc(c);
+  Bson doc;
+  append_key(doc.get(), c.key);
+  BSON_APPEND_INT64(doc.get(), "limit", d.limit);
+  BSON_APPEND_INT64(doc.get(), "fence", d.fence);
+  bson_t slots;
+  BSON_APPEND_ARRAY_BEGIN(doc.get(), "slots", &slots);
+  for (std::size_t i = 0; i < d.slots.size(); ++i)
+    append_slot(&slots, std::to_string(i).c_str(), d.slots[i]);
+  bson_append_array_end(doc.get(), &slots);
+  bson_error_t error;
+  if (impl_->conn.session().insert_one(collection, doc.get(), &error)) return true;
+  if (is_server_error(error, kDuplicateKey)) return false;  // created by someone else
+  throw_error("insert (create semaphore " + c.key + ")", error);
+}
+
+bool MongoStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  Bson filter, update;
+  append_key(filter.get(), c.key);
+  BSON_APPEND_INT64(filter.get(), "limit", c.limit);
+  BSON_APPEND_INT64(filter.get(), "fence", c.old_fence);
+  // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
+  const std::string expire_path = slot_path(c.slot, "ts_expire");
+  bson_t free, gt;
+  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), expire_path.c_str(), &free);
+  BSON_APPEND_DOCUMENT_BEGIN(&free, "$not", &gt);
+  BSON_APPEND_DATE_TIME(&gt, "$gt", c.now_ms);
+  bson_append_document_end(&free, &gt);
+  bson_append_document_end(filter.get(), &free);
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  BSON_APPEND_INT64(&set, "fence", c.new_fence);
+  append_slot(&set, slot_path(c.slot).c_str(), semaphore_doc::claimed_slot(c));
+  bson_append_document_end(update.get(), &set);
+  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
+                                          "update (claim semaphore " + c.key + ")");
+}
+
+bool MongoStorage::renew_semaphore(const std::string& collection, const std::string& key,
+                                   std::int64_t slot, const std::string& uuid,
+                                   std::int64_t fence, std::int64_t now_ms,
+                                   std::int64_t expire_ms) {
+  Bson filter, update;
+  append_key(filter.get(), key);
+  mongo_bson::append_utf8(filter.get(), slot_path(slot, "uuid").c_str(), uuid);
+  BSON_APPEND_INT64(filter.get(), slot_path(slot, "fence").c_str(), fence);
+  bson_t gt;
+  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), slot_path(slot, "ts_expire").c_str(), &gt);
+  BSON_APPEND_DATE_TIME(&gt, "$gt", now_ms);
+  bson_append_document_end(filter.get(), &gt);
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, slot_path(slot, "ts_expire").c_str(), expire_ms);
+  bson_append_document_end(update.get(), &set);
+  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
+                                          "update (renew semaphore " + key + ")");
+}
+
+bool MongoStorage::release_semaphore(const std::string& collection, const std::string& key,
+                                     std::int64_t slot, const std::string& uuid,
+                                     std::int64_t fence) {
+  Bson filter, update;
+  append_key(filter.get(), key);
+  mongo_bson::append_utf8(filter.get(), slot_path(slot, "uuid").c_str(), uuid);
+  BSON_APPEND_INT64(filter.get(), slot_path(slot, "fence").c_str(), fence);
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  append_slot(&set, slot_path(slot).c_str(), semaphore_doc::empty_slot());
+  bson_append_document_end(update.get(), &set);
+  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
+                                          "update (release semaphore " + key + ")");
 }
 
 std::int64_t op_timeout_ms_for_ttl(double ttl_s) {

@@ -54,6 +54,18 @@ class MongoStorage final : public Storage {
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  // Semaphores (storage.h): one command each -- find (read), insert (create), update
+  // with a compare-and-set filter on {limit, fence, "slots.<i>.ts_expire"} (claim),
+  // update naming {"slots.<i>.uuid", "slots.<i>.fence"} (renew, release).
+  std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
+                                             const std::string& key) override;
+  bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                       const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                       std::int64_t expire_ms) override;
+  bool release_semaphore(const std::string& collection, const std::string& key,
+                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;

@@ -29,6 +29,7 @@
 #include "../exceptions.h"
 #include "../utf8.h"
 #include "document_json.h"
+#include "../semaphore/semaphore_doc.h"
 
 namespace mongoelector {
 
@@ -687,6 +688,111 @@ std::vector<Document> SqliteStorage::list_status(const std::string& collection,
     std::vector<Document> out;
     while (q.step()) out.push_back(document_json::decode(q.text(0), "status document"));
     return out;
+  });
+}
+
+// ------------------------------------------------------------------ semaphores --
+
+namespace {
+void check_semaphore_strings(const SemaphoreClaim& c) {
+  for (const auto* s : {&c.uuid, &c.host}) {
+    if (!is_valid_utf8(*s)) throw InvalidArgument("semaphore claim field is not valid UTF-8");
+  }
+}
+}  // namespace
+
+std::optional<SemaphoreDoc> SqliteStorage::read_semaphore(const std::string& collection,
+                                                         const std::string& key) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("read_semaphore", [&](sqlite3* db) -> std::optional<SemaphoreDoc> {
+    auto doc = load(db, collection, id, "read_semaphore " + key);  // one statement
+    if (!doc) return std::nullopt;
+    return semaphore_doc::from_flat(*doc);
+  });
+}
+
+bool SqliteStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(c.key);
+  check_semaphore_strings(c);
+  const Document flat = semaphore_doc::to_flat(semaphore_doc::created_doc(c));
+  return call("create_semaphore", [&](sqlite3* db) {
+    const std::string what = "create_semaphore " + c.key;
+    Txn txn(db, what);
+    if (load(db, collection, id, what)) return false;  // MongoDB: E11000
+    store(db, collection, id, flat, what);
+    txn.commit();
+    return true;
+  });
+}
+
+bool SqliteStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(c.key);
+  check_semaphore_strings(c);
+  return call("claim_semaphore", [&](sqlite3* db) {
+    const std::string what = "claim_semaphore " + c.key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur) return false;
+    // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}}
+    if (numeric(*cur, "limit") != c.limit || numeric(*cur, "fence") != c.old_fence) return false;
+    SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
+    doc.key = c.key;
+    if (c.slot < 0 || c.slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
+    auto& slot = doc.slots[static_cast<std::size_t>(c.slot)];
+    if (slot.held_at(c.now_ms)) return false;
+    slot = semaphore_doc::claimed_slot(c);
+    doc.fence = c.new_fence;
+    store(db, collection, id, semaphore_doc::to_flat(doc), what);
+    txn.commit();
+    return true;
+  });
+}
+
+bool SqliteStorage::renew_semaphore(const std::string& collection, const std::string& key,
+                                    std::int64_t slot, const std::string& uuid,
+                                    std::int64_t fence, std::int64_t now_ms,
+                                    std::int64_t expire_ms) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("renew_semaphore", [&](sqlite3* db) {
+    const std::string what = "renew_semaphore " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur) return false;
+    SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
+    doc.key = key;
+    if (slot < 0 || slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
+    auto& s = doc.slots[static_cast<std::size_t>(slot)];
+    if (s.uuid != uuid || s.fence != fence || !s.held_at(now_ms)) return false;
+    s.ts_expire = DateTime{expire_ms};
+    store(db, collection, id, semaphore_doc::to_flat(doc), what);
+    txn.commit();
+    return true;
+  });
+}
+
+bool SqliteStorage::release_semaphore(const std::string& collection, const std::string& key,
+                                      std::int64_t slot, const std::string& uuid,
+                                      std::int64_t fence) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call("release_semaphore", [&](sqlite3* db) {
+    const std::string what = "release_semaphore " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur) return false;
+    SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
+    doc.key = key;
+    if (slot < 0 || slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
+    auto& s = doc.slots[static_cast<std::size_t>(slot)];
+    if (s.uuid != uuid || s.fence != fence) return false;
+    s = semaphore_doc::empty_slot();
+    store(db, collection, id, semaphore_doc::to_flat(doc), what);
+    txn.commit();
+    return true;
   });
 }
 

@@ -122,6 +122,18 @@ class SqliteStorage final : public Storage {
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  // Semaphores (storage.h): each operation is ONE `BEGIN IMMEDIATE` transaction, read -
+  // decide - write, as claim(). The document is a row of `documents` in the flat form of
+  // semaphore/semaphore_doc.h ({_id, limit, fence, "slots.<i>.<field>"...}).
+  std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
+                                             const std::string& key) override;
+  bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                       const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                       std::int64_t expire_ms) override;
+  bool release_semaphore(const std::string& collection, const std::string& key,
+                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
   // Remembers ttl_s for the collection: put_status then deletes older status rows.
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;

@@ -12,12 +12,16 @@ from .errors import (ClosedError, LeaseLost, MongoElectorError, StorageError,
                      StorageUnavailable, UnsafeServerError)
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
+from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
 
 __version__ = "1.1.0"
 
 __all__ = [
     "MongoLocker",
     "MongoLeaderElector",
+    "MongoSemaphore",
+    "SemaphoreHolder",
+    "SemaphoreLease",
     "Client",
     "LockExists",
     "AcquireTimeout",

@@ -7,6 +7,7 @@
 #include "exceptions.h"
 #include "gil.h"
 #include "log.h"
+#include "semaphore/semaphore_doc.h"
 
 namespace mongoelector_py {
 
@@ -438,6 +439,147 @@ std::vector<me::Document> PyMongoStorage::list_status(const std::string& collect
                             .attr("sort")("timestamp", -1);
     for (py::handle d : cursor) out.push_back(doc_from_py(d));
     return out;
+  });
+}
+
+// ---------------------------------------------------------------- semaphores ----
+
+namespace {
+
+py::dict slot_to_py(const me::SemaphoreSlot& s) {
+  py::dict d;
+  d["uuid"] = s.uuid;
+  d["host"] = s.host;
+  d["pid"] = s.pid;
+  d["fence"] = s.fence;
+  d["ts_created"] = datetime_from_ms(s.ts_created ? s.ts_created->ms : 0);
+  d["ts_expire"] = datetime_from_ms(s.ts_expire ? s.ts_expire->ms : 0);
+  return d;
+}
+
+std::string slot_path(std::int64_t slot, const char* field = nullptr) {
+  std::string p = "slots." + std::to_string(slot);
+  if (field) p += std::string(".") + field;
+  return p;
+}
+
+// The nested document (a dict from pymongo or mongomock) -> SemaphoreDoc; odd or missing
+// fields take their defaults, as the libmongoc backend reads them.
+me::SemaphoreDoc semaphore_from_py(py::handle doc) {
+  me::Document top = doc_from_py(doc);
+  me::SemaphoreDoc d;
+  d.key = top.get_string("_id").value_or("");
+  d.limit = top.get_int("limit").value_or(0);
+  d.fence = top.get_int("fence").value_or(0);
+  py::object slots = py::getattr(doc, "get")("slots");
+  if (py::isinstance<py::list>(slots) || py::isinstance<py::tuple>(slots)) {
+    for (py::handle item : slots) {
+      me::SemaphoreSlot s;
+      if (py::isinstance<py::dict>(item) || py::hasattr(item, "items")) {
+        me::Document f = doc_from_py(item);
+        s.uuid = f.get_string("uuid").value_or("");
+        s.host = f.get_string("host").value_or("");
+        s.pid = f.get_int("pid").value_or(0);
+        s.fence = f.get_int("fence").value_or(0);
+        s.ts_created = f.get_date("ts_created");
+        s.ts_expire = f.get_date("ts_expire");
+      }
+      d.slots.push_back(std::move(s));
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+std::optional<me::SemaphoreDoc> PyMongoStorage::read_semaphore(const std::string& collection,
+                                                               const std::string& key) {
+  return with_python([&]() -> std::optional<me::SemaphoreDoc> {
+    py::object doc =
+        this->collection(collection).attr("find_one")(py::dict(py::arg("_id") = key));
+    if (doc.is_none()) return std::nullopt;
+    return semaphore_from_py(doc);
+  });
+}
+
+bool PyMongoStorage::create_semaphore(const std::string& collection,
+                                      const me::SemaphoreClaim& c) {
+  const me::SemaphoreDoc d = me::semaphore_doc::created_doc(c);  // checks before the call
+  return with_python([&] {
+    py::dict doc;
+    doc["_id"] = c.key;
+    doc["limit"] = d.limit;
+    doc["fence"] = d.fence;
+    py::list slots;
+    for (const auto& s : d.slots) slots.append(slot_to_py(s));
+    doc["slots"] = slots;
+    try {
+      this->collection(collection).attr("insert_one")(doc);
+    } catch (py::error_already_set& e) {
+      if (e.matches(refs_->duplicate_key_error)) return false;  // created by someone else
+      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
+        return false;
+      throw;
+    }
+    return true;
+  });
+}
+
+bool PyMongoStorage::claim_semaphore(const std::string& collection,
+                                     const me::SemaphoreClaim& c) {
+  return with_python([&] {
+    py::dict filter;
+    filter["_id"] = c.key;
+    filter["limit"] = c.limit;
+    filter["fence"] = c.old_fence;
+    // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
+    py::dict gt;
+    gt["$gt"] = datetime_from_ms(c.now_ms);
+    filter[py::str(slot_path(c.slot, "ts_expire"))] = py::dict(py::arg("$not") = gt);
+    py::dict set;
+    set["fence"] = c.new_fence;
+    set[py::str(slot_path(c.slot))] = slot_to_py(me::semaphore_doc::claimed_slot(c));
+    py::dict update;
+    update["$set"] = set;
+    py::object r = this->collection(collection).attr("update_one")(filter, update);
+    return r.attr("matched_count").cast<std::int64_t>() > 0;
+  });
+}
+
+bool PyMongoStorage::renew_semaphore(const std::string& collection, const std::string& key,
+                                     std::int64_t slot, const std::string& uuid,
+                                     std::int64_t fence, std::int64_t now_ms,
+                                     std::int64_t expire_ms) {
+  return with_python([&] {
+    py::dict filter;
+    filter["_id"] = key;
+    filter[py::str(slot_path(slot, "uuid"))] = uuid;
+    filter[py::str(slot_path(slot, "fence"))] = fence;
+    filter[py::str(slot_path(slot, "ts_expire"))] =
+        py::dict(py::arg("$gt") = datetime_from_ms(now_ms));
+    py::dict set;
+    set[py::str(slot_path(slot, "ts_expire"))] = datetime_from_ms(expire_ms);
+    py::dict update;
+    update["$set"] = set;
+    py::object r = this->collection(collection).attr("update_one")(filter, update);
+    return r.attr("matched_count").cast<std::int64_t>() > 0;
+  });
+}
+
+bool PyMongoStorage::release_semaphore(const std::string& collection, const std::string& key,
+                                       std::int64_t slot, const std::string& uuid,
+                                       std::int64_t fence) {
+  return with_python([&] {
+    py::dict filter;
+    filter["_id"] = key;
+    filter[py::str(slot_path(slot, "uuid"))] = uuid;
+    filter[py::str(slot_path(slot, "fence"))] = fence;
+    py::dict set;
+    set[py::str(slot_path(slot))] = slot_to_py(me::semaphore_doc::empty_slot());
+    py::dict update;
+    update["$set"] = set;
+    py::object r = this->collection(collection).attr("update_one")(filter, update);
+    return r.attr("matched_count").cast<std::int64_t>() > 0;
   });
 }
 

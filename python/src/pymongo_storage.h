@@ -67,6 +67,21 @@ class PyMongoStorage final : public mongoelector::Storage {
                bool delete_document) override;
   std::optional<mongoelector::LockDoc> read(const std::string& collection,
                                             const std::string& key) override;
+  // Semaphores (storage.h): find_one, insert_one (DuplicateKeyError -> false), and
+  // update_one with a compare-and-set filter on {limit, fence, "slots.<i>.ts_expire"}
+  // (claim) or naming {"slots.<i>.uuid", "slots.<i>.fence"} (renew, release): one call
+  // each. Slots are addressed by index: mongomock resolves the positional `$` wrongly.
+  std::optional<mongoelector::SemaphoreDoc> read_semaphore(const std::string& collection,
+                                                           const std::string& key) override;
+  bool create_semaphore(const std::string& collection,
+                        const mongoelector::SemaphoreClaim& claim) override;
+  bool claim_semaphore(const std::string& collection,
+                       const mongoelector::SemaphoreClaim& claim) override;
+  bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                       const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                       std::int64_t expire_ms) override;
+  bool release_semaphore(const std::string& collection, const std::string& key,
+                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const mongoelector::Document& doc) override;
   std::vector<mongoelector::Document> list_status(const std::string& collection,

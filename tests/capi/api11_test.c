@@ -582,6 +582,74 @@ static void test_stats_and_records(mongoelector_client *client) {
          after.clock_offset_seconds);
 }
 
+/* ---- semaphores ---------------------------------------------------------------------- */
+
+static void test_semaphore(mongoelector_client *client) {
+  char key[128];
+  mongoelector_semaphore_config cfg;
+  mongoelector_semaphore *a = NULL, *b = NULL, *c = NULL, *wrong = NULL;
+  mongoelector_acquire_options once;
+  mongoelector_semaphore_holder *holders = NULL;
+  size_t n = 0, i;
+  int64_t fa = 0, fb = 0, fc = 0, expire = 0, f = 0;
+  int renewed = 0;
+
+  unique_key(key, sizeof key, "api11-sem");
+  CHECK_INVALID(mongoelector_semaphore_config_init(&cfg, 0));
+  CHECK_OK(mongoelector_semaphore_config_init(&cfg, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION));
+  CHECK(cfg.limit == 1 && cfg.ttl_seconds == 600 && cfg.collection == NULL);
+  cfg.limit = 2;
+  cfg.ttl_seconds = 30;
+  cfg.allow_unsafe_server = g_unsafe_server;
+  CHECK_INVALID(mongoelector_semaphore_new(client, "", &cfg, &a));
+  CHECK_OK(mongoelector_semaphore_new(client, key, &cfg, &a));
+  CHECK_OK(mongoelector_semaphore_new(client, key, &cfg, &b));
+  CHECK_OK(mongoelector_semaphore_new(client, key, &cfg, &c));
+  CHECK_OK(mongoelector_semaphore_acquire(a, NULL, &fa));
+  CHECK_OK(mongoelector_semaphore_acquire(b, NULL, &fb));
+  CHECK(fb > fa && fa > 0); /* one token sequence per key, across slots */
+  /* Both slots held: a third holder is refused (non-blocking) or times out. */
+  CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
+  once.blocking = 0;
+  CHECK_STATUS(mongoelector_semaphore_acquire(c, &once, &fc), MONGOELECTOR_ERR_LOCK_EXISTS);
+  once.blocking = 1;
+  once.timeout_seconds = 0.2;
+  once.step_seconds = 0.05;
+  CHECK_STATUS(mongoelector_semaphore_acquire(c, &once, &fc), MONGOELECTOR_ERR_TIMEOUT);
+  CHECK_OK(mongoelector_semaphore_holders(a, &holders, &n));
+  CHECK(n == 2);
+  for (i = 0; i < n; i++) CHECK(holders[i].pid == (int64_t)getpid() && holders[i].expire_ms > 0);
+  CHECK((holders[0].fence == fa && holders[1].fence == fb) ||
+        (holders[0].fence == fb && holders[1].fence == fa));
+  mongoelector_semaphore_holders_free(holders, n);
+  CHECK_OK(mongoelector_semaphore_touch(a, &renewed, &expire));
+  CHECK(renewed == 1 && expire > 0);
+  /* A slot freed by a release is taken at once, with a larger token. */
+  CHECK_OK(mongoelector_semaphore_release(a));
+  CHECK_OK(mongoelector_semaphore_fence(a, &f));
+  CHECK(f == 0);
+  CHECK_OK(mongoelector_semaphore_touch(a, &renewed, NULL));
+  CHECK(renewed == 0);
+  once.blocking = 0;
+  once.timeout_seconds = -1;
+  CHECK_OK(mongoelector_semaphore_acquire(c, &once, &fc));
+  CHECK(fc > fb);
+  /* A holder asking for another limit is refused, and writes nothing. */
+  cfg.limit = 3;
+  CHECK_OK(mongoelector_semaphore_new(client, key, &cfg, &wrong));
+  CHECK_INVALID(mongoelector_semaphore_acquire(wrong, &once, &f));
+  CHECK(strstr(mongoelector_last_error(), "limit") != NULL);
+  CHECK_OK(mongoelector_semaphore_release(b));
+  CHECK_OK(mongoelector_semaphore_release(c));
+  mongoelector_semaphore_free(a);
+  mongoelector_semaphore_free(b);
+  mongoelector_semaphore_free(c);
+  mongoelector_semaphore_free(wrong);
+  mongoelector_semaphore_free(NULL);
+  printf("  semaphore: tokens %lld < %lld < %lld, limit 2 enforced\n", (long long)fa,
+         (long long)fb, (long long)fc);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void run_backend(mongoelector_client *client, const char *what) {
@@ -589,6 +657,7 @@ static void run_backend(mongoelector_client *client, const char *what) {
   test_lock_details(client);
   test_config_checks(client);
   test_stats_and_records(client);
+  test_semaphore(client);
   if (!g_unsafe_server) test_elector_free_from_callback(client);
 }
 

@@ -15,6 +15,8 @@ using namespace mongoelector;
 
 namespace it {
 
+int run_semaphore_role(const std::string& role, char** argv);  // semaphore_it.cpp
+
 namespace {
 LockerOptions locker_options(const std::string& key, double ttl) {
   LockerOptions o;
@@ -69,6 +71,8 @@ bool run_child_role(int argc, char** argv, int* exit_code) {
       e.start();
       say("STARTED");
       pause();
+    } else if (role.rfind("sem_", 0) == 0) {
+      *exit_code = run_semaphore_role(role, argv);
     } else {
       std::cerr << "unknown role " << role << "\n";
       *exit_code = 2;

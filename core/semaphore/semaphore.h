@@ -1,0 +1,205 @@
+// Semaphore: at most `limit` holders of one key at any instant (distributex's
+// `maxlocks` pools, Curator's InterProcessSemaphoreV2), each with a lease (ttl) and a
+// fencing token. The rules are the Locker's (locker.h, README "Protocol"), per slot:
+//
+//  * One document per key with a FIXED array of `limit` slots (storage.h,
+//    SemaphoreDoc). A holder is a slot; a slot has one hold at a time. So the number of
+//    unexpired holders can never exceed `limit` (invariant 1, per slot as for a lock):
+//    a claim is ONE atomic single-document write that fills a slot only if the slot is
+//    free at the claimant's time -- not (ts_expire > now) -- AND the document's fence is
+//    still the one the claimant read (compare-and-set).
+//  * Fencing (invariant 2): token = epoch << 32 | n, as for locks. The document's
+//    `fence` is the key's counter; a claim moves it from F to F+1 in the same write that
+//    stores F+1 in its slot, so tokens strictly increase across all slots, releases and
+//    expiries. The epoch ("<collection>.fences", which nothing deletes) is bumped when
+//    the document is created (first use, or after someone deleted it) and when the
+//    counter would run into the next epoch (2^32 claims): tokens keep increasing across
+//    deletions.
+//  * Time (invariant 1): a claim compares with the EARLIEST the server's clock can read
+//    (estimate minus uncertainty); ts_created/ts_expire are server-time dates. A dead
+//    holder's slot frees at its ts_expire (invariant 4), no clean-up needed.
+//  * Lease (invariant 3): counted from the moment the successful write was SENT, on the
+//    host's monotonic clock (read before the server-time estimate the write carries).
+//  * Every write that assumes a hold names it by slot, uuid AND fence (renew, release):
+//    a request that runs late at the server cannot touch a newer hold.
+//  * A hold whose state on the server is unknown (an error after the claim may have been
+//    applied, a failed release, a lost keep-alive lease) is kept as STRANDED and released
+//    (fenced) before this instance's next claim.
+//
+// Round trips (the claim needs the document's fence and a free slot index):
+//  * acquire with a current copy of the document (this instance's last claim, release
+//    or read, nobody else claimed since): ONE round trip, the compare-and-set.
+//  * acquire without one (a new instance, or someone else claimed since): TWO, a read
+//    then the compare-and-set (a stale copy costs one failed compare-and-set first: 3).
+//  * first use of a key (no document): three, read + bump the epoch + insert.
+//  * attempt on a full semaphore: one read; a lost race (someone else claimed between
+//    our read and our write) is retried at once, at most limit + 1 times per attempt.
+//  * release, touch/renew: one. holders(): one.
+//  Plus, as for locks, one `hello` per minute for the server's clock (and the cached
+//  timeparanoid check).
+//
+// Limit changes: the limit is fixed when the key's document is created. An instance
+// asking for another limit is refused with InvalidArgument ("semaphore 'k' has limit 3
+// ..."), at its first acquire or holders(); nothing is written. To change a key's
+// limit, delete its document while nobody holds it (tokens stay increasing: the epoch).
+//
+// Servers: needs single-document atomic writes (MongoDB, mongo-java-server, SQLite,
+// memory). Refused (UnsafeServer) on servers whose findAndModify/update is not atomic
+// (FerretDB) unless allow_unsafe_server, exactly as the Locker.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../clock.h"
+#include "../identity.h"
+#include "../locker.h"
+#include "../log.h"
+#include "../server_clock.h"
+#include "../storage.h"
+
+namespace mongoelector {
+
+struct SemaphoreDefaults {
+  static constexpr const char* collection = "mongosemaphore";
+  static constexpr double ttl_s = 600;
+  static constexpr bool timeparanoid = true;
+  static constexpr double maxoffset_s = 0.5;
+  static constexpr bool allow_unsafe_server = false;
+};
+
+struct SemaphoreOptions {
+  std::string key;
+  std::int64_t limit = 1;  // 1..1000 (semaphore_doc::kMaxLimit)
+  std::string collection = SemaphoreDefaults::collection;
+  double ttl_s = SemaphoreDefaults::ttl_s;
+  bool timeparanoid = SemaphoreDefaults::timeparanoid;
+  double maxoffset_s = SemaphoreDefaults::maxoffset_s;
+  bool allow_unsafe_server = SemaphoreDefaults::allow_unsafe_server;
+  // Accept a storage whose calls have no known time bound (see LockerOptions).
+  bool allow_unbounded_calls = false;
+};
+
+// This instance's view of its hold (one slot).
+struct SemaphoreHold {
+  std::int64_t fence = 0;             // the token
+  std::int64_t slot = 0;              // index in the document's slot array
+  std::int64_t created_ms = 0;        // server time
+  std::int64_t expire_ms = 0;         // server time
+  std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
+};
+
+class Semaphore {
+ public:
+  Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
+            std::shared_ptr<Clock> clock = system_clock(), Identity identity = Identity::generate());
+
+  // Takes one slot: the fencing token. Same rules as Locker::acquire (blocking=false with
+  // a timeout -> InvalidArgument; non-blocking and full -> LockExists("<key>: all N
+  // slots held by ..."); blocking: retries every `step_s` until `timeout_s` ->
+  // AcquireTimeout; `cancel` -> Cancelled; timeparanoid -> verify_time() first).
+  // An instance holds at most one slot: acquiring while its lease runs -> InvalidArgument.
+  // A limit other than the document's -> InvalidArgument.
+  std::int64_t acquire(bool blocking = true, std::optional<double> timeout_s = std::nullopt,
+                       double step_s = 0.25, const CancelFn& cancel = {});
+  // One attempt, no time check, no waiting: the token, or nullopt when every slot is
+  // held (or every try lost a race with other claimants). Releases a stranded hold
+  // first. Throws StorageUnavailable when the claim completed only after its lease
+  // had ended (the hold is released, not reported).
+  std::optional<std::int64_t> try_acquire();
+
+  // Releases this instance's hold (fenced: slot, uuid and fence). Not holding is not an
+  // error (no round trip, unless a stranded hold is left to release). On failure the
+  // hold is kept as stranded (released before the next claim) and the error raised.
+  void release();
+
+  // Pushes this instance's slot to now+ttl if it still holds it unexpired: the new
+  // expiry (server time, ms), else nullopt (the local hold is dropped).
+  std::optional<std::int64_t> touch();
+  // Renewal for the keep-alive lease: the new lease end (host mono), nullopt when the
+  // slot is no longer ours (the hold is dropped) or the hold changed while the call ran.
+  // Storage errors propagate and leave the hold as it was.
+  std::optional<std::int64_t> renew();
+
+  // The unexpired holders (one round trip), in slot order; "unexpired" at the earliest
+  // the server's clock can read, as claimants see them. Checks the limit.
+  std::vector<SemaphoreSlot> holders();
+  // The key's document as stored (no checks), or nullopt. One round trip.
+  std::optional<SemaphoreDoc> read();
+
+  double verify_time();   // see Locker::verify_time
+  bool refresh_clock();   // see Locker::refresh_clock (a jump strands the hold)
+  ServerClock& server_clock() { return server_clock_; }
+
+  // Local state (no round trip).
+  std::optional<SemaphoreHold> hold() const;
+  std::int64_t fence() const;  // of the current hold, 0 when none
+  // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
+  std::optional<std::int64_t> lease_deadline_mono() const;
+  std::optional<Lease> lease() const;  // fence and lease end in one read
+  bool has_stranded() const;
+  // For the keep-alive lease: gives the hold up locally, remembering it as stranded
+  // (released, fenced, before the next claim or by release()). Only a hold with `fence`
+  // when it is not 0. Returns the fence stranded, 0 if none.
+  std::int64_t strand(std::int64_t fence = 0);
+
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;
+  const SemaphoreOptions& options() const { return options_; }
+  const Identity& identity() const { return identity_; }
+  const std::string& key() const { return options_.key; }
+  std::int64_t limit() const { return options_.limit; }
+  double ttl_s() const { return options_.ttl_s; }
+  std::int64_t ttl_ms() const;
+  Storage& storage() { return *storage_; }
+  Clock& clock() { return *clock_; }
+  std::int64_t server_now_ms() { return server_clock_.now_ms(); }
+
+ private:
+  void check_server_safety();
+  std::int64_t acquire_waiting(bool blocking, std::optional<double> timeout_s, double step_s,
+                               const CancelFn& cancel);
+  std::optional<std::int64_t> try_acquire_locked();  // attempt_mu_ held
+  std::optional<std::int64_t> renew_once();
+  // Reads the document, refreshes the cached copy, refuses a limit mismatch or a
+  // malformed document.
+  std::optional<SemaphoreDoc> read_checked();
+  void check_doc(const SemaphoreDoc& doc) const;
+  // The token after `fence` (F+1, or a fresh epoch when F+1 would enter the next one).
+  std::int64_t next_fence(std::int64_t fence);
+  // Writes a claim (claim_semaphore, or create_semaphore when `create`): true when
+  // written. Errors strand the claim's hold and propagate.
+  bool write_claim(const SemaphoreClaim& claim, bool create, std::int64_t sent);
+  // Installs a hold won by `claim` sent at `sent` (or releases it when its lease ended).
+  std::int64_t install(const SemaphoreClaim& claim, std::int64_t sent);
+  std::string full_message(const std::optional<SemaphoreDoc>& doc);
+  void settle_stranded();  // releases a stranded hold; throws on failure
+  void settle_stranded_quietly();
+  void strand_locked();  // mu_ held: hold_ -> stranded_
+  ServerTime server_time_for_write();
+
+  std::shared_ptr<Storage> storage_;
+  SemaphoreOptions options_;
+  std::shared_ptr<Clock> clock_;
+  Identity identity_;
+  ServerClock server_clock_;
+
+  // One claim attempt at a time per instance: two threads acquiring at once must not
+  // both take a slot (the second would orphan the first's until it expires).
+  std::mutex attempt_mu_;
+  mutable std::mutex mu_;  // never held across I/O
+  std::optional<SemaphoreHold> hold_;
+  std::uint64_t hold_gen_ = 0;  // changes whenever hold_ is replaced or dropped
+  std::optional<SemaphoreHold> stranded_;
+  // The document as this instance last wrote or read it: lets the next claim skip the
+  // read (one round trip) while nobody else claimed since.
+  std::optional<SemaphoreDoc> cache_;
+  std::optional<std::int64_t> time_verified_mono_;
+  double verified_offset_s_ = 0;
+  bool safety_checked_ = false;
+};
+
+}  // namespace mongoelector

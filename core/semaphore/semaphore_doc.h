@@ -1,0 +1,39 @@
+// Helpers shared by the backends that store a semaphore document themselves (memory,
+// SQLite): the slots a claim writes, and a flat form of the document for stores that
+// hold only top-level scalar fields (the SQLite rows are Extended JSON of a flat
+// Document, see storage/document_json.h). MongoDB and pymongo store the nested form of
+// storage.h: {_id, limit, fence, slots: [{uuid, host, pid, fence, ts_created,
+// ts_expire}, ...]}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "../storage.h"
+#include "../value.h"
+
+namespace mongoelector::semaphore_doc {
+
+// The largest limit a semaphore may have: the whole slot array is one document that
+// every acquirer reads (about 150 bytes a slot).
+constexpr std::int64_t kMaxLimit = 1000;
+
+// An empty slot: uuid "", fence 0, dates at the Unix epoch (free at any time).
+SemaphoreSlot empty_slot();
+// The slot a claim writes.
+SemaphoreSlot claimed_slot(const SemaphoreClaim& claim);
+// The document create_semaphore writes: `limit` slots, the claim in claim.slot.
+SemaphoreDoc created_doc(const SemaphoreClaim& claim);
+
+// Flat form: {_id, limit, fence, "slots.<i>.uuid", "slots.<i>.host", "slots.<i>.pid",
+// "slots.<i>.fence", "slots.<i>.ts_created", "slots.<i>.ts_expire", ...}.
+Document to_flat(const SemaphoreDoc& doc);
+// Reads the flat form back; odd or missing fields take their defaults (a slot count
+// other than `limit` is kept as read, for the Semaphore to refuse).
+SemaphoreDoc from_flat(const Document& flat);
+
+// A semaphore document that the protocol can use: limit in [1, kMaxLimit], exactly
+// `limit` slots. Empty string if fine, else what is wrong.
+std::string malformed(const SemaphoreDoc& doc);
+
+}  // namespace mongoelector::semaphore_doc
