@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "acquire_metrics.h"
 #include "exceptions.h"
 #include "log.h"
 
@@ -100,30 +101,8 @@ bool Locker::acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t no
 
 std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                              bool force, const CancelFn& cancel) {
-  using metrics::AcquireOutcome;
-  const std::int64_t start = clock_->mono_ms();
-  const auto record = [&](AcquireOutcome outcome) {
-    metrics::record_acquire(outcome, static_cast<double>(clock_->mono_ms() - start) / 1000.0);
-  };
-  try {
-    const std::int64_t token = acquire_waiting(blocking, timeout_s, step_s, force, cancel);
-    record(AcquireOutcome::Acquired);
-    return token;
-  } catch (const LockExists&) {
-    record(AcquireOutcome::Held);
-    throw;
-  } catch (const AcquireTimeout&) {
-    record(AcquireOutcome::Timeout);
-    throw;
-  } catch (const Cancelled&) {
-    record(AcquireOutcome::Cancelled);
-    throw;
-  } catch (const InvalidArgument&) {
-    throw;  // a caller's mistake, not an outcome
-  } catch (...) {
-    record(AcquireOutcome::Error);
-    throw;
-  }
+  return with_acquire_metrics(*clock_,
+                              [&] { return acquire_waiting(blocking, timeout_s, step_s, force, cancel); });
 }
 
 std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeout_s,

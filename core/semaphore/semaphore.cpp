@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "../acquire_metrics.h"
 #include "../exceptions.h"
 #include "../metrics.h"
 #include "semaphore_doc.h"
@@ -107,30 +108,8 @@ void Semaphore::check_server_safety() {
 
 std::int64_t Semaphore::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                                 const CancelFn& cancel) {
-  using metrics::AcquireOutcome;
-  const std::int64_t start = clock_->mono_ms();
-  const auto record = [&](AcquireOutcome outcome) {
-    metrics::record_acquire(outcome, static_cast<double>(clock_->mono_ms() - start) / 1000.0);
-  };
-  try {
-    const std::int64_t token = acquire_waiting(blocking, timeout_s, step_s, cancel);
-    record(AcquireOutcome::Acquired);
-    return token;
-  } catch (const LockExists&) {
-    record(AcquireOutcome::Held);
-    throw;
-  } catch (const AcquireTimeout&) {
-    record(AcquireOutcome::Timeout);
-    throw;
-  } catch (const Cancelled&) {
-    record(AcquireOutcome::Cancelled);
-    throw;
-  } catch (const InvalidArgument&) {
-    throw;  // a caller's mistake, not an outcome
-  } catch (...) {
-    record(AcquireOutcome::Error);
-    throw;
-  }
+  return with_acquire_metrics(*clock_,
+                              [&] { return acquire_waiting(blocking, timeout_s, step_s, cancel); });
 }
 
 std::int64_t Semaphore::acquire_waiting(bool blocking, std::optional<double> timeout_s,
