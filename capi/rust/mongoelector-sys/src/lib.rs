@@ -74,6 +74,11 @@ pub struct mongoelector_lease {
 pub struct mongoelector_cancel_token {
     _private: [u8; 0],
 }
+/// Since 1.1.
+#[repr(C)]
+pub struct mongoelector_semaphore {
+    _private: [u8; 0],
+}
 
 pub type mongoelector_log_fn = Option<
     unsafe extern "C" fn(
@@ -271,6 +276,35 @@ pub struct mongoelector_elector_config {
     pub user_data: *mut c_void,
     pub delete_on_release: c_int,
     pub op_timeout_seconds: c_double,
+}
+
+/// Since 1.1.
+pub const MONGOELECTOR_SEMAPHORE_CONFIG_VERSION: u32 = 1;
+/// Since 1.1: initialise with mongoelector_semaphore_config_init(&mut c, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_semaphore_config {
+    pub version: u32,
+    pub collection: *const c_char,
+    pub limit: i64,
+    pub ttl_seconds: c_double,
+    pub timeparanoid: c_int,
+    pub max_offset_seconds: c_double,
+    pub allow_unsafe_server: c_int,
+    pub op_timeout_seconds: c_double,
+}
+
+/// Since 1.1: one holder listed by mongoelector_semaphore_holders (a fixed struct; the
+/// strings are malloc'd, freed by mongoelector_semaphore_holders_free).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_semaphore_holder {
+    pub uuid: *mut c_char,
+    pub host: *mut c_char,
+    pub pid: i64,
+    pub fence: i64,
+    pub created_ms: i64,
+    pub expire_ms: i64,
 }
 
 /// Runs once, on the library's deadline-timer thread, when the lease is declared lost.
@@ -527,4 +561,44 @@ extern "C" {
         lost_out: *mut c_int,
     ) -> mongoelector_status;
     pub fn mongoelector_lease_free(lease: *mut mongoelector_lease);
+
+    // ---- Semaphore (since 1.1)
+    pub fn mongoelector_semaphore_config_init(
+        config: *mut mongoelector_semaphore_config,
+        version: u32,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_new(
+        client: *mut mongoelector_client,
+        key: *const c_char,
+        config: *const mongoelector_semaphore_config,
+        out: *mut *mut mongoelector_semaphore,
+    ) -> mongoelector_status;
+    /// Does NOT release (a held slot ends at its ttl). NULL ok.
+    pub fn mongoelector_semaphore_free(semaphore: *mut mongoelector_semaphore);
+    pub fn mongoelector_semaphore_acquire(
+        semaphore: *mut mongoelector_semaphore,
+        options: *const mongoelector_acquire_options,
+        fence_out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_release(
+        semaphore: *mut mongoelector_semaphore,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_touch(
+        semaphore: *mut mongoelector_semaphore,
+        renewed_out: *mut c_int,
+        expire_ms_out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_fence(
+        semaphore: *mut mongoelector_semaphore,
+        out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_holders(
+        semaphore: *mut mongoelector_semaphore,
+        holders_out: *mut *mut mongoelector_semaphore_holder,
+        count_out: *mut usize,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_holders_free(
+        holders: *mut mongoelector_semaphore_holder,
+        count: usize,
+    );
 }

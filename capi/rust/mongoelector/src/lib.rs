@@ -17,19 +17,23 @@
 //!   return a [`LockGuard`] that releases the lock when dropped; [`AcquireOptions`] with a
 //!   per-call [`CancelToken`]; [`Locker::hold`] keeps a lock alive on the library's
 //!   renewer thread ([`LeaseGuard`]).
+//! * [`Semaphore`]: at most `limit` holders of a key at once, one slot per handle;
+//!   [`Semaphore::acquire`], [`Semaphore::try_acquire`] and [`Semaphore::acquire_with`]
+//!   return a [`SemaphoreGuard`] that releases the slot when dropped;
+//!   [`Semaphore::holders`] lists the holders ([`SemaphoreHolder`]).
 //! * [`Elector`]: leader election with callbacks; typed [`NodeStatus`] and
 //!   [`ClusterDetail`] (`Serialize`/`Deserialize` with the `serde` feature).
 //! * [`Error`]: one variant per C status (`#[non_exhaustive]`); the backend's error code,
 //!   code name and labels through [`Error::server_code`], [`Error::code_name`],
 //!   [`Error::labels`] and [`Error::has_label`].
 //!
-//! Every option comes through a builder ([`Locker::builder`], [`Elector::builder`],
-//! [`AcquireOptions::new`]); what is not set keeps the C library's default, the same for
-//! every binding.
+//! Every option comes through a builder ([`Locker::builder`], [`Semaphore::builder`],
+//! [`Elector::builder`], [`AcquireOptions::new`]); what is not set keeps the C library's
+//! default, the same for every binding.
 //!
-//! Thread rules follow the C header: `Client`, `Locker`, `Elector`, `CancelToken` and the
-//! guards are `Send + Sync`; callbacks are `FnMut() + Send + 'static` and never unwind
-//! into C.
+//! Thread rules follow the C header: `Client`, `Locker`, `Semaphore`, `Elector`,
+//! `CancelToken` and the guards are `Send + Sync`; callbacks are `FnMut() + Send +
+//! 'static` and never unwind into C.
 //!
 //! Logging: the library's messages go to the [`log`](https://docs.rs/log) crate, target
 //! `"mongoelector"` ([`LOG_TARGET`]), from the first [`Client::new`] on; no setup call.
@@ -51,6 +55,7 @@ mod error;
 mod lease;
 mod locker;
 mod log;
+mod semaphore;
 mod stats;
 mod status;
 
@@ -62,6 +67,7 @@ pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use lease::LeaseGuard;
 pub use locker::{AcquireOptions, LockGuard, LockInfo, Locker, LockerBuilder};
 pub use mongoelector_sys as sys;
+pub use semaphore::{Semaphore, SemaphoreBuilder, SemaphoreGuard, SemaphoreHolder};
 pub use stats::{stats, AcquireCounts, LatencyHistogram, Stats};
 pub use status::{ClusterDetail, LeaderInfo, NodeStatus, Timestamp};
 
@@ -87,6 +93,9 @@ mod tests {
         assert_send_sync::<Client>();
         assert_send_sync::<Locker>();
         assert_send_sync::<LockGuard<'static>>();
+        assert_send_sync::<Semaphore>();
+        assert_send_sync::<SemaphoreGuard<'static>>();
+        assert_send_sync::<SemaphoreHolder>();
         assert_send_sync::<CancelToken>();
         assert_send_sync::<AcquireOptions>();
         assert_send_sync::<Elector>();
@@ -157,6 +166,19 @@ mod tests {
             (e.ttl_seconds, e.report_status, e.delete_on_release),
             (15.0, 1, 1)
         );
+        let mut s: sys::mongoelector_semaphore_config = unsafe { std::mem::zeroed() };
+        let st = unsafe {
+            sys::mongoelector_semaphore_config_init(
+                &mut s,
+                sys::MONGOELECTOR_SEMAPHORE_CONFIG_VERSION,
+            )
+        };
+        assert_eq!(st, sys::MONGOELECTOR_OK);
+        assert_eq!(
+            (s.limit, s.ttl_seconds, s.timeparanoid, s.max_offset_seconds),
+            (1, 600.0, 1, 0.5)
+        );
+        assert_eq!((s.allow_unsafe_server, s.op_timeout_seconds), (0, 0.0));
         let o = AcquireOptions::new().to_c().unwrap();
         assert_eq!(
             (o.blocking, o.timeout_seconds, o.step_seconds, o.force),

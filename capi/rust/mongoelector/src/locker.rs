@@ -128,9 +128,10 @@ impl<'a> LockerBuilder<'a> {
 }
 
 /// How to acquire: `AcquireOptions::new().timeout(d).cancel(&token)`, for
-/// [`Locker::acquire_with`] and [`Locker::hold_with`]. Unset options keep the library's
-/// defaults (`mongoelector_acquire_options_init`): blocking, no time limit, a retry every
-/// 250 ms, not forced, no cancel token.
+/// [`Locker::acquire_with`], [`Locker::hold_with`] and
+/// [`Semaphore::acquire_with`](crate::Semaphore::acquire_with). Unset options keep the
+/// library's defaults (`mongoelector_acquire_options_init`): blocking, no time limit, a
+/// retry every 250 ms, not forced, no cancel token.
 #[derive(Debug, Clone, Default)]
 #[must_use = "options do nothing until passed to acquire_with/hold_with"]
 pub struct AcquireOptions {
@@ -252,7 +253,7 @@ impl fmt::Debug for Locker {
     }
 }
 
-unsafe fn owned_c_string(p: *const c_char) -> String {
+pub(crate) unsafe fn owned_c_string(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
