@@ -173,6 +173,24 @@ func TestCallsHonourContextWhileServerFrozen(t *testing.T) {
 	if _, err := l.TryAcquire(bg); err != nil {
 		t.Fatal(err)
 	}
+	// The same for a semaphore: a late claim (this handle made the key's last claim, so
+	// its acquire is one round trip) and calls that wait on the server.
+	lateSem, err := NewSemaphore(bg, c, key+"-latesem", &SemaphoreOptions{Limit: 2, TTL: 30 * time.Second,
+		DisableTimeParanoid: true, OpTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lateSem.Close() })
+	if _, err := lateSem.TryAcquire(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := lateSem.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	sem := newTestSemaphore(t, c, key+"-sem", 2, 20*time.Second)
+	if _, err := sem.TryAcquire(bg); err != nil {
+		t.Fatal(err)
+	}
 	e := newTestElector(t, c, key, &ElectorOptions{TTL: 20 * time.Second})
 	if err := e.Poll(bg); err != nil {
 		t.Fatal(err)
@@ -245,6 +263,7 @@ func TestCallsHonourContextWhileServerFrozen(t *testing.T) {
 	// First: a claim sent to the frozen server, which the server carries out after the
 	// thaw; its caller gave up, so the hold must be released in the background.
 	check("TryAcquire (late)", false, func(ctx context.Context) error { _, err := late.TryAcquire(ctx); return err })
+	check("Semaphore.TryAcquire (late)", false, func(ctx context.Context) error { _, err := lateSem.TryAcquire(ctx); return err })
 	check("Acquire", false, func(ctx context.Context) error { _, err := l.Acquire(ctx); return err })
 	check("TryAcquire", false, func(ctx context.Context) error { _, err := l.TryAcquire(ctx); return err })
 	check("Locked", false, func(ctx context.Context) error { _, err := l.Locked(ctx); return err })
@@ -253,6 +272,9 @@ func TestCallsHonourContextWhileServerFrozen(t *testing.T) {
 	check("Touch", false, func(ctx context.Context) error { _, _, err := l.Touch(ctx); return err })
 	check("VerifyTime", false, func(ctx context.Context) error { _, err := l.VerifyTime(ctx); return err })
 	check("Release", false, l.Release)
+	check("Semaphore.Holders", false, func(ctx context.Context) error { _, err := sem.Holders(ctx); return err })
+	check("Semaphore.Touch", false, func(ctx context.Context) error { _, _, err := sem.Touch(ctx); return err })
+	check("Semaphore.Release", false, sem.Release)
 	check("Hold", false, func(ctx context.Context) error { _, err := l.Hold(ctx); return err })
 	check("NewLocker", false, func(ctx context.Context) error {
 		x, err := NewLocker(ctx, c, key+"-new", &LockerOptions{Collection: "go_frozen_new"})
@@ -292,12 +314,20 @@ func TestCallsHonourContextWhileServerFrozen(t *testing.T) {
 	if info, err := late.Current(ctx); err != nil || info != nil {
 		t.Fatalf("the late hold is still there: %+v, %v", info, err)
 	}
+	waitFor(t, "the semaphore slot taken after its caller gave up to be released", 20*time.Second, func() bool {
+		return lateSem.lateReleases.Load() > 0
+	})
+	if hs, err := lateSem.Holders(ctx); err != nil || len(hs) != 0 {
+		t.Fatalf("the late semaphore hold is still there: %+v, %v", hs, err)
+	}
 	// Everything made too late was freed: the client goes once its children are closed.
 	e.Close()
 	follower.Close()
 	unsampled.Close()
 	l.Close()
 	late.Close()
+	lateSem.Close()
+	sem.Close()
 	c.Close()
 	waitFor(t, "the client to be freed (no locker or elector made too late left)", 20*time.Second, func() bool {
 		c.mu.Lock()

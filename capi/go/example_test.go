@@ -66,6 +66,54 @@ func ExampleLocker_Acquire() {
 	// second holder refused: true
 }
 
+func ExampleSemaphore_Acquire() {
+	client, err := mongoelector.NewClient(exampleURI(), "app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// At most 2 concurrent exports; one Semaphore per concurrent holder.
+	opts := &mongoelector.SemaphoreOptions{Limit: 2, TTL: time.Minute}
+	var slots []*mongoelector.Semaphore
+	for i := 0; i < 3; i++ {
+		s, err := mongoelector.NewSemaphore(ctx, client, "exports", opts)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer s.Close() // releases a slot still held
+		slots = append(slots, s)
+	}
+
+	first, err := slots[0].Acquire(ctx) // waits for a free slot or the end of ctx
+	if err != nil {
+		log.Fatal(err)
+	}
+	second, err := slots[1].Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("two holders, tokens grow:", second > first)
+
+	_, err = slots[2].TryAcquire(ctx)
+	fmt.Println("third refused:", errors.Is(err, mongoelector.ErrLockExists))
+
+	if err := slots[0].Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	third, err := slots[2].TryAcquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("third in after a release, larger token:", third > second)
+	// Output:
+	// two holders, tokens grow: true
+	// third refused: true
+	// third in after a release, larger token: true
+}
+
 func ExampleElector_Campaign() {
 	client, err := mongoelector.NewClient(exampleURI(), "app")
 	if err != nil {

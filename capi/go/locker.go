@@ -178,7 +178,8 @@ type acquireConfig struct {
 	force   bool
 }
 
-// AcquireOption tunes Acquire, TryAcquire, Hold and TryHold.
+// AcquireOption tunes Acquire, TryAcquire, Hold and TryHold (of a Locker), and Acquire
+// and TryAcquire of a Semaphore.
 type AcquireOption func(*acquireConfig)
 
 // WithTimeout bounds a blocking Acquire or Hold (ErrTimeout); d < 0 means no bound. A
@@ -192,7 +193,7 @@ func WithTimeout(d time.Duration) AcquireOption {
 // the library's, 250 ms).
 func WithStep(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.step = &d } }
 
-// WithForce takes the lock whoever holds it (not for Hold).
+// WithForce takes the lock whoever holds it (not for Hold, nor for a Semaphore).
 func WithForce() AcquireOption { return func(c *acquireConfig) { c.force = true } }
 
 // cancelToken is a C per-call cancel token cancelled when ctx ends or the locker closes.
@@ -267,22 +268,29 @@ func acquireOptions(blocking bool, opts []AcquireOption) (C.mongoelector_acquire
 // that came after the caller gave up.
 func withToken[T any](ctx context.Context, l *Locker, what string, o *C.mongoelector_acquire_options,
 	op func() (T, error), late func(T, error)) (T, error) {
+	return withTokenOn(ctx, &l.g, l.closing, "locker", what, o, op, late)
+}
+
+// withTokenOn is withToken for any handle: g keeps it alive, closing is closed by its
+// Close, handle names it in ErrClosed errors.
+func withTokenOn[T any](ctx context.Context, g *guard, closing <-chan struct{}, handle, what string,
+	o *C.mongoelector_acquire_options, op func() (T, error), late func(T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, contextError(err, what)
 	}
-	if !l.g.enter() {
-		return zero, closedError("locker")
+	if !g.enter() {
+		return zero, closedError(handle)
 	}
-	tok, err := newCancelToken(ctx, l.closing)
+	tok, err := newCancelToken(ctx, closing)
 	if err != nil {
-		l.g.exit()
+		g.exit()
 		return zero, err
 	}
 	o.cancel = tok.ptr
 	v, err := runCtx(ctx, what, op, late, func() {
 		tok.free()
-		l.g.exit()
+		g.exit()
 	})
 	if err != nil && errors.Is(err, ErrCancelled) {
 		var e *Error
@@ -290,8 +298,8 @@ func withToken[T any](ctx context.Context, l *Locker, what string, o *C.mongoele
 			if ctx.Err() != nil {
 				return v, contextError(ctx.Err(), what)
 			}
-			if l.g.isClosed() {
-				return v, closedError("locker")
+			if g.isClosed() {
+				return v, closedError(handle)
 			}
 		}
 	}
