@@ -40,9 +40,10 @@ _SQLITE = "sqlite://"
 _BARE_CLIENT = "Must pass a pymongo Database instance, not a bare MongoClient"
 _ASYNC_DATABASE = (
     "%s is an asyncio database, whose methods return coroutines: MongoLocker and "
-    "MongoLeaderElector block and need a synchronous one. Pass a pymongo Database or a "
-    "mongodb:// URI (its waits release the GIL), and from asyncio code call them through "
-    "asyncio.to_thread()")
+    "MongoLeaderElector block and need a synchronous one. From asyncio code use "
+    "mongoelector.aio (AsyncMongoLocker, AsyncMongoLeaderElector, lease), which takes this "
+    "AsyncDatabase; or pass a pymongo Database or a mongodb:// URI (its waits release the "
+    "GIL) and call them through asyncio.to_thread()")
 
 
 def op_timeout_for(ttl: float) -> float:

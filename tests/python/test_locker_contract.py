@@ -544,5 +544,5 @@ def test_async_database_is_refused_with_a_pointer():
 
     client = AsyncMongoClient("mongodb://127.0.0.1:1/", connect=False)
     for make in (lambda: MongoLocker("k", client.app), lambda: MongoLeaderElector("k", client.app)):
-        with pytest.raises(TypeError, match="asyncio database.*asyncio.to_thread"):
+        with pytest.raises(TypeError, match="asyncio database.*mongoelector.aio.*asyncio.to_thread"):
             make()

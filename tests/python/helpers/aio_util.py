@@ -1,0 +1,113 @@
+"""asyncio helpers of tests/python/test_aio.py."""
+
+import asyncio
+import gc
+import inspect
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+
+class LagProbe:
+    """``async with LagProbe() as probe:`` runs a ticker task that sleeps ``interval`` and
+    records by how much each sleep overshot: the event loop's lag (how long something kept
+    the loop from running its ready callbacks). ``probe.max``, ``p99``, ``median``."""
+
+    def __init__(self, interval=0.001, stall=0.012):
+        self.interval = interval
+        self.lags = []
+        self.gc_pauses = []   # (seconds, generation, thread name) of collections meanwhile
+        self.stalls = []      # (seconds, the loop thread's stack) of lags over ``stall``
+        self._stall = stall
+        self._task = None
+        self._stop = False
+        self._beat = time.perf_counter()
+        self._gc_start = {}
+
+    async def _tick(self):
+        while not self._stop:
+            t0 = self._beat = time.perf_counter()
+            await asyncio.sleep(self.interval)
+            self.lags.append(max(0.0, time.perf_counter() - t0 - self.interval))
+
+    def _on_gc(self, phase, info):
+        ident = threading.get_ident()
+        if phase == "start":
+            self._gc_start[ident] = time.perf_counter()
+        elif ident in self._gc_start:
+            self.gc_pauses.append((time.perf_counter() - self._gc_start.pop(ident),
+                                   info["generation"], threading.current_thread().name))
+
+    def _watch(self, loop_thread):
+        # Where the loop thread is when it has not ticked for ``stall`` seconds.
+        while not self._stop:
+            time.sleep(0.005)
+            age = time.perf_counter() - self._beat
+            if age > self._stall:
+                frame = sys._current_frames().get(loop_thread)
+                stack = "".join(traceback.format_stack(frame, limit=8)) if frame else "?"
+                self.stalls.append((age, stack))
+                while not self._stop and time.perf_counter() - self._beat > self._stall:
+                    time.sleep(0.001)
+
+    async def __aenter__(self):
+        gc.callbacks.append(self._on_gc)
+        self._watcher = threading.Thread(target=self._watch, args=(threading.get_ident(),),
+                                         daemon=True)
+        self._watcher.start()
+        self._task = asyncio.ensure_future(self._tick())
+        await asyncio.sleep(0)
+        return self
+
+    async def __aexit__(self, *exc):
+        self._stop = True
+        await self._task
+        gc.callbacks.remove(self._on_gc)
+        self._watcher.join()
+        return False
+
+    def report(self):
+        worst_gc = max(self.gc_pauses, default=(0.0, None, None))
+        lines = [f"loop lag over {len(self.lags)} ticks: max {self.max * 1000:.2f} ms, "
+                 f"p99 {self.p99 * 1000:.2f} ms, median {self.median * 1000:.2f} ms; "
+                 f"{len(self.gc_pauses)} GC passes meanwhile, longest "
+                 f"{worst_gc[0] * 1000:.1f} ms (generation {worst_gc[1]}, {worst_gc[2]})"]
+        for age, stack in self.stalls[:3]:
+            lines.append(f"  loop stalled {age * 1000:.0f}+ ms at:\n{stack}")
+        return "\n".join(lines)
+
+    @property
+    def max(self):
+        return max(self.lags) if self.lags else 0.0
+
+    @property
+    def median(self):
+        return statistics.median(self.lags) if self.lags else 0.0
+
+    @property
+    def p99(self):
+        if not self.lags:
+            return 0.0
+        ordered = sorted(self.lags)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+async def wait_until(predicate, timeout, interval=0.02, swallow=()):
+    """Polls ``predicate()`` (a function returning a bool or an awaitable of one) until it
+    is true; AssertionError after ``timeout`` seconds. Exceptions in ``swallow`` count as
+    false."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+            if inspect.isawaitable(value):
+                value = await value
+        except swallow:
+            value = False
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        await asyncio.sleep(interval)
