@@ -712,6 +712,31 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_holders(
 MONGOELECTOR_API void mongoelector_semaphore_holders_free(mongoelector_semaphore_holder *holders,
                                                           size_t count);
 
+/* A semaphore slot kept alive on the library's renewer thread until
+ * mongoelector_semaphore_lease_free(), with the rules of mongoelector_lease: renewed about
+ * every ttl/3, declared LOST on this host's monotonic clock at its renew deadline (before
+ * anyone else can take the slot), loss final; on_lost runs once on the deadline-timer
+ * thread. `acquire` as for mongoelector_semaphore_acquire (NULL: blocking, no timeout).
+ * One live lease per semaphore handle; the handle must outlive it, and must not be
+ * acquired, released or touched while it lives. *out: mongoelector_semaphore_lease_free(). */
+typedef struct mongoelector_semaphore_lease mongoelector_semaphore_lease;
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_acquire(
+    mongoelector_semaphore *semaphore, const mongoelector_acquire_options *acquire,
+    mongoelector_lease_lost_fn on_lost, void *user_data, mongoelector_semaphore_lease **out);
+/* The hold's fencing token (kept after loss). Local, any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_fence(
+    mongoelector_semaphore_lease *lease, int64_t *out);
+/* *out = 1 once lost (never back to 0). Local, any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_lost(
+    mongoelector_semaphore_lease *lease, int *out);
+/* Waits until lost or timeout_seconds pass (< 0: forever); *lost_out = 1 if lost. Not
+ * from on_lost. */
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_wait_lost(
+    mongoelector_semaphore_lease *lease, double timeout_seconds, int *lost_out);
+/* Stops keeping the slot alive and releases it (fenced; not if lost). NULL ok. Not from
+ * on_lost nor while another thread is inside a call on it. */
+MONGOELECTOR_API void mongoelector_semaphore_lease_free(mongoelector_semaphore_lease *lease);
+
 #ifdef __cplusplus
 }
 #endif

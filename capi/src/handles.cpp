@@ -66,6 +66,14 @@ AcquireArgs to_acquire_args(const mongoelector_acquire_options* o) {
   return a;
 }
 
+CancelFn cancel_fn(const AcquireArgs& args) {
+  auto* token = args.cancel;
+  if (token == nullptr) return {};
+  if (token->cancelled.load())
+    throw Cancelled("acquire cancelled: its cancel token was already cancelled");
+  return [token] { return token->cancelled.load(); };
+}
+
 std::int64_t op_timeout_ms(double op_timeout_s, double ttl_s) {
   if (op_timeout_s == 0) return op_timeout_ms_for_ttl(ttl_s);
   require_positive_duration(op_timeout_s, "op_timeout_seconds");

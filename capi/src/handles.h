@@ -111,6 +111,9 @@ struct AcquireArgs {
   mongoelector_cancel_token* cancel = nullptr;  // borrowed for the call
 };
 AcquireArgs to_acquire_args(const mongoelector_acquire_options* options);
+// The core cancel function of args.cancel (empty without a token); throws Cancelled at
+// once when the token is already cancelled.
+CancelFn cancel_fn(const AcquireArgs& args);
 
 // op_timeout_seconds of a 1.1 config: 0 means the default for the ttl.
 std::int64_t op_timeout_ms(double op_timeout_s, double ttl_s);

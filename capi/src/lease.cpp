@@ -90,11 +90,9 @@ mongoelector_lease* start_lease(mongoelector_locker* locker, const LeaseArgs& ar
     // The handle owns the Locker; the lease borrows it (the locker outlives the lease).
     std::shared_ptr<mongoelector::Locker> borrowed(h.locker.get(), [](mongoelector::Locker*) {});
     if (!legacy_cancel) {
-      if (auto* token = args.cancel) {
-        if (token->cancelled.load())
-          throw mongoelector::Cancelled("acquire cancelled: its cancel token was already cancelled");
-        ko.cancel = [token] { return token->cancelled.load(); };
-      }
+      mongoelector::capi::AcquireArgs a;
+      a.cancel = args.cancel;
+      ko.cancel = mongoelector::capi::cancel_fn(a);
       handle->lease = mongoelector::KeepAliveLease::acquire(std::move(borrowed), std::move(ko));
     } else {
       std::lock_guard<std::mutex> g(h.mu);  // as mongoelector_locker_acquire

@@ -162,18 +162,10 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(mongoelect
   return guard([&] {
     auto& h = checked(locker);
     const auto args = mongoelector::capi::to_acquire_args(options);
-    mongoelector::CancelFn cancel;
-    if (args.cancel != nullptr) {
-      auto* token = args.cancel;
-      if (token->cancelled.load()) {
-        throw mongoelector::Cancelled("acquire cancelled: its cancel token was already cancelled");
-      }
-      cancel = [token] { return token->cancelled.load(); };
-    }
     // No handle mutex: the core Locker is thread-safe, so other calls on this locker
     // answer while the wait goes on.
-    const std::int64_t fence =
-        h.locker->acquire(args.blocking, args.timeout_s, args.step_s, args.force, cancel);
+    const std::int64_t fence = h.locker->acquire(args.blocking, args.timeout_s, args.step_s,
+                                                 args.force, mongoelector::capi::cancel_fn(args));
     if (fence_out != nullptr) *fence_out = fence;
   });
 }

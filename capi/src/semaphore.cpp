@@ -1,5 +1,8 @@
 // mongoelector_semaphore_*: a mongoelector::Semaphore on its own Storage from the client
 // (declarations: pending_semaphore.h, to move into the public header).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "json.h"
 #include "mongoelector.h"
 #include "semaphore/semaphore.h"
+#include "semaphore/semaphore_lease.h"
 #include "utf8.h"
 
 using mongoelector::capi::checked;
@@ -20,6 +24,7 @@ using mongoelector::capi::require;
 
 namespace mongoelector::capi {
 constexpr std::uint64_t kSemaphoreMagic = 0x6d6553656d617068ULL;  // "meSemaph"
+constexpr std::uint64_t kSemaphoreLeaseMagic = 0x6d65536d4c656173ULL;  // "meSmLeas"
 }  // namespace mongoelector::capi
 
 struct mongoelector_semaphore {
@@ -28,6 +33,14 @@ struct mongoelector_semaphore {
   // The core Semaphore is thread-safe (one claim at a time per instance): no handle mutex,
   // so fence/holders answer while an acquire waits.
   std::unique_ptr<mongoelector::Semaphore> semaphore;
+  // A live mongoelector_semaphore_lease keeps this handle's slot alive (one at a time).
+  std::atomic<bool> has_lease{false};
+};
+
+struct mongoelector_semaphore_lease {
+  std::uint64_t magic = mongoelector::capi::kSemaphoreLeaseMagic;
+  mongoelector_semaphore* semaphore = nullptr;  // outlives the lease (caller's contract)
+  std::unique_ptr<mongoelector::SemaphoreLease> lease;
 };
 
 namespace {
@@ -59,6 +72,13 @@ mongoelector::SemaphoreOptions to_core(const char* key, const mongoelector_semap
 }
 
 char* malloc_string(const std::string& s) { return mongoelector::capi::json::malloc_copy(s); }
+
+mongoelector_semaphore_lease& checked_lease(mongoelector_semaphore_lease* h) {
+  require(h != nullptr, "semaphore lease is NULL");
+  require(h->magic == mongoelector::capi::kSemaphoreLeaseMagic,
+          "semaphore lease is not a live mongoelector_semaphore_lease (freed?)");
+  return *h;
+}
 
 }  // namespace
 
@@ -114,15 +134,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_acquire(
     auto& h = checked_semaphore(semaphore);
     const auto args = mongoelector::capi::to_acquire_args(options);
     require(!args.force, "a semaphore slot cannot be forced (force must be 0)");
-    mongoelector::CancelFn cancel;
-    if (args.cancel != nullptr) {
-      auto* token = args.cancel;
-      if (token->cancelled.load())
-        throw mongoelector::Cancelled("acquire cancelled: its cancel token was already cancelled");
-      cancel = [token] { return token->cancelled.load(); };
-    }
-    const std::int64_t fence =
-        h.semaphore->acquire(args.blocking, args.timeout_s, args.step_s, cancel);
+    const std::int64_t fence = h.semaphore->acquire(args.blocking, args.timeout_s, args.step_s,
+                                                    mongoelector::capi::cancel_fn(args));
     if (fence_out != nullptr) *fence_out = fence;
   });
 }
@@ -195,6 +208,87 @@ MONGOELECTOR_API void mongoelector_semaphore_holders_free(mongoelector_semaphore
     std::free(holders[i].host);
   }
   std::free(holders);
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_acquire(
+    mongoelector_semaphore* semaphore, const mongoelector_acquire_options* acquire,
+    mongoelector_lease_lost_fn on_lost, void* user_data, mongoelector_semaphore_lease** out) {
+  return guard([&] {
+    auto& h = checked_semaphore(semaphore);
+    require(out != nullptr, "out is NULL");
+    const auto args = mongoelector::capi::to_acquire_args(acquire);
+    require(!args.force, "a semaphore slot cannot be forced (force must be 0)");
+    mongoelector::KeepAliveOptions ko;
+    ko.blocking = args.blocking;
+    ko.timeout_s = args.timeout_s;
+    ko.step_s = args.step_s;
+    ko.cancel = mongoelector::capi::cancel_fn(args);
+    if (on_lost != nullptr) ko.on_lost = [on_lost, user_data] { on_lost(user_data); };
+    bool expected = false;
+    if (!h.has_lease.compare_exchange_strong(expected, true))
+      throw mongoelector::InvalidArgument(
+          "this semaphore already has a live lease (free it first: one lease per handle)");
+    try {
+      auto handle = std::make_unique<mongoelector_semaphore_lease>();
+      handle->semaphore = semaphore;
+      // The handle owns the Semaphore; the lease borrows it (the handle outlives the lease).
+      std::shared_ptr<mongoelector::Semaphore> borrowed(h.semaphore.get(),
+                                                       [](mongoelector::Semaphore*) {});
+      handle->lease = mongoelector::SemaphoreLease::acquire(std::move(borrowed), std::move(ko));
+      *out = handle.release();
+    } catch (...) {
+      h.has_lease.store(false);
+      throw;
+    }
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_fence(
+    mongoelector_semaphore_lease* lease, int64_t* out) {
+  return guard([&] {
+    auto& h = checked_lease(lease);
+    require(out != nullptr, "out is NULL");
+    *out = h.lease->fence();
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_lost(
+    mongoelector_semaphore_lease* lease, int* out) {
+  return guard([&] {
+    auto& h = checked_lease(lease);
+    require(out != nullptr, "out is NULL");
+    *out = h.lease->lost() ? 1 : 0;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_wait_lost(
+    mongoelector_semaphore_lease* lease, double timeout_seconds, int* lost_out) {
+  return guard([&] {
+    auto& h = checked_lease(lease);
+    require(lost_out != nullptr, "lost_out is NULL");
+    require(!std::isnan(timeout_seconds), "timeout_seconds is NaN");
+    std::optional<std::int64_t> timeout_ms;
+    if (timeout_seconds >= 0 && std::isfinite(timeout_seconds))
+      timeout_ms = static_cast<std::int64_t>(std::ceil(std::min(timeout_seconds, 1e12) * 1000.0));
+    *lost_out = h.lease->wait_lost(timeout_ms) ? 1 : 0;
+  });
+}
+
+MONGOELECTOR_API void mongoelector_semaphore_lease_free(mongoelector_semaphore_lease* lease) {
+  if (lease == nullptr || lease->magic != mongoelector::capi::kSemaphoreLeaseMagic) return;
+  lease->magic = mongoelector::capi::kFreedMagic;
+  try {
+    lease->lease->close();  // stops renewing; releases the slot (fenced) unless lost
+  } catch (...) {
+  }
+  try {
+    lease->lease.reset();
+  } catch (...) {
+  }
+  if (lease->semaphore != nullptr &&
+      lease->semaphore->magic == mongoelector::capi::kSemaphoreMagic)
+    lease->semaphore->has_lease.store(false);
+  delete lease;
 }
 
 }  // extern "C"

@@ -650,6 +650,51 @@ static void test_semaphore(mongoelector_client *client) {
          (long long)fb, (long long)fc);
 }
 
+/* A semaphore slot kept alive by the renewer: it outlives its ttl, counts against the
+ * limit, and its free releases it at once. */
+static void test_semaphore_lease(mongoelector_client *client) {
+  char key[128];
+  mongoelector_semaphore_config cfg;
+  mongoelector_semaphore *a = NULL, *b = NULL;
+  mongoelector_semaphore_lease *lease = NULL, *second = NULL;
+  mongoelector_acquire_options once;
+  int64_t fence = 0, fb = 0;
+  int lost = -1;
+
+  unique_key(key, sizeof key, "api11-semlease");
+  CHECK_OK(mongoelector_semaphore_config_init(&cfg, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION));
+  cfg.limit = 1;
+  cfg.ttl_seconds = 1; /* renewed about every 0.33 s */
+  cfg.allow_unsafe_server = g_unsafe_server;
+  CHECK_OK(mongoelector_semaphore_new(client, key, &cfg, &a));
+  CHECK_OK(mongoelector_semaphore_new(client, key, &cfg, &b));
+  CHECK_INVALID(mongoelector_semaphore_lease_acquire(a, NULL, NULL, NULL, NULL));
+  CHECK_OK(mongoelector_semaphore_lease_acquire(a, NULL, NULL, NULL, &lease));
+  CHECK_INVALID(mongoelector_semaphore_lease_acquire(a, NULL, NULL, NULL, &second));
+  CHECK_OK(mongoelector_semaphore_lease_fence(lease, &fence));
+  CHECK(fence > 0);
+  /* Twice the ttl later the slot is still held: the renewer kept it alive. */
+  CHECK_OK(mongoelector_semaphore_lease_wait_lost(lease, 2.0, &lost));
+  CHECK(lost == 0);
+  CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
+  once.blocking = 0;
+  CHECK_STATUS(mongoelector_semaphore_acquire(b, &once, &fb), MONGOELECTOR_ERR_LOCK_EXISTS);
+  CHECK_OK(mongoelector_semaphore_lease_lost(lease, &lost));
+  CHECK(lost == 0);
+  mongoelector_semaphore_lease_free(lease); /* releases the slot */
+  mongoelector_semaphore_lease_free(NULL);
+  CHECK_OK(mongoelector_semaphore_acquire(b, &once, &fb));
+  CHECK(fb > fence);
+  CHECK_OK(mongoelector_semaphore_release(b));
+  /* After the free, the handle may hold a lease again. */
+  CHECK_OK(mongoelector_semaphore_lease_acquire(a, &once, NULL, NULL, &lease));
+  mongoelector_semaphore_lease_free(lease);
+  mongoelector_semaphore_free(a);
+  mongoelector_semaphore_free(b);
+  printf("  semaphore lease: kept past 2 ttls, freed slot taken at once (token %lld > %lld)\n",
+         (long long)fb, (long long)fence);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void run_backend(mongoelector_client *client, const char *what) {
@@ -658,6 +703,7 @@ static void run_backend(mongoelector_client *client, const char *what) {
   test_config_checks(client);
   test_stats_and_records(client);
   test_semaphore(client);
+  test_semaphore_lease(client);
   if (!g_unsafe_server) test_elector_free_from_callback(client);
 }
 

@@ -79,6 +79,11 @@ pub struct mongoelector_cancel_token {
 pub struct mongoelector_semaphore {
     _private: [u8; 0],
 }
+/// Since 1.1: a semaphore slot kept alive by the library's renewer.
+#[repr(C)]
+pub struct mongoelector_semaphore_lease {
+    _private: [u8; 0],
+}
 
 pub type mongoelector_log_fn = Option<
     unsafe extern "C" fn(
@@ -601,4 +606,25 @@ extern "C" {
         holders: *mut mongoelector_semaphore_holder,
         count: usize,
     );
+    pub fn mongoelector_semaphore_lease_acquire(
+        semaphore: *mut mongoelector_semaphore,
+        acquire: *const mongoelector_acquire_options,
+        on_lost: mongoelector_lease_lost_fn,
+        user_data: *mut c_void,
+        out: *mut *mut mongoelector_semaphore_lease,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_lease_fence(
+        lease: *mut mongoelector_semaphore_lease,
+        out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_lease_lost(
+        lease: *mut mongoelector_semaphore_lease,
+        out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_lease_wait_lost(
+        lease: *mut mongoelector_semaphore_lease,
+        timeout_seconds: c_double,
+        lost_out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_semaphore_lease_free(lease: *mut mongoelector_semaphore_lease);
 }
