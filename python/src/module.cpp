@@ -312,6 +312,45 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
   return out;
 }
 
+// The options of a keep-alive (lease or semaphore slot) from Python's arguments. on_lost
+// runs on the deadline-timer thread: it takes the GIL only to call the Python callable
+// (an Event's set), never once the interpreter is finalizing.
+me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> timeout,
+                                        double step, py::object on_lost, const char* what) {
+  me::KeepAliveOptions o;
+  o.blocking = blocking;
+  o.timeout_s = timeout;
+  o.step_s = step;
+  if (blocking) o.cancel = check_signals;  // Ctrl-C ends the wait
+  if (!on_lost.is_none()) {
+    SharedPyObject cb(std::move(on_lost));
+    o.on_lost = [cb, what] {
+      if (interpreter_finalizing()) return;
+      py::gil_scoped_acquire gil;
+      if (interpreter_finalizing()) return;
+      try {
+        cb.get()();
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable(what);
+      }
+    };
+  }
+  return o;
+}
+
+// Closes a keep-alive without the GIL: closing may wait for a renewal in flight, which
+// may need the GIL (PyMongoStorage).
+template <class KeepAlive>
+void close_without_gil(std::unique_ptr<KeepAlive>& keep_alive) {
+  if (!keep_alive) return;
+  if (PyGILState_Check()) {
+    py::gil_scoped_release nogil;
+    keep_alive->close();
+  } else {
+    keep_alive->close();
+  }
+}
+
 }  // namespace
 
 // A keep-alive lease (core/lease) for Python. Closing may wait for a renewal in flight,
@@ -321,39 +360,13 @@ struct PyLease {
 
   PyLease(std::shared_ptr<me::Locker> locker, bool blocking, std::optional<double> timeout,
           double step, py::object on_lost) {
-    me::KeepAliveOptions o;
-    o.blocking = blocking;
-    o.timeout_s = timeout;
-    o.step_s = step;
-    if (blocking) o.cancel = check_signals;  // Ctrl-C ends the wait
-    if (!on_lost.is_none()) {
-      // Runs on the deadline-timer thread: takes the GIL only to call `on_lost` (an
-      // Event's set), never once the interpreter is finalizing.
-      SharedPyObject cb(std::move(on_lost));
-      o.on_lost = [cb] {
-        if (interpreter_finalizing()) return;
-        py::gil_scoped_acquire gil;
-        if (interpreter_finalizing()) return;
-        try {
-          cb.get()();
-        } catch (py::error_already_set& e) {
-          e.discard_as_unraisable("mongoelector lease on_lost");
-        }
-      };
-    }
+    auto o = keep_alive_options(blocking, timeout, step, std::move(on_lost),
+                                "mongoelector lease on_lost");
     py::gil_scoped_release nogil;
     lease = me::KeepAliveLease::acquire(std::move(locker), std::move(o));
   }
   ~PyLease() { close(); }
-  void close() {
-    if (!lease) return;
-    if (PyGILState_Check()) {
-      py::gil_scoped_release nogil;
-      lease->close();
-    } else {
-      lease->close();
-    }
-  }
+  void close() { close_without_gil(lease); }
 };
 
 // ------------------------------------------------------------ semaphore ----
@@ -407,37 +420,13 @@ struct PySemaphoreLease {
 
   PySemaphoreLease(std::shared_ptr<me::Semaphore> sem, bool blocking,
                    std::optional<double> timeout, double step, py::object on_lost) {
-    me::KeepAliveOptions o;
-    o.blocking = blocking;
-    o.timeout_s = timeout;
-    o.step_s = step;
-    if (blocking) o.cancel = check_signals;
-    if (!on_lost.is_none()) {
-      SharedPyObject cb(std::move(on_lost));
-      o.on_lost = [cb] {
-        if (interpreter_finalizing()) return;
-        py::gil_scoped_acquire gil;
-        if (interpreter_finalizing()) return;
-        try {
-          cb.get()();
-        } catch (py::error_already_set& e) {
-          e.discard_as_unraisable("mongoelector semaphore lease on_lost");
-        }
-      };
-    }
+    auto o = keep_alive_options(blocking, timeout, step, std::move(on_lost),
+                                "mongoelector semaphore lease on_lost");
     py::gil_scoped_release nogil;
     lease = me::SemaphoreLease::acquire(std::move(sem), std::move(o));
   }
   ~PySemaphoreLease() { close(); }
-  void close() {
-    if (!lease) return;
-    if (PyGILState_Check()) {
-      py::gil_scoped_release nogil;
-      lease->close();
-    } else {
-      lease->close();
-    }
-  }
+  void close() { close_without_gil(lease); }
 };
 
 PYBIND11_MODULE(_native, m) {
