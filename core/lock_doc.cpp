@@ -21,4 +21,19 @@ bool LockDoc::held_at(std::int64_t now_ms) const {
   return locked && ts_expire.has_value() && ts_expire->ms > now_ms;
 }
 
+std::vector<bool> Storage::renew_many(const std::string& collection,
+                                      const std::vector<RenewRequest>& requests,
+                                      std::int64_t now_ms) {
+  std::vector<bool> renewed;
+  renewed.reserve(requests.size());
+  for (const RenewRequest& r : requests)
+    renewed.push_back(renew(collection, r.key, r.uuid, r.fence, now_ms, r.expire_ms));
+  return renewed;
+}
+
+bool RenewRequest::renewed_by(const LockDoc& doc) const {
+  return doc.locked && doc.uuid == uuid && (fence == 0 || doc.fence == fence) &&
+         doc.ts_expire.has_value() && doc.ts_expire->ms == expire_ms;
+}
+
 }  // namespace mongoelector

@@ -141,10 +141,10 @@ std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeou
                        format_seconds(timeout_s.value_or(0)) + " seconds");
 }
 
-ServerTime Locker::server_time_for_write() {
-  if (auto t = server_clock_.estimate()) return *t;
+ServerTime Locker::server_time_for_write(std::optional<std::int64_t> at_mono) {
+  if (auto t = server_clock_.estimate(at_mono)) return *t;
   server_clock_.refresh();  // first use only: a holder always has a sample
-  return server_clock_.estimate().value();
+  return server_clock_.estimate(at_mono).value();
 }
 
 std::optional<std::int64_t> Locker::try_acquire(bool force) {
@@ -375,6 +375,41 @@ void Locker::release(bool force) {
   settle_stranded();
 }
 
+std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
+  if (!std::isfinite(min_hold_s) || min_hold_s < 0 || min_hold_s > 1e9)
+    throw InvalidArgument("min_hold must be a finite number of seconds >= 0");
+  std::optional<Hold> h;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    h = hold_;
+  }
+  const std::int64_t now = server_clock_.now_ms();
+  if (!h || h->created_ms + std::llround(min_hold_s * 1000.0) <= now) {
+    release();
+    return std::nullopt;
+  }
+  const std::int64_t until = h->created_ms + std::llround(min_hold_s * 1000.0);
+  const std::unique_lock<std::mutex> io = lock_hold_io();
+  std::int64_t fence;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!hold_) return std::nullopt;  // dropped meanwhile
+    fence = hold_->fence;
+  }
+  const bool ours = storage_->renew(options_.collection, options_.key, identity_.uuid, fence, now, until);
+  std::lock_guard<std::mutex> g(mu_);
+  if (hold_ && hold_->fence == fence) {
+    hold_.reset();
+    ++hold_gen_;
+  }
+  if (!ours) return std::nullopt;  // taken over or expired already: nothing is held
+  log(LogLevel::Info,
+      "released " + options_.key + " keeping it taken until its minimum hold ends (" +
+          std::to_string(until - now) + " ms from now)",
+      log_fields(LogEvent::None, fence));
+  return until;
+}
+
 std::optional<std::int64_t> Locker::renew() {
   try {
     auto lease_end = renew_once();
@@ -387,21 +422,30 @@ std::optional<std::int64_t> Locker::renew() {
 }
 
 std::optional<std::int64_t> Locker::renew_once() {
-  const std::unique_lock<std::mutex> io = lock_hold_io();
-  std::int64_t fence;
-  std::uint64_t gen;
+  RenewTicket t = begin_renew(clock_->mono_ms());  // `sent` before the estimate (try_acquire)
+  const bool ok = storage_->renew(options_.collection, options_.key, identity_.uuid, t.fence,
+                                  t.at.now_ms, t.request.expire_ms);
+  return finish_renew(t, ok);
+}
+
+Locker::RenewTicket Locker::begin_renew(std::int64_t sent) {
+  RenewTicket t;
+  t.io = lock_hold_io();
   {
     std::lock_guard<std::mutex> g(mu_);
-    fence = hold_ ? hold_->fence : 0;
-    gen = hold_gen_;
+    t.fence = hold_ ? hold_->fence : 0;
+    t.gen = hold_gen_;
   }
-  const std::int64_t sent = clock_->mono_ms();  // before the estimate (see try_acquire)
-  const ServerTime t = server_time_for_write();
-  const std::int64_t expire = t.now_ms + ttl_ms();
-  const bool ok =
-      storage_->renew(options_.collection, options_.key, identity_.uuid, fence, t.now_ms, expire);
+  t.sent = sent;
+  t.at = server_time_for_write(sent);
+  t.request = RenewRequest{options_.key, identity_.uuid, t.fence, t.at.now_ms + ttl_ms()};
+  return t;
+}
+
+std::optional<std::int64_t> Locker::finish_renew(RenewTicket& t, bool ok) {
+  std::unique_lock<std::mutex> io = std::move(t.io);  // released on return
   std::lock_guard<std::mutex> g(mu_);
-  if (gen != hold_gen_) return std::nullopt;  // released or replaced while the call ran
+  if (t.gen != hold_gen_) return std::nullopt;  // released or replaced while the call ran
   if (!ok) {
     if (hold_) {
       hold_.reset();
@@ -410,13 +454,13 @@ std::optional<std::int64_t> Locker::renew_once() {
     return std::nullopt;
   }
   if (hold_) {
-    hold_->expire_ms = expire;
-    hold_->lease_start_mono = sent;
+    hold_->expire_ms = t.request.expire_ms;
+    hold_->lease_start_mono = t.sent;
   } else {
-    hold_ = Hold{fence, t.now_ms, expire, sent};
+    hold_ = Hold{t.fence, t.at.now_ms, t.request.expire_ms, t.sent};
     ++hold_gen_;
   }
-  return sent + ttl_ms();
+  return t.sent + ttl_ms();
 }
 
 std::int64_t Locker::strand(std::int64_t only_fence) {

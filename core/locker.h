@@ -122,6 +122,15 @@ class Locker {
   // Releases this instance's hold, fenced (any holder's with force). Not holding is not
   // an error (no round trip then). On failure the hold is kept as stranded.
   void release(bool force = false);
+  // Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this instance's hold but
+  // keeps the lock taken until `min_hold_s` after it was acquired (ts_created, on the
+  // server's clock), so that a node whose schedule or clock differs cannot run the same
+  // job again within that time. Past that point: a plain release(). Otherwise one fenced
+  // write sets ts_expire = ts_created + min_hold (shortening or extending the lease) and
+  // the hold is dropped locally; the lock then frees itself at that instant. Returns the
+  // server time (ms) at which the lock frees, or nullopt when it was released now (or
+  // was not held). Failures throw and keep the hold.
+  std::optional<std::int64_t> release_min_hold(double min_hold_s);
 
   // Pushes ts_expire to now+ttl if this instance holds an unexpired lock: the new expiry
   // (server time, ms), else nullopt (and the local hold is dropped).
@@ -178,6 +187,24 @@ class Locker {
   // propagate and leave the hold as it was.
   std::optional<std::int64_t> renew();
 
+  // renew() in two halves, so that one Storage::renew_many can carry the renewals of many
+  // lockers (the batched renewer, core/lease/keepalive.h). begin_renew() takes the hold's
+  // io lock (lazy_token) and computes the write at host mono `sent` (read by the caller
+  // BEFORE anything is sent; the estimate is the server time at `sent`, so lockers
+  // sharing a clock sample and a ttl get the same expiry); finish_renew() applies the
+  // outcome exactly as renew() does and releases the io lock. Between them the caller
+  // sends request() (or the same write some other way). No metrics are recorded.
+  struct RenewTicket {
+    std::unique_lock<std::mutex> io;
+    std::int64_t fence = 0;
+    std::uint64_t gen = 0;
+    std::int64_t sent = 0;  // host mono
+    ServerTime at;          // server time estimate at `sent`
+    RenewRequest request;
+  };
+  RenewTicket begin_renew(std::int64_t sent);
+  std::optional<std::int64_t> finish_renew(RenewTicket& ticket, bool renewed);
+
   // For the elector: gives up the hold locally but remembers it as stranded (it may still
   // be ours on the server). Only a hold with `fence` when it is not 0. Returns the fence
   // stranded, 0 if none.
@@ -206,7 +233,8 @@ class Locker {
   void note_release_in_doubt();            // a release failed: see eager_token_
   std::unique_lock<std::mutex> lock_hold_io();  // hold_io_mu_ (lazy_token only)
   void clear_stranded(std::int64_t fence);  // if stranded_ is still that one
-  ServerTime server_time_for_write();      // samples only when there is no sample yet
+  // Samples only when there is no sample yet. At host mono `at_mono` (default: now).
+  ServerTime server_time_for_write(std::optional<std::int64_t> at_mono = std::nullopt);
 
   std::shared_ptr<Storage> storage_;
   LockerOptions options_;

@@ -25,7 +25,19 @@ ServerClock::ServerClock(std::shared_ptr<Clock> clock, Storage& storage, std::in
     : clock_(std::move(clock)),
       storage_(storage),
       refresh_ms_(refresh_ms),
-      max_half_rtt_ms_(max_half_rtt_ms) {}
+      max_half_rtt_ms_(max_half_rtt_ms),
+      board_(storage.clock_sample_board()) {}
+
+void ClockSampleBoard::publish(const Entry& e) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!latest_ || latest_->clock != e.clock || e.taken_mono >= latest_->taken_mono) latest_ = e;
+}
+
+std::optional<ClockSampleBoard::Entry> ClockSampleBoard::latest(const Clock* clock) const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!latest_ || latest_->clock != clock) return std::nullopt;
+  return latest_;
+}
 
 std::int64_t ServerClock::uncertainty_locked(const Sample& s, std::int64_t mono_now) const {
   std::int64_t age = std::max<std::int64_t>(0, mono_now - s.mono_mid);
@@ -60,6 +72,19 @@ bool ServerClock::install_locked(const Sample& s) {
 }
 
 bool ServerClock::refresh() {
+  if (board_) {
+    const auto e = board_->latest(clock_.get());
+    const std::int64_t now = clock_->mono_ms();
+    if (e && now - e->taken_mono <= refresh_ms_ / 2 &&
+        (max_half_rtt_ms_ <= 0 || e->half_rtt <= max_half_rtt_ms_)) {
+      std::lock_guard<std::mutex> g(mu_);
+      // Only a sample newer than ours: an older one would make this clock stale again.
+      if (e->taken_mono > last_sampled_mono_) {
+        last_sampled_mono_ = e->taken_mono;
+        return install_locked(Sample{e->mono_mid, e->server_ms, e->half_rtt});
+      }
+    }
+  }
   const std::int64_t t0 = clock_->mono_ms();
   const std::int64_t server = storage_.server_time_ms();
   // Every lease is computed from this reading: refuse a clock outside the years
@@ -71,6 +96,7 @@ bool ServerClock::refresh() {
   const Sample s{t0 + (t1 - t0) / 2, server, (t1 - t0 + 1) / 2};
   // Host wall time at the sample's midpoint, for the offset gauge.
   metrics::record_clock_sample(server - (clock_->wall_ms() - (t1 - s.mono_mid)), s.half_rtt);
+  if (board_) board_->publish({clock_.get(), s.mono_mid, s.server_ms, s.half_rtt, t1});
   std::lock_guard<std::mutex> g(mu_);
   last_sampled_mono_ = t1;
   if (max_half_rtt_ms_ > 0 && s.half_rtt > max_half_rtt_ms_) {
@@ -89,10 +115,10 @@ bool ServerClock::stale() {
   return !sample_ || clock_->mono_ms() - last_sampled_mono_ > refresh_ms_;
 }
 
-std::optional<ServerTime> ServerClock::estimate() {
+std::optional<ServerTime> ServerClock::estimate(std::optional<std::int64_t> at_mono) {
   std::lock_guard<std::mutex> g(mu_);
   if (!sample_) return std::nullopt;
-  return estimate_locked(clock_->mono_ms());
+  return estimate_locked(at_mono ? *at_mono : clock_->mono_ms());
 }
 
 ServerTime ServerClock::estimate_sampling() {

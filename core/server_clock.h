@@ -36,6 +36,26 @@ struct ServerTime {
   std::int64_t earliest_ms() const { return now_ms - uncertainty_ms; }
 };
 
+// The freshest server-time sample taken through one client, shared by the ServerClocks of
+// every locker of that client (Storage::clock_sample_board()): a process holding N keys
+// sends one `hello` per refresh period, not N. Thread-safe.
+class ClockSampleBoard {
+ public:
+  struct Entry {
+    const Clock* clock = nullptr;  // samples only mean something on the clock that took them
+    std::int64_t mono_mid = 0;
+    std::int64_t server_ms = 0;
+    std::int64_t half_rtt = 0;
+    std::int64_t taken_mono = 0;  // host mono when the reply arrived
+  };
+  void publish(const Entry& e);
+  std::optional<Entry> latest(const Clock* clock) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<Entry> latest_;
+};
+
 class ServerClock {
  public:
   // refresh_ms: a sample older than this is stale (refreshed by the next sampling call).
@@ -43,8 +63,9 @@ class ServerClock {
   ServerClock(std::shared_ptr<Clock> clock, Storage& storage, std::int64_t refresh_ms = 60000,
               std::int64_t max_half_rtt_ms = 0);
 
-  // The estimate from the kept sample, without I/O; nullopt before the first sample.
-  std::optional<ServerTime> estimate();
+  // The estimate from the kept sample, without I/O; nullopt before the first sample. At
+  // host mono `at_mono` (default: now).
+  std::optional<ServerTime> estimate(std::optional<std::int64_t> at_mono = std::nullopt);
   // Like estimate(), sampling first (one round trip) if there is no sample or it is stale.
   ServerTime estimate_sampling();
   // estimate_sampling().now_ms.
@@ -59,6 +80,9 @@ class ServerClock {
   // Takes a sample now (one round trip, no lock held). Returns true when it revealed a
   // jump of the server's clock. Throws StorageUnavailable when refused (too slow) and no
   // sample is kept.
+  // With the storage's ClockSampleBoard, a sample another clock of the same client took
+  // less than refresh_ms/2 ago (and fast enough for this clock's cap) is used instead of
+  // a round trip; every sample taken is published there.
   bool refresh();
   // How many jumps were detected so far.
   std::uint64_t jumps() const { return jumps_.load(); }
@@ -77,6 +101,7 @@ class ServerClock {
   Storage& storage_;
   std::int64_t refresh_ms_;
   std::int64_t max_half_rtt_ms_;
+  std::shared_ptr<ClockSampleBoard> board_;  // may be null
   std::mutex mu_;
   std::optional<Sample> sample_;
   std::int64_t last_sampled_mono_ = 0;

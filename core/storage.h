@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@
 #include "value.h"
 
 namespace mongoelector {
+
+class ClockSampleBoard;  // server_clock.h
 
 // A lock document as read from the database.
 struct LockDoc {
@@ -109,6 +112,18 @@ struct SemaphoreClaim {
   std::int64_t expire_ms = 0;
 };
 
+// One renewal of a batch (Storage::renew_many): what renew() takes for one key.
+struct RenewRequest {
+  std::string key;
+  std::string uuid;
+  std::int64_t fence = 0;      // 0: do not check the fence
+  std::int64_t expire_ms = 0;  // the new ts_expire
+  // The document, read after the batch's write, shows this renewal applied: locked, same
+  // uuid (and fence), ts_expire == expire_ms. Sound: a hold of ours whose ts_expire is
+  // expire_ms (> now) was unexpired, so this request's filter matched it.
+  bool renewed_by(const LockDoc& doc) const;
+};
+
 // What the server says it is.
 struct ServerInfo {
   std::string name;     // "MongoDB", "FerretDB", "mongo-java-server", ...
@@ -162,6 +177,28 @@ class Storage {
   virtual bool renew(const std::string& collection, const std::string& key,
                      const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                      std::int64_t expire_ms) = 0;
+
+  // Batched renewal (keep-alive leases of one client, core/lease/keepalive.h): renews
+  // every request as renew() would at server time now_ms, and returns, per request in
+  // order, whether THAT request's write matched. A request is reported renewed only when
+  // its own hold {locked, uuid, fence} now has ts_expire == its expire_ms; aggregate
+  // counts never decide it. Throws (like renew()) when the batch fails as a whole: the
+  // caller then treats none of it as renewed. Requests name distinct keys.
+  // Default: renew() one by one (a throw after some succeeded is still a throw: the
+  // caller is conservative). MongoDB: one update_many per distinct expire_ms whose
+  // filter is an $or of the requests' {_id, locked, uuid, fence, ts_expire > now}, then
+  // one find over the keys (2 commands for N keys of one ttl). SQLite: one transaction.
+  virtual std::vector<bool> renew_many(const std::string& collection,
+                                       const std::vector<RenewRequest>& requests,
+                                       std::int64_t now_ms);
+  // Storages with the same domain reach the same database through the same client, so
+  // one renew_many on any of them may carry the renewals of all (default: this object).
+  virtual const void* batch_domain() const { return this; }
+  // The server-time samples shared by every storage of this client (server_clock.h), or
+  // null (each locker samples on its own).
+  virtual std::shared_ptr<ClockSampleBoard> clock_sample_board() { return nullptr; }
+  // Largest batch renew_many takes in one go (callers split larger ones).
+  virtual std::size_t max_renew_batch() const { return 1000; }
 
   // Release: if `uuid` is set, only a lock held by that uuid, and if `fence` is not 0
   // only that hold of it ({_id, uuid, fence}: a release that runs late at the server

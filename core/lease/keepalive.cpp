@@ -3,7 +3,9 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "../log.h"
 
@@ -19,7 +21,14 @@ std::once_flag g_renewer_once;
 
 // A fork()ed child has none of the parent's threads (and maybe a mutex held by one of
 // them): it starts over with a fresh renewer. The old one is leaked.
-void reset_in_child() { g_renewer = new Renewer(system_clock(), Renewer::kSystemThreads); }
+Renewer* make_system_renewer() {
+  auto* r = new Renewer(system_clock(), Renewer::kSystemThreads);
+  // Escape hatch and benchmark baseline: MONGOELECTOR_BATCH_RENEWALS=0 renews key by key.
+  const char* env = std::getenv("MONGOELECTOR_BATCH_RENEWALS");
+  if (env && std::string(env) == "0") r->set_batching(false);
+  return r;
+}
+void reset_in_child() { g_renewer = make_system_renewer(); }
 }  // namespace
 
 Renewer::Renewer(std::shared_ptr<Clock> clock, int threads)
@@ -39,7 +48,7 @@ Renewer::~Renewer() {
 
 Renewer& Renewer::system() {
   std::call_once(g_renewer_once, [] {
-    g_renewer = new Renewer(system_clock(), kSystemThreads);
+    g_renewer = make_system_renewer();
     pthread_atfork(nullptr, nullptr, reset_in_child);
   });
   return *g_renewer;
@@ -51,6 +60,8 @@ void Renewer::add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms) {
     std::lock_guard<std::mutex> g(mu_);
     auto& slot = slots_[key];
     if (slot.r) return;  // already queued or running
+    slot.domain = r->batch_domain();
+    slot.early_ok = r->early_ok(due_mono_ms);
     slot.r = std::move(r);
     Key k{due_mono_ms, ++seq_};
     queue_.emplace(k, key);
@@ -89,55 +100,188 @@ std::shared_ptr<Renewable> Renewer::pop_due_locked(std::int64_t now) {
   return slot.r;
 }
 
-void Renewer::run_step(const std::shared_ptr<Renewable>& r) {
-  std::optional<std::int64_t> next;
+void Renewer::requeue_locked(const Renewable* r, const std::optional<std::int64_t>& next) {
+  auto it = slots_.find(r);
+  if (it == slots_.end()) return;
+  if (it->second.removed || !next) {
+    slots_.erase(it);
+  } else {
+    Key k{*next, ++seq_};
+    queue_.emplace(k, r);
+    it->second.queued = k;
+    it->second.early_ok = r->early_ok(*next);
+  }
+  ++changes_;
+}
+
+namespace {
+template <class F>
+std::optional<std::int64_t> guarded_step(F&& step) {
   try {
-    next = r->renew_step();
+    return step();
   } catch (const std::exception& ex) {
     log(LogLevel::Error, std::string("a keep-alive renewal raised; dropped: ") + ex.what());
   } catch (...) {
     log(LogLevel::Error, "a keep-alive renewal raised; dropped");
   }
+  return std::nullopt;
+}
+}  // namespace
+
+void Renewer::run_step(const std::shared_ptr<Renewable>& r) {
+  const std::optional<std::int64_t> next = guarded_step([&] { return r->renew_step(); });
   {
     std::lock_guard<std::mutex> g(mu_);
-    auto it = slots_.find(r.get());
-    if (it != slots_.end()) {
-      if (it->second.removed || !next) {
-        slots_.erase(it);
-      } else {
-        Key k{*next, ++seq_};
-        queue_.emplace(k, r.get());
-        it->second.queued = k;
-      }
-      ++changes_;
-    }
+    requeue_locked(r.get(), next);
   }
   done_cv_.notify_all();
   cv_.notify_one();
 }
 
+void Renewer::pop_batch_locked(const void* domain, std::int64_t now,
+                               std::vector<std::shared_ptr<Renewable>>& out) {
+  for (auto& [key, slot] : slots_) {
+    if (slot.domain != domain || !slot.queued || slot.early_ok > now) continue;
+    queue_.erase(*slot.queued);
+    slot.queued.reset();
+    out.push_back(slot.r);
+  }
+}
+
+void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
+  const std::size_t n = batch.size();
+  std::vector<std::optional<std::int64_t>> next(n);
+  std::vector<Renewable::BatchStart> starts(n);
+  // One `sent` for the whole batch, read before any request is computed or sent: every
+  // lease of it is measured from here (never later than its real send).
+  const std::int64_t sent = clock_->mono_ms();
+  for (std::size_t i = 0; i < n; ++i) {
+    bool ok = false;
+    next[i] = guarded_step([&] {
+      starts[i] = batch[i]->begin_batched(sent);
+      ok = true;
+      return starts[i].next;
+    });
+    if (!ok) starts[i].request.reset();
+  }
+  // Requests by collection, in chunks of the storage's batch size.
+  std::map<std::string, std::vector<std::size_t>> by_collection;
+  for (std::size_t i = 0; i < n; ++i)
+    if (starts[i].request) by_collection[starts[i].collection].push_back(i);
+  std::uint64_t sent_batches = 0, carried = 0;
+  for (const auto& [collection, members] : by_collection) {
+    const std::size_t chunk = std::max<std::size_t>(1, starts[members[0]].storage->max_renew_batch());
+    for (std::size_t from = 0; from < members.size(); from += chunk) {
+      const std::size_t to = std::min(members.size(), from + chunk);
+      std::vector<RenewRequest> requests;
+      requests.reserve(to - from);
+      // Sent through the member with the shortest call bound, so that no member's call
+      // runs longer than its own bound allows; filtered at the latest estimate of now.
+      Storage* via = starts[members[from]].storage;
+      std::int64_t now_ms = starts[members[from]].now_ms;
+      for (std::size_t j = from; j < to; ++j) {
+        const auto& st = starts[members[j]];
+        requests.push_back(*st.request);
+        now_ms = std::max(now_ms, st.now_ms);
+        const std::int64_t b = st.storage->call_bound_ms();
+        if (b > 0 && (via->call_bound_ms() <= 0 || b < via->call_bound_ms())) via = st.storage;
+      }
+      std::vector<bool> renewed;
+      std::string error;
+      try {
+        if (requests.size() == 1) {  // one command instead of update + find
+          const RenewRequest& r = requests[0];
+          renewed.push_back(via->renew(collection, r.key, r.uuid, r.fence, now_ms, r.expire_ms));
+        } else {
+          renewed = via->renew_many(collection, requests, now_ms);
+        }
+        if (renewed.size() != requests.size())
+          error = "the storage answered " + std::to_string(renewed.size()) + " results for " +
+                  std::to_string(requests.size()) + " renewals";
+      } catch (const std::exception& ex) {
+        error = ex.what();
+        if (error.empty()) error = "batched renewal failed";
+      } catch (...) {
+        error = "batched renewal failed";
+      }
+      ++sent_batches;
+      carried += requests.size();
+      for (std::size_t j = from; j < to; ++j) {
+        const std::size_t i = members[j];
+        const bool ok = error.empty() && renewed[j - from];
+        next[i] = guarded_step([&] {
+          return batch[i]->finish_batched(ok, error.empty() ? nullptr : error.c_str());
+        });
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (std::size_t i = 0; i < n; ++i) requeue_locked(batch[i].get(), next[i]);
+    batches_ += sent_batches;
+    batched_ += carried;
+  }
+  done_cv_.notify_all();
+  cv_.notify_all();
+}
+
+void Renewer::set_batching(bool on) {
+  std::lock_guard<std::mutex> g(mu_);
+  batching_ = on;
+}
+
+std::uint64_t Renewer::batches_sent() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return batches_;
+}
+
+std::uint64_t Renewer::batched_renewals() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return batched_;
+}
+
+std::optional<bool> Renewer::take_due_locked(std::int64_t now,
+                                             std::vector<std::shared_ptr<Renewable>>& out) {
+  auto r = pop_due_locked(now);
+  if (!r) return std::nullopt;
+  const void* domain = batching_ ? slots_.at(r.get()).domain : nullptr;
+  out.push_back(std::move(r));
+  if (domain) pop_batch_locked(domain, now, out);
+  return domain != nullptr;
+}
+
+void Renewer::run_taken(std::vector<std::shared_ptr<Renewable>>& taken, bool batched) {
+  if (batched) {
+    run_batch(std::move(taken));
+  } else {
+    run_step(taken[0]);
+  }
+  taken.clear();  // never the last reference under mu_ (its destructor may remove())
+}
+
 int Renewer::run_due() {
   int n = 0;
+  std::vector<std::shared_ptr<Renewable>> taken;
   for (;;) {
-    std::shared_ptr<Renewable> r;
+    std::optional<bool> batched;
     {
       std::lock_guard<std::mutex> g(mu_);
-      r = pop_due_locked(clock_->mono_ms());
+      batched = take_due_locked(clock_->mono_ms(), taken);
     }
-    if (!r) return n;
-    run_step(r);
-    ++n;
+    if (!batched) return n;
+    n += static_cast<int>(taken.size());
+    run_taken(taken, *batched);
   }
 }
 
 void Renewer::worker() {
+  std::vector<std::shared_ptr<Renewable>> taken;
   std::unique_lock<std::mutex> lk(mu_);
   while (!stop_) {
     const std::int64_t now = clock_->mono_ms();
-    if (auto r = pop_due_locked(now)) {
+    if (auto batched = take_due_locked(now, taken)) {
       lk.unlock();
-      run_step(r);
-      r.reset();  // never the last reference under mu_ (its destructor may remove())
+      run_taken(taken, *batched);
       lk.lock();
       continue;
     }

@@ -8,8 +8,15 @@
 // NOT decided here but by each lease's deadline-timer task (core/deadline_timer.h), so a
 // worker stuck in a call (or a queue behind it) can delay a renewal, never a loss.
 //
-// A later issue batches the renewals of one storage into one round trip; the queue
-// (due time -> lease) is the place where that will group them.
+// Batching: renewals are not sent one by one. When a batchable renewable falls due, the
+// worker takes with it every queued renewable of the same storage domain (one client,
+// Storage::batch_domain()) whose early-ok time has passed, and sends all their renewals
+// in Storage::renew_many calls of at most max_renew_batch() requests (2 commands per
+// chunk on MongoDB). A renewable renewed early is due again a full interval after THIS
+// send, so after one round a client's renewals are aligned: a process holding N keys
+// sends about 2 * ceil(N / batch) commands per renew interval instead of N. Each
+// renewable keeps its own deadline (measured from the batch's send), and learns its
+// own outcome: renew_many reports per request, never from aggregate counts.
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +31,7 @@
 #include <vector>
 
 #include "../clock.h"
+#include "../storage.h"
 
 namespace mongoelector {
 
@@ -34,6 +42,35 @@ class Renewable {
   // One renewal (or clean-up) step. Returns the host mono ms of the next step, or nullopt
   // when there is nothing more to do (the renewable is then dropped from the queue).
   virtual std::optional<std::int64_t> renew_step() = 0;
+
+  // ---- Batching (optional; the defaults never batch) ----
+  // Renewables with the same non-null domain may share one Storage::renew_many.
+  virtual const void* batch_domain() const { return nullptr; }
+  // Host mono ms from which the step due at `due` may run early to join a batch.
+  virtual std::int64_t early_ok(std::int64_t due) const { return due; }
+  // What begin_batched() decided.
+  struct BatchStart {
+    // Set: send this request in a batch, then call finish_batched().
+    std::optional<RenewRequest> request;
+    std::string collection;
+    Storage* storage = nullptr;   // may carry the batch
+    std::int64_t now_ms = 0;      // server time the request was computed at
+    // Otherwise: the step is over (no request); the next due, as renew_step() returns.
+    std::optional<std::int64_t> next;
+  };
+  // A step that renews through a batch whose send starts at host mono `sent` (read
+  // before this call). Anything renew_step() would do without the renewal call it does
+  // here (stale clock sample, loss, clean-up) and returns `next` instead of a request.
+  virtual BatchStart begin_batched(std::int64_t /*sent*/) {
+    return BatchStart{{}, {}, nullptr, 0, renew_step()};
+  }
+  // The batch's outcome for this request: renewed, or the failure of the whole call
+  // (error set). Returns the next due, as renew_step() does.
+  virtual std::optional<std::int64_t> finish_batched(bool renewed, const char* error) {
+    (void)renewed;
+    (void)error;
+    return std::nullopt;
+  }
 };
 
 class Renewer {
@@ -59,6 +96,12 @@ class Renewer {
   // Runs, on the calling thread, every step due now (earliest first; a step that asks to
   // run again at or before now runs again). Returns how many steps ran.
   int run_due();
+  // Batching on (default) or off: off, every renewal is its own step (the process-wide
+  // renewer starts with it off when MONGOELECTOR_BATCH_RENEWALS=0).
+  void set_batching(bool on);
+  // Batches sent and renewals carried by them (tests, benchmarks).
+  std::uint64_t batches_sent() const;
+  std::uint64_t batched_renewals() const;
   // Earliest due time in the queue (tests).
   std::optional<std::int64_t> next_due() const;
   std::size_t size() const;  // renewables queued or running
@@ -71,11 +114,24 @@ class Renewer {
   struct Slot {
     std::shared_ptr<Renewable> r;
     std::optional<Key> queued;  // nullopt while a step runs
+    std::int64_t early_ok = 0;  // batching: may run from here on
+    const void* domain = nullptr;
     bool removed = false;       // remove() was called while a step ran
   };
   // Pops the earliest due step (mu_ held); nullptr if none is due.
   std::shared_ptr<Renewable> pop_due_locked(std::int64_t now);
   void run_step(const std::shared_ptr<Renewable>& r);
+  // mu_ held: pops every queued renewable of `domain` whose early-ok time has passed.
+  void pop_batch_locked(const void* domain, std::int64_t now,
+                        std::vector<std::shared_ptr<Renewable>>& out);
+  // mu_ held: takes the earliest due step and, if batchable, its batch. nullopt: none
+  // due; else whether it is a batch.
+  std::optional<bool> take_due_locked(std::int64_t now, std::vector<std::shared_ptr<Renewable>>& out);
+  void run_taken(std::vector<std::shared_ptr<Renewable>>& taken, bool batched);
+  // Runs a batch (one begin, one shared renew_many per chunk, one finish each); requeues each.
+  void run_batch(std::vector<std::shared_ptr<Renewable>> batch);
+  // Puts `r` back after a step returned `next` (or drops it); mu_ held.
+  void requeue_locked(const Renewable* r, const std::optional<std::int64_t>& next);
   void worker();
 
   std::shared_ptr<Clock> clock_;
@@ -87,6 +143,9 @@ class Renewer {
   std::unordered_map<const Renewable*, Slot> slots_;
   std::uint64_t seq_ = 0;
   std::uint64_t changes_ = 0;
+  bool batching_ = true;
+  std::uint64_t batches_ = 0;
+  std::uint64_t batched_ = 0;
   bool stop_ = false;
   bool started_ = false;
   std::vector<std::thread> workers_;

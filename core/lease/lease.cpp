@@ -8,6 +8,7 @@
 
 #include "../exceptions.h"
 #include "../log.h"
+#include "../metrics.h"
 
 namespace mongoelector {
 
@@ -29,9 +30,22 @@ class KeepAliveLease::State final : public Renewable,
     ttl_ms = locker->ttl_ms();
     call_bound_ms = locker->storage().call_bound_ms();
     backoff_ms = std::max<std::int64_t>(1, std::min<std::int64_t>(ttl_ms / 20, 250));
+    domain = locker->storage().batch_domain();
   }
 
   std::optional<std::int64_t> renew_step() override;
+  const void* batch_domain() const override { return domain; }
+  // Up to half an interval early: a renewal never comes sooner than ttl/6 after the last.
+  std::int64_t early_ok(std::int64_t due) const override { return due - interval_ms() / 2; }
+  BatchStart begin_batched(std::int64_t sent) override;
+  std::optional<std::int64_t> finish_batched(bool renewed, const char* error) override;
+  std::int64_t interval_ms() const { return ttl_ms / 3; }
+  // The common start of a renewal: a value when the step ends without one (closed,
+  // lost, past the deadline, a clock jump or a failed sample), nullopt to renew now.
+  std::optional<std::optional<std::int64_t>> before_renewal(bool may_sample);
+  // The common end: the locker's new lease end (nullopt: not ours any more).
+  std::optional<std::int64_t> after_renewal(std::optional<std::int64_t> end);
+  std::optional<std::int64_t> after_failure(const char* what);
   // mu held: (re)arms the deadline-timer task at `at`.
   void arm_locked(std::int64_t at, bool forced);
   // From the renewer: the lock is no longer ours; the timer thread announces it now.
@@ -47,6 +61,8 @@ class KeepAliveLease::State final : public Renewable,
   std::int64_t call_bound_ms = 0;
   std::int64_t backoff_ms = 1;
   std::int64_t fence = 0;  // set once, before the lease is shared
+  const void* domain = nullptr;
+  std::optional<Locker::RenewTicket> ticket;  // between begin_batched and finish_batched
 
   mutable std::mutex mu;
   std::condition_variable cv;  // lost, or a callback returned
@@ -142,13 +158,13 @@ std::optional<std::int64_t> KeepAliveLease::State::clean_up(std::int64_t now) {
   }
 }
 
-std::optional<std::int64_t> KeepAliveLease::State::renew_step() {
-  std::int64_t now = clock->mono_ms();
+std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal(bool may_sample) {
+  const std::int64_t now = clock->mono_ms();
   std::int64_t dl;
   bool was_lost_before;
   {
     std::lock_guard<std::mutex> g(mu);
-    if (closed) return std::nullopt;
+    if (closed) return std::optional<std::int64_t>();
     was_lost_before = lost;
     dl = deadline;
   }
@@ -157,46 +173,90 @@ std::optional<std::int64_t> KeepAliveLease::State::renew_step() {
     // Past the deadline (a paused process, a long queue): no renewal may revive it; the
     // timer declares the loss (now, if it has not yet), then the hold is released.
     declare_lost_soon("its renew deadline passed without a successful renewal");
-    return now + backoff_ms;
+    return std::optional<std::int64_t>(now + backoff_ms);
   }
-  try {
-    // A stale clock sample is refreshed as a call of its own, only when it and the
-    // renewal both fit before the deadline (as the elector does).
-    if (locker->server_clock().stale() && (call_bound_ms <= 0 || now + 2 * call_bound_ms <= dl)) {
+  // A stale clock sample is refreshed as a call of its own, only when it and the
+  // renewal both fit before the deadline (as the elector does). Several leases of one
+  // client share one sample (ClockSampleBoard): one round trip for all of them.
+  if (may_sample && locker->server_clock().stale() &&
+      (call_bound_ms <= 0 || now + 2 * call_bound_ms <= dl)) {
+    try {
       if (locker->refresh_clock()) {  // a jump: the lease was written on the old base
         declare_lost_soon("the server's clock jumped");
-        return clock->mono_ms() + backoff_ms;
+        return std::optional<std::int64_t>(clock->mono_ms() + backoff_ms);
       }
-      now = clock->mono_ms();
+    } catch (const std::exception& ex) {
+      return after_failure(ex.what());
     }
-    // Started whenever the deadline has not passed, even if it could still be running
-    // then: the timer announces the loss at the deadline whatever the call does.
-    const std::optional<std::int64_t> end = locker->renew();
-    const std::int64_t margin = renew_margin_ms(ttl_ms, locker->server_clock().uncertainty_ms());
-    bool was_lost;
-    {
-      std::lock_guard<std::mutex> g(mu);
-      if (closed) return std::nullopt;
-      was_lost = lost;
-      if (!lost && end) {
-        lease_end = *end;
-        deadline = *end - margin;
-        arm_locked(deadline, /*forced=*/false);
-        return (*end - ttl_ms) + ttl_ms / 3;  // a third of the ttl after the send
-      }
-    }
-    if (!was_lost) {
-      declare_lost_soon("the lock is no longer ours (taken over, expired or released)");
-      return clock->mono_ms() + backoff_ms;  // then release what may be left (nothing, usually)
-    }
-    // Lost while the call ran: never taken back, released (fenced).
-    return clean_up(clock->mono_ms());
-  } catch (const std::exception& ex) {
-    log(LogLevel::Warning,
-        "renewal of the keep-alive lease of " + locker->key() + " failed: " + ex.what(),
-        locker->log_fields(LogEvent::RenewFailed, fence));
-    return clock->mono_ms() + backoff_ms;
   }
+  return std::nullopt;  // renew now
+}
+
+std::optional<std::int64_t> KeepAliveLease::State::after_renewal(std::optional<std::int64_t> end) {
+  // Started whenever the deadline had not passed, even if it could still be running
+  // then: the timer announced the loss at the deadline whatever the call did.
+  const std::int64_t margin = renew_margin_ms(ttl_ms, locker->server_clock().uncertainty_ms());
+  bool was_lost;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (closed) return std::nullopt;
+    was_lost = lost;
+    if (!lost && end) {
+      lease_end = *end;
+      deadline = *end - margin;
+      arm_locked(deadline, /*forced=*/false);
+      return (*end - ttl_ms) + interval_ms();  // an interval after the send
+    }
+  }
+  if (!was_lost) {
+    declare_lost_soon("the lock is no longer ours (taken over, expired or released)");
+    return clock->mono_ms() + backoff_ms;  // then release what may be left (nothing, usually)
+  }
+  // Lost while the call ran: never taken back, released (fenced).
+  return clean_up(clock->mono_ms());
+}
+
+std::optional<std::int64_t> KeepAliveLease::State::after_failure(const char* what) {
+  log(LogLevel::Warning,
+      "renewal of the keep-alive lease of " + locker->key() + " failed: " + what,
+      locker->log_fields(LogEvent::RenewFailed, fence));
+  return clock->mono_ms() + backoff_ms;
+}
+
+std::optional<std::int64_t> KeepAliveLease::State::renew_step() {
+  if (auto done = before_renewal(/*may_sample=*/true)) return *done;
+  try {
+    return after_renewal(locker->renew());
+  } catch (const std::exception& ex) {
+    return after_failure(ex.what());
+  }
+}
+
+Renewable::BatchStart KeepAliveLease::State::begin_batched(std::int64_t sent) {
+  BatchStart start;
+  if (auto done = before_renewal(/*may_sample=*/true)) {
+    start.next = *done;
+    return start;
+  }
+  ticket = locker->begin_renew(sent);
+  start.request = ticket->request;
+  start.collection = locker->options().collection;
+  start.storage = &locker->storage();
+  start.now_ms = ticket->at.now_ms;
+  return start;
+}
+
+std::optional<std::int64_t> KeepAliveLease::State::finish_batched(bool renewed, const char* error) {
+  if (!ticket) return clock->mono_ms() + backoff_ms;
+  Locker::RenewTicket t = std::move(*ticket);
+  ticket.reset();
+  if (error) {  // the hold stays as it was; the io lock goes with `t`
+    metrics::record_renewal(false);
+    return after_failure(error);
+  }
+  const std::optional<std::int64_t> end = locker->finish_renew(t, renewed);
+  metrics::record_renewal(end.has_value());
+  return after_renewal(end);
 }
 
 std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Locker> locker,
@@ -248,7 +308,7 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<voi
     state->arm_locked(state->deadline, /*forced=*/false);
   }
   state_ = state;
-  renewer_->add(state, lease->end_mono - state->ttl_ms + state->ttl_ms / 3);
+  renewer_->add(state, lease->end_mono - state->ttl_ms + state->interval_ms());
 }
 
 KeepAliveLease::~KeepAliveLease() {

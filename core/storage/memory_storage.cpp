@@ -133,14 +133,31 @@ bool MemoryStorage::renew(const std::string& collection, const std::string& key,
                           const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                           std::int64_t expire_ms) {
   return call("renew", [=] {
-    Document* doc = find_lock(collection, key);
-    if (!doc) return false;
-    LockDoc cur = LockDoc::from_document(*doc);
-    if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) ||
-        !cur.held_at(now_ms))
-      return false;
-    doc->set("ts_expire", DateTime{expire_ms});
-    return true;
+    return renew_locked(collection, RenewRequest{key, uuid, fence, expire_ms}, now_ms);
+  });
+}
+
+bool MemoryStorage::renew_locked(const std::string& collection, const RenewRequest& r,
+                                 std::int64_t now_ms) {
+  Document* doc = find_lock(collection, r.key);
+  if (!doc) return false;
+  LockDoc cur = LockDoc::from_document(*doc);
+  if (!cur.locked || cur.uuid != r.uuid || (r.fence != 0 && cur.fence != r.fence) ||
+      !cur.held_at(now_ms))
+    return false;
+  doc->set("ts_expire", DateTime{r.expire_ms});
+  return true;
+}
+
+// One round trip for the whole batch, like one command on a server.
+std::vector<bool> MemoryStorage::renew_many(const std::string& collection,
+                                            const std::vector<RenewRequest>& requests,
+                                            std::int64_t now_ms) {
+  return call("renew_many", [=] {
+    std::vector<bool> renewed;
+    renewed.reserve(requests.size());
+    for (const RenewRequest& r : requests) renewed.push_back(renew_locked(collection, r, now_ms));
+    return renewed;
   });
 }
 

@@ -43,6 +43,9 @@ class MemoryStorage final : public Storage {
   // Memory calls cannot hang, so a small bound is honest; tests set larger ones.
   void set_call_bound_ms(std::int64_t ms) { std::lock_guard<std::mutex> g(mu_); call_bound_ = ms; }
   std::int64_t call_bound_ms() const override { std::lock_guard<std::mutex> g(mu_); return call_bound_; }
+  // Shared server-time samples (server_clock.h): none unless a test sets a board.
+  void set_clock_sample_board(std::shared_ptr<ClockSampleBoard> b) { board_ = std::move(b); }
+  std::shared_ptr<ClockSampleBoard> clock_sample_board() override { return board_; }
   // Deletes a lock document behind the library's back (TTL monitor, original node).
   void delete_lock(const std::string& collection, const std::string& key);
   // Writes a raw lock document (e.g. in the original's schema).
@@ -61,6 +64,9 @@ class MemoryStorage final : public Storage {
                  std::int64_t old_fence, std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  std::vector<bool> renew_many(const std::string& collection,
+                               const std::vector<RenewRequest>& requests,
+                               std::int64_t now_ms) override;
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
@@ -79,6 +85,8 @@ class MemoryStorage final : public Storage {
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;
 
  private:
+  std::shared_ptr<ClockSampleBoard> board_;
+  bool renew_locked(const std::string& collection, const RenewRequest& r, std::int64_t now_ms);
   // One round trip: hook, then `apply` under the mutex (or stalled), then hook.
   template <class F>
   auto call(const std::string& op, F apply) -> decltype(apply());
