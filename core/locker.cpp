@@ -410,6 +410,33 @@ std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
   return until;
 }
 
+std::optional<std::int64_t> Locker::claim_window(double window_s) {
+  if (!std::isfinite(window_s) || window_s < 0.001 || window_s > 1e9)
+    throw InvalidArgument("the window must be a finite number of seconds in [0.001, 1e9]");
+  const std::int64_t window = std::llround(window_s * 1000.0);
+  const std::int64_t now = server_clock_.now_ms();
+  const std::int64_t start = now - (((now % window) + window) % window);
+  LockerOptions marker_options = options_;
+  marker_options.key = options_.key + "@window:" + std::to_string(start);
+  // Held past the window's end is harmless (the next window has another key); at least
+  // a second so that a claim at the very end of a window is not born expired.
+  marker_options.ttl_s = static_cast<double>(std::max<std::int64_t>(start + window - now, 1000)) / 1000.0;
+  marker_options.ensure_indexes = false;
+  marker_options.timeparanoid = false;
+  marker_options.lazy_token = true;  // nobody asks for the marker's token
+  Locker marker(storage_, std::move(marker_options), clock_, identity_);
+  try {
+    marker.acquire(/*blocking=*/false);
+  } catch (const LockExists&) {
+    return std::nullopt;
+  }
+  log(LogLevel::Info,
+      "claimed the window of " + options_.key + " starting at " + std::to_string(start) +
+          " ms (server time) for " + std::to_string(window) + " ms",
+      log_fields(LogEvent::None));
+  return start;
+}
+
 std::optional<std::int64_t> Locker::renew() {
   try {
     auto lease_end = renew_once();

@@ -131,6 +131,15 @@ class Locker {
   // server time (ms) at which the lock frees, or nullopt when it was released now (or
   // was not held). Failures throw and keep the hold.
   std::optional<std::int64_t> release_min_hold(double min_hold_s);
+  // "At most once per window" (scheduler semantics): claims the current window of
+  // `window_s` seconds for this key, windows being aligned on the server's clock
+  // (start = floor(server now / window) * window, in ms since the epoch). The claim is
+  // a marker lock "<key>@window:<start>" in the same collection, held by this identity
+  // until the window ends and never released, so whichever node claims first in a window
+  // wins it and every other claim in that window is refused. Returns the window's start
+  // when this call claimed it, nullopt when the window was already claimed (by anyone,
+  // this node included). InvalidArgument unless 0.001 <= window_s <= 1e9.
+  std::optional<std::int64_t> claim_window(double window_s);
 
   // Pushes ts_expire to now+ttl if this instance holds an unexpired lock: the new expiry
   // (server time, ms), else nullopt (and the local hold is dropped).

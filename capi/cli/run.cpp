@@ -19,7 +19,7 @@ namespace {
 
 const char* kRunHelp =
     "Usage: mongoelector run KEY [--uri URI] [--ttl S] [--wait] [--timeout S] [--grace S]\n"
-    "                        [--verbose] -- CMD [ARGS...]\n"
+    "                        [--min-hold S] [--once-per S] [--verbose] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD only while holding the lock KEY, keeps the lock's lease alive while CMD runs\n"
     "(renewed about every ttl/3 by the library), and releases it when CMD exits.\n"
@@ -34,14 +34,27 @@ const char* kRunHelp =
     "  --timeout S    with --wait, give up after S seconds (exit 75); implies --wait\n"
     "  --grace S      when the lease is lost, seconds between SIGTERM and SIGKILL to CMD\n"
     "                 (default 5)\n"
+    "  --min-hold S   keep the lock taken until S seconds after it was acquired (server\n"
+    "                 clock), even if CMD ends sooner: nodes whose clocks or schedules\n"
+    "                 differ a little then cannot run the same job twice (ShedLock's\n"
+    "                 lockAtLeastFor). Applies however CMD ends; not after a lost lease\n"
+    "  --once-per S   run CMD at most once per window of S (e.g. 1h): windows are aligned\n"
+    "                 on the server's clock (an hour window starts on the hour, UTC); the\n"
+    "                 first node to take the lock in a window runs CMD, every later try in\n"
+    "                 that window exits 75 without running it\n"
     "  --verbose      say on stderr when it waits, acquires and releases the lock\n"
+    "\n"
+    "Durations: seconds (1.5), or with a unit: 90s, 15m, 1h, 1d.\n"
     "\n"
     "CMD gets MONGOELECTOR_KEY (the key) and MONGOELECTOR_FENCE (the fencing token: strictly\n"
     "greater than every token handed out before for KEY; pass it to the resource you\n"
     "write and have it refuse tokens lower than the highest it has seen).\n"
-    "SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to CMD (signals the\n"
-    "terminal sends to the whole foreground group, such as Ctrl-C, reach CMD directly and\n"
-    "are not sent twice). If this process is killed, CMD gets SIGTERM.\n"
+    "CMD runs in a process group of its own (with the terminal, if this process had it):\n"
+    "SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to that whole group, so\n"
+    "whatever CMD started stops with it; when CMD exits, anything it left running in its\n"
+    "group is killed (it would run on without the lock). While this process still waits\n"
+    "for the lock, those signals end the wait (exit 128+N, CMD not run). If this process\n"
+    "is killed, CMD gets SIGTERM.\n"
     "\n"
     "If the lease is LOST while CMD runs (the storage did not answer before the lease's\n"
     "renew deadline, which comes before the lease can expire, or another process forced\n"
@@ -52,13 +65,16 @@ const char* kRunHelp =
     "Exit status:\n"
     "  CMD's own status, or 128+N if CMD was killed by signal N\n"
     "  64   bad command line         69   storage unreachable or failing\n"
-    "  70   lease lost while CMD ran  75   lock held by another (no --wait, or --timeout)\n"
+    "  70   lease lost while CMD ran  75   lock held by another (no --wait, or --timeout),\n"
+    "                                      or --once-per: this window already had its run\n"
     "  78   URI or storage unusable   126  CMD not executable   127  CMD not found\n"
     "  128+N  interrupted by signal N while waiting for the lock\n"
     "\n"
     "Examples:\n"
     "  mongoelector run nightly-report -- ./report.sh --since yesterday\n"
-    "  mongoelector run --wait --timeout 60 db-migration -- alembic upgrade head\n";
+    "  mongoelector run --wait --timeout 60 db-migration -- alembic upgrade head\n"
+    "  mongoelector run --once-per 1h --min-hold 5m hourly-sync -- ./sync.sh   # from every\n"
+    "                                                    # node's crontab: runs once an hour\n";
 
 const char* kElectHelp =
     "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] -- CMD [ARGS...]\n"
@@ -140,8 +156,8 @@ mongoelector_status acquire_interruptibly(mongoelector_locker* locker,
 int cmd_run(int argc, char** argv, int sigfd) {
   Args a;
   int ec = 0;
-  if (!parse_args("run", argc, argv, 2, {"uri", "ttl", "timeout", "grace"}, {"wait", "verbose"}, 1,
-                  true, a, ec))
+  if (!parse_args("run", argc, argv, 2, {"uri", "ttl", "timeout", "grace", "min-hold", "once-per"},
+                  {"wait", "verbose"}, 1, true, a, ec))
     return ec;
   if (a.help) {
     print_run_help();
@@ -157,6 +173,13 @@ int cmd_run(int argc, char** argv, int sigfd) {
     return kExitUsage;
   if (a.values.count("timeout") && !parse_seconds("run", "timeout", a.values["timeout"], true, timeout))
     return kExitUsage;
+  double min_hold = 0, once_per = 0;
+  if (a.values.count("min-hold") && !parse_seconds("run", "min-hold", a.values["min-hold"], true, min_hold))
+    return kExitUsage;
+  if (a.values.count("once-per") && !parse_seconds("run", "once-per", a.values["once-per"], false, once_per))
+    return kExitUsage;
+  if (a.values.count("once-per") && once_per < 0.001)
+    return usage_error("run", "--once-per must be at least 0.001 s");
   const bool wait = a.flags.count("wait") || a.values.count("timeout");
   const bool verbose = a.flags.count("verbose") != 0;
   if (!check_command(a.command, ec)) return ec;  // before taking the lock for nothing
@@ -217,6 +240,25 @@ int cmd_run(int argc, char** argv, int sigfd) {
         sigabbrev_np(interrupted_by), key.c_str());
     return 128 + interrupted_by;
   }
+  if (once_per > 0) {
+    // The lock first, then the window: a run still going from the last window keeps this
+    // one waiting or skipped without using up the new window.
+    int claimed = 0;
+    int64_t window_start = 0;
+    if (mongoelector_locker_claim_window(locker.get(), once_per, &claimed, &window_start) != MONGOELECTOR_OK) {
+      std::string error = mongoelector_last_error();
+      mongoelector_lease_free(lease);
+      msg("cannot claim this window of %s: %s; the command was not run", key.c_str(), error.c_str());
+      return kExitUnavailable;
+    }
+    if (!claimed) {
+      mongoelector_lease_free(lease);
+      msg("%s already ran in this %g s window (windows follow the server's clock); the "
+          "command was not run", key.c_str(), once_per);
+      return kExitHeld;
+    }
+    if (verbose) msg("claimed the window of %s starting at %" PRId64 " ms (server time)", key.c_str(), window_start);
+  }
   if (verbose) msg("acquired %s (fence %" PRId64 ", ttl %g s); running %s", key.c_str(), fence, ttl, a.command[0].c_str());
   int lost_already = 0;
   if (mongoelector_lease_lost(lease, &lost_already) == MONGOELECTOR_OK && lost_already) {
@@ -226,8 +268,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
   }
 
   Child child;
-  child.pid = spawn_command(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}}, ec);
-  if (!child.running()) {
+  child.group_grace = grace;
+  if (!child.spawn(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}}, ec)) {
     mongoelector_lease_free(lease);
     return ec;
   }
@@ -256,12 +298,14 @@ int cmd_run(int argc, char** argv, int sigfd) {
     read_signals(sigfd, sigs);
     for (const auto& si : sigs) {
       if (si.ssi_signo == SIGCHLD) continue;
-      if (child.running() && should_forward(si)) kill(child.pid, static_cast<int>(si.ssi_signo));
+      if (child.should_forward(si)) child.signal(static_cast<int>(si.ssi_signo));
     }
     child.reap();
   }
   int lost_now = 0;
   if (mongoelector_lease_lost(lease, &lost_now) == MONGOELECTOR_OK && lost_now) lost = true;
+  if (!lost && min_hold > 0 && mongoelector_lease_release(lease, min_hold) == MONGOELECTOR_OK && verbose)
+    msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
   mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost
   if (lost) {
     msg("lease on %s was lost while the command ran; command %s; exiting 70", key.c_str(),
@@ -360,15 +404,14 @@ int cmd_elect(int argc, char** argv, int sigfd) {
       static_cast<long>(getpid()), ttl);
 
   Child child;
+  child.group_grace = grace;
   bool leading = false, stopping = false, start_pending = false, stopping_child = false;
   int64_t fence = 0;
   int exit_status = kExitOk;
   auto start_child = [&]() {
     start_pending = false;
     stopping_child = false;
-    child.pid = spawn_command(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}},
-                              ec);
-    if (!child.running()) {
+    if (!child.spawn(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}}, ec)) {
       exit_status = ec;
       stopping = true;
       return;
@@ -416,11 +459,11 @@ int cmd_elect(int argc, char** argv, int sigfd) {
       int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) continue;
       if (sig == SIGHUP) {
-        if (child.running() && should_forward(si)) kill(child.pid, SIGHUP);
+        if (child.should_forward(si)) child.signal(SIGHUP);
         continue;
       }
       if (stopping) {  // a second Ctrl-C: do not wait any longer
-        if (child.running()) kill(child.pid, SIGKILL);
+        child.signal(SIGKILL);
         continue;
       }
       stopping = true;
@@ -428,7 +471,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
         msg("elect %s: SIG%s: stopping %s, then giving up leadership", key.c_str(), sigabbrev_np(sig),
             a.command[0].c_str());
         stopping_child = true;
-        if (should_forward(si)) child.stop(sig, grace);
+        if (child.should_forward(si)) child.stop(sig, grace);
         else child.kill_at = mono_s() + grace;  // the terminal sent it to CMD already
       }
     }

@@ -126,10 +126,22 @@ bool parse_seconds(const std::string& sub, const std::string& name, const std::s
   char* end = nullptr;
   errno = 0;
   double v = strtod(text.c_str(), &end);
+  // An optional unit: 90, 90s, 15m, 1h, 1d.
+  double unit = 1;
+  if (end != nullptr && *end != '\0' && end[1] == '\0' && end != text.c_str()) {
+    switch (*end) {
+      case 's': unit = 1; ++end; break;
+      case 'm': unit = 60; ++end; break;
+      case 'h': unit = 3600; ++end; break;
+      case 'd': unit = 86400; ++end; break;
+      default: break;
+    }
+  }
+  v *= unit;
   if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || !std::isfinite(v) ||
-      v < 0 || (!allow_zero && v == 0)) {
-    usage_error(sub, "--" + name + " must be a number of seconds " +
-                         (allow_zero ? ">= 0" : "> 0") + " (got '" + text + "')");
+      v < 0 || v > 1e9 || (!allow_zero && v == 0)) {
+    usage_error(sub, "--" + name + " must be a duration " + (allow_zero ? ">= 0" : "> 0") +
+                         ": seconds, or a number with s, m, h or d (got '" + text + "')");
     return false;
   }
   out = v;
@@ -385,7 +397,22 @@ void read_signals(int sigfd, std::vector<struct signalfd_siginfo>& out) {
   }
 }
 
-bool should_forward(const struct signalfd_siginfo& si) { return si.ssi_code != SI_KERNEL; }
+bool Child::should_forward(const struct signalfd_siginfo& si) const {
+  return own_group || si.ssi_code != SI_KERNEL;
+}
+
+namespace {
+// tcsetpgrp from a process outside the foreground group raises SIGTTOU unless the
+// calling thread blocks it.
+void give_terminal_to(pid_t pgid) {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  pthread_sigmask(SIG_BLOCK, &ttou, &old);
+  (void)tcsetpgrp(STDIN_FILENO, pgid);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+}  // namespace
 
 bool Pipe::open() { return pipe2(&r, O_CLOEXEC | O_NONBLOCK) == 0; }
 
@@ -453,7 +480,10 @@ bool check_command(const std::vector<std::string>& argv, int& exit_code) {
 
 pid_t spawn_command(const std::vector<std::string>& argv,
                     const std::vector<std::pair<std::string, std::string>>& env_overrides,
-                    int& exit_code, int stdout_fd) {
+                    int& exit_code, int stdout_fd, bool own_group, bool* took_terminal) {
+  if (took_terminal != nullptr) *took_terminal = false;
+  const bool take_terminal =
+      own_group && isatty(STDIN_FILENO) == 1 && tcgetpgrp(STDIN_FILENO) == getpgrp();
   int err = 0;
   std::string exe = find_executable(argv.empty() ? "" : argv[0], err);
   if (exe.empty()) {
@@ -504,6 +534,14 @@ pid_t spawn_command(const std::vector<std::string>& argv,
     // go on running without the lock or leadership that allowed it to start.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(kExitFailure);
+    if (own_group) {
+      setpgid(0, 0);
+      if (take_terminal) {  // before the mask is cleared: SIGTTOU is ignored meanwhile
+        signal(SIGTTOU, SIG_IGN);
+        (void)tcsetpgrp(STDIN_FILENO, getpid());
+        signal(SIGTTOU, SIG_DFL);
+      }
+    }
     for (int s = 1; s < NSIG; ++s)
       if (sigismember(&g_reset_in_child, s) == 1) signal(s, SIG_DFL);
     sigset_t empty;
@@ -520,6 +558,15 @@ pid_t spawn_command(const std::vector<std::string>& argv,
     _exit(e == ENOENT ? kExitNotFound : kExitNoExec);
   }
   close(errpipe[1]);
+  if (own_group) {
+    // Also here, so that no signal we send can precede the child's own setpgid (EACCES
+    // once it has exec'd: it did it itself by then).
+    (void)setpgid(pid, pid);
+    if (take_terminal) {
+      give_terminal_to(pid);
+      if (took_terminal != nullptr) *took_terminal = true;
+    }
+  }
   int child_errno = 0;
   ssize_t n;
   do n = read(errpipe[0], &child_errno, sizeof child_errno);
@@ -528,6 +575,10 @@ pid_t spawn_command(const std::vector<std::string>& argv,
   if (n > 0) {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (took_terminal != nullptr && *took_terminal) {
+      give_terminal_to(getpgrp());
+      *took_terminal = false;
     }
     msg("cannot run %s: %s", exe.c_str(), strerror(child_errno));
     exit_code = child_errno == ENOENT ? kExitNotFound : kExitNoExec;
@@ -552,9 +603,29 @@ std::string describe_wait_status(int st) {
   return "ended";
 }
 
+bool Child::spawn(const std::vector<std::string>& argv,
+                  const std::vector<std::pair<std::string, std::string>>& env_overrides,
+                  int& exit_code) {
+  own_group = true;
+  group_signalled = false;
+  pid = spawn_command(argv, env_overrides, exit_code, -1, true, &has_terminal);
+  pgid = pid;
+  return running();
+}
+
+void Child::signal(int sig) {
+  if (!running()) return;
+  // The group may be gone already while its leader is a zombie: then the leader alone.
+  if (own_group && kill(-pid, sig) == 0) {
+    group_signalled = true;
+    return;
+  }
+  kill(pid, sig);
+}
+
 void Child::stop(int sig, double grace) {
   if (!running()) return;
-  kill(pid, sig);
+  signal(sig);
   if (kill_at == 0) kill_at = mono_s() + grace;
 }
 
@@ -565,10 +636,33 @@ bool Child::reap() {
   do r = waitpid(pid, &st, WNOHANG);
   while (r < 0 && errno == EINTR);
   if (r != pid) return false;
+  if (has_terminal) {
+    give_terminal_to(getpgrp());
+    has_terminal = false;
+  }
   wait_status = st;
   pid = -1;
   kill_at = 0;
+  if (own_group) drain_group();
   return true;
+}
+
+void Child::drain_group() {
+  // What CMD left running in its group (a backgrounded worker) would go on without the
+  // lock: SIGTERM (unless the group just got a signal from us), SIGKILL after the grace.
+  // The group id stays ours while any member lives, so polling it is safe.
+  if (pgid <= 0 || kill(-pgid, 0) != 0) return;
+  if (!group_signalled) kill(-pgid, SIGTERM);
+  const double until = mono_s() + group_grace;
+  while (kill(-pgid, 0) == 0 && mono_s() < until) {
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  if (kill(-pgid, 0) == 0) {
+    msg("processes left by the command (group %ld) still running after the grace period: SIGKILL",
+        static_cast<long>(pgid));
+    kill(-pgid, SIGKILL);
+  }
 }
 
 int Child::check_kill_deadline() {
@@ -576,7 +670,7 @@ int Child::check_kill_deadline() {
   double left = kill_at - mono_s();
   if (left <= 0) {
     msg("command (pid %ld) still running after the grace period: SIGKILL", static_cast<long>(pid));
-    kill(pid, SIGKILL);
+    signal(SIGKILL);
     kill_at = 0;
     return -1;
   }

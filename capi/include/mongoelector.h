@@ -352,6 +352,29 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_cancel(mongoelector_loc
 /* Releases this locker's lock (any holder's with force=1). Not holding is not an error. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_locker *locker,
                                                                  int force);
+/* Since 1.1. Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this locker's
+ * hold but keeps the lock TAKEN until min_hold_seconds after it was acquired (on the
+ * server's clock), so that no node runs the same job again within that time even if this
+ * run finished sooner. Past that point it is a plain release. *frees_at_ms_out (may be
+ * NULL): server time (ms since the epoch) at which the lock frees, 0 when it was released
+ * now or nothing was held. INVALID_ARGUMENT (hold kept) unless min_hold_seconds is a
+ * finite number >= 0. Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(mongoelector_locker *locker,
+                                                                          double min_hold_seconds,
+                                                                          int64_t *frees_at_ms_out);
+/* Since 1.1. At most once per window: claims the current window of window_seconds for
+ * this locker's key. Windows are aligned on the server's clock (start = floor(server now /
+ * window) * window, ms since the epoch), so every node agrees on them whatever its own
+ * clock says. The first claim of a window wins it (a marker lock "<key>@window:<start>" in
+ * the locker's collection, kept until the window ends); every later claim in that window,
+ * from any node, gets *claimed_out = 0. On a win *claimed_out = 1 and
+ * *window_start_ms_out (may be NULL) = the window's start (else 0). Independent of the
+ * key's own lock: take the lock first, then claim, to get "skip if running" as well.
+ * INVALID_ARGUMENT unless 0.001 <= window_seconds <= 1e9. Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_locker_claim_window(mongoelector_locker *locker,
+                                                                      double window_seconds,
+                                                                      int *claimed_out,
+                                                                      int64_t *window_start_ms_out);
 /* Renews a held, unexpired lock: *renewed_out = 1 and *expire_ms_out = new expiry; else
  * *renewed_out = 0 and *expire_ms_out = 0. expire_ms_out may be NULL. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_touch(mongoelector_locker *locker,
@@ -629,6 +652,14 @@ MONGOELECTOR_API mongoelector_status mongoelector_lease_lost(mongoelector_lease 
 MONGOELECTOR_API mongoelector_status mongoelector_lease_wait_lost(mongoelector_lease *lease,
                                                                   double timeout_seconds,
                                                                   int *lost_out);
+/* Since 1.1. Stops keeping the lease alive and releases its lock now (fenced; a lost
+ * lease is not released), or with min_hold_seconds > 0 keeps the lock taken until that
+ * long after it was acquired (mongoelector_locker_release_min_hold). The lease must still
+ * be freed; freeing it then releases nothing more. A failed release is logged, not
+ * returned (the lock then expires at its ttl). INVALID_ARGUMENT (lease untouched) unless
+ * min_hold_seconds is a finite number >= 0. Same thread rules as mongoelector_lease_free. */
+MONGOELECTOR_API mongoelector_status mongoelector_lease_release(mongoelector_lease *lease,
+                                                                double min_hold_seconds);
 /* Stops keeping it alive and releases the lock (fenced; a lost lease is not released). NULL ok.
  * Waits for a renewal or on_lost call of this lease that is running on another thread;
  * must not be called from on_lost nor while another thread is inside a call on it. */

@@ -184,6 +184,11 @@ MONGOELECTOR_API mongoelector_status mongoelector_lease_wait_lost(mongoelector_l
   });
 }
 
+MONGOELECTOR_API mongoelector_status mongoelector_lease_release(mongoelector_lease* lease,
+                                                                double min_hold_seconds) {
+  return guard([&] { checked_lease(lease).lease->close(min_hold_seconds); });
+}
+
 MONGOELECTOR_API void mongoelector_lease_free(mongoelector_lease* lease) {
   if (lease == nullptr || lease->magic != mongoelector::capi::kLeaseMagic) return;
   lease->magic = mongoelector::capi::kFreedMagic;

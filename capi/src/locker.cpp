@@ -222,6 +222,30 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_lo
   });
 }
 
+MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(mongoelector_locker* locker,
+                                                                          double min_hold_seconds,
+                                                                          int64_t* frees_at_ms_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    std::lock_guard<std::mutex> g(h.mu);
+    const auto frees_at = h.locker->release_min_hold(min_hold_seconds);
+    if (frees_at_ms_out != nullptr) *frees_at_ms_out = frees_at.value_or(0);
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_locker_claim_window(mongoelector_locker* locker,
+                                                                      double window_seconds,
+                                                                      int* claimed_out,
+                                                                      int64_t* window_start_ms_out) {
+  return guard([&] {
+    auto& h = checked(locker);
+    require(claimed_out != nullptr, "claimed_out is NULL");
+    const auto start = h.locker->claim_window(window_seconds);
+    *claimed_out = start ? 1 : 0;
+    if (window_start_ms_out != nullptr) *window_start_ms_out = start.value_or(0);
+  });
+}
+
 MONGOELECTOR_API mongoelector_status mongoelector_locker_touch(mongoelector_locker* locker,
                                                                int* renewed_out,
                                                                int64_t* expire_ms_out) {

@@ -1,6 +1,7 @@
 #include "lease.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -355,7 +356,9 @@ bool KeepAliveLease::wait_lost(std::optional<std::int64_t> timeout_ms) {
   }
 }
 
-void KeepAliveLease::close() {
+void KeepAliveLease::close(double min_hold_s) {
+  if (!std::isfinite(min_hold_s) || min_hold_s < 0 || min_hold_s > 1e9)
+    throw InvalidArgument("min_hold must be a finite number of seconds >= 0");
   if (!state_) return;
   State& s = *state_;
   DeadlineTimer::Id task;
@@ -379,7 +382,10 @@ void KeepAliveLease::close() {
   }
   if (lost) return;  // a lost lease is not released (its hold stays stranded in the locker)
   try {
-    s.locker->release();
+    if (min_hold_s > 0)
+      s.locker->release_min_hold(min_hold_s);
+    else
+      s.locker->release();
   } catch (const std::exception& ex) {
     log(LogLevel::Warning,
         "releasing the keep-alive lease of " + s.locker->key() +

@@ -72,7 +72,9 @@ class KeepAliveLease {
   // Stops renewing; waits for a running renewal or on_lost; releases the lock (fenced)
   // unless lost. Idempotent. A failed release is logged, not thrown (the hold is then
   // stranded in the locker: its next acquire releases it first, or it expires).
-  void close();
+  // min_hold_s > 0: the lock stays taken until min_hold_s after it was acquired
+  // (Locker::release_min_hold); InvalidArgument (lease untouched) for a bad value.
+  void close(double min_hold_s = 0);
   const std::shared_ptr<Locker>& locker() const;
 
   class State;

@@ -8,10 +8,13 @@ election loop that does not compete for the GIL.
 
 from .client import Client
 from .elector import ClusterDetail, MongoLeaderElector, NodeStatus
-from .errors import (ClosedError, LeaseLost, MongoElectorError, StorageError,
+from .errors import (ClosedError, LeaseLost, MongoElectorError, StaleFence, StorageError,
                      StorageUnavailable, UnsafeServerError)
+from .fenced import (FencedCollection, fenced_delete_one, fenced_insert_one,
+                     fenced_replace_one, fenced_update_one)
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
+from .scheduling import once_per, singleton
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
 
 __version__ = "1.1.0"
@@ -34,6 +37,14 @@ __all__ = [
     "Lease",
     "LeaseLost",
     "ClosedError",
+    "StaleFence",
+    "FencedCollection",
+    "fenced_update_one",
+    "fenced_replace_one",
+    "fenced_insert_one",
+    "fenced_delete_one",
+    "singleton",
+    "once_per",
     "LockerStatus",
     "NodeStatus",
     "ClusterDetail",

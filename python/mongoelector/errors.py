@@ -21,6 +21,7 @@ __all__ = [
     "StorageError",
     "LeaseLost",
     "ClosedError",
+    "StaleFence",
 ]
 
 
@@ -79,3 +80,18 @@ class ClosedError(MongoElectorError, RuntimeError):
 
     A ``RuntimeError`` (the object's state forbids the call, as for an elector inherited
     through ``fork()``); ``close()`` itself may be called again and does nothing."""
+
+
+class StaleFence(MongoElectorError):
+    """A fenced write (``mongoelector.fenced``) was refused: the document already carries
+    a newer fencing token (``current``) than the writer's (``fence``), written by a later
+    holder of the lock. Nothing was written; the writer must stop acting on the lock."""
+
+    def __init__(self, fence: int, current: int) -> None:
+        super().__init__(f"stale fencing token {fence}: the document carries {current} "
+                         f"(written by a newer holder); nothing was written")
+        self.fence = fence
+        self.current = current
+
+    def __reduce__(self) -> tuple[type[StaleFence], tuple[int, int]]:
+        return (StaleFence, (self.fence, self.current))

@@ -69,9 +69,16 @@ class Lease:
 
     def __init__(self, db: DatabaseArg, key: str, *, ttl: float = 30,
                  timeout: Optional[float] = None, blocking: bool = True, step: float = 0.25,
+                 min_hold: Optional[float] = None,
                  **locker_kwargs: Unpack[LockerOptions]) -> None:
         if not blocking and timeout is not None:
             raise ValueError("Cannot set timeout if blocking is False")
+        if min_hold is not None and (isinstance(min_hold, bool)
+                                     or not isinstance(min_hold, (int, float))
+                                     or not 0 <= min_hold <= 1e9):
+            raise ValueError(f"min_hold must be a number of seconds >= 0, not {min_hold!r}")
+        #: Seconds after the acquire during which the lock stays taken once released.
+        self.min_hold = min_hold
         self.key = key
         self.ttl = ttl
         self.locker = MongoLocker(key, db, ttl=ttl, **locker_kwargs)
@@ -116,9 +123,16 @@ class Lease:
             return False
         return self._native.wait_lost(timeout)
 
-    def release(self) -> None:
-        """Stops keeping the lock alive and releases it (fenced; not if lost)."""
-        if self._native is not None:
+    def release(self, min_hold: Optional[float] = None) -> None:
+        """Stops keeping the lock alive and releases it (fenced; not if lost). With
+        ``min_hold`` (default: the lease's own), the lock stays taken until that many
+        seconds after it was acquired (server clock): see ``MongoLocker.release``."""
+        if self._native is None:
+            return
+        hold = self.min_hold if min_hold is None else min_hold
+        if hold:
+            self._native.close_min_hold(float(hold))
+        else:
             self._native.close()
 
     def __enter__(self: _S) -> _S:
@@ -140,7 +154,8 @@ class Lease:
 
 
 def lease(db: DatabaseArg, key: str, *, ttl: float = 30, timeout: Optional[float] = None,
-          blocking: bool = True, step: float = 0.25,
+          blocking: bool = True, step: float = 0.25, min_hold: Optional[float] = None,
           **locker_kwargs: Unpack[LockerOptions]) -> Lease:
     """``with mongoelector.lease(db, key, ttl=30, timeout=10) as lease:`` — see :class:`Lease`."""
-    return Lease(db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step, **locker_kwargs)
+    return Lease(db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step,
+                 min_hold=min_hold, **locker_kwargs)

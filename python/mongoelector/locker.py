@@ -402,9 +402,35 @@ class MongoLocker:
         """Return the current lock document, or None if no active lock."""
         return self._core.current()
 
-    def release(self, force: bool = False) -> None:
-        """Release the lock. If force=True, release regardless of ownership."""
-        self._core.release(bool(force))
+    def release(self, force: bool = False, *,
+                min_hold: Optional[float] = None) -> Optional[datetime]:
+        """Release the lock. If force=True, release regardless of ownership.
+
+        ``min_hold`` (seconds; scheduler semantics, ShedLock's lockAtLeastFor): let go of
+        the hold but keep the lock TAKEN until ``min_hold`` seconds after it was acquired,
+        on the server's clock, so that no node runs the same job again within that time
+        even if this run ended sooner. Returns the (UTC) time at which the lock frees, or
+        None when it was released now (past ``min_hold``, or nothing was held)."""
+        if min_hold is None:
+            self._core.release(bool(force))
+            return None
+        if force:
+            raise ValueError("min_hold keeps this locker's own hold: it cannot be forced")
+        if isinstance(min_hold, bool) or not isinstance(min_hold, (int, float)):
+            raise TypeError(f"min_hold must be a number of seconds, not {type(min_hold).__name__}")
+        return self._core.release_min_hold(float(min_hold))
+
+    def claim_window(self, window: float) -> Optional[datetime]:
+        """At most once per window: claims the current window of ``window`` seconds for this
+        key and returns its start (UTC), or None if the window was already claimed, by any
+        node. Windows are aligned on the server's clock (an hour window starts on the hour),
+        so every node agrees on them whatever its own clock says. Independent of the lock
+        itself: acquire first, then claim, to also skip while a run is going on. The claim
+        is a marker document ``"<key>@window:<start ms>"`` that expires when the window
+        ends."""
+        if isinstance(window, bool) or not isinstance(window, (int, float)):
+            raise TypeError(f"window must be a number of seconds, not {type(window).__name__}")
+        return self._core.claim_window(float(window))
 
     def touch(self) -> Optional[datetime]:
         """Renew the lock's TTL. Returns the new expiration time, or None if the lock is

@@ -367,6 +367,11 @@ struct PyLease {
   }
   ~PyLease() { close(); }
   void close() { close_without_gil(lease); }
+  void close_min_hold(double min_hold) {
+    if (!lease) return;
+    py::gil_scoped_release nogil;
+    lease->close(min_hold);
+  }
 };
 
 // ------------------------------------------------------------ semaphore ----
@@ -592,6 +597,18 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("pid", [](me::Locker& l) { return l.identity().pid; })
       .def_property_readonly("key", [](me::Locker& l) { return l.key(); })
       .def_property_readonly("collection", [](me::Locker& l) { return l.options().collection; })
+      .def("release_min_hold",
+           [](me::Locker& l, double min_hold) -> py::object {
+             auto r = nogil<std::optional<std::int64_t>>([&] { return l.release_min_hold(min_hold); });
+             return r ? datetime_from_ms(*r) : py::none();
+           },
+           py::arg("min_hold"))
+      .def("claim_window",
+           [](me::Locker& l, double window) -> py::object {
+             auto r = nogil<std::optional<std::int64_t>>([&] { return l.claim_window(window); });
+             return r ? datetime_from_ms(*r) : py::none();
+           },
+           py::arg("window"))
       .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); });
 
   // --------------------------------------------------------------- lease -----
@@ -611,7 +628,9 @@ PYBIND11_MODULE(_native, m) {
              return nogil<bool>([&] { return l.lease->wait_lost(ms); });
            },
            py::arg("timeout") = py::none())
-      .def("close", &PyLease::close, "Stops renewing; releases the lock (fenced) unless lost.");
+      .def("close", &PyLease::close, "Stops renewing; releases the lock (fenced) unless lost.")
+      .def("close_min_hold", &PyLease::close_min_hold, py::arg("min_hold"),
+           "close(), keeping the lock taken until min_hold seconds after its acquisition.");
 
   // ------------------------------------------------------------- elector -----
   py::class_<PyElector>(m, "Elector")

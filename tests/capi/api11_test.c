@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHECK_PROGRAM "api11_test"
@@ -695,6 +696,86 @@ static void test_semaphore_lease(mongoelector_client *client) {
          (long long)fb, (long long)fence);
 }
 
+/* ---- scheduler semantics: min_hold and once per window ----------------------------------- */
+
+static void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+static void test_scheduler(mongoelector_client *client) {
+  char key[128];
+  mongoelector_locker_config cfg;
+  mongoelector_locker *a = NULL, *b = NULL;
+  mongoelector_lease *lease = NULL;
+  mongoelector_acquire_options once;
+  int64_t fence = 0, frees_at = -1, start = -1, start_b = -1;
+  int claimed = -1;
+  mongoelector_lock_details d;
+
+  unique_key(key, sizeof key, "api11-sched");
+  CHECK_OK(mongoelector_locker_config_init(&cfg, MONGOELECTOR_LOCKER_CONFIG_VERSION));
+  cfg.allow_unsafe_server = g_unsafe_server;
+  cfg.ttl_seconds = 30;
+  CHECK_OK(mongoelector_locker_new_with(client, key, &cfg, &a));
+  CHECK_OK(mongoelector_locker_new_with(client, key, &cfg, &b));
+  CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
+  once.blocking = 0;
+
+  /* min_hold: the 30 s lease is cut to 1.5 s after the acquire, and holds until then. */
+  CHECK_OK(mongoelector_locker_acquire_with(a, &once, &fence));
+  memset(&d, 0, sizeof d);
+  d.version = MONGOELECTOR_LOCK_DETAILS_VERSION;
+  CHECK_OK(mongoelector_locker_current_details(a, &d, &claimed));
+  CHECK(claimed == 1);
+  CHECK_INVALID(mongoelector_locker_release_min_hold(a, -1, &frees_at));
+  CHECK_INVALID(mongoelector_locker_release_min_hold(a, NAN, &frees_at));
+  CHECK_OK(mongoelector_locker_fence(a, &fence));
+  CHECK(fence > 0); /* a refused call kept the hold */
+  CHECK_OK(mongoelector_locker_release_min_hold(a, 1.5, &frees_at));
+  CHECK(frees_at == d.created_ms + 1500);
+  mongoelector_lock_details_clear(&d);
+  CHECK_OK(mongoelector_locker_fence(a, &fence));
+  CHECK(fence == 0); /* let go locally */
+  CHECK_STATUS(mongoelector_locker_acquire_with(b, &once, NULL), MONGOELECTOR_ERR_LOCK_EXISTS);
+  sleep_ms(1700);
+  CHECK_OK(mongoelector_locker_acquire_with(b, &once, NULL));
+  /* Past min_hold it is a plain release. */
+  CHECK_OK(mongoelector_locker_release_min_hold(b, 0.001, &frees_at));
+  CHECK(frees_at == 0);
+  CHECK_OK(mongoelector_locker_acquire_with(a, &once, NULL));
+  CHECK_OK(mongoelector_locker_release(a, 0));
+
+  /* The lease's release with min_hold, then free releases nothing more. */
+  CHECK_OK(mongoelector_lease_acquire_with(a, &once, NULL, NULL, &lease));
+  CHECK_INVALID(mongoelector_lease_release(lease, -2));
+  CHECK_INVALID(mongoelector_lease_release(NULL, 0));
+  CHECK_OK(mongoelector_lease_release(lease, 60));
+  CHECK_OK(mongoelector_lease_release(lease, 0)); /* idempotent: still held for min_hold */
+  mongoelector_lease_free(lease);
+  CHECK_STATUS(mongoelector_locker_acquire_with(b, &once, NULL), MONGOELECTOR_ERR_LOCK_EXISTS);
+  CHECK_OK(mongoelector_locker_release(b, 1)); /* force: free the min_hold for what follows */
+
+  /* Once per window: an hour window, aligned on the server's clock. */
+  CHECK_INVALID(mongoelector_locker_claim_window(a, 0, &claimed, &start));
+  CHECK_INVALID(mongoelector_locker_claim_window(a, 3600, NULL, &start));
+  CHECK_OK(mongoelector_locker_claim_window(a, 3600, &claimed, &start));
+  CHECK(claimed == 1 && start > 0 && start % 3600000 == 0);
+  CHECK_OK(mongoelector_locker_claim_window(b, 3600, &claimed, &start_b));
+  CHECK(claimed == 0 && start_b == 0);
+  CHECK_OK(mongoelector_locker_claim_window(a, 3600, &claimed, NULL));
+  CHECK(claimed == 0);
+  /* The key's own lock is independent of its windows. */
+  CHECK_OK(mongoelector_locker_acquire_with(b, &once, NULL));
+  CHECK_OK(mongoelector_locker_release(b, 0));
+  mongoelector_locker_free(a);
+  mongoelector_locker_free(b);
+  printf("  scheduler: min_hold kept the lock 1.5 s after the acquire, window %lld claimed once\n",
+         (long long)start);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void run_backend(mongoelector_client *client, const char *what) {
@@ -704,6 +785,7 @@ static void run_backend(mongoelector_client *client, const char *what) {
   test_stats_and_records(client);
   test_semaphore(client);
   test_semaphore_lease(client);
+  test_scheduler(client);
   if (!g_unsafe_server) test_elector_free_from_callback(client);
 }
 

@@ -350,6 +350,83 @@ t_elect_loss_stops_cmd() {  # leadership lost (lock forced away): CMD stopped, l
   exit_code "$p1" 10; [[ $RC == 0 ]] || fail "e1 exit"
 }
 
+t_process_group() {  # signals reach CMD's whole group; what CMD leaves running dies with it
+  local key="pgrp-$RANDOM"
+  export OUT="$T/pgrp.out"; : >"$OUT"
+  # CMD (bash, no trap: SIGTERM ends it) starts a worker that records the signals it gets.
+  "$BIN" run "$key" -- bash -c 'sh -c "trap \"echo worker-TERM >>\$OUT; exit 0\" TERM; echo worker \$\$ >>\$OUT; while :; do sleep 0.05; done" & wait' &
+  local pid=$!
+  wait_for "grep -q '^worker ' '$OUT'" 10 || fail "worker did not start"
+  local worker; worker=$(awk '/^worker /{print $2}' "$OUT")
+  kill -TERM "$pid"
+  exit_code "$pid" 10
+  (( RC == 143 )) || fail "exit $RC, expected CMD's 128+15"
+  wait_for "grep -q worker-TERM '$OUT'" 5 || fail "the worker CMD started never got SIGTERM"
+  wait_for "! kill -0 $worker 2>/dev/null" 5 || fail "worker $worker still running"
+  # CMD exits 3 and leaves a process behind: the status is CMD's, the leftover is killed.
+  : >"$OUT"
+  local rc=0
+  "$BIN" run "$key" -- bash -c 'sleep 1000 & echo "left $!" >>"$OUT"; exit 3' || rc=$?
+  (( rc == 3 )) || fail "exit $rc, expected CMD's 3"
+  local left; left=$(awk '/^left /{print $2}' "$OUT")
+  wait_for "! kill -0 $left 2>/dev/null" 5 || fail "process $left left by CMD still runs without the lock"
+  # Killed by a signal: 128+N.
+  rc=0
+  "$BIN" run "$key" -- bash -c 'kill -KILL $$' || rc=$?
+  (( rc == 137 )) || fail "CMD killed by SIGKILL: exit $rc"
+}
+
+t_min_hold() {  # --min-hold: the lock stays taken until min_hold after the acquire
+  local key="minhold-$RANDOM" rc=0 t0
+  t0=$(now_ms)
+  "$BIN" run "$key" --min-hold 3 -- true || fail "first run"
+  "$BIN" run "$key" -- sh -c 'echo ran >>"$T/minhold.out"' 2>"$T/e" || rc=$?
+  (( rc == 75 )) || fail "a second run within min_hold: exit $rc"
+  [[ ! -e "$T/minhold.out" ]] || fail "ran within min_hold"
+  "$BIN" status "$key" --json >"$T/status.json"
+  [[ $(json "$T/status.json" '0 < d["lock"]["expires_in_s"] <= 3') == True ]] || fail "status: $(cat "$T/status.json")"
+  "$BIN" run "$key" --wait --timeout 10 -- sh -c 'echo ran >>"$T/minhold.out"' || fail "waiter"
+  local waited=$(( $(now_ms) - t0 ))
+  (( waited >= 2900 && waited < 6000 )) || fail "free after $waited ms, expected about 3000"
+  rc=0; "$BIN" run "$key" --min-hold 1x -- true 2>/dev/null || rc=$?
+  (( rc == 64 )) || fail "bad --min-hold: exit $rc"
+  echo "    --min-hold 3: the next run started $waited ms after the first began"
+}
+
+t_once_per() {  # --once-per: one run per window whatever node fires it
+  local key="once-$RANDOM"
+  export OUT="$T/once.out"; : >"$OUT"
+  # 4 s windows (aligned on the server's clock, the host's here on loopback): start 0.3 s
+  # into one so that everything below happens inside it.
+  while (( $(now_ms) % 4000 < 300 || $(now_ms) % 4000 > 600 )); do sleep 0.02; done
+  local pids=() i
+  for i in 1 2 3; do
+    "$BIN" run "$key" --once-per 4s --wait --timeout 3 -- sh -c "echo run $i >>'$OUT'" 2>>"$T/e" &
+    pids+=($!)
+  done
+  local ok=0 skipped=0
+  for i in "${pids[@]}"; do
+    exit_code "$i" 10
+    if (( RC == 0 )); then ok=$((ok + 1)); elif (( RC == 75 )); then skipped=$((skipped + 1)); else fail "exit $RC"; fi
+  done
+  (( ok == 1 && skipped == 2 )) || fail "$ok ran, $skipped skipped: $(cat "$OUT" "$T/e")"
+  [[ $(grep -c '^run ' "$OUT") == 1 ]] || fail "ran $(grep -c '^run ' "$OUT") times in one window"
+  grep -q "already ran in this 4 s window" "$T/e" || fail "no message: $(cat "$T/e")"
+  # The next window runs again, once.
+  local next=$(( $(now_ms) / 4000 + 1 ))
+  while (( $(now_ms) / 4000 < next || $(now_ms) % 4000 < 300 )); do sleep 0.02; done
+  "$BIN" run "$key" --once-per 4s -- sh -c "echo run next >>'$OUT'" || fail "next window"
+  local rc=0; "$BIN" run "$key" --once-per 4s -- sh -c "echo run again >>'$OUT'" 2>/dev/null || rc=$?
+  (( rc == 75 )) || fail "second run in the next window: exit $rc"
+  [[ $(grep -c '^run ' "$OUT") == 2 ]] || fail "runs: $(cat "$OUT")"
+  rc=0; "$BIN" run "$key" --once-per 0 -- true 2>/dev/null || rc=$?
+  (( rc == 64 )) || fail "--once-per 0: exit $rc"
+}
+
+t_terminal() {  # at a terminal: CMD reads what is typed; Ctrl-C reaches it once
+  python3 "$ROOT/tests/cli/pty_run.py" "$BIN" "tty-$RANDOM" >"$T/pty.out" 2>&1 || fail "$(cat "$T/pty.out")"
+}
+
 t_demo() {
   if [[ "$STORAGE" == sqlite ]]; then "$BIN" demo >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"
   else "$BIN" demo --uri "$URI" >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"; fi
@@ -365,6 +442,10 @@ run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_sta
 run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded
 run_test "run: lock forced away -> SIGTERM, exit 70" t_lost_forced
 run_test "run: CMD ignoring SIGTERM killed after --grace" t_lost_grace_kill
+run_test "run: signals reach CMD's process group; leftovers killed; exact status" t_process_group
+run_test "run: at a terminal, CMD has it (reads input, gets Ctrl-C once)" t_terminal
+run_test "run: --min-hold keeps the lock taken after CMD ends" t_min_hold
+run_test "run: --once-per runs once per window across processes" t_once_per
 [[ $STORAGE == mongo ]] && run_test "run: server frozen -> CMD stopped before expiry, 70" t_lost_frozen_server
 run_test "elect: failover after kill -9 of the leader" t_elect_failover
 run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_elect_loss_stops_cmd

@@ -3,6 +3,8 @@
 // host's clock says, and then frees itself with nobody left to release it.
 #include "exceptions.h"
 #include "fixtures.h"
+#include "lease/keepalive.h"
+#include "lease/lease.h"
 
 using namespace mongoelector;
 using mongoelector::testing::CoreTest;
@@ -86,6 +88,75 @@ TEST_F(MinHoldTest, RefusesBadDurations) {
   EXPECT_THROW(a->release_min_hold(-1), InvalidArgument);
   EXPECT_THROW(a->release_min_hold(1.0 / 0.0), InvalidArgument);
   EXPECT_TRUE(a->hold().has_value()) << "a refused call keeps the hold";
+}
+
+TEST_F(MinHoldTest, ALeaseClosedWithMinHoldStaysTakenUntilThen) {
+  Renewer renewer(clock, 0);
+  auto a = std::shared_ptr<Locker>(make_locker("a", 10));
+  auto b = make_locker("b", 10);
+  KeepAliveOptions o;
+  o.blocking = false;
+  auto lease = KeepAliveLease::acquire(a, o, &renewer);
+  const std::int64_t acquired = a->hold()->created_ms;
+  clock->advance(2000);
+  EXPECT_THROW(lease->close(-3), InvalidArgument);
+  EXPECT_FALSE(lease->lost());
+  lease->close(60);
+  EXPECT_EQ(storage->read("mongolocker", "k")->ts_expire->ms, acquired + 60000);
+  clock->advance(57999);
+  EXPECT_FALSE(b->try_acquire().has_value()) << "no renewals, yet taken until min_hold";
+  clock->advance(1);
+  EXPECT_TRUE(b->try_acquire().has_value());
+}
+
+// --- once per window ------------------------------------------------------------
+
+TEST_F(MinHoldTest, AWindowIsClaimedOnceWhoeverAsks) {
+  auto a = make_locker("a", 10, "report");
+  auto b = make_locker("b", 10, "report");
+  // Windows of an hour, aligned on the server's clock.
+  const std::int64_t hour = 3600 * 1000;
+  const std::int64_t now = storage->server_time_ms();
+  clock->advance(hour - now % hour + 1000);  // 1 s into a window
+  const std::int64_t start = storage->server_time_ms() - 1000;
+  auto won = a->claim_window(3600);
+  ASSERT_TRUE(won.has_value());
+  EXPECT_EQ(*won, start);
+  EXPECT_FALSE(b->claim_window(3600).has_value()) << "another node, same window";
+  EXPECT_FALSE(a->claim_window(3600).has_value()) << "the same node, same window";
+  clock->advance(hour - 2000);  // 1 s before the window ends
+  EXPECT_FALSE(b->claim_window(3600).has_value());
+  clock->advance(1000);  // the next window
+  auto next = b->claim_window(3600);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, start + hour);
+  EXPECT_FALSE(a->claim_window(3600).has_value());
+  // The key's own lock is untouched by window claims.
+  EXPECT_TRUE(a->try_acquire().has_value());
+}
+
+TEST_F(MinHoldTest, WindowsFollowTheServersClockNotTheHosts) {
+  const std::int64_t hour = 3600 * 1000;
+  // Host wall clock: 10 minutes into an hour; the server: 5 minutes before the next one.
+  clock->advance(hour - clock->wall_ms() % hour + 600 * 1000);
+  server_skew_ms = 45 * 60 * 1000;
+  auto a = make_locker("a", 10, "job");
+  auto won = a->claim_window(3600);
+  ASSERT_TRUE(won.has_value());
+  const std::int64_t server_now = storage->server_time_ms();
+  EXPECT_EQ(*won, server_now - server_now % hour);
+  EXPECT_EQ(server_now - *won, 55 * 60 * 1000);
+  auto b = make_locker("b", 10, "job");
+  clock->advance(5 * 60 * 1000);  // the server's next hour; the host is at :15
+  EXPECT_TRUE(b->claim_window(3600).has_value());
+}
+
+TEST_F(MinHoldTest, WindowClaimsRefuseBadWindows) {
+  auto a = make_locker("a", 10);
+  EXPECT_THROW(a->claim_window(0), InvalidArgument);
+  EXPECT_THROW(a->claim_window(-5), InvalidArgument);
+  EXPECT_THROW(a->claim_window(0.0 / 0.0), InvalidArgument);
+  EXPECT_THROW(a->claim_window(1e12), InvalidArgument);
 }
 
 }  // namespace

@@ -415,6 +415,17 @@ extern "C" {
         locker: *mut mongoelector_locker,
         force: c_int,
     ) -> mongoelector_status;
+    pub fn mongoelector_locker_release_min_hold(
+        locker: *mut mongoelector_locker,
+        min_hold_seconds: c_double,
+        frees_at_ms_out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_locker_claim_window(
+        locker: *mut mongoelector_locker,
+        window_seconds: c_double,
+        claimed_out: *mut c_int,
+        window_start_ms_out: *mut i64,
+    ) -> mongoelector_status;
     pub fn mongoelector_locker_touch(
         locker: *mut mongoelector_locker,
         renewed_out: *mut c_int,
@@ -564,6 +575,10 @@ extern "C" {
         lease: *mut mongoelector_lease,
         timeout_seconds: c_double,
         lost_out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_lease_release(
+        lease: *mut mongoelector_lease,
+        min_hold_seconds: c_double,
     ) -> mongoelector_status;
     pub fn mongoelector_lease_free(lease: *mut mongoelector_lease);
 

@@ -1,0 +1,53 @@
+"""Runs `mongoelector run` on a pseudo-terminal under an interactive bash, as a user at a
+terminal would: CMD (in its own process group) must get the terminal's foreground, so it
+can read what is typed, and Ctrl-C must reach it once.
+
+usage: python3 pty_run.py MONGOELECTOR_BIN KEY   (MONGOELECTOR_URI in the environment)
+Prints what the terminal showed; exits 0 when both checks pass.
+"""
+import os
+import re
+import pty
+import sys
+import time
+
+BIN, KEY = sys.argv[1], sys.argv[2]
+SCRIPT = (
+    f"{BIN} run {KEY}-read -- bash -c 'read -r x; echo got:$x; exit 4'; echo rc1:$?; "
+    f"{BIN} run {KEY}-intr -- bash -c 'trap \"echo int; exit 9\" INT; echo ready; "
+    "while :; do sleep 0.05; done'; echo rc2:$?"
+)
+
+
+def read_until(fd, token, seconds):
+    out = b""
+    end = time.time() + seconds
+    while time.time() < end and token not in out:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    return out
+
+
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp("bash", ["bash", "--norc", "--noprofile", "-i", "-c", SCRIPT])
+seen = read_until(fd, b"", 0)  # nothing yet
+time.sleep(0.8)
+os.write(fd, b"hello\n")
+seen += read_until(fd, b"rc1:", 10)
+seen += read_until(fd, b"ready", 10)
+time.sleep(0.2)
+os.write(fd, b"\x03")  # Ctrl-C
+seen += read_until(fd, b"rc2:", 10)
+seen += read_until(fd, b"\n", 1)
+os.waitpid(pid, 0)
+text = seen.decode(errors="replace").replace("\r", "")
+print(text)
+ok = ("got:hello" in text and "rc1:4" in text and "rc2:9" in text
+      and len(re.findall(r"(?:^|\n|\^C)int\n", text)) == 1)  # Ctrl-C reached CMD once
+sys.exit(0 if ok else 1)
