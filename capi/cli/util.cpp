@@ -283,6 +283,12 @@ static std::string storage_hint(const std::string& uri) {
 }
 
 ClientPtr open_client(const std::string& uri, int& exit_code) {
+  if (uri.rfind("memory:", 0) == 0) {  // one process's memory: no lock between processes
+    msg("%s lives in this process only, so it cannot lock anything between processes; use "
+        "sqlite:///absolute/path.db (one host) or mongodb://host:port/database", uri.c_str());
+    exit_code = kExitConfig;
+    return nullptr;
+  }
   mongoelector_client* client = nullptr;
   mongoelector_status st = mongoelector_client_new(uri.c_str(), database_of(uri).c_str(), &client);
   if (st != MONGOELECTOR_OK) {

@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include "../exceptions.h"
+#include "memory_storage.h"
 #include "mongo_client.h"
 #include "sqlite_storage.h"
 
@@ -15,6 +16,7 @@ bool is_mongodb_uri(const std::string& uri) {
 
 std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database) {
   if (is_sqlite_uri(uri)) return SqliteClient::open(uri);  // `database` is not used
+  if (is_memory_uri(uri)) return MemoryClient::open(uri);  // nor here
   // Everything else goes to libmongoc, whose parser names what is wrong with the URI
   // (as before the SQLite backend existed).
   return MongoClient::open(uri, database);

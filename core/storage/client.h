@@ -7,6 +7,8 @@
 //   sqlite:///absolute/path/locks.db    SqliteClient (sqlite_storage.h): one SQLite file
 //                                       on this host; `database` is ignored (collections
 //                                       are namespaced inside the file).
+//   memory://NAME                       MemoryClient (memory_storage.h): in this
+//                                       process only, for tests; `database` ignored.
 //
 // A client is shared by every locker, elector and lease made from it (one pool or one
 // connection, not one per key: protocol-notes "cost per key"); each storage it opens
@@ -29,7 +31,7 @@ class StorageClient {
   // (see each backend's call_bound_ms). InvalidArgument for a timeout out of range.
   virtual std::shared_ptr<Storage> open_storage(std::int64_t op_timeout_ms) = 0;
 
-  // "mongodb" or "sqlite".
+  // "mongodb", "sqlite" or "memory".
   virtual const char* backend() const = 0;
   virtual const std::string& uri() const = 0;
   // The MongoDB database, or "" for backends without one.

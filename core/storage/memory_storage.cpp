@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <limits>
 
+#include "../clock.h"
 #include "../exceptions.h"
 #include "../semaphore/semaphore_doc.h"
+#include "../server_clock.h"
 
 namespace mongoelector {
 
@@ -63,6 +65,16 @@ std::int64_t MemoryStorage::round_trips() const {
 void MemoryStorage::delete_lock(const std::string& collection, const std::string& key) {
   std::lock_guard<std::mutex> g(mu_);
   locks_[collection].erase(key);
+}
+
+bool MemoryStorage::expire_lock(const std::string& collection, const std::string& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  Document* doc = find_lock(collection, key);
+  if (!doc) return false;
+  const std::int64_t now = server_time_source_ ? server_time_source_() : server_time_;
+  if (!LockDoc::from_document(*doc).held_at(now)) return false;
+  doc->set("ts_expire", DateTime{now});
+  return true;
 }
 
 void MemoryStorage::put_lock(const std::string& collection, const Document& doc) {
@@ -297,4 +309,38 @@ bool MemoryStorage::release_semaphore(const std::string& collection, const std::
   });
 }
 
+bool is_memory_uri(const std::string& uri) { return uri.rfind("memory://", 0) == 0; }
+
+std::shared_ptr<MemoryClient> MemoryClient::open(const std::string& uri) {
+  if (!is_memory_uri(uri)) throw InvalidArgument("not a memory:// URI: " + uri);
+  const std::string name = uri.substr(std::string("memory://").size());
+  if (name.find_first_of("?#") != std::string::npos)
+    throw InvalidArgument("memory://NAME takes no options (got '" + uri + "')");
+  // name -> the shared storage, kept only while someone uses it.
+  static std::mutex registry_mu;
+  static std::map<std::string, std::weak_ptr<MemoryStorage>> registry;
+  auto client = std::shared_ptr<MemoryClient>(new MemoryClient());
+  client->uri_ = uri;
+  std::lock_guard<std::mutex> g(registry_mu);
+  std::shared_ptr<MemoryStorage> storage = registry[name].lock();
+  if (!storage) {
+    storage = std::make_shared<MemoryStorage>();
+    std::shared_ptr<Clock> clock = system_clock();
+    storage->set_server_time_source([clock] { return clock->wall_ms(); });
+    storage->set_clock_sample_board(std::make_shared<ClockSampleBoard>());
+    registry[name] = storage;
+  }
+  for (auto it = registry.begin(); it != registry.end();)  // forget the dead ones
+    it = it->second.expired() ? registry.erase(it) : std::next(it);
+  client->storage_ = std::move(storage);
+  return client;
+}
+
+std::shared_ptr<Storage> MemoryClient::open_storage(std::int64_t op_timeout_ms) {
+  if (op_timeout_ms <= 0 || op_timeout_ms > 3600 * 1000)
+    throw InvalidArgument("op timeout out of range");
+  return storage_;
+}
+
 }  // namespace mongoelector
+

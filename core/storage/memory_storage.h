@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "../storage.h"
+#include "client.h"
 
 namespace mongoelector {
 
@@ -48,6 +50,9 @@ class MemoryStorage final : public Storage {
   std::shared_ptr<ClockSampleBoard> clock_sample_board() override { return board_; }
   // Deletes a lock document behind the library's back (TTL monitor, original node).
   void delete_lock(const std::string& collection, const std::string& key);
+  // Makes a held lock expire now (ts_expire = server time), as if its holder had stopped
+  // renewing; true if there was one. Its holder's next renewal finds it lost.
+  bool expire_lock(const std::string& collection, const std::string& key);
   // Writes a raw lock document (e.g. in the original's schema).
   void put_lock(const std::string& collection, const Document& doc);
   // Semaphore documents behind the library's back (a user deleting or editing them).
@@ -105,6 +110,30 @@ class MemoryStorage final : public Storage {
   std::map<std::string, std::map<std::string, std::int64_t>> epochs_;
   std::map<std::string, std::map<std::string, Document>> status_;    // coll -> _id -> doc
   std::map<std::string, std::map<std::string, SemaphoreDoc>> semaphores_;  // coll -> key
+
+ public:
 };
+
+// memory://NAME: an in-process backend with the same semantics, for users' tests and
+// single-process programs (tooz's zake://). Every client of one NAME in this process
+// shares one MemoryStorage (and so its locks), which lives while any client or storage
+// of it does; different names are independent. Server time is this host's wall clock.
+// Nothing is shared between processes: `mongoelector run` refuses it.
+class MemoryClient final : public StorageClient {
+ public:
+  static std::shared_ptr<MemoryClient> open(const std::string& uri);
+  std::shared_ptr<Storage> open_storage(std::int64_t op_timeout_ms) override;
+  const char* backend() const override { return "memory"; }
+  const std::string& uri() const override { return uri_; }
+  const std::string& database() const override { return database_; }  // always ""
+  // The shared storage (test helpers: force-expire, steal, freeze).
+  const std::shared_ptr<MemoryStorage>& storage() const { return storage_; }
+
+ private:
+  std::string uri_, database_;
+  std::shared_ptr<MemoryStorage> storage_;
+};
+
+bool is_memory_uri(const std::string& uri);
 
 }  // namespace mongoelector

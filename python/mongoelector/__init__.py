@@ -15,6 +15,7 @@ from .fenced import (FencedCollection, fenced_delete_one, fenced_insert_one,
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
 from .scheduling import once_per, singleton
+from . import testing
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
 
 __version__ = "1.1.0"
@@ -45,6 +46,7 @@ __all__ = [
     "fenced_delete_one",
     "singleton",
     "once_per",
+    "testing",
     "LockerStatus",
     "NodeStatus",
     "ClusterDetail",

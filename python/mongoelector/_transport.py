@@ -37,6 +37,7 @@ DatabaseArg = Union[str, Client, Database[Any]]
 
 _SCHEMES = ("mongodb://", "mongodb+srv://")
 _SQLITE = "sqlite://"
+_MEMORY = "memory://"  # in-process backend for tests (mongoelector.testing)
 _BARE_CLIENT = "Must pass a pymongo Database instance, not a bare MongoClient"
 _ASYNC_DATABASE = (
     "%s is an asyncio database, whose methods return coroutines: MongoLocker and "
@@ -59,11 +60,16 @@ def op_timeout_for(ttl: float) -> float:
 
 
 def is_uri(db: object) -> bool:
-    return isinstance(db, str) and db.startswith(_SCHEMES + (_SQLITE,))
+    return isinstance(db, str) and db.startswith(_SCHEMES + (_SQLITE, _MEMORY))
 
 
 def is_sqlite_uri(db: object) -> bool:
     return isinstance(db, str) and db.startswith(_SQLITE)
+
+
+def is_embedded_uri(db: object) -> bool:
+    """sqlite:// or memory://: a core backend without a MongoDB database."""
+    return isinstance(db, str) and db.startswith((_SQLITE, _MEMORY))
 
 
 def is_native(db: object) -> bool:
@@ -110,13 +116,13 @@ class ClientUse:
 def _shared_client_use(uri: str, database: str) -> Tuple[_native.StorageClient, ClientUse]:
     """The process-wide native client of ``uri`` and ``database`` (ignored for sqlite),
     and a new use of it."""
-    if is_sqlite_uri(uri):
+    if is_embedded_uri(uri):
         database = ""
     key = (uri, database)
     with _shared_lock:
         client = _shared_clients.get(key)
         if client is None:
-            if is_sqlite_uri(uri):
+            if is_embedded_uri(uri):
                 client = _native.StorageClient(uri, "")
             else:
                 client = _native.MongoClient(uri, database)
@@ -147,7 +153,8 @@ def check_db(db: object, database: Optional[str] = None) -> None:
     if isinstance(db, str):
         raise TypeError(
             "Must pass a pymongo Database instance or a mongodb:// URI, not %r "
-            "(or sqlite:///absolute/path for the embedded backend)" % (db,))
+            "(or sqlite:///absolute/path for the embedded backend, memory://NAME for "
+            "tests)" % (db,))
     # Looked up on the type: MongoClient.__getattr__ turns any name into a Database,
     # so hasattr(client, "create_collection") is true for a bare client.
     if not hasattr(type(db), "create_collection"):
@@ -164,7 +171,7 @@ def open_storage(db: object, *, database: Optional[str] = None,
     """Returns the native storage for ``db`` (see the module docstring) and, for a URI,
     the caller's use of the process-shared client (``end()`` it at ``close()``)."""
     check_db(db, database)
-    if isinstance(db, str) and is_sqlite_uri(db):
+    if isinstance(db, str) and is_embedded_uri(db):
         client, use = _shared_client_use(db, "")
         return client.open_storage(float(op_timeout)), use
     if isinstance(db, str):  # a mongodb:// URI (check_db refused other strings)

@@ -166,7 +166,7 @@ def _prepare(key: str, db: object, ttl: float, database: Optional[str],
         facade = AsyncDatabaseFacade(db, 1.0)
         target = facade
     _check_args(key, target, ttl, database)
-    if (isinstance(db, str) and not _transport.is_sqlite_uri(db) and database is None
+    if (isinstance(db, str) and not _transport.is_embedded_uri(db) and database is None
             and not _transport.database_from_uri(db)):
         # As the synchronous classes' constructors (they connect at once).
         raise ValueError(

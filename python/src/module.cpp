@@ -33,6 +33,7 @@
 #include "semaphore/semaphore.h"
 #include "semaphore/semaphore_lease.h"
 #include "storage/client.h"
+#include "storage/memory_storage.h"
 #include "storage/mongo_storage.h"
 #include "storage/sqlite_storage.h"
 
@@ -788,6 +789,18 @@ PYBIND11_MODULE(_native, m) {
         [](double ttl_s) { return static_cast<double>(me::op_timeout_ms_for_ttl(ttl_s)) / 1000.0; },
         "The default per-call timeout of a locker or elector with this ttl (seconds): ttl/10 "
         "in [0.1 s, 5 s], as in every binding.");
+  // mongoelector.testing: the in-process memory:// backend's test levers.
+  m.def("memory_expire",
+        [](const std::string& uri, const std::string& collection, const std::string& key) {
+          auto client = me::MemoryClient::open(uri);
+          return client->storage()->expire_lock(collection, key);
+        },
+        py::arg("uri"), py::arg("collection"), py::arg("key"));
+  m.def("memory_set_unavailable",
+        [](const std::string& uri, bool down) {
+          me::MemoryClient::open(uri)->storage()->set_unavailable(down);
+        },
+        py::arg("uri"), py::arg("down"));
   m.def("flush_log", &flush_log_bridge, "Wait until queued core log messages reached logging.");
   m.def("shutdown_log", &shutdown_log_bridge, "Flush and stop the log bridge (interpreter exit).");
   m.def("finalizing", &interpreter_finalizing);

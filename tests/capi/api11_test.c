@@ -776,6 +776,41 @@ static void test_scheduler(mongoelector_client *client) {
          (long long)start);
 }
 
+/* ---- memory:// (the testing kit's backend) ------------------------------------------------ */
+
+static void test_memory_backend(void) {
+  mongoelector_client *c1 = NULL, *c2 = NULL, *other = NULL, *bad = NULL;
+  mongoelector_locker *a = NULL, *b = NULL, *c = NULL;
+  mongoelector_acquire_options once;
+  int64_t fa = 0, fb = 0;
+  char name[128], uri[160];
+
+  unique_key(name, sizeof name, "api11-mem");
+  snprintf(uri, sizeof uri, "memory://%s", name);
+  CHECK_OK(mongoelector_client_new(uri, "", &c1));
+  CHECK_OK(mongoelector_client_new(uri, "", &c2)); /* the same name: the same locks */
+  CHECK_OK(mongoelector_client_new("memory://api11-other-world", "", &other));
+  CHECK_INVALID(mongoelector_client_new("memory://x?opt=1", "", &bad));
+  CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
+  once.blocking = 0;
+  CHECK_OK(mongoelector_locker_new(c1, "k", NULL, &a));
+  CHECK_OK(mongoelector_locker_new(c2, "k", NULL, &b));
+  CHECK_OK(mongoelector_locker_new(other, "k", NULL, &c));
+  CHECK_OK(mongoelector_locker_acquire_with(a, &once, &fa));
+  CHECK_STATUS(mongoelector_locker_acquire_with(b, &once, NULL), MONGOELECTOR_ERR_LOCK_EXISTS);
+  CHECK_OK(mongoelector_locker_acquire_with(c, &once, NULL));
+  CHECK_OK(mongoelector_locker_release(a, 0));
+  CHECK_OK(mongoelector_locker_acquire_with(b, &once, &fb));
+  CHECK(fb > fa);
+  mongoelector_locker_free(a);
+  mongoelector_locker_free(b);
+  mongoelector_locker_free(c);
+  mongoelector_client_free(c1);
+  mongoelector_client_free(c2);
+  mongoelector_client_free(other);
+  printf("  memory://: shared by name, tokens %lld < %lld\n", (long long)fa, (long long)fb);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void run_backend(mongoelector_client *client, const char *what) {
@@ -799,6 +834,7 @@ int main(int argc, char **argv) {
   test_inits();
   test_cancel_token_handle();
   test_log_handler();
+  test_memory_backend();
   if (offline) {
     snprintf(path, sizeof path, "sqlite://%s/api11-%ld.db",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
