@@ -1,5 +1,8 @@
 #include "storage.h"
 
+#include <map>
+#include <utility>
+
 namespace mongoelector {
 
 LockDoc LockDoc::from_document(const Document& raw) {
@@ -29,6 +32,16 @@ std::vector<bool> Storage::renew_many(const std::string& collection,
   for (const RenewRequest& r : requests)
     renewed.push_back(renew(collection, r.key, r.uuid, r.fence, now_ms, r.expire_ms));
   return renewed;
+}
+
+std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests,
+                                     std::size_t from, std::size_t to) {
+  std::map<std::pair<std::int64_t, bool>, std::vector<std::size_t>> by;
+  for (std::size_t i = from; i < to; ++i)
+    by[{requests[i].expire_ms, requests[i].fence != 0}].push_back(i);
+  std::vector<RenewGroup> groups;
+  for (auto& [k, members] : by) groups.push_back(RenewGroup{k.first, k.second, std::move(members)});
+  return groups;
 }
 
 bool RenewRequest::renewed_by(const LockDoc& doc) const {

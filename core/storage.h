@@ -124,6 +124,22 @@ struct RenewRequest {
   bool renewed_by(const LockDoc& doc) const;
 };
 
+// The updates one renew_many chunk [from, to) needs on a document server: requests
+// grouped by (expire_ms, fence checked), each group one multi update filtered by $in
+// lists of its keys, uuids (and fences). Those match the documents renew() would: a uuid
+// belongs to ONE locker, whose key is fixed, so a document of these keys carrying one of
+// these uuids carries its own request's uuid; a fence of another request can only match
+// a newer hold of the same locker, which the read-back does not count as renewed (that
+// hold merely lives longer). Servers that match an $or clause by clause against every
+// document (mongo-java-server: 1000 clauses over 5000 documents ~1 s) stay fast.
+struct RenewGroup {
+  std::int64_t expire_ms = 0;
+  bool fenced = true;
+  std::vector<std::size_t> members;  // indexes into the requests
+};
+std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests,
+                                     std::size_t from, std::size_t to);
+
 // What the server says it is.
 struct ServerInfo {
   std::string name;     // "MongoDB", "FerretDB", "mongo-java-server", ...
@@ -185,9 +201,13 @@ class Storage {
   // counts never decide it. Throws (like renew()) when the batch fails as a whole: the
   // caller then treats none of it as renewed. Requests name distinct keys.
   // Default: renew() one by one (a throw after some succeeded is still a throw: the
-  // caller is conservative). MongoDB: one update_many per distinct expire_ms whose
-  // filter is an $or of the requests' {_id, locked, uuid, fence, ts_expire > now}, then
-  // one find over the keys (2 commands for N keys of one ttl). SQLite: one transaction.
+  // caller is conservative). MongoDB: one update_many per distinct expire_ms (and fence
+  // rule), filtered by {_id $in, locked, uuid $in, fence $in, ts_expire > now}, then one
+  // find over the keys (2 commands for N keys of one ttl). Those $in lists may extend a
+  // hold that pairs one request's key with another request's uuid or fence (never in
+  // the library: a uuid is one locker's, whose key is fixed); such a hold only lives
+  // longer than its holder counts on, and is not reported renewed. SQLite: one
+  // transaction.
   virtual std::vector<bool> renew_many(const std::string& collection,
                                        const std::vector<RenewRequest>& requests,
                                        std::int64_t now_ms);
@@ -199,6 +219,11 @@ class Storage {
   virtual std::shared_ptr<ClockSampleBoard> clock_sample_board() { return nullptr; }
   // Largest batch renew_many takes in one go (callers split larger ones).
   virtual std::size_t max_renew_batch() const { return 1000; }
+  // The batch size for a server: FerretDB evaluates large filters slowly, document by
+  // document (1000 keys took 10-14 s here), so its batches stay small.
+  static std::size_t renew_batch_for(const std::optional<ServerInfo>& info) {
+    return info && info->name == "FerretDB" ? 50 : 1000;
+  }
 
   // Release: if `uuid` is set, only a lock held by that uuid, and if `fence` is not 0
   // only that hold of it ({_id, uuid, fence}: a release that runs late at the server
@@ -247,6 +272,30 @@ class Storage {
   // Status documents whose `key` equals key, newest `timestamp` first.
   virtual std::vector<Document> list_status(const std::string& collection,
                                             const std::string& key) = 0;
+
+  // ---- Graceful handover (Elector::transfer, core/election/handover.h) ----------------
+  // What the leader writes to hand its lock to a named member.
+  struct HandOver {
+    std::string key;
+    std::string from_uuid;        // the current holder (the caller)
+    std::int64_t from_fence = 0;  // its hold's token
+    std::string to_uuid;          // the member that takes over
+    std::string to_host;          // "" when unknown
+    std::int64_t to_pid = 0;      // 0 when unknown
+    std::int64_t to_fence = 0;    // the new token: strictly greater than from_fence
+    std::int64_t now_ms = 0;      // server time: becomes ts_created
+    std::int64_t expire_ms = 0;   // becomes ts_expire
+    // For backends that edit documents themselves (memory, SQLite): applies the hand-over
+    // to `doc` if it matches as described below; false (doc untouched) otherwise.
+    bool apply_to(Document& doc) const;
+  };
+  // ONE atomic conditional write: if the lock is {_id: key, locked: true, uuid:
+  // from_uuid, fence: from_fence} and unexpired (ts_expire > now_ms), sets uuid, host,
+  // pid, fence = to_fence, ts_created = now_ms, ts_expire = expire_ms, and the mark
+  // handover_from = from_uuid, handover_fence = to_fence (the target takes the lock only
+  // while handover_fence equals fence; a later claim's $inc voids the mark). True if
+  // matched. Default (core/election/handover.cpp): StorageError.
+  virtual bool hand_over(const std::string& collection, const HandOver& h);
 };
 
 }  // namespace mongoelector

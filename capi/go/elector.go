@@ -30,6 +30,7 @@ import (
 	"runtime/cgo"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // ElectorOptions configures an Elector. Zero fields (nil for the *bool ones) take the
@@ -228,6 +229,33 @@ func (e *Elector) Poll(ctx context.Context) error {
 // no other node takes the lock first. Resign leaves the election.
 func (e *Elector) Release(ctx context.Context) error {
 	return e.do(ctx, "release", func() C.mongoelector_status { return C.mongoelector_elector_release(e.ptr) })
+}
+
+// ResignFor gives up leadership now (a fenced release; OnStoppedLeading runs and
+// returns before it is sent) and stays in the election, but does not stand again for
+// holdOff (negative: the ttl), so that another member takes over, in about ttl/4 (the
+// followers' peek). Resign, by contrast, leaves the election. Not leader: only the
+// hold-off applies.
+func (e *Elector) ResignFor(ctx context.Context, holdOff time.Duration) error {
+	secs := -1.0
+	if holdOff >= 0 {
+		secs = holdOff.Seconds()
+	}
+	return e.do(ctx, "resign", func() C.mongoelector_status {
+		return C.mongoelector_elector_resign(e.ptr, C.double(secs))
+	})
+}
+
+// Transfer hands leadership to the member whose UUID is toUUID: this term ends
+// (OnStoppedLeading runs and returns) before one fenced write names the target, which
+// takes over at its next peek (about ttl/4) with one renewal of its own. An
+// InvalidArgument error when this node does not lead or toUUID is not a member.
+func (e *Elector) Transfer(ctx context.Context, toUUID string) error {
+	cs := C.CString(toUUID)
+	defer C.free(unsafe.Pointer(cs))
+	return e.do(ctx, "transfer", func() C.mongoelector_status {
+		return C.mongoelector_elector_transfer(e.ptr, cs)
+	})
 }
 
 func (e *Elector) boolCall(fn func(*C.int) C.mongoelector_status) (bool, error) {

@@ -594,6 +594,32 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
                                                                       char **json_out);
 MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoelector_elector *elector,
                                                                          char **json_out);
+/* Since 1.1. Graceful handover (README, "Graceful handover"). Both end this node's term
+ * locally first (is_leader turns 0, on_leader_loss runs and returns on the calling
+ * thread) and only then send the one fenced write that lets another member take over, so
+ * two nodes never lead at once. While a leader exists, followers look at the lock every
+ * ttl/4, so the next leader is in place within about ttl/4 plus one round trip instead
+ * of about a ttl. Any thread, the elector's own callbacks included; blocking (up to two
+ * round trips).
+ *
+ * resign: gives up leadership now (a fenced release) and keeps the loop running, but
+ * does not stand for election again for hold_off_seconds (< 0: the elector's ttl), so
+ * another member takes over. Not leader: only the hold-off applies. INVALID_ARGUMENT
+ * for a hold-off that is NaN or above 1e9; UNAVAILABLE/SERVER when the release could not
+ * be confirmed (leadership is given up anyway; the loop releases the lock later). */
+MONGOELECTOR_API mongoelector_status mongoelector_elector_resign(mongoelector_elector *elector,
+                                                                 double hold_off_seconds);
+/* transfer: the leader hands leadership to the member whose uuid is `to_uuid`
+ * (mongoelector_elector_uuid of that member); the target takes over at its next look
+ * with one renewal of its own, its token one above this term's. INVALID_ARGUMENT when
+ * this node is not leader (also when its lease ended before the write: nothing was
+ * handed over), when to_uuid is NULL, empty or this node, or, with status reports on,
+ * when no status document of that member exists. UNAVAILABLE/SERVER when the write
+ * failed: leadership is given up anyway and the outcome is unknown (the loop takes the
+ * lock back if it is still this node's). A target that has died costs one ttl, as a
+ * crashed leader does. */
+MONGOELECTOR_API mongoelector_status mongoelector_elector_transfer(mongoelector_elector *elector,
+                                                                   const char *to_uuid);
 
 /* ---- Keep-alive lease -------------------------------------------------------------- */
 

@@ -259,6 +259,28 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_release(mongoelector_e
   });
 }
 
+MONGOELECTOR_API mongoelector_status mongoelector_elector_resign(mongoelector_elector* elector,
+                                                                 double hold_off_seconds) {
+  return guard([&] {
+    auto& h = checked(elector);
+    InFlight in_flight(h);
+    // Negative: the default (ttl); NaN is refused by the core.
+    std::optional<double> hold_off;
+    if (!(hold_off_seconds < 0)) hold_off = hold_off_seconds;
+    h.elector->resign(hold_off);
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_elector_transfer(mongoelector_elector* elector,
+                                                                   const char* to_uuid) {
+  return guard([&] {
+    auto& h = checked(elector);
+    require(to_uuid != nullptr, "to_uuid must not be NULL");
+    InFlight in_flight(h);
+    h.elector->transfer(to_uuid);
+  });
+}
+
 MONGOELECTOR_API mongoelector_status mongoelector_elector_is_leader(mongoelector_elector* elector,
                                                                     int* out) {
   return read_out(elector, out, [](auto& h) { return h.elector->is_leader() ? 1 : 0; });

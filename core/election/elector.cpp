@@ -37,6 +37,10 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
         "allow_unsafe_server is refused for electors: on a server whose findAndModify is "
         "not atomic two nodes could both lead and their fencing tokens could repeat");
   validate_collection(options_.status_collection);  // before the locker's first round trip
+  if (options_.handover_poll_s &&
+      (!std::isfinite(*options_.handover_poll_s) || *options_.handover_poll_s < 0 ||
+       *options_.handover_poll_s > 1e9))
+    throw InvalidArgument("handover_poll must be a finite number of seconds in [0, 1e9]");
   if (!storage) throw InvalidArgument("storage must not be null");
   call_bound_ms_ = storage->call_bound_ms();
   if (call_bound_ms_ <= 0 && !options_.allow_unbounded_calls)
@@ -307,7 +311,17 @@ void Elector::poll() {
     std::lock_guard<std::mutex> s(mu_);
     last_poll_ = DateTime{clock_->wall_ms()};  // before the report, which carries it
   }
-  if (options_.report_status) report_status();
+  if (options_.report_status) {
+    // Peeks (handover_poll_s) do not multiply status writes: a follower reports at most
+    // every T/2 unless something changed.
+    bool due;
+    {
+      std::lock_guard<std::mutex> s(mu_);
+      due = leader_ || first != Event::None || second != Event::None || last_report_mono_ < 0 ||
+            clock_->mono_ms() - last_report_mono_ >= locker_->ttl_ms() / 2;
+    }
+    if (due) report_status();
+  }
   lk.unlock();
   if (second != Event::None) fire(second);
   call(callbacks_.on_loop, "on_loop");
@@ -390,16 +404,25 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
 
 Elector::Event Elector::poll_follower(std::int64_t now) {
   const std::int64_t ttl = locker_->ttl_ms();
+  bool holding_off;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (loss_in_progress_) {  // the previous term's loss is still being announced
       next_poll_mono_ = now + 1;
       return Event::None;
     }
+    if (handing_over_) {  // transfer() is announcing the loss: its hold is not ours to take
+      next_poll_mono_ = now + std::max<std::int64_t>(1, std::min<std::int64_t>(ttl / 20, 250));
+      return Event::None;
+    }
+    holding_off = now < hold_off_until_mono_;
   }
   try {
     // Our own stranded lease first: take it back (one renewal) or release it (fenced).
-    if (locker_->has_stranded()) {
+    // resign()'s hold-off never takes it back.
+    if (holding_off && locker_->has_stranded()) {
+      locker_->release(false);
+    } else if (locker_->has_stranded()) {
       if (locker_->retake()) {
         if (auto lease = locker_->lease()) return begin_term(now, *lease);
       }
@@ -407,12 +430,25 @@ Elector::Event Elector::poll_follower(std::int64_t now) {
     std::optional<LockDoc> doc = locker_->storage().read(locker_->options().collection, options_.key);
     // Held while a claimant could still see it held: compare with the earliest server time.
     const std::int64_t server_now = locker_->server_clock().estimate_sampling().earliest_ms();
+    const std::int64_t peek = handover_poll_ms();
     if (doc && doc->held_at(server_now)) {
+      // A hand-over to this node (transfer() elsewhere): one renewal of its own.
+      if (!holding_off) {
+        if (auto ev = accept_handover(now, *doc)) return *ev;
+      }
       std::int64_t until_expiry = doc->ts_expire->ms - server_now;
-      std::int64_t wait = std::min(ttl, until_expiry) + jitter_ms();
+      std::int64_t wait = std::min(ttl, until_expiry);
+      if (peek > 0) wait = std::min(wait, peek);
+      wait += jitter_ms();
       std::lock_guard<std::mutex> g(mu_);
       leader_exists_ = true;
       next_poll_mono_ = now + std::max<std::int64_t>(wait, 1);
+      return Event::None;
+    }
+    if (holding_off) {  // resign(): free, but not ours to take yet
+      std::lock_guard<std::mutex> g(mu_);
+      leader_exists_ = false;
+      next_poll_mono_ = std::min(hold_off_until_mono_, now + (peek > 0 ? peek : ttl));
       return Event::None;
     }
     if (locker_->options().timeparanoid) locker_->verify_time();  // cached 10 minutes
@@ -421,7 +457,7 @@ Elector::Event Elector::poll_follower(std::int64_t now) {
       return Event::None;  // released through locker() meanwhile
     }
     // Someone else won the race: its lease is about a full ttl.
-    std::int64_t wait = ttl / 2 + jitter_ms();
+    std::int64_t wait = (peek > 0 ? std::min(ttl / 2, peek) : ttl / 2) + jitter_ms();
     std::lock_guard<std::mutex> g(mu_);
     leader_exists_ = true;
     next_poll_mono_ = now + wait;
@@ -471,6 +507,8 @@ void Elector::report_status() {
   }
   try {
     locker_->storage().put_status(options_.status_collection, report_document());
+    std::lock_guard<std::mutex> g(mu_);
+    last_report_mono_ = clock_->mono_ms();
   } catch (const std::exception& ex) {
     log(LogLevel::Error, "status report of " + options_.key + " failed: " + ex.what());
   }

@@ -26,6 +26,12 @@
 //    tries one conditional acquire. Failover after a leader crash is about T.
 //  * A term begins only if its lease still has room before the deadline after the claim
 //    (a slow epoch path may eat it): otherwise the hold is released, not announced.
+//  * While a leader exists, a follower also peeks at the lock document every
+//    handover_poll_s (default T/4; one read, no status write: reports keep their T/2
+//    cadence), so that a resign() or transfer() is noticed in about T/4 instead of T.
+//    Cost: about 4 reads per follower per ttl instead of about 1 (writes unchanged).
+//  * resign() / transfer(): see handover.cpp. Both end the term locally (is_leader
+//    false, on_leader_loss returns) BEFORE the write that lets anyone else take over.
 //  * Callbacks never run while an internal mutex is held, so they may call stop() or
 //    release(). on_leader_loss may run on the timer thread: keep it short.
 #pragma once
@@ -71,6 +77,10 @@ struct ElectorOptions {
   bool delete_on_release = false;
   // Accept a storage whose calls have no known time bound (Storage::call_bound_ms() == 0).
   bool allow_unbounded_calls = false;
+  // Follower peek interval while a leader exists (seconds): how fast a resign() or
+  // transfer() elsewhere is noticed. nullopt: ttl/4; 0: off (followers wake only when
+  // the leader's lease can expire, as before).
+  std::optional<double> handover_poll_s;
 };
 
 struct ElectorCallbacks {
@@ -102,6 +112,22 @@ class Elector {
   void poll();
   // Gives up leadership now; fires on_leader_loss if it was leader.
   void release();
+  // Gives up leadership now and keeps the loop running, but does not stand for election
+  // (nor accept a hand-over) for hold_off_s seconds (nullopt: ttl), so another member
+  // takes over. The term ends locally and on_leader_loss returns BEFORE the fenced
+  // release is sent. Returns whether this node was leader. Any thread, this elector's
+  // callbacks included (they run without internal locks).
+  // InvalidArgument for a hold-off that is not a finite number in [0, 1e9].
+  bool resign(std::optional<double> hold_off_s = std::nullopt);
+  // The leader hands leadership to member `to_uuid`, which takes over at its next peek
+  // (handover_poll_s) with one renewal of its own, instead of after a ttl. The term ends
+  // locally and on_leader_loss returns BEFORE the one fenced write that names the target
+  // (Storage::hand_over: uuid = target, fence = this term's + 1). A dead target costs
+  // what a crash does: the lock expires one ttl after the hand-over.
+  // InvalidArgument: not leader (also when the lease ended before the write), target
+  // empty or this node, or (with report_status) not a member in the status collection.
+  // Storage errors propagate; leadership is gone anyway and the loop settles the hold.
+  void transfer(const std::string& to_uuid);
 
   bool running() const;
   // True on the thread running run_loop(). Callbacks may also run on the deadline
@@ -149,6 +175,14 @@ class Elector {
   Event poll_locked();
   Event poll_leader(std::int64_t now);
   Event poll_follower(std::int64_t now);
+  // handover.cpp: the follower side of resign()/transfer().
+  std::int64_t handover_poll_ms() const;
+  // A hand-over to this node in `doc`: take it with one renewal (the term's lease counts
+  // from that renewal's send). nullopt when `doc` is not one.
+  std::optional<Event> accept_handover(std::int64_t now, const LockDoc& doc);
+  // Ends the current term locally for resign()/transfer() (poll_mu_ held by the caller)
+  // and strands its hold: the term's fence, nullopt if not leader.
+  std::optional<std::int64_t> end_term_for_handover(std::int64_t hold_off_until);
   // Starts a term on a lease that ends at `lease.end_mono`, unless too little is left.
   Event begin_term(std::int64_t now, const Lease& lease);
   // Ends the current term from the loop (false if the timer or release() already did);
@@ -195,6 +229,10 @@ class Elector {
   bool stop_requested_ = false;
   bool running_ = false;
   std::int64_t next_poll_mono_ = 0;
+  std::int64_t hold_off_until_mono_ = 0;   // resign(): no claim, no hand-over before
+  bool handing_over_ = false;              // transfer() is between its two halves
+  std::int64_t accepted_handover_fence_ = 0;  // each hand-over is taken at most once
+  std::int64_t last_report_mono_ = -1;     // the last status report (peeks skip reports)
   std::optional<DateTime> last_poll_;
   std::thread thread_;
   std::thread::id loop_thread_id_;

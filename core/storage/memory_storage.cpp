@@ -344,3 +344,14 @@ std::shared_ptr<Storage> MemoryClient::open_storage(std::int64_t op_timeout_ms) 
 
 }  // namespace mongoelector
 
+namespace mongoelector {
+
+// Graceful handover: renew()'s match, then the lock changes hands in the same step.
+bool MemoryStorage::hand_over(const std::string& collection, const HandOver& h) {
+  return call("hand_over", [=] {
+    Document* doc = find_lock(collection, h.key);
+    return doc != nullptr && h.apply_to(*doc);
+  });
+}
+
+}  // namespace mongoelector

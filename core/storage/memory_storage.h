@@ -112,6 +112,8 @@ class MemoryStorage final : public Storage {
   std::map<std::string, std::map<std::string, SemaphoreDoc>> semaphores_;  // coll -> key
 
  public:
+  // Graceful handover (Storage::hand_over), appended here to keep the class's order.
+  bool hand_over(const std::string& collection, const HandOver& h) override;
 };
 
 // memory://NAME: an in-process backend with the same semantics, for users' tests and

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "../server_clock.h"
 #include "mongo_connection.h"
 #include "mongo_storage.h"
 
@@ -62,6 +63,17 @@ std::shared_ptr<MongoPool> MongoClient::pool_for(std::int64_t op_timeout_ms) {
 std::size_t MongoClient::pool_count() {
   std::lock_guard<std::mutex> g(mu_);
   return pools_.size();
+}
+
+std::shared_ptr<MongoBatchDomain> MongoClient::batch_domain() {
+  std::lock_guard<std::mutex> g(mu_);
+  const long pid = static_cast<long>(getpid());
+  if (!domain_ || domain_pid_ != pid) {
+    domain_ = std::make_shared<MongoBatchDomain>();
+    domain_->board = std::make_shared<ClockSampleBoard>();
+    domain_pid_ = pid;
+  }
+  return domain_;
 }
 
 std::optional<ServerInfo> MongoClient::known_server_info() {

@@ -36,6 +36,13 @@
 namespace mongoelector {
 
 class MongoPool;  // mongo_connection.h
+class ClockSampleBoard;  // server_clock.h
+
+// What every storage of one client (one database) shares for batched renewal: its
+// address is their Storage::batch_domain(), and its board their clock samples.
+struct MongoBatchDomain {
+  std::shared_ptr<ClockSampleBoard> board;
+};
 
 class MongoClient final : public StorageClient,
                           public std::enable_shared_from_this<MongoClient> {
@@ -70,6 +77,10 @@ class MongoClient final : public StorageClient,
   void remember_server_info(const ServerInfo& info);
   // The server answers no `hello` (mongo-java-server): the clock is sampled with isMaster.
   std::atomic<bool> hello_unsupported{false};
+  // The batch domain of this client's storages (created on first use). After a fork
+  // the child gets a new one: the parent's storages refuse to run there, so they must
+  // not carry the child's renewals.
+  std::shared_ptr<MongoBatchDomain> batch_domain();
 
   struct Impl;
 
@@ -83,6 +94,8 @@ class MongoClient final : public StorageClient,
   std::mutex mu_;
   std::map<std::int64_t, std::shared_ptr<MongoPool>> pools_;  // by timeout class
   long owner_pid_ = 0;                                          // process the pools belong to
+  std::shared_ptr<MongoBatchDomain> domain_;                    // under mu_
+  long domain_pid_ = 0;                                         // process domain_ belongs to
 };
 
 }  // namespace mongoelector

@@ -446,6 +446,21 @@ bool MongoConnection::Session::update_one(const std::string& collection_name,
   return reply_int(reply.get(), "matchedCount") > 0;
 }
 
+std::int64_t MongoConnection::Session::update_many(const std::string& collection_name,
+                                                  const bson_t* filter, const bson_t* update,
+                                                  const std::string& what) {
+  auto coll = collection(collection_name);
+  Bson reply, opts;
+  append_majority(opts.get());
+  bson_error_t error;
+  if (!mongoc_collection_update_many(coll.get(), filter, update, opts.get(), reply.get(),
+                                     &error)) {
+    note_failed_reply(reply.get());
+    throw_error(what, error);
+  }
+  return reply_int(reply.get(), "matchedCount");
+}
+
 bool MongoConnection::Session::delete_one(const std::string& collection_name,
                                           const bson_t* filter, const std::string& what) {
   auto coll = collection(collection_name);

@@ -140,6 +140,9 @@ class MongoConnection::Session {
   // Whether a document matched / was deleted.
   bool update_one(const std::string& collection, const bson_t* filter, const bson_t* update,
                   const std::string& what);
+  // One `update` command, one statement with multi: true; how many documents matched.
+  std::int64_t update_many(const std::string& collection, const bson_t* filter,
+                           const bson_t* update, const std::string& what);
   bool delete_one(const std::string& collection, const bson_t* filter, const std::string& what);
   void replace_one(const std::string& collection, const bson_t* filter,
                    const bson_t* replacement, const bson_t* opts, const std::string& what);

@@ -4,12 +4,15 @@
 //
 // - One call is one command on the wire (claim, renew, release, read, set_fence,
 //   bump_epoch, put_status, server_time_ms on a server that knows `hello`), so the
-//   lock protocol's round-trip budget holds.
+//   lock protocol's round-trip budget holds. renew_many is the exception by design: per
+//   chunk, one update per distinct expire_ms plus one find (2 commands for N keys).
 // - Errors: cannot reach / timed out -> StorageUnavailable; duplicate key in claim() ->
 //   nullopt ("held"); any other server answer -> StorageError(message, server code).
 #include "mongo_storage.h"
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 
 #include "../exceptions.h"
 #include "../log.h"
@@ -85,9 +88,11 @@ void ensure_indexes(MongoConnection& conn, const std::string& collection,
 
 struct MongoStorage::Impl {
   Impl(std::shared_ptr<MongoClient> c, std::int64_t op_timeout_ms)
-      : client(std::move(c)), conn(client->pool_for(op_timeout_ms)) {}
+      : client(std::move(c)), conn(client->pool_for(op_timeout_ms)),
+        domain(client->batch_domain()) {}
   std::shared_ptr<MongoClient> client;
   MongoConnection conn;
+  std::shared_ptr<MongoBatchDomain> domain;  // shared with the client's other storages
 };
 
 MongoStorage::MongoStorage(MongoStorageOptions options)
@@ -103,6 +108,10 @@ MongoStorage::~MongoStorage() = default;
 std::int64_t MongoStorage::round_trips() const { return impl_->conn.round_trips(); }
 
 std::int64_t MongoStorage::call_bound_ms() const { return impl_->conn.call_bound_ms(); }
+
+std::size_t MongoStorage::max_renew_batch() const {
+  return renew_batch_for(impl_->client->known_server_info());
+}
 
 ServerInfo MongoStorage::server_info() {
   if (auto known = impl_->client->known_server_info()) return *known;
@@ -274,24 +283,122 @@ bool MongoStorage::set_fence(const std::string& collection, const std::string& k
                                           "update (set_fence)");
 }
 
+namespace {
+
+// renew()'s filter: {_id, locked: true, uuid, ts_expire: {$gt: now}, fence (unless 0)}
+// (renew_many() matches the same documents with $in lists).
+void append_renew_filter(bson_t* filter, const std::string& key, const std::string& uuid,
+                         std::int64_t fence, std::int64_t now_ms) {
+  append_key(filter, key);
+  BSON_APPEND_BOOL(filter, "locked", true);
+  mongo_bson::append_utf8(filter, "uuid", uuid);
+  bson_t gt;
+  BSON_APPEND_DOCUMENT_BEGIN(filter, "ts_expire", &gt);
+  BSON_APPEND_DATE_TIME(&gt, "$gt", now_ms);
+  bson_append_document_end(filter, &gt);
+  if (fence != 0) BSON_APPEND_INT64(filter, "fence", fence);
+}
+
+void append_renew_update(bson_t* update, std::int64_t expire_ms) {
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "ts_expire", expire_ms);
+  bson_append_document_end(update, &set);
+}
+
+}  // namespace
+
 bool MongoStorage::renew(const std::string& collection, const std::string& key,
                          const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                          std::int64_t expire_ms) {
   Bson filter, update;
-  append_key(filter.get(), key);
-  BSON_APPEND_BOOL(filter.get(), "locked", true);
-  mongo_bson::append_utf8(filter.get(), "uuid", uuid);
-  bson_t gt;
-  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "ts_expire", &gt);
-  BSON_APPEND_DATE_TIME(&gt, "$gt", now_ms);
-  bson_append_document_end(filter.get(), &gt);
-  if (fence != 0) BSON_APPEND_INT64(filter.get(), "fence", fence);
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_DATE_TIME(&set, "ts_expire", expire_ms);
-  bson_append_document_end(update.get(), &set);
+  append_renew_filter(filter.get(), key, uuid, fence, now_ms);
+  append_renew_update(update.get(), expire_ms);
   return impl_->conn.session().update_one(collection, filter.get(), update.get(),
                                           "update (renew)");
+}
+
+std::vector<bool> MongoStorage::renew_many(const std::string& collection,
+                                           const std::vector<RenewRequest>& requests,
+                                           std::int64_t now_ms) {
+  std::vector<bool> renewed(requests.size(), false);
+  if (requests.empty()) return renewed;
+  // Bad strings are refused before anything is sent, not between two commands.
+  for (const RenewRequest& r : requests) {
+    mongo_bson::check_utf8(r.key, "_id");
+    mongo_bson::check_utf8(r.uuid, "uuid");
+  }
+  const std::size_t chunk = std::max<std::size_t>(1, max_renew_batch());
+  auto s = impl_->conn.session();  // every command of the call on one connection
+  for (std::size_t from = 0; from < requests.size(); from += chunk) {
+    const std::size_t to = std::min(requests.size(), from + chunk);
+    // One multi update per group (storage.h, renew_groups: $in lists, not an $or).
+    for (const RenewGroup& g : renew_groups(requests, from, to)) {
+      const std::vector<std::size_t>& members = g.members;
+      Bson filter, update;
+      bson_t cond, list;
+      BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "_id", &cond);
+      BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
+      for (std::size_t j = 0; j < members.size(); ++j)
+        mongo_bson::append_utf8(&list, std::to_string(j).c_str(), requests[members[j]].key);
+      bson_append_array_end(&cond, &list);
+      bson_append_document_end(filter.get(), &cond);
+      BSON_APPEND_BOOL(filter.get(), "locked", true);
+      BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "uuid", &cond);
+      BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
+      for (std::size_t j = 0; j < members.size(); ++j)
+        mongo_bson::append_utf8(&list, std::to_string(j).c_str(), requests[members[j]].uuid);
+      bson_append_array_end(&cond, &list);
+      bson_append_document_end(filter.get(), &cond);
+      BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "ts_expire", &cond);
+      BSON_APPEND_DATE_TIME(&cond, "$gt", now_ms);
+      bson_append_document_end(filter.get(), &cond);
+      if (g.fenced) {
+        BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "fence", &cond);
+        BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
+        for (std::size_t j = 0; j < members.size(); ++j)
+          BSON_APPEND_INT64(&list, std::to_string(j).c_str(), requests[members[j]].fence);
+        bson_append_array_end(&cond, &list);
+        bson_append_document_end(filter.get(), &cond);
+      }
+      append_renew_update(update.get(), g.expire_ms);
+      // The matched count is not used: it cannot say WHICH requests matched.
+      (void)s.update_many(collection, filter.get(), update.get(), "update (renew_many)");
+    }
+    // Then what each document is now: one find of all the chunk's keys, in one batch
+    // (singleBatch: no getMore, no cursor left open).
+    Bson filter, opts;
+    bson_t id, keys;
+    BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "_id", &id);
+    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &keys);
+    for (std::size_t i = from; i < to; ++i) {
+      const std::string index = std::to_string(i - from);
+      mongo_bson::append_utf8(&keys, index.c_str(), requests[i].key);
+    }
+    bson_append_array_end(&id, &keys);
+    bson_append_document_end(filter.get(), &id);
+    const auto n = static_cast<std::int64_t>(to - from);
+    BSON_APPEND_INT64(opts.get(), "limit", n);
+    BSON_APPEND_INT64(opts.get(), "batchSize", n);
+    BSON_APPEND_BOOL(opts.get(), "singleBatch", true);
+    std::map<std::string, LockDoc> found;
+    for (const Document& d : s.find(collection, filter.get(), opts.get(),
+                                    "find (renew_many)", to - from)) {
+      LockDoc doc = LockDoc::from_document(d);
+      found.emplace(doc.key, std::move(doc));
+    }
+    for (std::size_t i = from; i < to; ++i) {
+      auto it = found.find(requests[i].key);
+      renewed[i] = it != found.end() && requests[i].renewed_by(it->second);
+    }
+  }
+  return renewed;
+}
+
+const void* MongoStorage::batch_domain() const { return impl_->domain.get(); }
+
+std::shared_ptr<ClockSampleBoard> MongoStorage::clock_sample_board() {
+  return impl_->domain->board;
 }
 
 bool MongoStorage::release(const std::string& collection, const std::string& key,
@@ -529,6 +636,31 @@ std::int64_t op_timeout_ms_for_ttl(double ttl_s) {
   if (ms < 100) return 100;
   if (ms > 5000) return 5000;
   return static_cast<std::int64_t>(ms);
+}
+
+}  // namespace mongoelector
+
+namespace mongoelector {
+
+// Graceful handover: renew()'s filter (uuid, fence, unexpired), one atomic update_one.
+bool MongoStorage::hand_over(const std::string& collection, const HandOver& h) {
+  mongo_bson::check_utf8(h.to_uuid, "uuid");
+  mongo_bson::check_utf8(h.to_host, "host");
+  Bson filter, update;
+  append_renew_filter(filter.get(), h.key, h.from_uuid, h.from_fence, h.now_ms);
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  mongo_bson::append_utf8(&set, "uuid", h.to_uuid);
+  mongo_bson::append_utf8(&set, "host", h.to_host);
+  BSON_APPEND_INT64(&set, "pid", h.to_pid);
+  BSON_APPEND_INT64(&set, "fence", h.to_fence);
+  BSON_APPEND_DATE_TIME(&set, "ts_created", h.now_ms);
+  BSON_APPEND_DATE_TIME(&set, "ts_expire", h.expire_ms);
+  mongo_bson::append_utf8(&set, "handover_from", h.from_uuid);
+  BSON_APPEND_INT64(&set, "handover_fence", h.to_fence);
+  bson_append_document_end(update.get(), &set);
+  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
+                                          "update (hand over " + h.key + ")");
 }
 
 }  // namespace mongoelector

@@ -50,6 +50,17 @@ class MongoStorage final : public Storage {
                  std::int64_t old_fence, std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  // Per chunk of max_renew_batch(): one `update` (multi) per group of renew_groups()
+  // ($in lists of keys, uuids and fences: storage.h), then one `find` of the chunk's keys
+  // deciding each request (RenewRequest::renewed_by). N keys of one ttl: 2 commands.
+  std::vector<bool> renew_many(const std::string& collection,
+                               const std::vector<RenewRequest>& requests,
+                               std::int64_t now_ms) override;
+  // Smaller on FerretDB (Storage::renew_batch_for), once the client knows the server.
+  std::size_t max_renew_batch() const override;
+  // Shared by every storage of the same MongoClient (one database) in this process.
+  const void* batch_domain() const override;
+  std::shared_ptr<ClockSampleBoard> clock_sample_board() override;
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
@@ -75,6 +86,10 @@ class MongoStorage final : public Storage {
  private:
   ServerInfo probe_server_info();  // buildInfo (and serverStatus for emulations)
   std::unique_ptr<Impl> impl_;
+
+ public:
+  // Graceful handover (Storage::hand_over): one update_one whose filter is renew()'s.
+  bool hand_over(const std::string& collection, const HandOver& h) override;
 };
 
 }  // namespace mongoelector

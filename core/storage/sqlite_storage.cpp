@@ -27,6 +27,7 @@
 #include <limits>
 
 #include "../exceptions.h"
+#include "../server_clock.h"
 #include "../utf8.h"
 #include "document_json.h"
 #include "../semaphore/semaphore_doc.h"
@@ -371,6 +372,8 @@ struct SqliteClient::Impl {
   std::timed_mutex mu;          // serialises the connection
   sqlite3* db = nullptr;        // guarded by mu
   long pid = 0;                 // process that opened db
+  // Server-time samples of every storage of this client (storage.h).
+  std::shared_ptr<ClockSampleBoard> board = std::make_shared<ClockSampleBoard>();
 
   // The connection of this process (mu held). A fork's child must not use the parent's
   // connection (SQLite: "do not carry an open database across fork"): it opens its own
@@ -571,6 +574,24 @@ bool SqliteStorage::set_fence(const std::string& collection, const std::string& 
   });
 }
 
+namespace {
+// One renewal inside an open transaction: the filter {locked: true, uuid,
+// ts_expire: {$gt: now}, fence (unless 0)}, then the write. True if it matched.
+bool renew_in_txn(sqlite3* db, const std::string& collection, const std::string& id,
+                  const RenewRequest& r, std::int64_t now_ms, const std::string& what) {
+  std::optional<Document> cur = load(db, collection, id, what);
+  if (!cur) return false;
+  const auto expire = cur->get_date("ts_expire");
+  if (cur->get_bool("locked") != std::optional<bool>(true) ||
+      !string_equals(*cur, "uuid", r.uuid) || !expire || expire->ms <= now_ms ||
+      (r.fence != 0 && numeric(*cur, "fence") != r.fence))
+    return false;
+  cur->set("ts_expire", DateTime{r.expire_ms});
+  store(db, collection, id, *cur, what);
+  return true;
+}
+}  // namespace
+
 bool SqliteStorage::renew(const std::string& collection, const std::string& key,
                           const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                           std::int64_t expire_ms) {
@@ -579,18 +600,42 @@ bool SqliteStorage::renew(const std::string& collection, const std::string& key,
   return call("renew", [&](sqlite3* db) {
     const std::string what = "renew " + key;
     Txn txn(db, what);
-    std::optional<Document> cur = load(db, collection, id, what);
-    if (!cur) return false;
-    // {locked: true, uuid, ts_expire: {$gt: now}, fence (unless 0)}
-    const auto expire = cur->get_date("ts_expire");
-    if (cur->get_bool("locked") != std::optional<bool>(true) || !string_equals(*cur, "uuid", uuid) ||
-        !expire || expire->ms <= now_ms || (fence != 0 && numeric(*cur, "fence") != fence))
+    if (!renew_in_txn(db, collection, id, RenewRequest{key, uuid, fence, expire_ms}, now_ms,
+                      what))
       return false;
-    cur->set("ts_expire", DateTime{expire_ms});
-    store(db, collection, id, *cur, what);
     txn.commit();
     return true;
   });
+}
+
+std::vector<bool> SqliteStorage::renew_many(const std::string& collection,
+                                            const std::vector<RenewRequest>& requests,
+                                            std::int64_t now_ms) {
+  check_collection_name(collection);
+  std::vector<std::string> ids;  // InvalidArgument before the call
+  ids.reserve(requests.size());
+  for (const RenewRequest& r : requests) ids.push_back(id_of_key(r.key));
+  if (requests.empty()) return {};
+  return call("renew_many", [&](sqlite3* db) {
+    const std::string what = "renew_many";
+    Txn txn(db, what);
+    std::vector<bool> renewed;
+    renewed.reserve(requests.size());
+    bool any = false;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      renewed.push_back(renew_in_txn(db, collection, ids[i], requests[i], now_ms, what));
+      any = any || renewed.back();
+    }
+    // Nothing written: the rollback of the destructor ends it without a WAL commit.
+    if (any) txn.commit();
+    return renewed;
+  });
+}
+
+const void* SqliteStorage::batch_domain() const { return client_.get(); }
+
+std::shared_ptr<ClockSampleBoard> SqliteStorage::clock_sample_board() {
+  return client_->impl().board;
 }
 
 bool SqliteStorage::release(const std::string& collection, const std::string& key,
@@ -791,6 +836,27 @@ bool SqliteStorage::release_semaphore(const std::string& collection, const std::
     if (s.uuid != uuid || s.fence != fence) return false;
     s = semaphore_doc::empty_slot();
     store(db, collection, id, semaphore_doc::to_flat(doc), what);
+    txn.commit();
+    return true;
+  });
+}
+
+}  // namespace mongoelector
+
+namespace mongoelector {
+
+// Graceful handover: renew()'s read-decide-write, then the lock changes hands.
+bool SqliteStorage::hand_over(const std::string& collection, const HandOver& h) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(h.key);
+  if (!is_valid_utf8(h.to_uuid) || !is_valid_utf8(h.to_host))
+    throw InvalidArgument("hand-over target is not valid UTF-8");
+  return call("hand_over", [&](sqlite3* db) {
+    const std::string what = "hand over " + h.key;
+    Txn txn(db, what);
+    std::optional<Document> doc = load(db, collection, id, what);
+    if (!doc || !h.apply_to(*doc)) return false;
+    store(db, collection, id, *doc, what);
     txn.commit();
     return true;
   });

@@ -118,6 +118,13 @@ class SqliteStorage final : public Storage {
                  std::int64_t old_fence, std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  // ONE `BEGIN IMMEDIATE` transaction: renew()'s read-decide-write for each request.
+  std::vector<bool> renew_many(const std::string& collection,
+                               const std::vector<RenewRequest>& requests,
+                               std::int64_t now_ms) override;
+  // Shared by every storage of the same SqliteClient (one connection).
+  const void* batch_domain() const override;
+  std::shared_ptr<ClockSampleBoard> clock_sample_board() override;
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
@@ -148,6 +155,10 @@ class SqliteStorage final : public Storage {
   std::atomic<std::int64_t> round_trips_{0};
   std::mutex ttl_mu_;
   std::map<std::string, std::int64_t> status_ttl_s_;  // by collection
+
+ public:
+  // Graceful handover (Storage::hand_over): one `BEGIN IMMEDIATE` read-decide-write.
+  bool hand_over(const std::string& collection, const HandOver& h) override;
 };
 
 }  // namespace mongoelector

@@ -216,6 +216,9 @@ class _FacadeCollection:
     def update_one(self, *args: Any, **kwargs: Any) -> Any:
         return self._db.call(self._coll.update_one, *args, **kwargs)
 
+    def update_many(self, *args: Any, **kwargs: Any) -> Any:  # batched renewals
+        return self._db.call(self._coll.update_many, *args, **kwargs)
+
     def replace_one(self, *args: Any, **kwargs: Any) -> Any:
         return self._db.call(self._coll.replace_one, *args, **kwargs)
 

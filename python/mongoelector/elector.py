@@ -326,6 +326,31 @@ class MongoLeaderElector:
         """Release leadership and fire the on_leader_loss callback if applicable."""
         self._core.release()
 
+    def resign(self, hold_off: Optional[float] = None) -> bool:
+        """Give up leadership now and keep the loop running, but do not stand for
+        election again for ``hold_off`` seconds (default: the ttl), so that another
+        member takes over (in about ttl/4: followers peek at the lock that often).
+
+        on_leader_loss runs (on this thread) and returns before the fenced release is
+        sent. Returns whether this node was leader. Raises ValueError for a hold-off
+        that is not a finite number of seconds in [0, 1e9].
+        """
+        return self._core.resign(hold_off)
+
+    def transfer(self, to: str) -> None:
+        """Hand leadership to the member whose uuid is ``to`` (its
+        ``node_status["uuid"]``, or a ``cluster_detail`` member's ``uuid``).
+
+        This term ends first (is_leader turns False, on_leader_loss runs and returns),
+        then one fenced write names the target, which takes over at its next peek
+        (about ttl/4) with one renewal of its own, its fencing token one above this
+        term's. A target that died costs one ttl, as a crash would. Raises ValueError
+        when this node does not lead (also when its lease ended first: nothing was
+        handed over), or ``to`` is empty, this node, or not a member (no status
+        document, with report_status on).
+        """
+        self._core.transfer(to)
+
     @property
     def poll_wait(self) -> float:
         """Seconds between poll cycles. Leaders poll at half the TTL."""

@@ -661,6 +661,20 @@ PYBIND11_MODULE(_native, m) {
         UserCall uc;
         nogil<void>([&] { e.get().release(); });
       })
+      .def(
+          "resign",
+          [](PyElector& e, std::optional<double> hold_off) {
+            UserCall uc;
+            return nogil<bool>([&] { return e.get().resign(hold_off); });
+          },
+          py::arg("hold_off") = py::none())
+      .def(
+          "transfer",
+          [](PyElector& e, const std::string& to) {
+            UserCall uc;
+            nogil<void>([&] { e.get().transfer(to); });
+          },
+          py::arg("to"))
       .def("_abandon", &PyElector::abandon)
       .def_property_readonly("running",
                              [](PyElector& e) { return nogil<bool>([&] { return e.get().running(); }); })

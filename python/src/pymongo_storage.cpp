@@ -1,13 +1,17 @@
 #include "pymongo_storage.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "convert.h"
 #include "exceptions.h"
 #include "gil.h"
 #include "log.h"
 #include "semaphore/semaphore_doc.h"
+#include "server_clock.h"
 
 namespace mongoelector_py {
 
@@ -73,6 +77,50 @@ struct PyMongoStorage::Refs {
   py::dict collections;
 };
 
+// What the storages of one pymongo client and database share (batch_domain()). It holds
+// the client object, so the client's id() cannot be reused while the domain lives.
+struct PyMongoStorage::Domain {
+  SharedPyObject owner;
+  std::shared_ptr<me::ClockSampleBoard> board = std::make_shared<me::ClockSampleBoard>();
+};
+
+namespace {
+// (id of the client object, database name) -> the live domain. Needs the GIL (the key's
+// object must stay alive while it is looked up).
+std::shared_ptr<PyMongoStorage::Domain> domain_of(const py::object& db) {
+  static std::mutex mu;
+  static std::map<std::pair<std::uintptr_t, std::string>, std::weak_ptr<PyMongoStorage::Domain>>
+      registry;
+  // A lookalike without `client` is a domain of its own database object.
+  py::object owner = py::getattr(db, "client", py::none());
+  if (owner.is_none()) owner = db;
+  std::string name;
+  py::object n = py::getattr(db, "name", py::none());
+  if (!n.is_none()) name = py::str(n).cast<std::string>();
+  const auto key = std::make_pair(reinterpret_cast<std::uintptr_t>(owner.ptr()), name);
+  std::lock_guard<std::mutex> g(mu);
+  for (auto it = registry.begin(); it != registry.end();)  // forget dead domains
+    it = it->second.expired() ? registry.erase(it) : std::next(it);
+  if (auto live = registry[key].lock()) return live;
+  auto d = std::make_shared<PyMongoStorage::Domain>();
+  d->owner = SharedPyObject(owner);
+  registry[key] = d;
+  return d;
+}
+
+// renew()'s filter, also each $or branch of renew_many().
+py::dict renew_filter(const std::string& key, const std::string& uuid, std::int64_t fence,
+                      const py::object& now) {
+  py::dict filter;
+  filter["_id"] = key;
+  filter["locked"] = true;
+  filter["uuid"] = uuid;
+  if (fence != 0) filter["fence"] = fence;
+  filter["ts_expire"] = py::dict(py::arg("$gt") = now);
+  return filter;
+}
+}  // namespace
+
 PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
                                std::shared_ptr<ServerFacts> facts)
     : refs_(new Refs), op_timeout_s_(op_timeout_s), facts_(std::move(facts)) {
@@ -94,6 +142,7 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
   csot_ = real && !refs_->timeout_fn.is_none();
   std::string module = py::str(py::type::of(refs_->db).attr("__module__"));
   mock_ = !real && module.rfind("mongomock", 0) == 0;
+  domain_ = domain_of(refs_->db);
 }
 
 PyMongoStorage::~PyMongoStorage() {
@@ -366,17 +415,77 @@ bool PyMongoStorage::renew(const std::string& collection, const std::string& key
                            const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                            std::int64_t expire_ms) {
   return with_python([&] {
-    py::dict filter;
-    filter["_id"] = key;
-    filter["locked"] = true;
-    filter["uuid"] = uuid;
-    if (fence != 0) filter["fence"] = fence;
-    filter["ts_expire"] = py::dict(py::arg("$gt") = datetime_from_ms(now_ms));
+    py::dict filter = renew_filter(key, uuid, fence, datetime_from_ms(now_ms));
     py::dict update;
     update["$set"] = py::dict(py::arg("ts_expire") = datetime_from_ms(expire_ms));
     py::object r = this->collection(collection).attr("update_one")(filter, update);
     return r.attr("matched_count").cast<std::int64_t>() > 0;
   });
+}
+
+std::size_t PyMongoStorage::max_renew_batch() const {
+  std::lock_guard<std::mutex> g(facts_->mu);
+  return renew_batch_for(facts_->info);
+}
+
+std::vector<bool> PyMongoStorage::renew_many(const std::string& collection,
+                                             const std::vector<me::RenewRequest>& requests,
+                                             std::int64_t now_ms) {
+  if (requests.empty()) return {};
+  auto batched = with_python([&]() -> std::optional<std::vector<bool>> {
+    py::object coll = this->collection(collection);
+    if (!py::hasattr(coll, "update_many")) return std::nullopt;
+    std::vector<bool> renewed(requests.size(), false);
+    py::object now = datetime_from_ms(now_ms);
+    const std::size_t chunk = std::max<std::size_t>(1, max_renew_batch());
+    for (std::size_t from = 0; from < requests.size(); from += chunk) {
+      const std::size_t to = std::min(requests.size(), from + chunk);
+      // One update_many per group (core/storage.h, renew_groups: $in lists, not an $or).
+      for (const me::RenewGroup& g : me::renew_groups(requests, from, to)) {
+        py::list keys, uuids, fences;
+        for (std::size_t i : g.members) {
+          keys.append(py::str(requests[i].key));
+          uuids.append(py::str(requests[i].uuid));
+          fences.append(py::int_(requests[i].fence));
+        }
+        py::dict filter;
+        filter["_id"] = py::dict(py::arg("$in") = keys);
+        filter["locked"] = true;
+        filter["uuid"] = py::dict(py::arg("$in") = uuids);
+        filter["ts_expire"] = py::dict(py::arg("$gt") = now);
+        if (g.fenced) filter["fence"] = py::dict(py::arg("$in") = fences);
+        py::dict update;
+        update["$set"] = py::dict(py::arg("ts_expire") = datetime_from_ms(g.expire_ms));
+        // Its counts are not used: they cannot say WHICH requests matched.
+        coll.attr("update_many")(filter, update);
+      }
+      py::list keys;
+      for (std::size_t i = from; i < to; ++i) keys.append(py::str(requests[i].key));
+      py::dict filter;
+      filter["_id"] = py::dict(py::arg("$in") = keys);
+      // A negative limit: one batch, the cursor closed by the server (no getMore).
+      const auto n = static_cast<long long>(to - from);
+      py::object cursor = coll.attr("find")(filter, py::arg("limit") = -n);
+      std::map<std::string, me::LockDoc> found;
+      for (py::handle d : cursor) {
+        me::LockDoc doc = me::LockDoc::from_document(doc_from_py(d));
+        found.emplace(doc.key, std::move(doc));
+      }
+      for (std::size_t i = from; i < to; ++i) {
+        auto it = found.find(requests[i].key);
+        renewed[i] = it != found.end() && requests[i].renewed_by(it->second);
+      }
+    }
+    return std::optional<std::vector<bool>>(std::move(renewed));
+  });
+  if (batched) return std::move(*batched);
+  return Storage::renew_many(collection, requests, now_ms);
+}
+
+const void* PyMongoStorage::batch_domain() const { return domain_.get(); }
+
+std::shared_ptr<me::ClockSampleBoard> PyMongoStorage::clock_sample_board() {
+  return domain_->board;
 }
 
 bool PyMongoStorage::release(const std::string& collection, const std::string& key,
@@ -576,6 +685,30 @@ bool PyMongoStorage::release_semaphore(const std::string& collection, const std:
     filter[py::str(slot_path(slot, "fence"))] = fence;
     py::dict set;
     set[py::str(slot_path(slot))] = slot_to_py(me::semaphore_doc::empty_slot());
+    py::dict update;
+    update["$set"] = set;
+    py::object r = this->collection(collection).attr("update_one")(filter, update);
+    return r.attr("matched_count").cast<std::int64_t>() > 0;
+  });
+}
+
+}  // namespace mongoelector_py
+
+namespace mongoelector_py {
+
+// Graceful handover: renew()'s filter (uuid, fence, unexpired), one atomic update_one.
+bool PyMongoStorage::hand_over(const std::string& collection, const HandOver& h) {
+  return with_python([&] {
+    py::dict filter = renew_filter(h.key, h.from_uuid, h.from_fence, datetime_from_ms(h.now_ms));
+    py::dict set;
+    set["uuid"] = h.to_uuid;
+    set["host"] = h.to_host;
+    set["pid"] = h.to_pid;
+    set["fence"] = h.to_fence;
+    set["ts_created"] = datetime_from_ms(h.now_ms);
+    set["ts_expire"] = datetime_from_ms(h.expire_ms);
+    set["handover_from"] = h.from_uuid;
+    set["handover_fence"] = h.to_fence;
     py::dict update;
     update["$set"] = set;
     py::object r = this->collection(collection).attr("update_one")(filter, update);

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <memory>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -62,6 +61,18 @@ class PyMongoStorage final : public mongoelector::Storage {
                  std::int64_t old_fence, std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  // Per chunk of max_renew_batch(): one update_many per distinct expire_ms and fence rule,
+  // filtered by $in lists of keys, uuids and fences (renew_groups, core/storage.h),
+  // then one find of the chunk's keys that decides each request (RenewRequest::renewed_by); all under one pymongo.timeout().
+  // A collection without update_many (the aio facade) renews one by one.
+  std::vector<bool> renew_many(const std::string& collection,
+                               const std::vector<mongoelector::RenewRequest>& requests,
+                               std::int64_t now_ms) override;
+  // Smaller on FerretDB (Storage::renew_batch_for), once the server is known.
+  std::size_t max_renew_batch() const override;
+  // Shared by every PyMongoStorage on the same client object and database name.
+  const void* batch_domain() const override;
+  std::shared_ptr<mongoelector::ClockSampleBoard> clock_sample_board() override;
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
@@ -88,6 +99,7 @@ class PyMongoStorage final : public mongoelector::Storage {
                                                   const std::string& key) override;
 
   struct Refs;
+  struct Domain;
 
  private:
   template <class F>
@@ -106,6 +118,11 @@ class PyMongoStorage final : public mongoelector::Storage {
   std::atomic<bool> ttl_warned_{false};
   std::atomic<int> time_command_{0};  // index of the first command that gave localTime
   std::shared_ptr<ServerFacts> facts_;
+  std::shared_ptr<Domain> domain_;  // never null
+
+ public:
+  // Graceful handover (Storage::hand_over): one update_one whose filter is renew()'s.
+  bool hand_over(const std::string& collection, const HandOver& h) override;
 };
 
 }  // namespace mongoelector_py

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static struct {
   const char *cmd, *uri, *other_uri, *db, *keys, *key, *clients, *mode;
   int unsafe, n, threads, warmup, rounds;
   double seconds, ttl, start_at, step, idle;
-} opt = {NULL, NULL, NULL, NULL, "k", "k", "shared", "per-key", 0, 50, 1, 50, 5,
+} opt = {NULL, NULL, NULL, NULL, "k", "k", "shared", "batched", 0, 50, 1, 50, 5,
          5.0, 15.0, 0.0, 0.25, 60.0};
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -510,40 +511,132 @@ static void cmd_cost(void) {
 }
 
 /* ---- scale -------------------------------------------------------------------------- */
+/* Keep-alive leases on keys scale-0 .. scale-(N-1), one client. --mode batched (the
+ * library's default: one renewer batches the renewals of the client) or per-key (the
+ * harness starts the process with MONGOELECTOR_BATCH_RENEWALS=0: each lease renews with
+ * its own command); the mode is checked against the environment, so that a row is never
+ * mislabelled. GROW N acquires the missing keys on 8 threads at once (HOLDING N
+ * SECONDS once all are held); a lease's loss is reported the moment its on_lost runs
+ * (EVENT lost T KEY); STATS prints the counters (cumulative: the harness takes deltas). */
+/* Below the client's default pool (10 connections), so that the renewer always finds
+ * one while keys are being acquired. */
+#define SCALE_GROW_THREADS 8
+#define SCALE_GROW_ATTEMPTS 10
+static struct {
+  mongoelector_client *c;
+  mongoelector_locker **lk;
+  mongoelector_lease **le;
+  int next, target, failed;
+  pthread_mutex_t mu;
+  char error[256];
+} sc = {NULL, NULL, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, ""};
+
+static void ev_lease_lost(void *p) {
+  say("EVENT lost %.6f scale-%ld", mono(), (long)(intptr_t)p);
+}
+
+static void *scale_grow(void *unused) {
+  (void)unused;
+  for (;;) {
+    int i;
+    char key[64];
+    mongoelector_lease_options lo;
+    mongoelector_locker_options o;
+    mongoelector_locker *l = NULL;
+    mongoelector_status st;
+    int attempt;
+    pthread_mutex_lock(&sc.mu);
+    i = sc.failed ? sc.target : sc.next;
+    if (i < sc.target) ++sc.next;
+    pthread_mutex_unlock(&sc.mu);
+    if (i >= sc.target) return NULL;
+    snprintf(key, sizeof key, "scale-%d", i);
+    mongoelector_locker_options_init(&o);
+    o.ttl_seconds = opt.ttl;
+    o.allow_unsafe_server = opt.unsafe;
+    mongoelector_lease_options_init(&lo);
+    lo.blocking = 0;
+    lo.on_lost = ev_lease_lost;
+    lo.user_data = (void *)(intptr_t)i;
+    /* A transient failure (e.g. a call that timed out while the server was busy) is
+     * retried. Only this process uses these keys: a key found held after a failed
+     * attempt was taken by that attempt (it reached the server), so it is freed first. */
+    st = MONGOELECTOR_ERR_UNAVAILABLE;
+    for (attempt = 0; attempt < SCALE_GROW_ATTEMPTS; ++attempt) {
+      if (l == NULL) st = mongoelector_locker_new(sc.c, key, &o, &l);
+      if (l != NULL) st = mongoelector_lease_acquire(l, &lo, &sc.le[i]);
+      if (st == MONGOELECTOR_OK || (st == MONGOELECTOR_ERR_LOCK_EXISTS && attempt == 0)) break;
+      if (l != NULL && st == MONGOELECTOR_ERR_LOCK_EXISTS) {
+        fprintf(stderr, "bench_contender: %s: held after a failed attempt: freeing it\n", key);
+        if (mongoelector_locker_release(l, 1) == MONGOELECTOR_OK) continue;
+      }
+      fprintf(stderr, "bench_contender: %s: attempt %d: %s\n", key, attempt + 1,
+              mongoelector_last_error());
+      if (attempt + 1 < SCALE_GROW_ATTEMPTS) sleep_s(0.5);
+    }
+    if (st != MONGOELECTOR_OK) {
+      pthread_mutex_lock(&sc.mu);
+      if (!sc.failed)
+        snprintf(sc.error, sizeof sc.error, "lease_acquire %s: %s", key, mongoelector_last_error());
+      sc.failed = 1;
+      pthread_mutex_unlock(&sc.mu);
+      return NULL;
+    }
+    sc.lk[i] = l;
+  }
+}
+
 static void cmd_scale(void) {
-  mongoelector_client *c = client_new(opt.uri);
-  mongoelector_locker **lk = NULL;
-  mongoelector_lease **le = NULL;
-  int held = 0, cap = 0, i;
+  const char *env = getenv("MONGOELECTOR_BATCH_RENEWALS");
+  int per_key_env = env != NULL && strcmp(env, "0") == 0;
+  int held = 0, i;
   char line[128];
+  if (strcmp(opt.mode, "batched") != 0 && strcmp(opt.mode, "per-key") != 0) {
+    say("ERROR unknown --mode %s (batched or per-key)", opt.mode);
+    _exit(1);
+  }
+  if (per_key_env != (strcmp(opt.mode, "per-key") == 0)) {
+    say("ERROR --mode %s but MONGOELECTOR_BATCH_RENEWALS=%s", opt.mode, env ? env : "(unset)");
+    _exit(1);
+  }
+  sc.c = client_new(opt.uri);
   say("READY");
   while (fgets(line, sizeof line, stdin) != NULL) {
     if (strncmp(line, "GROW ", 5) == 0) {
-      int target = atoi(line + 5);
+      int target = atoi(line + 5), t, nt;
+      pthread_t th[SCALE_GROW_THREADS];
       double t0 = mono();
-      if (target > cap) {
-        cap = target;
-        lk = realloc(lk, (size_t)cap * sizeof *lk);
-        le = realloc(le, (size_t)cap * sizeof *le);
-        if (lk == NULL || le == NULL) die("out of memory");
-      }
-      while (held < target) {
-        char key[64];
-        mongoelector_lease_options lo;
-        snprintf(key, sizeof key, "scale-%d", held);
-        lk[held] = locker_new(c, key, opt.ttl, -1, NULL);
-        mongoelector_lease_options_init(&lo);
-        lo.blocking = 0;
-        CHECK(mongoelector_lease_acquire(lk[held], &lo, &le[held]), "lease_acquire");
-        ++held;
+      if (target > held) {
+        sc.lk = realloc(sc.lk, (size_t)target * sizeof *sc.lk);
+        sc.le = realloc(sc.le, (size_t)target * sizeof *sc.le);
+        if (sc.lk == NULL || sc.le == NULL) die("out of memory");
+        sc.next = held;
+        sc.target = target;
+        nt = target - held < SCALE_GROW_THREADS ? target - held : SCALE_GROW_THREADS;
+        for (t = 0; t < nt; ++t)
+          if (pthread_create(&th[t], NULL, scale_grow, NULL) != 0) die("pthread_create");
+        for (t = 0; t < nt; ++t) pthread_join(th[t], NULL);
+        if (sc.failed) {
+          say("ERROR %s", sc.error);
+          _exit(1);
+        }
+        held = target;
       }
       say("HOLDING %d %.3f", held, mono() - t0);
     } else if (strncmp(line, "STATS", 5) == 0) {
       int lost_n = 0, lost;
+      mongoelector_stats st;
+      memset(&st, 0, sizeof st);
+      st.version = MONGOELECTOR_STATS_VERSION;
+      CHECK(mongoelector_stats_get(&st), "stats_get");
       for (i = 0; i < held; ++i)
-        if (mongoelector_lease_lost(le[i], &lost) == MONGOELECTOR_OK && lost) ++lost_n;
-      say("RESULT {\"phase\":\"scale\",\"held\":%d,\"lost\":%d,\"threads\":%ld,\"rss_kib\":%ld}",
-          held, lost_n, proc_status("Threads"), proc_status("VmRSS"));
+        if (mongoelector_lease_lost(sc.le[i], &lost) == MONGOELECTOR_OK && lost) ++lost_n;
+      say("RESULT {\"phase\":\"scale\",\"mode\":\"%s\",\"held\":%d,\"lost\":%d,\"threads\":%ld,"
+          "\"rss_kib\":%ld,\"cpu_s\":%.4f,\"renewals\":%llu,\"renewal_failures\":%llu,"
+          "\"round_trips\":%llu}",
+          opt.mode, held, lost_n, proc_status("Threads"), proc_status("VmRSS"), cpu_seconds(),
+          (unsigned long long)st.renewals, (unsigned long long)st.renewal_failures,
+          (unsigned long long)st.round_trips);
     } else if (strncmp(line, "QUIT", 4) == 0) {
       break;
     }

@@ -396,10 +396,35 @@ def cmd_cost(args, impl):
 
 
 # ---------------------------------------------------------------------------- scale --
+# Below the native client's default pool (10 connections), so that the renewer always
+# finds one while keys are being acquired.
+SCALE_GROW_THREADS = 8
+SCALE_GROW_ATTEMPTS = 10
+
+
+class _StampedLost(threading.Event):
+    """A lease's ``lost`` event that also says when it was set (EVENT lost T KEY): the
+    native core calls ``lost.set`` the moment it declares the lease lost."""
+
+    def __init__(self, key):
+        super().__init__()
+        self.key = key
+
+    def set(self):
+        if not self.is_set():
+            say("EVENT", "lost", f"{time.monotonic():.6f}", self.key)
+        super().set()
+
+
 def cmd_scale(args, impl):
     """Holds and renews N keys in this process: keep-alive leases (ours) or, for the
     original, which has none, a thread touching every lock every ttl/3. Commands on
-    stdin: GROW N (prints HOLDING N SECONDS), STATS (prints RESULT), QUIT."""
+    stdin: GROW N (acquires the missing keys on several threads at once, then prints
+    HOLDING N SECONDS), STATS (prints RESULT, cumulative counters), QUIT.
+
+    --mode (ours): batched (the library's default renewer) or per-key (the harness sets
+    MONGOELECTOR_BATCH_RENEWALS=0 in this process's environment); checked against the
+    environment so that a row is never mislabelled. A lost lease prints EVENT lost."""
     db = impl.db()
     ttl = args.ttl
     held = []
@@ -408,7 +433,17 @@ def cmd_scale(args, impl):
     stop = threading.Event()
     lock = threading.Lock()
     use_lease = not impl.original and args.mode != "touch-thread"
-    if not use_lease:
+    if use_lease:
+        per_key_env = os.environ.get("MONGOELECTOR_BATCH_RENEWALS") == "0"
+        if args.mode not in ("batched", "per-key"):
+            raise SystemExit(f"unknown --mode {args.mode} (batched or per-key)")
+        if per_key_env != (args.mode == "per-key"):
+            raise SystemExit(f"--mode {args.mode} but MONGOELECTOR_BATCH_RENEWALS="
+                             f"{os.environ.get('MONGOELECTOR_BATCH_RENEWALS', '(unset)')}")
+        from mongoelector import metrics
+    else:
+        metrics = None
+
         def toucher():
             while not stop.wait(ttl / 3.0):
                 with lock:
@@ -421,6 +456,39 @@ def cmd_scale(args, impl):
                     except Exception:  # noqa: BLE001
                         failed[0] += 1
         threading.Thread(target=toucher, daemon=True).start()
+    extra = {"allow_unsafe_server": True} if args.unsafe and use_lease else {}
+
+    def hold(i):
+        key = f"scale-{i}"
+        # A transient failure (e.g. a call that timed out while the server was busy) is
+        # retried. Only this process uses these keys: a key found held after a failed
+        # attempt was taken by that attempt (it reached the server): it is freed first.
+        for attempt in range(1, SCALE_GROW_ATTEMPTS + 1):
+            try:
+                if use_lease:
+                    le = impl.me.lease(db, key, ttl=ttl, blocking=False, **extra)
+                    le.lost = _StampedLost(key)  # before acquire(): it hands lost.set to the core
+                    le.acquire()
+                    return le
+                lk = impl.locker(key, db, ttl=ttl)
+                lk.acquire(blocking=False)
+                return lk
+            except impl.me.LockExists:
+                if attempt == 1 or attempt == SCALE_GROW_ATTEMPTS:
+                    raise
+                print(f"contender: {key}: held after a failed attempt: freeing it",
+                      file=sys.stderr, flush=True)
+                try:
+                    (le.locker if use_lease else lk).release(force=True)
+                    continue
+                except Exception as e:  # noqa: BLE001
+                    print(f"contender: {key}: attempt {attempt}: {e}", file=sys.stderr, flush=True)
+                    time.sleep(0.5)
+            except Exception as e:  # noqa: BLE001 (transient: e.g. no free pooled connection)
+                if attempt == SCALE_GROW_ATTEMPTS:
+                    raise
+                print(f"contender: {key}: attempt {attempt}: {e}", file=sys.stderr, flush=True)
+                time.sleep(0.5)
     say("READY")
     for line in sys.stdin:
         cmd = line.split()
@@ -429,25 +497,25 @@ def cmd_scale(args, impl):
         if cmd[0] == "GROW":
             target = int(cmd[1])
             t0 = time.monotonic()
-            while len(held) < target:
-                key = f"scale-{len(held)}"
-                if use_lease:
-                    le = impl.me.lease(db, key, ttl=ttl, blocking=False,
-                                       **({"allow_unsafe_server": True} if args.unsafe else {}))
-                    le.acquire()
-                    with lock:
-                        held.append(le)
-                else:
-                    lk = impl.locker(key, db, ttl=ttl)
-                    lk.acquire(blocking=False)
-                    with lock:
-                        held.append(lk)
+            todo = range(len(held), target)
+            if todo:
+                from concurrent.futures import ThreadPoolExecutor
+                with ThreadPoolExecutor(min(SCALE_GROW_THREADS, len(todo))) as ex:
+                    got = list(ex.map(hold, todo))
+                with lock:
+                    held.extend(got)
             say("HOLDING", len(held), f"{time.monotonic() - t0:.3f}")
         elif cmd[0] == "STATS":
             lost = sum(1 for h in held if use_lease and h.lost.is_set())
-            result({"phase": "scale", "held": len(held), "lost": lost,
-                    "touch_failed": failed[0], "touches": renewals[0],
-                    "threads": proc_status("Threads"), "rss_kib": proc_status("VmRSS")})
+            out = {"phase": "scale", "mode": args.mode, "held": len(held), "lost": lost,
+                   "touch_failed": failed[0], "touches": renewals[0],
+                   "threads": proc_status("Threads"), "rss_kib": proc_status("VmRSS"),
+                   "cpu_s": cpu_seconds()}
+            if metrics is not None:
+                m = metrics.snapshot()
+                out.update(renewals=m.renewals, renewal_failures=m.renewal_failures,
+                           round_trips=m.round_trips)
+            result(out)
         elif cmd[0] == "QUIT":
             break
     stop.set()
@@ -486,7 +554,8 @@ def main():
     ap.add_argument("--spin", type=float, default=1.0)
     ap.add_argument("--spin-ttl", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--mode", default="per-key")
+    ap.add_argument("--mode", default="batched",
+                    help="scale: batched, per-key (ours) or touch-thread (the original)")
     args = ap.parse_args()
     try:
         impl = Impl(args)

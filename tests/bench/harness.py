@@ -57,15 +57,26 @@ PROFILES = {
         idle_seconds=60.0, cost_ttl=15.0, spin_seconds=0.3, spin_rounds=20, spin_ttl=1.0,
         load_nodes=5, load_ttl=15.0, load_window=60.0,
         scale_sizes=[1, 10, 100, 1000], scale_ttl=15.0, scale_window=10.0,
-        scale_grow_budget=120.0),
+        scale_grow_budget=120.0, scale_modes=["batched", "per-key"]),
     "quick": dict(
         ops_n=10, ping_n=500, cycle_seconds=1.0, cycle_threads=4, cycle_warmup=20,
         trials=3, failover_ttl=2.0, ttl_monitor_period=60.0,
         contention_procs=8, contention_seconds=3.0,
         idle_seconds=8.0, cost_ttl=15.0, spin_seconds=0.3, spin_rounds=3, spin_ttl=1.0,
         load_nodes=5, load_ttl=15.0, load_window=15.0,
-        scale_sizes=[1, 100], scale_ttl=3.0, scale_window=2.0, scale_grow_budget=30.0),
+        scale_sizes=[1, 100], scale_ttl=3.0, scale_window=2.0, scale_grow_budget=30.0,
+        scale_modes=["batched", "per-key"]),
 }
+# --renewal (tests/bench/renewal.sh): the figures of issue #17, the scale scenario alone,
+# batched and per-key renewal side by side; --quick with it: a smoke test.
+PROFILES["renewal"] = dict(PROFILES["full"], scale_sizes=[1, 10, 100, 1000, 5000],
+                           scale_ttl=15.0, scale_window=60.0)
+PROFILES["renewal-quick"] = dict(PROFILES["quick"], scale_sizes=[1, 100, 500],
+                                 scale_ttl=3.0, scale_window=2.0)
+SCALE_MODES = ["batched", "per-key"]
+# The environment of a scale process per mode of ours (None: removed from it).
+SCALE_MODE_ENV = {"batched": {"MONGOELECTOR_BATCH_RENEWALS": None},
+                  "per-key": {"MONGOELECTOR_BATCH_RENEWALS": "0"}}
 SCENARIOS = ["ops", "cycles", "failover", "contention", "cost", "load", "scale"]
 
 
@@ -130,17 +141,23 @@ class Contender:
 class Proc:
     """A contender process speaking the line protocol (see contender.py)."""
 
-    def __init__(self, h, contender, sub, name, **opts):
+    def __init__(self, h, contender, sub, name, extra_env=None, **opts):
         self.h, self.c, self.name = h, contender, name
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
         env.update(contender.env)
+        for k, v in (extra_env or {}).items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
         if h.args.unsafe:
             opts.setdefault("unsafe", True)
         argv = contender.cmd(sub, **opts)
         self.logpath = os.path.join(h.logdir, f"{name}.log")
         self.logf = open(self.logpath, "ab")
-        self.logf.write(("$ " + " ".join(argv) + "\n").encode())
+        self.logf.write(("$ " + "".join(f"{k}={v} " for k, v in (extra_env or {}).items()
+                                         if v is not None) + " ".join(argv) + "\n").encode())
         self.logf.flush()
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.logf, env=env, cwd="/", text=True, bufsize=1,
@@ -306,14 +323,29 @@ def wire_ping(host, port, n, warmup=200):
 class Harness:
     def __init__(self, args, keep_logs=False):
         self.args = args
-        self.p = dict(PROFILES["quick" if args.quick else "full"])
+        self.profile = ("renewal" if args.renewal else "") + ("-quick" if args.quick else "")
+        self.profile = {"": "full", "-quick": "quick"}.get(self.profile, self.profile)
+        self.p = dict(PROFILES[self.profile])
         if args.trials:
             self.p["trials"] = args.trials
         if args.scale_sizes:
             self.p["scale_sizes"] = [int(x) for x in args.scale_sizes.split(",")]
+        if args.scale_ttl:
+            self.p["scale_ttl"] = args.scale_ttl
+        if args.scale_window:
+            self.p["scale_window"] = args.scale_window
+        if args.scale_modes:
+            self.p["scale_modes"] = args.scale_modes.split(",")
+            for m in self.p["scale_modes"]:
+                if m not in SCALE_MODES:
+                    raise SystemExit(f"harness: unknown scale mode {m} (one of {', '.join(SCALE_MODES)})")
+        # Output files: NAME.md, NAME.json, NAME.png and NAME-logs/ (results: logs/).
+        self.name = args.name or ((("renewal-quick" if args.quick else "renewal")
+                                   if args.renewal else "results"))
         self.results_dir = os.path.abspath(args.results)
         os.makedirs(self.results_dir, exist_ok=True)
-        self.logdir = os.path.join(self.results_dir, "logs")
+        self.logdir = os.path.join(self.results_dir,
+                                   "logs" if self.name == "results" else f"{self.name}-logs")
         os.makedirs(self.logdir, exist_ok=True)
         for f in [] if keep_logs else os.listdir(self.logdir):
             if f.endswith(".log"):
@@ -465,6 +497,8 @@ class Harness:
         if a.go_driver:
             cs.append(Contender("go", "ours, Go binding", [a.go_driver]))
         wanted = set(a.contenders.split(",")) if a.contenders else None
+        if wanted is None and a.renewal:  # the original has no lease: not in the figures
+            wanted = {"py-db", "py-uri", "c", "go"}
         if wanted:
             cs = [c for c in cs if c.id in wanted]
         return cs
@@ -1157,41 +1191,56 @@ class Harness:
 
     # ---- scenario 7: scale --------------------------------------------------------------
     def scale_entries(self):
-        """(row label, contender, mode): add a batched renewal mode here once it exists."""
+        """(row label, contender, mode, extra environment) of every scale process: ours in
+        each renewal mode of --scale-modes (batched: the library's default; per-key: the
+        process runs with MONGOELECTOR_BATCH_RENEWALS=0, so each lease renews with its own
+        command), the original in its only one (a touch() loop)."""
         out = []
         for c in self.runnable():
             if c.ours:
-                out.append((f"{c.id} lease (per-key renewals)", c, "per-key"))
+                for mode in self.p["scale_modes"]:
+                    out.append((f"{c.id} {mode}", c, mode, SCALE_MODE_ENV[mode]))
             else:
-                out.append((f"{c.id} (touch() loop in a thread: no lease API)", c, "touch-thread"))
+                out.append((f"{c.id} (touch() loop in a thread: no lease API)", c, "touch-thread", {}))
         return out
 
     def run_scale(self):
         sizes, ttl = self.p["scale_sizes"], self.p["scale_ttl"]
+        interval = ttl / 3
         # A whole number of renewal periods (ttl/3), so that every key renews equally often
         # inside the window whatever its phase.
-        W = max(1, round(self.p["scale_window"] / (ttl / 3))) * ttl / 3
+        W = max(1, round(self.p["scale_window"] / interval)) * interval
         self.p["scale_window"] = W
+        # The window starts one renew interval after the last key is held: by then every
+        # lease has renewed once and batched renewals have formed their batches.
+        settle = max(1.0, interval)
+        self.p["scale_settle"] = settle
         res = {}
-        for label, c, mode in self.scale_entries():
+        for label, c, mode, env in self.scale_entries():
             log(f"scale: {label} sizes {sizes}")
             proxy = self.hub.new_proxy(*self.host_port(), f"scale-{c.id}-{mode}")
             rows = []
             pr = None
             try:
-                pr = Proc(self, c, "scale", f"scale-{c.id}-{mode}", uri=proxy.uri(),
+                pr = Proc(self, c, "scale", f"scale-{c.id}-{mode}", extra_env=env, uri=proxy.uri(),
                           db=self.db("scale", c, "_" + mode.replace("-", "")), ttl=ttl, mode=mode)
                 pr.expect("READY", 90)
+                held = 0
                 for n in sizes:
                     pr.send(f"GROW {n}")
-                    budget = self.p["scale_grow_budget"]
+                    # Acquiring is concurrent in the contenders, but mongo-java-server scans
+                    # the collection for each filter: allow 0.1 s a key on top.
+                    budget = self.p["scale_grow_budget"] + 0.1 * max(0, n - held)
                     try:
                         line = pr.expect("HOLDING", budget)
                     except TimeoutError:
                         rows.append({"keys": n, "error": f"acquiring {n} keys took over {budget:.0f} s"})
                         break
+                    held = n
                     grow_s = float(line.split()[2])
-                    time.sleep(1.0)
+                    time.sleep(settle)
+                    pr.send("STATS")
+                    st0 = pr.result(60)
                     s0, c0, t0 = proxy.snapshot(), pr.cpu_seconds(), time.monotonic()
                     time.sleep(W)
                     s1, c1, t1 = proxy.snapshot(), pr.cpu_seconds(), time.monotonic()
@@ -1199,14 +1248,34 @@ class Harness:
                     st = pr.result(60)
                     d = counting_proxy.diff(s1, s0)
                     secs = t1 - t0
-                    rows.append({"keys": n, "grow_s": grow_s, "seconds": secs,
-                                 "app_per_s": sum(d["app"].values()) / secs,
-                                 "monitor_per_s": sum(d["monitor"].values()) / secs,
-                                 "by_name_per_s": {k: v / secs for k, v in d["app"].items()},
-                                 "cpu_pct": 100 * (c1 - c0) / secs,
-                                 "threads": st.get("threads"), "rss_mib": st.get("rss_kib", 0) / 1024,
-                                 "connections": s1["conns_open"], "lost": st.get("lost", 0),
-                                 "touch_failed": st.get("touch_failed", 0)})
+                    with pr.cv:
+                        lost_ev = [(t, rest.split()[0]) for w, t, rest in pr.events if w == "lost"]
+                    in_window = {k for t, k in lost_ev if t0 <= t <= t1}
+                    before = {k for t, k in lost_ev if t < t0}
+                    app = sum(d["app"].values())
+                    row = {"keys": n, "grow_s": grow_s, "seconds": secs, "settle_s": settle,
+                           "app": app, "app_per_s": app / secs,
+                           "per_interval": app / (secs / interval),
+                           "monitor_per_s": sum(d["monitor"].values()) / secs,
+                           "by_name_per_s": {k: v / secs for k, v in d["app"].items()},
+                           "by_name_per_interval": {k: v / (secs / interval) for k, v in d["app"].items()},
+                           "cpu_s": c1 - c0, "cpu_pct": 100 * (c1 - c0) / secs,
+                           "threads": st.get("threads"), "rss_mib": st.get("rss_kib", 0) / 1024,
+                           "connections": s1["conns_open"],
+                           # A lease that reported loss (on_lost, or its lost flag) during
+                           # the window; losses are final, so the flags can only grow.
+                           "lost": max(len(in_window), st.get("lost", 0) - st0.get("lost", 0)),
+                           "lost_before": max(len(before), st0.get("lost", 0)),
+                           "lost_total": st.get("lost", 0),
+                           "touch_failed": st.get("touch_failed", 0) - st0.get("touch_failed", 0)}
+                    if "renewals" in st and "renewals" in st0:
+                        row["renewals"] = st["renewals"] - st0["renewals"]
+                        row["renewals_per_key_interval"] = row["renewals"] / n / (secs / interval)
+                        row["renewal_failures"] = st["renewal_failures"] - st0["renewal_failures"]
+                        row["round_trips"] = st["round_trips"] - st0["round_trips"]
+                    rows.append(row)
+                    log(f"scale: {label} N={n}: {row['per_interval']:.1f} commands per renew "
+                        f"interval, lost {row['lost']}")
                 pr.send("QUIT")
             except Exception as e:  # noqa: BLE001
                 rows.append({"error": str(e)})
@@ -1222,39 +1291,109 @@ class Harness:
 
     def md_scale(self, res):
         ttl, W = self.p["scale_ttl"], self.p["scale_window"]
-        lines = [f"### 7. Scale: N keys held and renewed by one process (ttl {ttl:g} s, "
-                 f"{W:g} s window per size)", "",
-                 "Ours: one keep-alive lease per key (renewed about every ttl/3 by the native "
-                 "renewer pool). The original has no lease: one Python thread calls `touch()` "
-                 "on every lock every ttl/3. Commands through the counting proxy (monitoring "
-                 "apart); CPU = % of one core for the whole process (so \"CPU ms per "
-                 "command\" includes its idle background at small N); connections = open to "
-                 "the server (proxy side, monitors included).", ""]
-        header = ["contender / mode", "keys", "commands/s", "per key per s", "CPU %",
-                  "CPU ms per command", "threads", "connections", "RSS MiB", "acquire all (s)",
-                  "lost / failed"]
-        rows = []
+        interval = ttl / 3
+        modes = self.p.get("scale_modes", SCALE_MODES)
+        settle = self.p.get("scale_settle", max(1.0, interval))
+        num = "7. " if not self.args.renewal else ""
+        lines = [f"### {num}Scale: N keys held and renewed by one process (ttl {ttl:g} s, "
+                 f"renew interval {interval:g} s, {W:g} s window per N)", "",
+                 "Ours: one keep-alive lease per key, one client, keys acquired on 8 threads "
+                 "at once; the window starts one renew interval after the last key is held "
+                 f"({settle:g} s). Modes: **batched** = the library's default (one renewer per "
+                 "client sends the renewals due together: `renew_many`, 2 commands per "
+                 "chunk of up to 1000 keys on MongoDB); **per-key** = the same process with "
+                 "`MONGOELECTOR_BATCH_RENEWALS=0` (each lease renews with its own command, "
+                 "the behaviour before issue #17). Commands: counted by a loopback proxy "
+                 "(monitoring apart). CPU: user + system seconds of the whole process in the "
+                 "window. Threads and RSS at the end of the window; connections open to the "
+                 "server (monitors included). Lost: leases that reported loss (on_lost or "
+                 "their lost flag) during the window — must be 0.", ""]
+        by_c = {}
         for label, r in res.items():
+            by_c.setdefault(r["contender"], {})[r["mode"]] = r["rows"]
+        first = {"c": 0, "py-uri": 1, "py-db": 2, "go": 3}
+        ours = sorted((c for c in self.contenders if c.id in by_c),
+                      key=lambda c: (not c.ours, first.get(c.id, 9)))
+        short = {"batched": "B", "per-key": "P"}
+        metrics = [("commands/s", lambda x: fmt(x["app_per_s"], ".1f")),
+                   (f"commands per renew interval ({interval:g} s)", lambda x: fmt(x["per_interval"], ".1f")),
+                   (f"CPU s in {W:g} s", lambda x: fmt(x["cpu_s"], ".2f")),
+                   ("threads", lambda x: str(x["threads"])),
+                   ("connections", lambda x: str(x["connections"])),
+                   ("lost", lambda x: str(x["lost"]) + (f" (+{x['lost_before']} before)"
+                                                        if x.get("lost_before") else "")),
+                   ("RSS MiB", lambda x: fmt(x["rss_mib"], ".1f"))]
+        for c in ours:
+            ms = list(modes) if c.ours else list(by_c[c.id])
+            rows_by_mode = {m: {x.get("keys"): x for x in by_c[c.id].get(m, [])} for m in ms}
+            errors = [(m, x) for m in ms for x in by_c[c.id].get(m, []) if "error" in x]
+            sizes = [n for n in self.p["scale_sizes"]
+                     if any(n in rows_by_mode[m] for m in ms)]
+            lines += [f"**{c.id}** ({c.label}" + ("" if c.ours else ": a touch() loop in a thread, no lease API")
+                      + ")" + (": " + ", ".join(
+                f"{m} = {short.get(m, m)}" for m in ms) if len(ms) > 1 else ""), ""]
+            header = ["N"]
+            for name, _ in metrics:
+                for m in ms:
+                    header.append(f"{name} {short.get(m, m)}" if len(ms) > 1 else name)
+            both = "batched" in ms and "per-key" in ms
+            if both:
+                header.append("per-key / batched commands")
+            rows = []
+            for n in sizes:
+                row = [str(n)]
+                for _, f in metrics:
+                    for m in ms:
+                        x = rows_by_mode[m].get(n)
+                        row.append("ERROR" if x is not None and "error" in x else
+                                   f(x) if x is not None else "–")
+                if both:
+                    b, p = rows_by_mode["batched"].get(n), rows_by_mode["per-key"].get(n)
+                    ok = b and p and "error" not in b and "error" not in p
+                    row.append(fmt(ratio(p["app_per_s"], b["app_per_s"]), ".1f") + "×" if ok else "–")
+                rows.append(row)
+            lines.append(md_table(header, rows))
+            for m, x in errors:
+                lines.append(f"\n* {c.id} {m}" + (f", N = {x['keys']}" if "keys" in x else "") +
+                             f": ERROR {x['error'][:300]}")
+            lines.append("")
+        lines += ["Details (every process): commands per renew interval by name; renewals "
+                  "per key per renew interval as the library counts them (≈ 1: every key "
+                  "renewed in time); time to acquire the keys added for this N.", ""]
+        header = ["contender / mode", "N", "commands per interval, by name", "renewals per key per interval",
+                  "renewal failures", "CPU %", "acquire (s)", "lost: window / before / total"]
+        rows = []
+        order = {c.id: i for i, c in enumerate(ours)}
+        for label, r in sorted(res.items(), key=lambda kv: (order.get(kv[1]["contender"], 99),
+                                                            modes.index(kv[1]["mode"])
+                                                            if kv[1]["mode"] in modes else 99)):
             for x in r["rows"]:
                 if "error" in x:
-                    rows.append([label, x.get("keys", ""), "ERROR " + x["error"][:100]] + [""] * 8)
+                    rows.append([label, x.get("keys", ""), "ERROR " + x["error"][:100]] + [""] * 5)
                     continue
-                per_renewal = (x["cpu_pct"] * 10 / x["app_per_s"]) if x["app_per_s"] else None
-                rows.append([label, x["keys"], fmt(x["app_per_s"], ".1f"),
-                             fmt(x["app_per_s"] / x["keys"], ".3f"), fmt(x["cpu_pct"], ".2f"),
-                             fmt(per_renewal, ".3f"), x["threads"], x["connections"],
-                             fmt(x["rss_mib"], ".1f"), fmt(x["grow_s"], ".2f"),
-                             f"{x['lost']} / {x['touch_failed']}"])
-        lines.append(md_table(header, rows, ["---"] + ["---:"] * 10))
-        lines += ["", "* How cost grows: commands/s should be keys × 3/ttl for per-key renewals "
-                  f"({3 / ttl:.2f} per key per s at ttl {ttl:g}); a batched mode would show fewer "
-                  "commands per key. \"lost / failed\": leases lost (ours) / touch() calls "
-                  "that found the lock expired (the original's loop fell behind).",
-                  "* 5000 keys (`--scale-sizes 1,10,100,1000,5000`) is not in the default "
-                  "profile: mongo-java-server scans the whole collection for every filter "
-                  "other than a bare `_id`, so at 5000 documents the server, not the client, "
-                  "is the bottleneck (acquiring them took 88 s, renewals fell to 0.09 per key "
-                  "per s in a trial run)."]
+                names = ", ".join(f"{k} {v:.1f}" for k, v in sorted(x["by_name_per_interval"].items())) or "none"
+                lost = f"{x['lost']} / {x.get('lost_before', 0)} / {x.get('lost_total', x['lost'])}"
+                if r["mode"] == "touch-thread":
+                    lost = f"touch() found it expired: {x['touch_failed']}"
+                rows.append([label, x["keys"], names, fmt(x.get("renewals_per_key_interval"), ".2f"),
+                             fmt(x.get("renewal_failures"), "d"), fmt(x["cpu_pct"], ".2f"),
+                             fmt(x["grow_s"], ".2f"), lost])
+        lines.append(md_table(header, rows, ["---", "---:", "---", "---:", "---:", "---:", "---:", "---"]))
+        lines += ["", f"* Per-key renewal sends N × 3/ttl commands/s ({3 / ttl:.2f} per key per s "
+                  f"at ttl {ttl:g}), one per key per renew interval; batched renewal about 2 per "
+                  "chunk of 1000 keys per interval (once the batches have formed; a single key "
+                  "renews with one command).",
+                  "* `isMaster` (or `hello`) on the application connections is the client's "
+                  "server-time sample (about one a minute, both modes); the rest are the "
+                  "renewals.",
+                  "* Threads: the renewer's are flat in N in both modes; the contenders' own "
+                  "acquiring threads are gone by the window (Go's runtime keeps its idle OS "
+                  "threads)."]
+        if not self.args.renewal:
+            lines.append("* 5000 keys (`--scale-sizes 1,10,100,1000,5000`, or "
+                         "`tests/bench/renewal.sh`) is not in the default profile: at 5000 "
+                         "documents mongo-java-server, not the client, is the bottleneck "
+                         "(tests/bench/README.md, \"Batched renewal\").")
         return "\n".join(lines)
 
     # ---- output ---------------------------------------------------------------------------
@@ -1283,13 +1422,18 @@ class Harness:
                 "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores, "
                            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
                            f"{platform.system()} {platform.release()}",
-                "loadavg_start": load, "profile": "quick" if self.args.quick else "full",
+                "loadavg_start": load, "profile": self.profile,
+                "command": os.environ.get("MONGOELECTOR_BENCH_COMMAND")
+                or " ".join(["python3", "tests/bench/harness.py"] + sys.argv[1:]),
                 "params": self.p, "python": sys.version.split()[0]}
 
     def header_md(self):
         m = self.out["meta"]
         s = m.get("server", {})
-        lines = ["# mongoelector benchmark (issue #10)", "",
+        title = ("# Batched renewal: keep-alive leases renewed in batches vs key by key (issue #17)"
+                 if self.args.renewal else "# mongoelector benchmark (issue #10)")
+        lines = [title, "",
+                 f"* command: `{m.get('command', '?')}`",
                  f"* date: {m['date']}; commit {m['commit']}; profile {m['profile']}",
                  f"* machine: {m['machine']}; load average at start "
                  f"{', '.join(f'{x:.2f}' for x in m['loadavg_start']) if m.get('loadavg_start') else '?'}",
@@ -1309,16 +1453,17 @@ class Harness:
         if self.args.unsafe:
             lines.append("* our lockers run with `allow_unsafe_server` (the server's findAndModify "
                          "is not atomic); our electors refuse such servers.")
-        lines.append("* ratios (\"vs original\") are ours / original from this run.")
+        if not self.args.renewal:
+            lines.append("* ratios (\"vs original\") are ours / original from this run.")
         return "\n".join(lines)
 
     def write(self, final=False):
         md = self.header_md() + "\n\n" + "\n\n".join(self.md_sections)
         if final and self.out["meta"].get("runtime_s") is not None:
             md += f"\n\nRuntime: {self.out['meta']['runtime_s']:.0f} s.\n"
-        with open(os.path.join(self.results_dir, "results.md"), "w") as f:
+        with open(os.path.join(self.results_dir, self.name + ".md"), "w") as f:
             f.write(md + "\n")
-        with open(os.path.join(self.results_dir, "results.json"), "w") as f:
+        with open(os.path.join(self.results_dir, self.name + ".json"), "w") as f:
             json.dump(self.out, f, indent=1, default=str)
 
     def plot(self):
@@ -1449,7 +1594,7 @@ class Harness:
                      f"{m['profile']}\n{m['machine']}\nserver: "
                      f"{m.get('server', {}).get('description', '?')}", fontsize=9)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))
-        path = os.path.join(self.results_dir, "results.png")
+        path = os.path.join(self.results_dir, self.name + ".png")
         fig.savefig(path, dpi=100)
         plt.close(fig)
         return path
@@ -1479,7 +1624,8 @@ class Harness:
             self.out["meta"]["notes"] = self.notes
             self.out["meta"]["contenders"] = {
                 c.id: {"label": c.label, "info": c.info, "error": c.error} for c in self.contenders}
-            only = self.args.only.split(",") if self.args.only else SCENARIOS
+            only = (self.args.only.split(",") if self.args.only
+                    else ["scale"] if self.args.renewal else SCENARIOS)
             for name in only:
                 if name not in SCENARIOS:
                     raise SystemExit(f"harness: unknown scenario {name} (one of {', '.join(SCENARIOS)})")
@@ -1503,8 +1649,8 @@ class Harness:
             png = self.plot()
             self.out["meta"]["plot"] = png
             self.write(final=True)
-            log(f"results: {self.results_dir}/results.md, results.json"
-                + (", results.png" if png else "") + f"; logs in {self.logdir}")
+            log(f"results: {self.results_dir}/{self.name}.md, {self.name}.json"
+                + (f", {self.name}.png" if png else "") + f"; logs in {self.logdir}")
             log(f"runtime {self.out['meta']['runtime_s']:.0f} s")
         finally:
             self.stop_evt.set()
@@ -1524,6 +1670,16 @@ def main():
     ap.add_argument("--contenders", help="comma-separated subset: original,py-db,py-uri,c,go")
     ap.add_argument("--trials", type=int, help="failover trials per contender and stop kind")
     ap.add_argument("--scale-sizes", help="comma-separated key counts for the scale scenario")
+    ap.add_argument("--scale-modes",
+                    help="renewal modes of ours in the scale scenario: batched,per-key (default both)")
+    ap.add_argument("--scale-ttl", type=float, help="ttl of the scale scenario's leases (s)")
+    ap.add_argument("--scale-window", type=float,
+                    help="measuring window per size, s (rounded to whole renew intervals, ttl/3)")
+    ap.add_argument("--renewal", action="store_true",
+                    help="the figures of issue #17 (tests/bench/renewal.sh): scale only, N = "
+                         "1..5000, ttl 15, 60 s, batched vs per-key, ours only, into renewal.md")
+    ap.add_argument("--name", help="base name of the output files (default results; "
+                                   "renewal with --renewal)")
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--server", default="java", choices=["java", "ferretdb"])
     ap.add_argument("--uri", help="use this server (default: $MONGOELECTOR_TEST_URI, else start --server)")

@@ -6,7 +6,8 @@
 #   bash tests/bench/run.sh [--quick] [--only ops,cycles,failover,contention,cost,load,scale]
 #                           [--trials N] [--results DIR] [--server java|ferretdb]
 #                           [--contenders original,py-db,py-uri,c] [--scale-sizes 1,10,100]
-#                           [--go] [--no-install]
+#                           [--scale-modes batched,per-key] [--scale-ttl S] [--scale-window S]
+#                           [--renewal] [--go] [--no-install]
 #
 #   --quick        smoke-test profile (about 3 minutes; the full one takes about 15)
 #   --only S,...   run only these scenarios
@@ -15,6 +16,9 @@
 #                  (default tests/bench/results)
 #   --server KIND  start this test server (default java); MONGOELECTOR_TEST_URI or --uri
 #                  URI use a running server instead (MongoDB: its own TTL monitor)
+#   --renewal      the figures of issue #17 (what tests/bench/renewal.sh runs): the scale
+#                  scenario alone, N = 1..5000 at ttl 15 for 60 s, batched vs per-key
+#                  renewal, ours only, into renewal.md (--quick: renewal-quick.md)
 #   --go           add the Go binding as a contender (capi/go; needs Go and its module)
 #   --no-install   use the existing builds and venvs as they are (no cmake, no pip)
 #
@@ -41,9 +45,13 @@ PYMONGO="pymongo>=4.13,<5"
 
 INSTALL=1
 GO=0
+RENEWAL=0
 ARGS=()
+# The command line, for the header of the results (renewal.sh sets its own).
+export MONGOELECTOR_BENCH_COMMAND="${MONGOELECTOR_BENCH_COMMAND:-bash tests/bench/run.sh${*:+ $*}}"
 while (($#)); do
   case "$1" in
+    --renewal) RENEWAL=1; ARGS+=("$1"); shift ;;
     --no-install) INSTALL=0; shift ;;
     --go) GO=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -68,13 +76,18 @@ orig_ok() {
   [[ -x "$ORIG_VENV/bin/python" ]] && (cd / && env -u PYTHONPATH "$ORIG_VENV/bin/python" -c \
     "import importlib.metadata as m, pymongo; assert m.version('mongoelector') == '1.0.2'") 2>/dev/null
 }
-if ! orig_ok && ((INSTALL)); then
+# The renewal figures leave the original out (it has no lease) unless --contenders names it.
+WANT_ORIG=1
+if ((RENEWAL)) && [[ " ${ARGS[*]} " != *original* ]]; then WANT_ORIG=0; fi
+if ((WANT_ORIG)) && ! orig_ok && ((INSTALL)); then
   say "installing $ORIGINAL into $ORIG_VENV"
   python3 -m venv --clear "$ORIG_VENV" &&
     "$ORIG_VENV/bin/python" -m pip install -q --disable-pip-version-check "$ORIGINAL" "$PYMONGO" ||
     say "WARNING: could not install the original"
 fi
-if orig_ok; then
+if ((!WANT_ORIG)); then
+  :
+elif orig_ok; then
   HARNESS_ARGS+=(--original-python "$ORIG_VENV/bin/python")
 else
   say "WARNING: no original contender ($ORIG_VENV)"

@@ -7,6 +7,7 @@ Prints what the terminal showed; exits 0 when both checks pass.
 """
 import os
 import re
+import select
 import pty
 import sys
 import time
@@ -20,9 +21,13 @@ SCRIPT = (
 
 
 def read_until(fd, token, seconds):
+    """Reads until `token` was seen or `seconds` pass (never blocks longer)."""
     out = b""
     end = time.time() + seconds
     while time.time() < end and token not in out:
+        ready, _, _ = select.select([fd], [], [], 0.05)
+        if not ready:
+            continue
         try:
             data = os.read(fd, 4096)
         except OSError:
@@ -42,9 +47,16 @@ os.write(fd, b"hello\n")
 seen += read_until(fd, b"rc1:", 10)
 seen += read_until(fd, b"ready", 10)
 time.sleep(0.2)
-os.write(fd, b"\x03")  # Ctrl-C
-seen += read_until(fd, b"rc2:", 10)
+for _ in range(3):  # Ctrl-C; sent again only if nothing came of it
+    os.write(fd, b"\x03")
+    seen += read_until(fd, b"rc2:", 3)
+    if b"rc2:" in seen:
+        break
 seen += read_until(fd, b"\n", 1)
+try:
+    os.kill(pid, 9)  # the interactive shell, if something is still hanging
+except ProcessLookupError:
+    pass
 os.waitpid(pid, 0)
 text = seen.decode(errors="replace").replace("\r", "")
 print(text)

@@ -443,7 +443,7 @@ run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded
 run_test "run: lock forced away -> SIGTERM, exit 70" t_lost_forced
 run_test "run: CMD ignoring SIGTERM killed after --grace" t_lost_grace_kill
 run_test "run: signals reach CMD's process group; leftovers killed; exact status" t_process_group
-run_test "run: at a terminal, CMD has it (reads input, gets Ctrl-C once)" t_terminal
+[[ $STORAGE == sqlite ]] && run_test "run: at a terminal, CMD has it (reads input, gets Ctrl-C once)" t_terminal
 run_test "run: --min-hold keeps the lock taken after CMD ends" t_min_hold
 run_test "run: --once-per runs once per window across processes" t_once_per
 [[ $STORAGE == mongo ]] && run_test "run: server frozen -> CMD stopped before expiry, 70" t_lost_frozen_server

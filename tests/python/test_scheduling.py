@@ -176,7 +176,7 @@ def test_singleton_async(db_backend):
 def test_singleton_lost_lease_raises(db_backend):
     k = key()
 
-    @singleton(k, db_backend.db, ttl=30, lease=True)
+    @singleton(k, db_backend.db, ttl=1.5, lease=True)  # renewed every 0.5 s
     def job(lease):
         MongoLocker(k, db_backend.db, ttl=30).acquire(force=True)
         assert lease.wait_lost(10)

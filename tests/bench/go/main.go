@@ -452,7 +452,22 @@ func cmdCost() {
 }
 
 // ---- scale -----------------------------------------------------------------------------
+// cmdScale: keep-alive leases on scale-0 .. scale-(N-1), one client; --mode batched (the
+// library's default renewer) or per-key (MONGOELECTOR_BATCH_RENEWALS=0 in the
+// environment, checked). GROW N acquires the missing keys on 8 goroutines at once;
+// a lease's loss prints EVENT lost T KEY the moment its Context ends with ErrLeaseLost.
 func cmdScale() {
+	perKeyEnv := os.Getenv("MONGOELECTOR_BATCH_RENEWALS") == "0"
+	if opt.mode != "batched" && opt.mode != "per-key" {
+		die("scale", fmt.Errorf("unknown --mode %s (batched or per-key)", opt.mode))
+	}
+	if perKeyEnv != (opt.mode == "per-key") {
+		die("scale", fmt.Errorf("--mode %s but MONGOELECTOR_BATCH_RENEWALS=%q", opt.mode,
+			os.Getenv("MONGOELECTOR_BATCH_RENEWALS")))
+	}
+	// Below the client's default pool (10 connections), so that the renewer always finds
+	// one while keys are being acquired; transient failures are retried.
+	const growers, attempts = 8, 10
 	c := newClient(opt.uri)
 	var leases []*me.Lease
 	say("READY")
@@ -466,11 +481,61 @@ func cmdScale() {
 		case "GROW":
 			target, _ := strconv.Atoi(f[1])
 			s := mono()
-			for len(leases) < target {
-				l := newLocker(c, fmt.Sprintf("scale-%d", len(leases)), opt.ttl, -1, "")
-				le, err := l.TryHold(bg)
-				must(err, "TryHold")
-				leases = append(leases, le)
+			if target > len(leases) {
+				from := len(leases)
+				grown := make([]*me.Lease, target-from)
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for g := 0; g < growers && g < len(grown); g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for {
+							i := int(next.Add(1)) - 1
+							if i >= len(grown) {
+								return
+							}
+							key := fmt.Sprintf("scale-%d", from+i)
+							o := &me.LockerOptions{TTL: dur(opt.ttl), AllowUnsafeServer: opt.unsafe}
+							var l *me.Locker
+							var le *me.Lease
+							var err error
+							// Only this process uses these keys: a key found held after a
+							// failed attempt was taken by that attempt: free it, try again.
+							for a := 1; a <= attempts; a++ {
+								if l == nil {
+									l, err = me.NewLocker(bg, c, key, o) // may create the indexes
+								}
+								if l != nil {
+									le, err = l.TryHold(bg)
+								}
+								if err == nil || (a == 1 && errors.Is(err, me.ErrLockExists)) {
+									break
+								}
+								if l != nil && errors.Is(err, me.ErrLockExists) {
+									fmt.Fprintf(os.Stderr, "bench_contender_go: %s: held after a failed attempt: freeing it\n", key)
+									if rerr := l.ForceRelease(bg); rerr == nil {
+										continue
+									}
+								}
+								fmt.Fprintf(os.Stderr, "bench_contender_go: %s: attempt %d: %v\n", key, a, err)
+								if a < attempts {
+									time.Sleep(500 * time.Millisecond)
+								}
+							}
+							must(err, "TryHold "+key)
+							grown[i] = le
+							go func() {
+								<-le.Done()
+								if errors.Is(context.Cause(le.Context()), me.ErrLeaseLost) {
+									say("EVENT lost %.6f %s", mono(), key)
+								}
+							}()
+						}
+					}()
+				}
+				wg.Wait()
+				leases = append(leases, grown...)
 			}
 			say("HOLDING %d %.3f", len(leases), mono()-s)
 		case "STATS":
@@ -480,8 +545,12 @@ func cmdScale() {
 					lost++
 				}
 			}
-			say(`RESULT {"phase":"scale","held":%d,"lost":%d,"threads":%d,"rss_kib":%d}`,
-				len(leases), lost, procStatus("Threads"), procStatus("VmRSS"))
+			st, err := me.Stats()
+			must(err, "Stats")
+			say(`RESULT {"phase":"scale","mode":"%s","held":%d,"lost":%d,"threads":%d,"rss_kib":%d,`+
+				`"cpu_s":%.4f,"renewals":%d,"renewal_failures":%d,"round_trips":%d}`,
+				opt.mode, len(leases), lost, procStatus("Threads"), procStatus("VmRSS"), cpuSeconds(),
+				st.Renewals, st.RenewalFailures, st.RoundTrips)
 		}
 	}
 	os.Exit(0)
@@ -511,7 +580,7 @@ func main() {
 	fs.StringVar(&opt.keys, "keys", "k", "")
 	fs.StringVar(&opt.key, "key", "k", "")
 	fs.StringVar(&opt.clients, "clients", "shared", "")
-	fs.StringVar(&opt.mode, "mode", "per-key", "")
+	fs.StringVar(&opt.mode, "mode", "batched", "")
 	fs.BoolVar(&opt.unsafe, "unsafe", false, "")
 	fs.IntVar(&opt.n, "n", 50, "")
 	fs.IntVar(&opt.threads, "threads", 1, "")

@@ -547,6 +547,14 @@ extern "C" {
         elector: *mut mongoelector_elector,
         json_out: *mut *mut c_char,
     ) -> mongoelector_status;
+    pub fn mongoelector_elector_resign(
+        elector: *mut mongoelector_elector,
+        hold_off_seconds: f64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_elector_transfer(
+        elector: *mut mongoelector_elector,
+        to_uuid: *const c_char,
+    ) -> mongoelector_status;
 
     // ---- Keep-alive lease
     pub fn mongoelector_lease_options_init(options: *mut mongoelector_lease_options);

@@ -299,6 +299,21 @@ impl Elector {
         check(unsafe { sys::mongoelector_elector_release(self.ptr) })
     }
 
+    /// Gives up leadership now (fenced; `on_leader_loss` runs and returns before the
+    /// release is sent) and keeps the loop running, but does not stand again for
+    /// `hold_off` (None: the ttl), so another member takes over in about ttl/4.
+    pub fn resign(&self, hold_off: Option<std::time::Duration>) -> Result<()> {
+        let secs = hold_off.map_or(-1.0, |d| d.as_secs_f64());
+        check(unsafe { sys::mongoelector_elector_resign(self.ptr, secs) })
+    }
+    /// Hands leadership to the member with uuid `to_uuid`; it takes over at its next
+    /// peek (about ttl/4) with one renewal of its own. InvalidArgument unless this node
+    /// leads and `to_uuid` is a member.
+    pub fn transfer(&self, to_uuid: &str) -> Result<()> {
+        let c = cstring("to_uuid", to_uuid)?;
+        check(unsafe { sys::mongoelector_elector_transfer(self.ptr, c.as_ptr()) })
+    }
+
     fn flag(
         &self,
         f: unsafe extern "C" fn(

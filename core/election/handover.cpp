@@ -1,0 +1,225 @@
+// Graceful handover: Elector::resign() and Elector::transfer(), and the follower side
+// (peeks, accepting a hand-over). Invariants kept (protocol notes):
+//  * Step-down before takeover: the leader ends its term locally (is_leader() false, the
+//    deadline timer cancelled) and on_leader_loss RETURNS before the one write that lets
+//    anyone else take over (the fenced release of resign(), the hand-over of transfer()).
+//  * One leader at a time: the target leads only after a renewal of its own, sent after
+//    it read the hand-over, its lease counted from that send (never from the old
+//    leader's write).
+//  * Tokens increase: the hand-over writes fence + 1 (same epoch); later claims $inc from
+//    there. A hold whose counter would leave its epoch is not handed over.
+//  * Late operations: the hand-over names the hold (uuid AND fence, unexpired), so a
+//    stale transfer() cannot move a newer hold; the old leader's late renewals name its
+//    own uuid and no longer match.
+#include <cmath>
+
+#include "../exceptions.h"
+#include "../metrics.h"
+#include "elector.h"
+
+namespace mongoelector {
+
+namespace {
+constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
+}  // namespace
+
+bool Storage::hand_over(const std::string&, const HandOver&) {
+  throw StorageError("this storage does not support hand-over (transfer)");
+}
+
+bool Storage::HandOver::apply_to(Document& doc) const {
+  const LockDoc cur = LockDoc::from_document(doc);
+  if (!cur.locked || cur.uuid != from_uuid || cur.fence != from_fence || !cur.held_at(now_ms))
+    return false;
+  doc.set("uuid", to_uuid);
+  doc.set("host", to_host);
+  doc.set("pid", to_pid);
+  doc.set("fence", to_fence);
+  doc.set("ts_created", DateTime{now_ms});
+  doc.set("ts_expire", DateTime{expire_ms});
+  doc.set("handover_from", from_uuid);
+  doc.set("handover_fence", to_fence);
+  return true;
+}
+
+std::int64_t Elector::handover_poll_ms() const {
+  const std::int64_t ttl = locker_->ttl_ms();
+  if (!options_.handover_poll_s) return std::max<std::int64_t>(1, ttl / 4);
+  if (*options_.handover_poll_s <= 0) return 0;
+  return std::max<std::int64_t>(1, std::llround(*options_.handover_poll_s * 1000.0));
+}
+
+std::optional<Elector::Event> Elector::accept_handover(std::int64_t now, const LockDoc& doc) {
+  if (doc.uuid != locker_->identity().uuid || doc.fence < kEpochUnit) return std::nullopt;
+  // The mark must name this very hold: a later claim ($inc of fence) voids it.
+  const std::optional<std::int64_t> marked = doc.raw.get_int("handover_fence");
+  if (!marked || *marked != doc.fence) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (accepted_handover_fence_ >= doc.fence) return std::nullopt;  // taken (or refused) once
+  }
+  if (locker_->hold() || locker_->has_stranded()) return std::nullopt;
+  // One renewal of our own, named by uuid and the handed-over fence; the lease counts
+  // from its send (`sent` is read before the estimate the write carries).
+  const std::int64_t sent = clock_->mono_ms();
+  Locker::RenewTicket t = locker_->begin_renew(sent);
+  t.fence = doc.fence;
+  t.request.fence = doc.fence;
+  bool ok;
+  try {
+    ok = locker_->storage().renew(locker_->options().collection, options_.key,
+                                  locker_->identity().uuid, doc.fence, t.at.now_ms,
+                                  t.request.expire_ms);
+  } catch (...) {
+    metrics::record_renewal(false);
+    // Idempotent: the next peek tries the same renewal again.
+    locker_->finish_renew(t, false);
+    throw;
+  }
+  metrics::record_renewal(ok);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    accepted_handover_fence_ = doc.fence;
+  }
+  if (!locker_->finish_renew(t, ok)) return Event::None;  // expired meanwhile
+  const std::optional<Lease> lease = locker_->lease();
+  if (!lease) return Event::None;
+  log(LogLevel::Info,
+      "took over " + options_.key + " handed over by " +
+          doc.raw.get_string("handover_from").value_or("?"),
+      log_fields(LogEvent::None, doc.fence));
+  return begin_term(now, *lease);
+}
+
+std::optional<std::int64_t> Elector::end_term_for_handover(std::int64_t hold_off_until) {
+  std::int64_t fence;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    hold_off_until_mono_ = std::max(hold_off_until_mono_, hold_off_until);
+    last_report_mono_ = -1;  // the next poll reports is_leader: false
+    auto d = renew_deadline_locked();
+    if (!d || clock_->mono_ms() >= *d) return std::nullopt;  // the timer announces it
+    leader_ = false;
+    leader_exists_ = false;
+    cancel_deadline_locked();
+    fence = term_fence_;
+  }
+  cv_.notify_all();
+  // Not ours to act on any more; the server copy is released or handed over next.
+  locker_->strand(fence);
+  return fence;
+}
+
+bool Elector::resign(std::optional<double> hold_off_s) {
+  const double h = hold_off_s.value_or(options_.ttl_s);
+  if (!std::isfinite(h) || h < 0 || h > 1e9)
+    throw InvalidArgument("hold_off must be a finite number of seconds in [0, 1e9]");
+  const std::int64_t until = clock_->mono_ms() + std::llround(h * 1000.0);
+  std::optional<std::int64_t> fence;
+  {
+    std::lock_guard<std::timed_mutex> g(poll_mu_);
+    fence = end_term_for_handover(until);
+  }
+  if (fence) {
+    log(LogLevel::Info,
+        "resigned leadership of " + options_.key + " (not standing for " +
+            std::to_string(std::llround(h * 1000.0)) + " ms)",
+        log_fields(LogEvent::StepDown, *fence));
+    fire(Event::LostLeader);  // returns before the release below lets anyone take over
+  }
+  {
+    std::lock_guard<std::timed_mutex> g(poll_mu_);
+    try {
+      locker_->release(false);  // the stranded hold, fenced
+      std::lock_guard<std::mutex> s(mu_);
+      leader_exists_ = false;
+    } catch (const std::exception& ex) {
+      // Kept stranded: the loop releases it (never takes it back during the hold-off).
+      log(LogLevel::Warning, "release of " + options_.key + " failed: " + ex.what(),
+          log_fields(LogEvent::ReleaseFailed));
+    }
+  }
+  cv_.notify_all();
+  return fence.has_value();
+}
+
+void Elector::transfer(const std::string& to_uuid) {
+  const std::string& me = locker_->identity().uuid;
+  if (to_uuid.empty()) throw InvalidArgument("transfer needs the uuid of the member to hand over to");
+  if (to_uuid == me) throw InvalidArgument("cannot transfer leadership of " + options_.key + " to this node");
+  const std::optional<std::int64_t> current = leader_fence();
+  if (!current) throw InvalidArgument("not the leader of " + options_.key + ": nothing to transfer");
+  if ((*current & (kEpochUnit - 1)) == kEpochUnit - 1)
+    throw InvalidArgument("the token counter of this epoch is exhausted: resign() instead");
+  // The target must be a member (its status document): its host and pid go into the
+  // lock document, so that observers see who leads. Without status reports any uuid is
+  // accepted (a uuid nobody runs costs one ttl, as a crash does).
+  std::string host;
+  std::int64_t pid = 0;
+  if (options_.report_status) {
+    bool found = false;
+    for (const Document& m : locker_->storage().list_status(options_.status_collection, options_.key)) {
+      if (m.get_string("uuid").value_or(m.get_string("_id").value_or("")) != to_uuid) continue;
+      found = true;
+      host = m.get_string("host").value_or("");
+      pid = m.get_int("pid").value_or(0);
+      break;
+    }
+    if (!found)
+      throw InvalidArgument(to_uuid + " is not a member of " + options_.key +
+                            " (no status document in " + options_.status_collection + ")");
+  }
+  std::optional<std::int64_t> fence;
+  {
+    std::lock_guard<std::timed_mutex> g(poll_mu_);
+    fence = end_term_for_handover(0);
+    if (!fence) throw InvalidArgument("not the leader of " + options_.key + ": nothing to transfer");
+    std::lock_guard<std::mutex> s(mu_);
+    handing_over_ = true;  // the loop must not take the stranded hold back meanwhile
+  }
+  struct Done {  // clears handing_over_ on every path
+    Elector* e;
+    ~Done() {
+      {
+        std::lock_guard<std::mutex> s(e->mu_);
+        e->handing_over_ = false;
+      }
+      e->cv_.notify_all();
+    }
+  } done{this};
+  log(LogLevel::Info, "handing leadership of " + options_.key + " over to " + to_uuid,
+      log_fields(LogEvent::StepDown, *fence));
+  fire(Event::LostLeader);  // returns before the hand-over lets the target lead
+  bool ok;
+  {
+    std::lock_guard<std::timed_mutex> g(poll_mu_);
+    const ServerTime t = locker_->server_clock().estimate_sampling();
+    Storage::HandOver h;
+    h.key = options_.key;
+    h.from_uuid = me;
+    h.from_fence = *fence;
+    h.to_uuid = to_uuid;
+    h.to_host = host;
+    h.to_pid = pid;
+    h.to_fence = *fence + 1;
+    h.now_ms = t.now_ms;
+    h.expire_ms = t.now_ms + locker_->ttl_ms();
+    ok = locker_->storage().hand_over(locker_->options().collection, h);
+    if (ok) {
+      try {
+        locker_->release(false);  // our stranded copy: matches nothing now, clears it
+      } catch (const std::exception&) {
+        // Still stranded: the loop settles it (a fenced release that cannot match).
+      }
+    }
+    std::lock_guard<std::mutex> s(mu_);
+    leader_exists_ = ok;
+  }
+  if (!ok)
+    throw InvalidArgument("the lease of " + options_.key +
+                          " ended before it could be handed over: nothing was handed over");
+  log(LogLevel::Info, "handed leadership of " + options_.key + " over to " + to_uuid,
+      log_fields(LogEvent::None, *fence + 1));
+}
+
+}  // namespace mongoelector
