@@ -186,6 +186,15 @@ void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
         const std::int64_t b = st.storage->call_bound_ms();
         if (b > 0 && (via->call_bound_ms() <= 0 || b < via->call_bound_ms())) via = st.storage;
       }
+      // Leases whose lockers sampled the server's clock apart compute expiries a few ms
+      // apart: each is raised to the batch's latest now + its own lease length, so that
+      // one ttl makes one update. Only ever LATER than the lease's own computation: the
+      // server keeps the lock at least as long as the holder counts on it.
+      for (std::size_t j = from; j < to; ++j) {
+        const auto& st = starts[members[j]];
+        RenewRequest& r = requests[j - from];
+        r.expire_ms = std::max(r.expire_ms, now_ms + (r.expire_ms - st.now_ms));
+      }
       std::vector<bool> renewed;
       std::string error;
       try {

@@ -354,6 +354,7 @@ class Harness:
         self.prefix = f"meb{os.getpid()}_"
         self.out = {"meta": {}, "scenarios": {}}
         self.md_sections = []
+        self.partial_md = None  # a scenario's table so far (written while it runs)
         self.server_uri = None
         self.server_kind = None
         self.server_proc = None
@@ -549,6 +550,7 @@ class Harness:
     def emit(self, md):
         print(md + "\n", flush=True)
         self.md_sections.append(md)
+        self.partial_md = None
 
     # ---- scenario 1: commands per operation ----------------------------------------
     OPS = [
@@ -1286,6 +1288,13 @@ class Harness:
                 proxy.close()
             res[label] = {"contender": c.id, "mode": mode, "rows": rows}
             self.drop_dbs("scale")
+            # What is measured so far goes to the results at once: a long run that is
+            # interrupted still leaves its figures (marked partial).
+            self.out["scenarios"]["scale"] = res
+            self.partial_md = (self.md_scale(res) + "\n\n**Partial**: written after "
+                               f"{len(res)} of {len(self.scale_entries())} processes; the run "
+                               "was still going or was interrupted.")
+            self.write()
         self.out["scenarios"]["scale"] = res
         self.emit(self.md_scale(res))
 
@@ -1458,7 +1467,8 @@ class Harness:
         return "\n".join(lines)
 
     def write(self, final=False):
-        md = self.header_md() + "\n\n" + "\n\n".join(self.md_sections)
+        md = self.header_md() + "\n\n" + "\n\n".join(
+            self.md_sections + ([self.partial_md] if self.partial_md else []))
         if final and self.out["meta"].get("runtime_s") is not None:
             md += f"\n\nRuntime: {self.out['meta']['runtime_s']:.0f} s.\n"
         with open(os.path.join(self.results_dir, self.name + ".md"), "w") as f:
