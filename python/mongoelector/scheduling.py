@@ -107,7 +107,8 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
         return held
 
     def finish(held: Lease, failed: bool) -> None:
-        lost = held.lost.is_set()
+        # The native flag, not only the Event: the on_lost callback may still be on its way.
+        lost = held.lost.is_set() or held.wait_lost(0)
         try:
             held.release()
         finally:
