@@ -32,6 +32,19 @@ bool Clock::try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) {
   return m.try_lock_until(std::chrono::steady_clock::time_point(milliseconds(deadline_mono_ms)));
 }
 
+std::thread start_clock_thread(Clock& clock, std::function<void()> body) {
+  clock.worker_spawning();
+  try {
+    return std::thread([&clock, body = std::move(body)] {
+      clock.worker_begins();
+      body();
+    });
+  } catch (...) {
+    clock.worker_spawn_failed();
+    throw;
+  }
+}
+
 std::shared_ptr<Clock> system_clock() {
   static std::shared_ptr<Clock> clock = std::make_shared<SystemClock>();
   return clock;

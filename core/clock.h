@@ -7,10 +7,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "deadline_timer.h"
 
 namespace mongoelector {
+
+class Renewer;
 
 class Clock {
  public:
@@ -32,7 +35,19 @@ class Clock {
   // Locks `m` unless that would take past `deadline_mono_ms`; false if it did not.
   // Default: std::timed_mutex::try_lock_until on the steady clock.
   virtual bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms);
+  // The renewer that keeps leases on this clock alive; nullptr: the process-wide one
+  // (Renewer::for_clock). A ManualClock owns one whose thread waits on its time.
+  virtual Renewer* renewer() { return nullptr; }
+  // Threads whose work runs on this clock's time (election loops, renewers, observers)
+  // are started through start_clock_thread(), which calls these: a ManualClock counts
+  // them, to know when all of them are idle. No-ops on the other clocks.
+  virtual void worker_spawning() {}
+  virtual void worker_spawn_failed() {}
+  virtual void worker_begins() {}
 };
+
+// Starts a thread that runs `body` on `clock`'s time (see Clock::worker_spawning).
+std::thread start_clock_thread(Clock& clock, std::function<void()> body);
 
 class SystemClock final : public Clock {
  public:

@@ -46,7 +46,7 @@ Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
                std::shared_ptr<Clock> clock, Identity identity)
     : storage_(std::move(storage)),
       options_(std::move(options)),
-      clock_(std::move(clock)),
+      clock_(clock ? std::move(clock) : storage_ ? storage_->clock() : nullptr),
       identity_(std::move(identity)),
       server_clock_(clock_, non_null(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
   validate_key(options_.key);

@@ -103,7 +103,7 @@ struct Lease {
 class Locker {
  public:
   Locker(std::shared_ptr<Storage> storage, LockerOptions options,
-         std::shared_ptr<Clock> clock = system_clock(), Identity identity = Identity::generate());
+         std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
 
   // Full acquire as in the contract. blocking=false with a timeout -> InvalidArgument.
   // Non-blocking and held -> LockExists("<key> owned by <host> pid <pid>"). Blocking:

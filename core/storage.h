@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
 #include "value.h"
 
 namespace mongoelector {
@@ -154,6 +155,10 @@ class Storage {
   virtual ~Storage() = default;
 
   virtual ServerInfo server_info() = 0;
+
+  // The clock that lockers, electors and leases on this storage run on when none is
+  // given: the system clock, or a memory:// backend's ManualClock (testing kit).
+  virtual std::shared_ptr<Clock> clock() { return system_clock(); }
 
   // The longest one call can take before it fails (connection, selection and socket
   // timeouts together), or 0 when unknown. The elector never starts a renewal that

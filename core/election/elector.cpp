@@ -30,7 +30,7 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
                  ElectorCallbacks callbacks, std::shared_ptr<Clock> clock, Identity identity)
     : options_(std::move(options)),
       callbacks_(std::move(callbacks)),
-      clock_(clock),
+      clock_(clock ? clock : storage ? storage->clock() : nullptr),
       rng_(std::random_device{}()) {
   if (options_.allow_unsafe_server)
     throw InvalidArgument(
@@ -111,7 +111,7 @@ void Elector::start() {
   }
   stop_requested_ = false;
   running_ = true;  // set before the thread runs, so running() is true on return
-  thread_ = std::thread([this] { run_loop(); });
+  thread_ = start_clock_thread(*clock_, [this] { run_loop(); });
 }
 
 void Elector::run_loop() {

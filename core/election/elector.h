@@ -92,7 +92,7 @@ struct ElectorCallbacks {
 class Elector {
  public:
   Elector(std::shared_ptr<Storage> storage, ElectorOptions options, ElectorCallbacks callbacks,
-          std::shared_ptr<Clock> clock = system_clock(), Identity identity = Identity::generate());
+          std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
   // Stops the loop and joins its thread. Must not run on the loop thread (from one of
   // its own callbacks): the loop still uses the object after the callback returns.
   // Bindings whose last reference may drop inside a callback hand the destruction to

@@ -54,6 +54,11 @@ Renewer& Renewer::system() {
   return *g_renewer;
 }
 
+Renewer& Renewer::for_clock(Clock& clock) {
+  if (Renewer* own = clock.renewer()) return *own;
+  return system();
+}
+
 void Renewer::add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms) {
   const Renewable* key = r.get();
   {
@@ -70,7 +75,7 @@ void Renewer::add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms) {
     if (!started_ && threads_ > 0) {
       started_ = true;
       workers_.reserve(static_cast<std::size_t>(threads_));
-      for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { worker(); });
+      for (int i = 0; i < threads_; ++i) workers_.push_back(start_clock_thread(*clock_, [this] { worker(); }));
     }
   }
   cv_.notify_one();

@@ -87,6 +87,9 @@ class Renewer {
 
   // The process-wide renewer on the system clock. Never destroyed.
   static Renewer& system();
+  // The renewer of leases on `clock`: its own (Clock::renewer(), a ManualClock's) or the
+  // process-wide one.
+  static Renewer& for_clock(Clock& clock);
 
   // Queues `r` to run at `due_mono_ms`. A renewable is queued at most once.
   void add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms);

@@ -271,7 +271,7 @@ std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Locker> 
 
 KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<void()> on_lost,
                                Renewer* renewer)
-    : renewer_(renewer ? renewer : &Renewer::system()) {
+    : renewer_(renewer ? renewer : locker ? &Renewer::for_clock(locker->clock()) : &Renewer::system()) {
   if (!locker) throw InvalidArgument("locker must not be null");
   if (&locker->clock() != &renewer_->clock())
     throw InvalidArgument("the renewer must run on the locker's clock");

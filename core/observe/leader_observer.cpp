@@ -8,13 +8,20 @@
 
 namespace mongoelector {
 
+namespace {
+Storage& non_null_storage(const std::shared_ptr<Storage>& storage) {
+  if (!storage) throw InvalidArgument("storage must not be null");
+  return *storage;
+}
+}  // namespace
+
 LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
                                OnChange on_change, std::shared_ptr<Clock> clock)
     : storage_(std::move(storage)),
       options_(std::move(options)),
       on_change_(std::move(on_change)),
-      clock_(std::move(clock)),
-      server_clock_(clock_, *storage_) {
+      clock_(clock ? std::move(clock) : storage_ ? storage_->clock() : nullptr),
+      server_clock_(clock_, non_null_storage(storage_)) {
   validate_key(options_.key);
   validate_collection(options_.lock_collection);
   if (!std::isfinite(options_.interval_s) || options_.interval_s <= 0 || options_.interval_s > 1e6)
@@ -51,7 +58,7 @@ void LeaderObserver::start() {
   std::lock_guard<std::mutex> g(mu_);
   if (thread_.joinable()) return;
   stop_requested_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_clock_thread(*clock_, [this] { run(); });
 }
 
 void LeaderObserver::stop() {

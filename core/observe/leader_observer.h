@@ -47,7 +47,7 @@ class LeaderObserver {
  public:
   using OnChange = std::function<void(const LeaderState&)>;
   LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
-                 OnChange on_change = {}, std::shared_ptr<Clock> clock = system_clock());
+                 OnChange on_change = {}, std::shared_ptr<Clock> clock = nullptr);
   // Stops the thread (waits for it unless called from on_change).
   ~LeaderObserver();
   LeaderObserver(const LeaderObserver&) = delete;

@@ -96,7 +96,7 @@ struct SemaphoreHold {
 class Semaphore {
  public:
   Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
-            std::shared_ptr<Clock> clock = system_clock(), Identity identity = Identity::generate());
+            std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
 
   // Takes one slot: the fencing token. Same rules as Locker::acquire (blocking=false with
   // a timeout -> InvalidArgument; non-blocking and full -> LockExists("<key>: all N

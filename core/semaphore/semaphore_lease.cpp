@@ -194,7 +194,9 @@ std::unique_ptr<SemaphoreLease> SemaphoreLease::acquire(std::shared_ptr<Semaphor
 
 SemaphoreLease::SemaphoreLease(std::shared_ptr<Semaphore> semaphore,
                                std::function<void()> on_lost, Renewer* renewer)
-    : renewer_(renewer ? renewer : &Renewer::system()) {
+    : renewer_(renewer ? renewer
+                        : semaphore ? &Renewer::for_clock(semaphore->clock())
+                                    : &Renewer::system()) {
   if (!semaphore) throw InvalidArgument("semaphore must not be null");
   if (&semaphore->clock() != &renewer_->clock())
     throw InvalidArgument("the renewer must run on the semaphore's clock");

@@ -311,7 +311,23 @@ bool MemoryStorage::release_semaphore(const std::string& collection, const std::
 
 bool is_memory_uri(const std::string& uri) { return uri.rfind("memory://", 0) == 0; }
 
-std::shared_ptr<MemoryClient> MemoryClient::open(const std::string& uri) {
+void MemoryStorage::set_clock(std::shared_ptr<Clock> clock) {
+  std::weak_ptr<Clock> weak = clock;  // not owning: the clock may own leases on this storage
+  set_server_time_source([weak] {
+    auto c = weak.lock();
+    return c ? c->wall_ms() : system_clock()->wall_ms();
+  });
+  std::lock_guard<std::mutex> g(mu_);
+  clock_ = std::move(clock);
+}
+
+std::shared_ptr<Clock> MemoryStorage::clock() {
+  std::lock_guard<std::mutex> g(mu_);
+  return clock_ ? clock_ : system_clock();
+}
+
+std::shared_ptr<MemoryClient> MemoryClient::open(const std::string& uri,
+                                                 std::shared_ptr<Clock> clock) {
   if (!is_memory_uri(uri)) throw InvalidArgument("not a memory:// URI: " + uri);
   const std::string name = uri.substr(std::string("memory://").size());
   if (name.find_first_of("?#") != std::string::npos)
@@ -325,10 +341,11 @@ std::shared_ptr<MemoryClient> MemoryClient::open(const std::string& uri) {
   std::shared_ptr<MemoryStorage> storage = registry[name].lock();
   if (!storage) {
     storage = std::make_shared<MemoryStorage>();
-    std::shared_ptr<Clock> clock = system_clock();
-    storage->set_server_time_source([clock] { return clock->wall_ms(); });
+    storage->set_clock(clock ? clock : system_clock());
     storage->set_clock_sample_board(std::make_shared<ClockSampleBoard>());
     registry[name] = storage;
+  } else if (clock && storage->clock() != clock) {
+    throw InvalidArgument(uri + " is already in use on another clock");
   }
   for (auto it = registry.begin(); it != registry.end();)  // forget the dead ones
     it = it->second.expired() ? registry.erase(it) : std::next(it);

@@ -48,6 +48,10 @@ class MemoryStorage final : public Storage {
   // Shared server-time samples (server_clock.h): none unless a test sets a board.
   void set_clock_sample_board(std::shared_ptr<ClockSampleBoard> b) { board_ = std::move(b); }
   std::shared_ptr<ClockSampleBoard> clock_sample_board() override { return board_; }
+  // The clock its lockers, electors and leases run on by default, whose wall time is also
+  // the server's clock (memory://: the system clock, or a testing kit's ManualClock).
+  void set_clock(std::shared_ptr<Clock> clock);
+  std::shared_ptr<Clock> clock() override;
   // Deletes a lock document behind the library's back (TTL monitor, original node).
   void delete_lock(const std::string& collection, const std::string& key);
   // Makes a held lock expire now (ts_expire = server time), as if its holder had stopped
@@ -91,6 +95,7 @@ class MemoryStorage final : public Storage {
 
  private:
   std::shared_ptr<ClockSampleBoard> board_;
+  std::shared_ptr<Clock> clock_;
   bool renew_locked(const std::string& collection, const RenewRequest& r, std::int64_t now_ms);
   // One round trip: hook, then `apply` under the mutex (or stalled), then hook.
   template <class F>
@@ -123,7 +128,11 @@ class MemoryStorage final : public Storage {
 // Nothing is shared between processes: `mongoelector run` refuses it.
 class MemoryClient final : public StorageClient {
  public:
-  static std::shared_ptr<MemoryClient> open(const std::string& uri);
+  // With `clock`: NAME runs on that clock (a ManualClock); InvalidArgument if NAME is
+  // already in use on another one. Without: whatever clock NAME has (the system clock for
+  // a new NAME).
+  static std::shared_ptr<MemoryClient> open(const std::string& uri,
+                                            std::shared_ptr<Clock> clock = nullptr);
   std::shared_ptr<Storage> open_storage(std::int64_t op_timeout_ms) override;
   const char* backend() const override { return "memory"; }
   const std::string& uri() const override { return uri_; }
