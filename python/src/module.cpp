@@ -29,6 +29,7 @@
 #include "log.h"
 #include "log_bridge.h"
 #include "metrics_binding.h"
+#include "testing_binding.h"
 #include "pymongo_storage.h"
 #include "semaphore/semaphore.h"
 #include "semaphore/semaphore_lease.h"
@@ -147,7 +148,7 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
   o.lazy_token = lazy_token;
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;  // index creation goes through the storage
-  return std::make_shared<me::Locker>(std::move(storage), std::move(o), me::system_clock(),
+  return std::make_shared<me::Locker>(std::move(storage), std::move(o), nullptr,
                                       std::move(id));
 }
 
@@ -252,7 +253,7 @@ class PyElector {
     me::Identity id = identity ? *identity : me::Identity::generate();
     py::gil_scoped_release nogil;
     elector_ = std::make_unique<me::Elector>(std::move(storage), std::move(o), std::move(cb),
-                                             me::system_clock(), std::move(id));
+                                             nullptr, std::move(id));
     callbacks_->elector = elector_.get();
   }
 
@@ -396,7 +397,7 @@ std::shared_ptr<me::Semaphore> make_semaphore(std::shared_ptr<me::Storage> stora
   o.allow_unbounded_calls = allow_unbounded(storage);
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;
-  return std::make_shared<me::Semaphore>(std::move(storage), std::move(o), me::system_clock(),
+  return std::make_shared<me::Semaphore>(std::move(storage), std::move(o), nullptr,
                                          std::move(id));
 }
 
@@ -440,6 +441,7 @@ PYBIND11_MODULE(_native, m) {
   py::register_exception_translator(translate);
   install_log_bridge();
   bind_metrics(m);
+  bind_testing(m);
 
   // Who a locker is. Python passes the original's values (uuid.uuid4(), socket.getfqdn(),
   // os.getpid()) so documents and messages match what the original writes.

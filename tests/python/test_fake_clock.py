@@ -1,0 +1,125 @@
+"""mongoelector.testing.FakeClock (issue #16, item 3): a user's test of "what happens when
+we lose the lock / leadership" on a fake clock: no server, no sleeps, deterministic."""
+
+import datetime
+import threading
+
+import pytest
+
+import mongoelector
+from mongoelector import MongoLeaderElector, MongoSemaphore, testing
+
+
+def test_lease_renews_for_an_hour_of_fake_time_then_is_lost_while_cut_off():
+    clock = testing.FakeClock()
+    db = clock.memory_uri()
+    with pytest.raises(mongoelector.LeaseLost):
+        with mongoelector.lease(db, "report", ttl=15) as held:
+            clock.advance(datetime.timedelta(hours=1))
+            assert not held.lost.is_set(), "renewed every ttl/3 for an hour"
+            with testing.unavailable(db):
+                clock.advance(4.9)
+                assert not held.lost.is_set(), "still inside its renew deadline"
+                clock.advance(15)
+                assert held.lost.is_set(), "declared lost at the renew deadline"
+    assert clock.monotonic() == pytest.approx(3600 + 19.9)
+
+
+def test_stolen_lock_is_lost_at_the_next_renewal_not_before():
+    clock = testing.FakeClock()
+    db = clock.memory_uri()
+    with pytest.raises(mongoelector.LeaseLost):
+        with mongoelector.lease(db, "report", ttl=9) as held:
+            testing.steal(db, "report")
+            clock.advance(2.999)
+            assert not held.lost.is_set(), "no renewal yet (every ttl/3 = 3 s)"
+            clock.advance(0.001)
+            assert held.lost.is_set()
+            assert "no longer ours" in held.reason
+
+
+def test_elector_steps_down_when_cut_off_and_another_takes_over():
+    clock = testing.FakeClock()
+    db = clock.memory_uri()
+    events = []
+    a = MongoLeaderElector("svc", db, ttl=10, on_leader=lambda: events.append("a+"),
+                           on_leader_loss=lambda: events.append("a-"))
+    a.start()
+    clock.advance(0)
+    assert a.is_leader and events == ["a+"]
+    b = MongoLeaderElector("svc", db, ttl=10, on_leader=lambda: events.append("b+"))
+    b.start()
+    clock.advance(datetime.timedelta(minutes=10))
+    assert a.is_leader and not b.is_leader and events == ["a+"]
+    # A is frozen out: the lock expires behind its back and B grabs it; A notices at its
+    # next renewal (every ttl/2) at the latest.
+    testing.force_expire(db, "svc", collection="elector.locks")
+    clock.advance(5)
+    assert b.is_leader and not a.is_leader
+    assert events == ["a+", "b+", "a-"] or events == ["a+", "a-", "b+"]
+    a.stop()
+    b.stop()
+
+
+def test_waits_on_the_clock_are_in_fake_time():
+    clock = testing.FakeClock()
+    db = clock.memory_uri()
+    holder = MongoSemaphore("pool", db, limit=1, ttl=60)
+    assert holder.acquire(blocking=False)
+    outcome = []
+
+    def wait_for_slot():
+        other = MongoSemaphore("pool", db, limit=1, ttl=60)
+        try:
+            other.acquire(timeout=30)
+            outcome.append("acquired")
+        except mongoelector.AcquireTimeout:
+            outcome.append("timeout at %.1f" % clock.monotonic())
+
+    t = threading.Thread(target=wait_for_slot)
+    t.start()
+    t.join(0.2)
+    assert t.is_alive() and not outcome, "30 s of fake time have not passed"
+    clock.advance(31)
+    t.join(10)
+    assert outcome and outcome[0].startswith("timeout at 3"), outcome
+    holder.release()
+
+
+def test_wall_clock_and_arguments():
+    start = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
+    clock = testing.FakeClock(start)
+    assert clock.time() == start.timestamp()
+    clock.advance(1.5)
+    assert clock.time() == start.timestamp() + 1.5 and clock.monotonic() == 1.5
+    clock.jump_wall(-60)
+    assert clock.monotonic() == 1.5, "an NTP step does not move intervals"
+    with pytest.raises(TypeError):
+        clock.advance("1")
+    with pytest.raises(ValueError):
+        clock.advance(-1)
+    with pytest.raises(ValueError):
+        clock.advance(float("nan"))
+    with pytest.raises(ValueError):
+        testing.FakeClock(datetime.datetime(2030, 1, 1))
+    with pytest.raises(TypeError):
+        testing.memory_uri(clock="not a clock")
+    name = "fake-clock-" + str(id(clock))
+    uri = testing.memory_uri(name, clock=clock)
+    assert testing.memory_uri(name, clock=clock) == uri, "the same clock may attach again"
+    with pytest.raises(ValueError):
+        testing.memory_uri(name, clock=testing.FakeClock())
+
+
+def test_a_callback_blocked_on_the_test_thread_is_reported_not_hung():
+    clock = testing.FakeClock(settle_timeout=0.3)
+    db = clock.memory_uri()
+    gate = threading.Event()
+    e = MongoLeaderElector("svc", db, ttl=10, on_leader=lambda: gate.wait(5))
+    e.start()
+    with pytest.raises(RuntimeError, match="did not become idle"):
+        clock.advance(0)
+    gate.set()
+    clock.advance(1)
+    assert e.is_leader
+    e.stop()
