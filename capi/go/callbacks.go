@@ -95,3 +95,10 @@ func mongoelectorGoOnLeaseLost(ud unsafe.Pointer) {
 	ll := cgo.Handle(uintptr(ud)).Value().(*leaseLost)
 	ll.once.Do(ll.cancel)
 }
+
+//export mongoelectorGoOnLeaderChange
+func mongoelectorGoOnLeaderChange(s *C.mongoelector_leader_state, ud unsafe.Pointer) {
+	// On a LeaderObserver's library thread: copy the state (valid only during the call)
+	// and queue it; never blocks on the reader.
+	cgo.Handle(uintptr(ud)).Value().(*queue[LeaderState]).push(leaderStateFromC(s))
+}

@@ -43,7 +43,8 @@
 // # Use
 //
 // Every type is safe for concurrent use. Close methods are idempotent; finalizers free
-// forgotten handles, but a started Elector stays alive until Stop, Resign or Close.
+// forgotten handles, but a started Elector stays alive until Stop, Resign or Close, and
+// a LeaderObserver until Close (ObserveLeader: until its context ends).
 // Options left zero (nil for *bool fields) take the library's defaults, which the C
 // API defines for every binding (DefaultLockerOptions, DefaultElectorOptions,
 // DefaultSemaphoreOptions). A Semaphore admits up to Limit holders of one key at once.

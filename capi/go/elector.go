@@ -47,6 +47,13 @@ type ElectorOptions struct {
 	// OpTimeout bounds one round trip. 0 = default (TTL/10 clamped to [100 ms, 5 s]);
 	// else at most TTL/2.
 	OpTimeout time.Duration
+	// HandoverPoll: while another node leads, this follower reads the lock document
+	// this often (one read, no write), so that a ResignFor or Transfer elsewhere is
+	// noticed within about that. 0 = default (TTL/4).
+	HandoverPoll time.Duration
+	// DisableHandoverPoll turns those reads off: a follower then wakes only when the
+	// leader's lease can expire (about a TTL after a hand-over). Overrides HandoverPoll.
+	DisableHandoverPoll bool
 
 	// OnStartedLeading runs on a new goroutine each time this node becomes leader (as
 	// client-go's), with a context cancelled the moment the leadership ends: lost at the
@@ -104,6 +111,9 @@ func NewElector(ctx context.Context, client *Client, key string, opts *ElectorOp
 	if opts == nil {
 		opts = &ElectorOptions{}
 	}
+	if opts.HandoverPoll < 0 {
+		return nil, invalidArgument("HandoverPoll is negative (DisableHandoverPoll turns the reads off)")
+	}
 	var cfg C.mongoelector_elector_config
 	if err := call(func() C.mongoelector_status {
 		return C.mongoelector_elector_config_init(&cfg, C.MONGOELECTOR_ELECTOR_CONFIG_VERSION)
@@ -141,6 +151,11 @@ func NewElector(ctx context.Context, client *Client, key string, opts *ElectorOp
 	}
 	if opts.OpTimeout != 0 {
 		cfg.op_timeout_seconds = seconds(opts.OpTimeout)
+	}
+	if opts.DisableHandoverPoll {
+		cfg.handover_poll_seconds = 0
+	} else if opts.HandoverPoll > 0 {
+		cfg.handover_poll_seconds = seconds(opts.HandoverPoll)
 	}
 	st := newElectorState(opts)
 	h := cgo.NewHandle(st)

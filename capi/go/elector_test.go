@@ -30,19 +30,26 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
+// recvWithin reads one value of ch within timeout (what names it in a failure).
+func recvWithin[T any](t *testing.T, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("channel of %ss closed", what)
+		}
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("no %s within %v", what, timeout)
+	}
+	var zero T
+	return zero
+}
+
 // nextChange reads one LeaderChange within timeout.
 func nextChange(t *testing.T, ch <-chan LeaderChange, timeout time.Duration) LeaderChange {
 	t.Helper()
-	select {
-	case c, ok := <-ch:
-		if !ok {
-			t.Fatal("Observe channel closed")
-		}
-		return c
-	case <-time.After(timeout):
-		t.Fatalf("no leadership change within %v", timeout)
-	}
-	return LeaderChange{}
+	return recvWithin(t, ch, timeout, "leadership change")
 }
 
 func TestElectorPollCallbacksAndStatus(t *testing.T) {

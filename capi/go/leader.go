@@ -37,7 +37,7 @@ type electorState struct {
 	fence      int64
 	termCancel context.CancelFunc
 	changed    chan struct{} // closed (and replaced) at each change and at close
-	observers  map[*observer]struct{}
+	observers  map[*queue[LeaderChange]]struct{}
 	closed     bool
 	closedCh   chan struct{}
 }
@@ -49,7 +49,7 @@ func newElectorState(opts *ElectorOptions) *electorState {
 		onLoop:    opts.OnLoop,
 		threads:   map[uintptr]int{},
 		changed:   make(chan struct{}),
-		observers: map[*observer]struct{}{},
+		observers: map[*queue[LeaderChange]]struct{}{},
 		closedCh:  make(chan struct{}),
 	}
 }
@@ -175,32 +175,64 @@ func (st *electorState) close() {
 	st.notifyLocked(nil)
 }
 
-// observer is one Observe channel's queue: the callback thread never blocks on it.
-type observer struct {
+// queue is an unbounded FIFO that a library (C) thread pushes to without ever blocking
+// on a reader; one goroutine forwards it to a channel (forward). Observe channels and
+// LeaderObserver use it.
+type queue[T any] struct {
 	mu    sync.Mutex
-	queue []LeaderChange
+	items []T
 	wake  chan struct{}
 }
 
-func (o *observer) push(ev LeaderChange) {
-	o.mu.Lock()
-	o.queue = append(o.queue, ev)
-	o.mu.Unlock()
+func newQueue[T any]() *queue[T] { return &queue[T]{wake: make(chan struct{}, 1)} }
+
+func (q *queue[T]) push(v T) {
+	q.mu.Lock()
+	q.items = append(q.items, v)
+	q.mu.Unlock()
 	select {
-	case o.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (o *observer) pop() (LeaderChange, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.queue) == 0 {
-		return LeaderChange{}, false
+func (q *queue[T]) pop() (T, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var zero T
+	if len(q.items) == 0 {
+		return zero, false
 	}
-	ev := o.queue[0]
-	o.queue = o.queue[1:]
-	return ev, true
+	v := q.items[0]
+	q.items[0] = zero
+	q.items = q.items[1:]
+	return v, true
+}
+
+// forward sends the queued items to out, in order, until stop is closed (what is still
+// queued is dropped) or, once drain is closed (nil: never), until the queue is empty.
+// It does not close out.
+func (q *queue[T]) forward(out chan<- T, stop, drain <-chan struct{}) {
+	for {
+		v, ok := q.pop()
+		if !ok {
+			select {
+			case <-q.wake:
+				continue
+			case <-stop:
+				return
+			case <-drain:
+				if v, ok = q.pop(); !ok {
+					return
+				}
+			}
+		}
+		select {
+		case out <- v:
+		case <-stop:
+			return
+		}
+	}
 }
 
 // Campaign makes this node a candidate and blocks until it leads (nil) or ctx ends
@@ -254,43 +286,22 @@ func (e *Elector) stop(ctx context.Context, what string) error {
 func (e *Elector) Observe(ctx context.Context) <-chan LeaderChange {
 	out := make(chan LeaderChange)
 	st := e.st
-	o := &observer{wake: make(chan struct{}, 1)}
+	q := newQueue[LeaderChange]()
 	st.mu.Lock()
 	if st.closed {
 		st.mu.Unlock()
 		close(out)
 		return out
 	}
-	o.queue = append(o.queue, st.currentLocked())
-	st.observers[o] = struct{}{}
+	q.items = append(q.items, st.currentLocked())
+	st.observers[q] = struct{}{}
 	st.mu.Unlock()
 	go func() {
-		defer func() {
-			st.mu.Lock()
-			delete(st.observers, o)
-			st.mu.Unlock()
-			close(out)
-		}()
-		for {
-			ev, ok := o.pop()
-			if !ok {
-				select {
-				case <-o.wake:
-					continue
-				case <-ctx.Done():
-					return
-				case <-st.closedCh:
-					if ev, ok = o.pop(); !ok {
-						return
-					}
-				}
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
+		q.forward(out, ctx.Done(), st.closedCh)
+		st.mu.Lock()
+		delete(st.observers, q)
+		st.mu.Unlock()
+		close(out)
 	}()
 	return out
 }

@@ -32,8 +32,8 @@
  *    may be called on a handle that another thread is freeing.
  *  - Callbacks run on library threads (named in each callback's comment), never while a
  *    library lock is held. They may call into the library, except the *_free of the
- *    object that runs them (mongoelector_elector_free is the exception: it is safe from
- *    the elector's own callbacks, see there).
+ *    object that runs them (mongoelector_elector_free and mongoelector_observer_free are
+ *    the exceptions: they are safe from the object's own callbacks, see there).
  *  - fork(): handles made before fork() must not be used in the child, except
  *    mongoelector_client, from which the child makes new lockers and electors (they get
  *    fresh connections). Lockers and electors inherited from the parent answer
@@ -534,9 +534,11 @@ MONGOELECTOR_API void mongoelector_elector_free(mongoelector_elector *elector);
  * every binding, Python's MongoLeaderElector included): ttl 15 s, report_status on,
  * delete_on_release ON (a leader that stops deletes its lock document, so nodes of the
  * original mongoelector 1.0.2 take over at once during a rolling upgrade; the next
- * leader of ours pays two extra round trips), per-call timeout as for lockers. Callbacks as in
- * mongoelector_elector_options. */
-#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 1
+ * leader of ours pays two extra round trips), per-call timeout as for lockers, followers
+ * peek every ttl/4 while a leader exists (version 2). Callbacks as in
+ * mongoelector_elector_options. Version 1 is the struct up to op_timeout_seconds; a
+ * program compiled against it keeps working (the fields it lacks take their defaults). */
+#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 2
 typedef struct mongoelector_elector_config {
   uint32_t version;                        /* as passed to mongoelector_elector_config_init */
   double ttl_seconds;                      /* > 0 and finite */
@@ -548,6 +550,12 @@ typedef struct mongoelector_elector_config {
   void *user_data;                         /* passed to the three callbacks */
   int delete_on_release;
   double op_timeout_seconds;               /* as in mongoelector_locker_config */
+  /* Version 2. While another node leads, a follower reads the lock document every this
+   * many seconds (one read, no write), so that a resign or transfer elsewhere is noticed
+   * within about that (README, "Graceful handover"). < 0: ttl/4 (the default, -1);
+   * 0: off (followers wake only when the leader's lease can expire, about a ttl);
+   * else finite and at most 1e9 (INVALID_ARGUMENT otherwise). */
+  double handover_poll_seconds;
 } mongoelector_elector_config;
 
 /* Sets version and defaults (version: 1 .. MONGOELECTOR_ELECTOR_CONFIG_VERSION). */
@@ -620,6 +628,89 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_resign(mongoelector_el
  * crashed leader does. */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_transfer(mongoelector_elector *elector,
                                                                    const char *to_uuid);
+
+/* ---- Leader observer (since 1.1) --------------------------------------------------- */
+
+/* Watches an elector key from outside the election (any process, no elector needed) and
+ * reports who leads it: every change of leader, and "no leader" (the lock absent,
+ * released or expired on the server's clock) as a change of its own, so that a client
+ * never keeps talking to a leader that is gone. It polls the key's lock document in
+ * "elector.locks" (one read per interval, never a write). A change is a different
+ * (uuid, fence) or a switch between led and not led: a hand-over (transfer) always shows,
+ * its fence being new; a leader that resigns and wins again between two polls shows as
+ * no change. The first poll always reports the current state. After a transfer the
+ * observer names the target as soon as the hand-over is written (with the target's
+ * token); the target's mongoelector_elector_is_leader turns 1 at its next look. */
+typedef struct mongoelector_observer mongoelector_observer;
+
+/* Who leads a key, as an observer saw it. Filled by the library: in a callback `version`
+ * is the library's MONGOELECTOR_LEADER_STATE_VERSION (fields are only ever appended, so
+ * a program reads the fields it knows); for mongoelector_observer_read the caller sets
+ * it and the fields of that version are written. Strings are never NULL ("" without a
+ * leader) and belong to the library (see each function for how long they live). */
+#define MONGOELECTOR_LEADER_STATE_VERSION 1
+typedef struct mongoelector_leader_state {
+  uint32_t version;
+  int has_leader;          /* 1: `uuid` leads; 0: nobody leads (the fields below are 0/"") */
+  const char *uuid;        /* the leader's uuid (mongoelector_elector_uuid of that node) */
+  const char *host;        /* the leader's host name */
+  int64_t pid;             /* the leader's process id on that host */
+  int64_t fence;           /* the fencing token of the leader's term */
+  int64_t server_time_ms;  /* when it was observed: the server's clock (estimate), ms */
+} mongoelector_leader_state;
+
+/* Called on the observer's own thread (one per observer) with the new state, which is
+ * valid only during the call (copy what you keep). Calls of one observer never overlap
+ * and come in the order of the changes. The callback may call into the library,
+ * mongoelector_observer_free of this observer included; it should return soon: the
+ * next poll waits for it. */
+typedef void (*mongoelector_leader_change_fn)(const mongoelector_leader_state *state,
+                                              void *user_data);
+
+#define MONGOELECTOR_OBSERVER_CONFIG_VERSION 1
+typedef struct mongoelector_observer_config {
+  uint32_t version;           /* the version passed to mongoelector_observer_config_init */
+  double interval_seconds;    /* default 1: between polls; finite, > 0 and at most 1e6 */
+  /* Time bound of one read. 0 (default): as for an elector of the default ttl (1.5 s);
+   * else finite and > 0. */
+  double op_timeout_seconds;
+} mongoelector_observer_config;
+
+/* Sets version and defaults (version: 1 .. MONGOELECTOR_OBSERVER_CONFIG_VERSION).
+ * INVALID_ARGUMENT for another version or NULL. Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_observer_config_init(mongoelector_observer_config *config,
+                                                                       uint32_t version);
+/* Creates an observer of the elector key `key` over `client`'s connections (config
+ * NULL: defaults). With on_change (may be NULL: then only mongoelector_observer_read
+ * works) the observer's thread starts now and calls on_change(state, user_data) with the
+ * current state at its first poll, then at each change. A poll that fails (server
+ * unreachable) is logged as a warning and retried at the next interval; it reports
+ * nothing (a "no leader" comes only from an answer). No round trip here.
+ * INVALID_ARGUMENT: NULL client or out, a NULL, empty or invalid key, a bad config.
+ * *out is owned by the caller: mongoelector_observer_free(), before or after the
+ * client. Any thread. An observer inherited across fork() must not be used nor freed in
+ * the child (its thread does not exist there). */
+MONGOELECTOR_API mongoelector_status mongoelector_observer_new(mongoelector_client *client,
+                                                               const char *key,
+                                                               const mongoelector_observer_config *config,
+                                                               mongoelector_leader_change_fn on_change,
+                                                               void *user_data,
+                                                               mongoelector_observer **out);
+/* The state now: one read of the lock document (and a server-clock sample when the last
+ * one is stale). Does not call on_change nor change what it compares with. Set
+ * out->version first. The strings written live until the next mongoelector_observer_read
+ * on the calling thread (or its exit). UNAVAILABLE/SERVER when the server did not answer.
+ * Any thread, concurrently with the observer's thread and with other reads. */
+MONGOELECTOR_API mongoelector_status mongoelector_observer_read(mongoelector_observer *observer,
+                                                                mongoelector_leader_state *out);
+/* Stops the observer's thread and frees it. NULL ok. From any other thread it waits for
+ * a running on_change to return: once it returns, on_change is never called again and
+ * user_data may be freed. From inside this observer's own on_change it returns at once;
+ * no call starts after it (user_data may be freed once the callback returns) and the
+ * thread ends on another library thread shortly after. Freeing ANOTHER observer from a
+ * callback waits for that one's running callback: two observers must not free each
+ * other from their callbacks. */
+MONGOELECTOR_API void mongoelector_observer_free(mongoelector_observer *observer);
 
 /* ---- Keep-alive lease -------------------------------------------------------------- */
 

@@ -161,6 +161,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_config_init(mongoelect
     config->user_data = nullptr;
     config->delete_on_release = D::delete_on_release ? 1 : 0;
     config->op_timeout_seconds = 0;
+    if (version >= 2) config->handover_poll_seconds = -1;  // ttl/4
   });
 }
 
@@ -193,6 +194,10 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(mongoelector_
     auto shared = std::make_shared<Shared>();
     to_core(key, &o, opts, callbacks, shared);
     opts.delete_on_release = config->delete_on_release != 0;
+    // Negative: the core's default (ttl/4); NaN and values above 1e9 are refused there.
+    if (config->version >= 2 && !(config->handover_poll_seconds < 0)) {
+      opts.handover_poll_s = config->handover_poll_seconds;
+    }
     const auto op_ms = mongoelector::capi::op_timeout_ms(config->op_timeout_seconds, opts.ttl_s);
     *out = open_elector(client, std::move(opts), std::move(callbacks), std::move(shared), op_ms)
                .release();

@@ -11,18 +11,6 @@
 
 namespace mongoelector::capi {
 
-namespace {
-template <class H>
-H& checked_handle(H* h, std::uint64_t magic, const char* kind) {
-  if (h == nullptr) throw InvalidArgument(std::string(kind) + " handle is NULL");
-  if (h->magic != magic) {
-    throw InvalidArgument(std::string(kind) +
-                          " handle is not valid (already freed, or not a " + kind + ")");
-  }
-  return *h;
-}
-}  // namespace
-
 mongoelector_client& checked(mongoelector_client* h) {
   return checked_handle(h, kClientMagic, "client");
 }

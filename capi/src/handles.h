@@ -14,6 +14,7 @@
 #include <string>
 
 #include "election/elector.h"
+#include "exceptions.h"
 #include "guard.h"
 #include "locker.h"
 #include "storage/client.h"
@@ -75,6 +76,19 @@ struct mongoelector_elector {
 };
 
 namespace mongoelector::capi {
+
+// `*h`, or InvalidArgument unless `h` is a live handle whose magic is `magic` (`kind`
+// names it in the message: "observer handle is NULL").
+template <class H>
+H& checked_handle(H* h, std::uint64_t magic, const char* kind) {
+  if (h == nullptr) throw InvalidArgument(std::string(kind) + " handle is NULL");
+  if (h->magic != magic) {
+    const bool vowel = std::string("aeiou").find(kind[0]) != std::string::npos;
+    throw InvalidArgument(std::string(kind) + " handle is not valid (already freed, or not " +
+                          (vowel ? "an " : "a ") + kind + ")");
+  }
+  return *h;
+}
 
 // Throw InvalidArgument unless `h` is a live handle of the right kind.
 mongoelector_client& checked(mongoelector_client* h);

@@ -84,6 +84,11 @@ pub struct mongoelector_semaphore {
 pub struct mongoelector_semaphore_lease {
     _private: [u8; 0],
 }
+/// Since 1.1: watches who leads an elector key (mongoelector_observer_*).
+#[repr(C)]
+pub struct mongoelector_observer {
+    _private: [u8; 0],
+}
 
 pub type mongoelector_log_fn = Option<
     unsafe extern "C" fn(
@@ -265,8 +270,8 @@ pub struct mongoelector_elector_options {
     pub allow_unsafe_server: c_int,
 }
 
-/// Since 1.1.
-pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 1;
+/// Since 1.1; 2 adds handover_poll_seconds.
+pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 2;
 /// Since 1.1: initialise with mongoelector_elector_config_init(&mut c, MONGOELECTOR_ELECTOR_CONFIG_VERSION).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -280,6 +285,38 @@ pub struct mongoelector_elector_config {
     pub on_loop: mongoelector_callback_fn,
     pub user_data: *mut c_void,
     pub delete_on_release: c_int,
+    pub op_timeout_seconds: c_double,
+    /// Version 2: < 0 ttl/4 (default -1), 0 off, else seconds between a follower's reads.
+    pub handover_poll_seconds: c_double,
+}
+
+/// Since 1.1: who leads a key, filled by the library (in a callback: valid only during
+/// the call; from mongoelector_observer_read: strings valid until the next read on the
+/// calling thread).
+pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_leader_state {
+    pub version: u32,
+    pub has_leader: c_int,
+    pub uuid: *const c_char,
+    pub host: *const c_char,
+    pub pid: i64,
+    pub fence: i64,
+    pub server_time_ms: i64,
+}
+/// Since 1.1: runs on the observer's own thread at each change of leader.
+pub type mongoelector_leader_change_fn =
+    Option<unsafe extern "C" fn(state: *const mongoelector_leader_state, user_data: *mut c_void)>;
+
+/// Since 1.1.
+pub const MONGOELECTOR_OBSERVER_CONFIG_VERSION: u32 = 1;
+/// Since 1.1: initialise with mongoelector_observer_config_init(&mut c, MONGOELECTOR_OBSERVER_CONFIG_VERSION).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mongoelector_observer_config {
+    pub version: u32,
+    pub interval_seconds: c_double,
     pub op_timeout_seconds: c_double,
 }
 
@@ -555,6 +592,25 @@ extern "C" {
         elector: *mut mongoelector_elector,
         to_uuid: *const c_char,
     ) -> mongoelector_status;
+
+    // ---- Leader observer (since 1.1)
+    pub fn mongoelector_observer_config_init(
+        config: *mut mongoelector_observer_config,
+        version: u32,
+    ) -> mongoelector_status;
+    pub fn mongoelector_observer_new(
+        client: *mut mongoelector_client,
+        key: *const c_char,
+        config: *const mongoelector_observer_config,
+        on_change: mongoelector_leader_change_fn,
+        user_data: *mut c_void,
+        out: *mut *mut mongoelector_observer,
+    ) -> mongoelector_status;
+    pub fn mongoelector_observer_read(
+        observer: *mut mongoelector_observer,
+        out: *mut mongoelector_leader_state,
+    ) -> mongoelector_status;
+    pub fn mongoelector_observer_free(observer: *mut mongoelector_observer);
 
     // ---- Keep-alive lease
     pub fn mongoelector_lease_options_init(options: *mut mongoelector_lease_options);

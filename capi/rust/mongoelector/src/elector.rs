@@ -117,6 +117,7 @@ pub struct ElectorBuilder<'a> {
     app_version: Option<String>,
     delete_on_release: Option<bool>,
     op_timeout: Option<Duration>,
+    handover_poll: Option<Option<Duration>>,
     on_leader: Option<Callback>,
     on_leader_loss: Option<Callback>,
     on_loop: Option<Callback>,
@@ -150,6 +151,15 @@ impl<'a> ElectorBuilder<'a> {
     /// ttl/10 clamped to [0.1 s, 5 s].
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
         self.op_timeout = Some(timeout);
+        self
+    }
+    /// While another node leads, this follower reads the lock document every
+    /// `Some(interval)` (one read, no write), so that a [`Elector::resign`] or
+    /// [`Elector::transfer`] elsewhere is noticed within about that; `None` (or zero)
+    /// turns the reads off: a follower then wakes only when the leader's lease can expire
+    /// (about a ttl after a hand-over). Default: ttl/4.
+    pub fn handover_poll(mut self, interval: Option<Duration>) -> Self {
+        self.handover_poll = Some(interval);
         self
     }
     /// Runs when this node becomes leader, on the elector's thread (or the thread in
@@ -199,6 +209,9 @@ impl<'a> ElectorBuilder<'a> {
         }
         if let Some(t) = self.op_timeout {
             c.op_timeout_seconds = t.as_secs_f64();
+        }
+        if let Some(p) = self.handover_poll {
+            c.handover_poll_seconds = p.map_or(0.0, |d| d.as_secs_f64());
         }
         let tramp = |set: bool, f: unsafe extern "C" fn(*mut c_void)| set.then_some(f);
         c.on_leader = tramp(self.on_leader.is_some(), on_leader_tramp);
@@ -275,6 +288,7 @@ impl Elector {
             app_version: None,
             delete_on_release: None,
             op_timeout: None,
+            handover_poll: None,
             on_leader: None,
             on_leader_loss: None,
             on_loop: None,

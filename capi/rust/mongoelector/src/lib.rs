@@ -21,8 +21,11 @@
 //!   [`Semaphore::acquire`], [`Semaphore::try_acquire`] and [`Semaphore::acquire_with`]
 //!   return a [`SemaphoreGuard`] that releases the slot when dropped;
 //!   [`Semaphore::holders`] lists the holders ([`SemaphoreHolder`]).
-//! * [`Elector`]: leader election with callbacks; typed [`NodeStatus`] and
+//! * [`Elector`]: leader election with callbacks, graceful handover
+//!   ([`Elector::resign`], [`Elector::transfer`]); typed [`NodeStatus`] and
 //!   [`ClusterDetail`] (`Serialize`/`Deserialize` with the `serde` feature).
+//! * [`LeaderObserver`]: who leads a key, from any process: a blocking stream of
+//!   [`LeaderState`]s (every change, "nobody leads" included) and one-shot reads.
 //! * [`Error`]: one variant per C status (`#[non_exhaustive]`); the backend's error code,
 //!   code name and labels through [`Error::server_code`], [`Error::code_name`],
 //!   [`Error::labels`] and [`Error::has_label`].
@@ -55,6 +58,7 @@ mod error;
 mod lease;
 mod locker;
 mod log;
+mod observer;
 mod semaphore;
 mod stats;
 mod status;
@@ -67,6 +71,7 @@ pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use lease::LeaseGuard;
 pub use locker::{AcquireOptions, LockGuard, LockInfo, Locker, LockerBuilder};
 pub use mongoelector_sys as sys;
+pub use observer::{Leader, LeaderObserver, LeaderObserverBuilder, LeaderState, LeaderStates};
 pub use semaphore::{Semaphore, SemaphoreBuilder, SemaphoreGuard, SemaphoreHolder};
 pub use stats::{stats, AcquireCounts, LatencyHistogram, Stats};
 pub use status::{ClusterDetail, LeaderInfo, NodeStatus, Timestamp};
@@ -99,6 +104,8 @@ mod tests {
         assert_send_sync::<CancelToken>();
         assert_send_sync::<AcquireOptions>();
         assert_send_sync::<Elector>();
+        assert_send_sync::<LeaderObserver>();
+        assert_send_sync::<LeaderState>();
         assert_send_sync::<LeaseGuard>();
         assert_send_sync::<Error>();
     }
@@ -166,6 +173,16 @@ mod tests {
             (e.ttl_seconds, e.report_status, e.delete_on_release),
             (15.0, 1, 1)
         );
+        assert_eq!(e.handover_poll_seconds, -1.0); // ttl/4
+        let mut o: sys::mongoelector_observer_config = unsafe { std::mem::zeroed() };
+        let st = unsafe {
+            sys::mongoelector_observer_config_init(
+                &mut o,
+                sys::MONGOELECTOR_OBSERVER_CONFIG_VERSION,
+            )
+        };
+        assert_eq!(st, sys::MONGOELECTOR_OK);
+        assert_eq!((o.interval_seconds, o.op_timeout_seconds), (1.0, 0.0));
         let mut s: sys::mongoelector_semaphore_config = unsafe { std::mem::zeroed() };
         let st = unsafe {
             sys::mongoelector_semaphore_config_init(

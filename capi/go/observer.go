@@ -1,0 +1,217 @@
+package mongoelector
+
+/*
+#include <stdint.h>
+#include "mongoelector.h"
+
+extern void mongoelectorGoOnLeaderChange(mongoelector_leader_state *, void *);
+
+static void me_leader_change(const mongoelector_leader_state *state, void *ud) {
+  mongoelectorGoOnLeaderChange((mongoelector_leader_state *)state, ud);
+}
+
+// The handle travels as an integer; only C turns it into the void* user_data.
+static mongoelector_status me_observer_new(mongoelector_client *client, const char *key,
+                                           const mongoelector_observer_config *config,
+                                           uintptr_t handle, mongoelector_observer **out) {
+  return mongoelector_observer_new(client, key, config, me_leader_change, (void *)handle, out);
+}
+*/
+import "C"
+
+import (
+	"context"
+	"runtime/cgo"
+	"sync"
+	"time"
+)
+
+// LeaderState is who leads an elector key, as a LeaderObserver sees it from outside
+// the election.
+type LeaderState struct {
+	// HasLeader is false when nobody leads: the lock is absent, released or expired on
+	// the server's clock. The other fields are then zero.
+	HasLeader bool
+	UUID      string // the leader's Elector.UUID
+	Host      string // the leader's host name
+	PID       int64  // the leader's process id on Host
+	Fence     int64  // the fencing token of the leader's term
+	// ObservedAt is when the state was read, on the server's clock (the library's
+	// estimate of it).
+	ObservedAt time.Time
+}
+
+func leaderStateFromC(s *C.mongoelector_leader_state) LeaderState {
+	st := LeaderState{
+		HasLeader:  s.has_leader != 0,
+		PID:        int64(s.pid),
+		Fence:      int64(s.fence),
+		ObservedAt: time.UnixMilli(int64(s.server_time_ms)),
+	}
+	if st.HasLeader {
+		st.UUID, st.Host = C.GoString(s.uuid), C.GoString(s.host)
+	}
+	return st
+}
+
+// ObserverOptions configures a LeaderObserver. Zero fields take the library's defaults.
+type ObserverOptions struct {
+	Interval  time.Duration // between reads of the lock; 0 = 1 s
+	OpTimeout time.Duration // bound of one read; 0 = 1.5 s (as an elector of the default TTL)
+}
+
+// LeaderObserver watches an elector key from any process, without taking part in the
+// election, and reports who leads it: the current state first, then every change of
+// leader, "nobody leads" included (so that a client never keeps talking to a leader
+// that is gone). It reads the key's lock document once per Interval on a library thread
+// and never writes. A change is a new (UUID, Fence) or a switch between led and not led:
+// a Transfer always shows (its token is new), a leader that resigns and wins again
+// between two reads does not. After a Transfer the observer names the target as soon as
+// the hand-over is written; the target's IsLeader turns true at its next look.
+//
+// Safe for concurrent use. Close it when done: it is not closed by the garbage
+// collector (a reader of C alone would otherwise see the channel close under its feet).
+type LeaderObserver struct {
+	g      guard
+	ptr    *C.mongoelector_observer
+	client *Client
+	handle cgo.Handle // refers to q; deleted after the C observer is freed
+	q      *queue[LeaderState]
+	out    chan LeaderState
+	stop   chan struct{} // closed by Close: the forwarder drops what is queued
+	fwd    chan struct{} // closed when the forwarder has returned
+}
+
+// observers pins the open observers: their library thread reports to them until Close.
+var observers sync.Map // *LeaderObserver -> struct{}
+
+// NewLeaderObserver starts observing the elector key (no round trip here; the first
+// read follows at once on the observer's thread). opts may be nil. States arrive on C.
+// A read that fails (server unreachable) is logged and retried at the next interval;
+// it reports nothing.
+func NewLeaderObserver(client *Client, key string, opts *ObserverOptions) (*LeaderObserver, error) {
+	if client == nil {
+		return nil, invalidArgument("client is nil")
+	}
+	if opts == nil {
+		opts = &ObserverOptions{}
+	}
+	if opts.Interval < 0 || opts.OpTimeout < 0 {
+		return nil, invalidArgument("ObserverOptions: negative Interval or OpTimeout")
+	}
+	var cfg C.mongoelector_observer_config
+	if err := call(func() C.mongoelector_status {
+		return C.mongoelector_observer_config_init(&cfg, C.MONGOELECTOR_OBSERVER_CONFIG_VERSION)
+	}); err != nil {
+		return nil, err
+	}
+	if opts.Interval > 0 {
+		cfg.interval_seconds = seconds(opts.Interval)
+	}
+	if opts.OpTimeout > 0 {
+		cfg.op_timeout_seconds = seconds(opts.OpTimeout)
+	}
+	ckey, err := cstring("key", key)
+	if err != nil {
+		return nil, err
+	}
+	defer freeC(ckey)
+	cptr, err := client.acquireChild()
+	if err != nil {
+		return nil, err
+	}
+	defer client.childMade()
+	o := &LeaderObserver{
+		client: client,
+		q:      newQueue[LeaderState](),
+		out:    make(chan LeaderState),
+		stop:   make(chan struct{}),
+		fwd:    make(chan struct{}),
+	}
+	o.handle = cgo.NewHandle(o.q)
+	var ptr *C.mongoelector_observer
+	if err := call(func() C.mongoelector_status {
+		return C.me_observer_new(cptr, ckey, &cfg, C.uintptr_t(o.handle), &ptr)
+	}); err != nil {
+		o.handle.Delete()
+		client.childDone()
+		return nil, err
+	}
+	o.ptr = ptr
+	observers.Store(o, struct{}{})
+	go func() {
+		defer close(o.fwd)
+		o.q.forward(o.out, o.stop, nil)
+		close(o.out)
+	}()
+	return o, nil
+}
+
+// C delivers the states, in order, without loss while they are read: the current one
+// first, then each change. It is closed by Close (states not received by then are
+// dropped). The observer never waits for the reader.
+func (o *LeaderObserver) C() <-chan LeaderState { return o.out }
+
+// Read reads the state now (one round trip, bounded by ctx), independently of C: it
+// neither reports to C nor changes what the next change is compared with.
+func (o *LeaderObserver) Read(ctx context.Context) (LeaderState, error) {
+	if !o.g.enter() {
+		return LeaderState{}, closedError("observer")
+	}
+	return runCtx(ctx, "read leader", func() (LeaderState, error) {
+		var s C.mongoelector_leader_state
+		s.version = C.MONGOELECTOR_LEADER_STATE_VERSION
+		var st LeaderState
+		// The strings live until the next read on this OS thread: copy them on it.
+		err := call(func() C.mongoelector_status {
+			rc := C.mongoelector_observer_read(o.ptr, &s)
+			if rc == C.MONGOELECTOR_OK {
+				st = leaderStateFromC(&s)
+			}
+			return rc
+		})
+		return st, err
+	}, nil, o.g.exit)
+}
+
+// Close stops the observer and waits for its thread; C is closed when it returns. It
+// waits for a Read still running in the background (bounded by the per-call timeout).
+// Idempotent and safe for concurrent use.
+func (o *LeaderObserver) Close() error {
+	if !o.g.markClosed() {
+		<-o.fwd
+		return nil
+	}
+	observers.Delete(o)
+	o.g.wait()
+	C.mongoelector_observer_free(o.ptr) // no report after it returns
+	o.ptr = nil
+	o.handle.Delete()
+	o.client.childDone()
+	close(o.stop)
+	<-o.fwd
+	return nil
+}
+
+// ObserveLeader observes the elector key until ctx ends, as NewLeaderObserver: the
+// channel gets the current state first, then every change, "nobody leads" included,
+// and is closed once ctx has ended.
+//
+//	states, err := mongoelector.ObserveLeader(ctx, client, "scheduler", nil)
+//	for s := range states {
+//		if s.HasLeader { route(s.Host) } else { pause() }
+//	}
+func ObserveLeader(ctx context.Context, client *Client, key string, opts *ObserverOptions) (<-chan LeaderState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, contextError(err, "observe leader")
+	}
+	o, err := NewLeaderObserver(client, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-ctx.Done()
+		o.Close()
+	}()
+	return o.C(), nil
+}
