@@ -15,25 +15,48 @@ Storage& non_null_storage(const std::shared_ptr<Storage>& storage) {
 }
 }  // namespace
 
+struct LeaderObserver::Shared {
+  Shared(std::shared_ptr<Storage> s, LeaderObserverOptions o, OnChange cb, std::shared_ptr<Clock> c)
+      : storage(std::move(s)),
+        options(std::move(o)),
+        on_change(std::move(cb)),
+        clock(c ? std::move(c) : storage ? storage->clock() : nullptr),
+        server_clock(clock, non_null_storage(storage)) {}
+
+  LeaderState read();
+  std::optional<LeaderState> poll();
+
+  std::shared_ptr<Storage> storage;
+  LeaderObserverOptions options;
+  OnChange on_change;
+  std::shared_ptr<Clock> clock;
+  ServerClock server_clock;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<LeaderState> last;
+  bool stop_requested = false;
+};
+
 LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
                                OnChange on_change, std::shared_ptr<Clock> clock)
-    : storage_(std::move(storage)),
-      options_(std::move(options)),
-      on_change_(std::move(on_change)),
-      clock_(clock ? std::move(clock) : storage_ ? storage_->clock() : nullptr),
-      server_clock_(clock_, non_null_storage(storage_)) {
-  validate_key(options_.key);
-  validate_collection(options_.lock_collection);
-  if (!std::isfinite(options_.interval_s) || options_.interval_s <= 0 || options_.interval_s > 1e6)
+    : shared_(std::make_shared<Shared>(std::move(storage), std::move(options),
+                                       std::move(on_change), std::move(clock))) {
+  const LeaderObserverOptions& o = shared_->options;
+  validate_key(o.key);
+  validate_collection(o.lock_collection);
+  if (!std::isfinite(o.interval_s) || o.interval_s <= 0 || o.interval_s > 1e6)
     throw InvalidArgument("interval must be a finite number of seconds in (0, 1e6]");
 }
 
 LeaderObserver::~LeaderObserver() { stop(); }
 
-LeaderState LeaderObserver::read() {
-  std::optional<LockDoc> doc = storage_->read(options_.lock_collection, options_.key);
+LeaderState LeaderObserver::read() { return shared_->read(); }
+std::optional<LeaderState> LeaderObserver::poll() { return shared_->poll(); }
+
+LeaderState LeaderObserver::Shared::read() {
+  std::optional<LockDoc> doc = storage->read(options.lock_collection, options.key);
   // Led while a claimant could still see it held: the earliest the server's clock reads.
-  const ServerTime t = server_clock_.estimate_sampling();
+  const ServerTime t = server_clock.estimate_sampling();
   LeaderState s;
   s.server_time_ms = t.now_ms;
   if (doc && doc->held_at(t.earliest_ms())) {
@@ -46,51 +69,60 @@ LeaderState LeaderObserver::read() {
   return s;
 }
 
-std::optional<LeaderState> LeaderObserver::poll() {
+std::optional<LeaderState> LeaderObserver::Shared::poll() {
   LeaderState s = read();
-  std::lock_guard<std::mutex> g(mu_);
-  if (last_ && last_->same_leader(s)) return std::nullopt;
-  last_ = s;
+  std::lock_guard<std::mutex> g(mu);
+  if (last && last->same_leader(s)) return std::nullopt;
+  last = s;
   return s;
 }
 
 void LeaderObserver::start() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<std::mutex> g(shared_->mu);
   if (thread_.joinable()) return;
-  stop_requested_ = false;
-  thread_ = start_clock_thread(*clock_, [this] { run(); });
+  shared_->stop_requested = false;
+  thread_ = start_clock_thread(*shared_->clock, [shared = shared_] { run(shared); });
 }
 
 void LeaderObserver::stop() {
   {
-    std::lock_guard<std::mutex> g(mu_);
-    stop_requested_ = true;
+    std::lock_guard<std::mutex> g(shared_->mu);
+    shared_->stop_requested = true;
   }
-  cv_.notify_all();
+  shared_->cv.notify_all();
   if (thread_.joinable()) {
     if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();  // from on_change: the loop sees stop_requested_ and returns
+      thread_.detach();  // from on_change: the loop sees stop_requested and returns
       return;
     }
     thread_.join();
   }
 }
 
-void LeaderObserver::run() {
-  const auto interval = static_cast<std::int64_t>(std::llround(options_.interval_s * 1000.0));
+void LeaderObserver::run(const std::shared_ptr<Shared>& s) {
+  const auto interval = static_cast<std::int64_t>(std::llround(s->options.interval_s * 1000.0));
+  bool failing = false;  // a failed poll warns once; the repeats until it recovers do not
   for (;;) {
+    std::optional<LeaderState> change;
     try {
-      if (auto change = poll()) {
-        if (on_change_) on_change_(*change);
-      }
+      change = s->poll();
+      if (failing) log(LogLevel::Info, "observing " + s->options.key + " works again");
+      failing = false;
     } catch (const std::exception& ex) {
-      log(LogLevel::Warning, "observing " + options_.key + " failed: " + ex.what());
+      log(failing ? LogLevel::Debug : LogLevel::Warning,
+          "observing " + s->options.key + " failed (retried every interval): " + ex.what());
+      failing = true;
     }
-    std::unique_lock<std::mutex> lk(mu_);
-    if (stop_requested_) return;
-    clock_->wait_until(lk, cv_, clock_->mono_ms() + std::max<std::int64_t>(1, interval),
-                       [this] { return stop_requested_; });
-    if (stop_requested_) return;
+    try {
+      if (change && s->on_change) s->on_change(*change);
+    } catch (const std::exception& ex) {
+      log(LogLevel::Error, "a leader-change callback for " + s->options.key + " raised: " + ex.what());
+    }
+    std::unique_lock<std::mutex> lk(s->mu);
+    if (s->stop_requested) return;
+    s->clock->wait_until(lk, s->cv, s->clock->mono_ms() + std::max<std::int64_t>(1, interval),
+                         [&s] { return s->stop_requested; });
+    if (s->stop_requested) return;
   }
 }
 

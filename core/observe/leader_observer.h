@@ -48,7 +48,8 @@ class LeaderObserver {
   using OnChange = std::function<void(const LeaderState&)>;
   LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
                  OnChange on_change = {}, std::shared_ptr<Clock> clock = nullptr);
-  // Stops the thread (waits for it unless called from on_change).
+  // Stops the thread (waits for it unless called from on_change: then the thread ends
+  // after on_change returns, and may outlive this object).
   ~LeaderObserver();
   LeaderObserver(const LeaderObserver&) = delete;
   LeaderObserver& operator=(const LeaderObserver&) = delete;
@@ -63,17 +64,13 @@ class LeaderObserver {
   void stop();
 
  private:
-  void run();
+  // Everything the polling thread uses: the thread holds it too, so that an observer
+  // stopped from its own on_change and then destroyed leaves it valid until the thread
+  // has returned.
+  struct Shared;
+  static void run(const std::shared_ptr<Shared>& shared);
 
-  std::shared_ptr<Storage> storage_;
-  LeaderObserverOptions options_;
-  OnChange on_change_;
-  std::shared_ptr<Clock> clock_;
-  ServerClock server_clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<LeaderState> last_;
-  bool stop_requested_ = false;
+  std::shared_ptr<Shared> shared_;
   std::thread thread_;
 };
 

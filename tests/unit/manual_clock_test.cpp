@@ -13,6 +13,7 @@
 #include "election/elector.h"
 #include "exceptions.h"
 #include "lease/lease.h"
+#include "observe/leader_observer.h"
 #include "storage/memory_storage.h"
 #include "testing/manual_clock.h"
 
@@ -168,6 +169,57 @@ TEST_F(ManualClockTest, ElectionFailsOverWithinOneTtlOfFakeTime) {
   EXPECT_TRUE(b->is_leader());
   EXPECT_EQ(b_leads.load(), 1);
   b->stop();
+}
+
+TEST_F(ManualClockTest, ObserverReportsEveryChangeAtTheFakeInstantItLooks) {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  auto seen_now = [&] {
+    std::lock_guard<std::mutex> g(mu);
+    return seen;
+  };
+  LeaderObserverOptions oo;
+  oo.key = "svc";
+  oo.interval_s = 1;
+  LeaderObserver observer(storage, oo, [&](const LeaderState& s) {
+    std::lock_guard<std::mutex> g(mu);
+    seen.push_back(s.has_leader ? s.uuid : "-");
+  });
+  observer.start();
+  EXPECT_TRUE(clock->settle());
+  EXPECT_EQ(seen_now(), std::vector<std::string>{"-"});
+  ElectorOptions o;
+  o.key = "svc";
+  o.ttl_s = 10;
+  Elector a(storage, o, {}, nullptr, Identity{"uuid-a", "host-a", 1});
+  a.start();
+  EXPECT_TRUE(clock->settle());
+  EXPECT_EQ(seen_now(), std::vector<std::string>{"-"}) << "the observer has not looked again yet";
+  EXPECT_TRUE(clock->advance(1000));
+  EXPECT_EQ(seen_now(), (std::vector<std::string>{"-", "uuid-a"}));
+  EXPECT_TRUE(clock->advance(60 * 1000));
+  EXPECT_EQ(seen_now().size(), 2u) << "no change, no report";
+  a.stop();
+  EXPECT_TRUE(clock->advance(1000));
+  EXPECT_EQ(seen_now(), (std::vector<std::string>{"-", "uuid-a", "-"}));
+  observer.stop();
+}
+
+TEST_F(ManualClockTest, ObserverStoppedFromItsCallbackMayBeDestroyedAtOnce) {
+  LeaderObserverOptions oo;
+  oo.key = "svc";
+  std::unique_ptr<LeaderObserver> observer;
+  std::atomic<bool> stopped{false}, release{false};
+  observer = std::make_unique<LeaderObserver>(storage, oo, [&](const LeaderState&) {
+    observer->stop();
+    stopped = true;
+    while (!release) std::this_thread::yield();  // still inside on_change
+  });
+  observer->start();
+  while (!stopped) std::this_thread::yield();
+  observer.reset();  // destroyed while its thread is still in the callback
+  release = true;
+  EXPECT_TRUE(clock->settle()) << "the thread ended (ASan: without touching the freed observer)";
 }
 
 TEST_F(ManualClockTest, BlockingAcquireOnAnotherThreadWaitsInFakeTime) {
