@@ -80,6 +80,16 @@
 // sends the library's log records to log/slog, with the attributes event, key, fence,
 // uuid and host where the library set them.
 //
+// # Testing
+//
+// "memory://NAME" is an in-process backend with the semantics of the MongoDB one, for
+// tests that need no server. A FakeClock attached to it (FakeClock.MemoryURI) runs
+// everything made on that backend on fake time that moves only through Advance, which
+// returns once the library's threads have acted: a test of an hour of leadership, or of
+// a leader cut off from the database, runs in milliseconds with no sleep
+// (Example_fakeClock). MemorySetUnavailable and MemoryForceExpire make the backend fail
+// or a lock expire behind its holder's back.
+//
 // # Callbacks
 //
 // OnStartedLeading(ctx) runs on its own goroutine for each term, with a context

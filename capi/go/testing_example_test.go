@@ -52,3 +52,60 @@ func Example_memoryBackendInTests() {
 	}
 	// Output: lease lost: the job stops
 }
+
+// A test of "the leader steps down when it is cut off from the database": an hour of
+// leadership and the loss of the backend, on a fake clock, in milliseconds and with no
+// sleep. What the library reports itself (IsLeader, OnStoppedLeading, a lease's
+// Context) is settled when Advance returns.
+func Example_fakeClock() {
+	ctx := context.Background()
+	clock, err := mongoelector.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer clock.Close()
+	uri, err := clock.MemoryURI("") // a fresh memory:// backend that runs on the clock
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := mongoelector.NewClient(uri, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	// The code under test: a service that works while it leads.
+	stopped := make(chan struct{})
+	elector, err := mongoelector.NewElector(ctx, client, "scheduler", &mongoelector.ElectorOptions{
+		TTL: 10 * time.Second,
+		OnStartedLeading: func(term context.Context) {
+			<-term.Done() // the leader's work, until the term ends
+			close(stopped)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer elector.Close()
+	if err := elector.Start(); err != nil {
+		log.Fatal(err)
+	}
+	clock.Settle() // the election loop ran its first poll
+	clock.Advance(time.Hour)
+	leading, _ := elector.IsLeader()
+	fmt.Println("leading after an hour:", leading)
+
+	// The database goes away: no renewal gets through. Within one TTL the leader has
+	// stepped down (at its renew deadline, before anyone else could take over).
+	mongoelector.MemorySetUnavailable(uri, true)
+	clock.Advance(10 * time.Second)
+	leading, _ = elector.IsLeader()
+	fmt.Println("leading 10 s after the cut:", leading)
+	<-stopped // the term's context ended: the work stopped
+	fmt.Println("work stopped; fake time elapsed:", clock.Elapsed())
+	mongoelector.MemorySetUnavailable(uri, false)
+	// Output:
+	// leading after an hour: true
+	// leading 10 s after the cut: false
+	// work stopped; fake time elapsed: 1h0m10s
+}

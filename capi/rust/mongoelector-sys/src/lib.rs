@@ -89,6 +89,11 @@ pub struct mongoelector_semaphore_lease {
 pub struct mongoelector_observer {
     _private: [u8; 0],
 }
+/// Since 1.1: the testing kit's fake clock (mongoelector_fake_clock_*).
+#[repr(C)]
+pub struct mongoelector_fake_clock {
+    _private: [u8; 0],
+}
 
 pub type mongoelector_log_fn = Option<
     unsafe extern "C" fn(
@@ -706,4 +711,46 @@ extern "C" {
         lost_out: *mut c_int,
     ) -> mongoelector_status;
     pub fn mongoelector_semaphore_lease_free(lease: *mut mongoelector_semaphore_lease);
+
+    // ---- Testing kit (since 1.1): a fake clock for memory:// backends, and levers
+    pub fn mongoelector_fake_clock_new(
+        wall_start_ms: i64,
+        settle_timeout_ms: i64,
+        out: *mut *mut mongoelector_fake_clock,
+    ) -> mongoelector_status;
+    /// NULL ok. Not from a callback that this clock's advance/settle runs.
+    pub fn mongoelector_fake_clock_free(clock: *mut mongoelector_fake_clock);
+    pub fn mongoelector_fake_clock_attach(
+        clock: *mut mongoelector_fake_clock,
+        memory_uri: *const c_char,
+    ) -> mongoelector_status;
+    /// Blocking (real time: until the library's threads are idle at each step).
+    pub fn mongoelector_fake_clock_advance(
+        clock: *mut mongoelector_fake_clock,
+        ms: i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_fake_clock_settle(
+        clock: *mut mongoelector_fake_clock,
+    ) -> mongoelector_status;
+    /// Either out may be NULL, not both.
+    pub fn mongoelector_fake_clock_now(
+        clock: *mut mongoelector_fake_clock,
+        wall_ms_out: *mut i64,
+        mono_ms_out: *mut i64,
+    ) -> mongoelector_status;
+    pub fn mongoelector_fake_clock_jump_wall(
+        clock: *mut mongoelector_fake_clock,
+        ms: i64,
+    ) -> mongoelector_status;
+    /// collection NULL: "mongolocker"; was_held_out may be NULL.
+    pub fn mongoelector_memory_force_expire(
+        memory_uri: *const c_char,
+        collection: *const c_char,
+        key: *const c_char,
+        was_held_out: *mut c_int,
+    ) -> mongoelector_status;
+    pub fn mongoelector_memory_set_unavailable(
+        memory_uri: *const c_char,
+        unavailable: c_int,
+    ) -> mongoelector_status;
 }

@@ -30,6 +30,10 @@
 //!   code name and labels through [`Error::server_code`], [`Error::code_name`],
 //!   [`Error::labels`] and [`Error::has_label`].
 //!
+//! * [`testing`]: a [`testing::FakeClock`] for `memory://` backends and levers on them
+//!   ([`testing::force_expire`], [`testing::set_unavailable`]): tests of lease loss,
+//!   step-down and failover that run in milliseconds, with no server and no sleep.
+//!
 //! Every option comes through a builder ([`Locker::builder`], [`Semaphore::builder`],
 //! [`Elector::builder`], [`AcquireOptions::new`]); what is not set keeps the C library's
 //! default, the same for every binding.
@@ -62,6 +66,7 @@ mod observer;
 mod semaphore;
 mod stats;
 mod status;
+pub mod testing;
 
 pub use crate::log::{set_log_handler, sync_log_level, LogHandler, LogLevel, LOG_TARGET};
 pub use cancel::CancelToken;
@@ -108,6 +113,7 @@ mod tests {
         assert_send_sync::<LeaderState>();
         assert_send_sync::<LeaseGuard>();
         assert_send_sync::<Error>();
+        assert_send_sync::<testing::FakeClock>();
     }
 
     #[test]

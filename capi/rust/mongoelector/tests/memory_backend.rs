@@ -18,7 +18,12 @@ fn a_stolen_lease_is_reported_lost_without_a_server() {
     let other = Locker::new(&client, "job").unwrap();
     assert!(matches!(other.try_acquire(), Err(Error::LockHeld(_))));
     let elsewhere = Client::new("memory://rust-testing-kit-2", "").unwrap();
-    drop(Locker::new(&elsewhere, "job").unwrap().try_acquire().expect("another world"));
+    drop(
+        Locker::new(&elsewhere, "job")
+            .unwrap()
+            .try_acquire()
+            .expect("another world"),
+    );
 
     // The test forces the lock away: the lease is lost at its next renewal.
     let thief = other
