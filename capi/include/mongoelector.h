@@ -582,7 +582,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_leader_exists(mongoele
                                                                         int *out);
 MONGOELECTOR_API mongoelector_status mongoelector_elector_running(mongoelector_elector *elector,
                                                                   int *out);
-/* Seconds between polls: ttl/2 as leader, ttl as follower (the loop may wake earlier). */
+/* The original's nominal seconds between polls: ttl/2 as leader, ttl as follower (the
+ * drop-in value). The loop itself renews every ttl/3 as leader, and as follower looks
+ * every ttl/4 while a leader exists (handover_poll_seconds), else every ttl. */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_poll_wait(mongoelector_elector *elector,
                                                                     double *out);
 /* Fencing token of the current leadership, 0 when not leader. */
