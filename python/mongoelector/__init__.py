@@ -14,6 +14,7 @@ from .fenced import (FencedCollection, fenced_delete_one, fenced_insert_one,
                      fenced_replace_one, fenced_update_one)
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
+from .observer import LeaderObserver, LeaderState, observe
 from .scheduling import once_per, singleton
 from . import testing
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
@@ -45,6 +46,9 @@ __all__ = [
     "fenced_insert_one",
     "fenced_delete_one",
     "singleton",
+    "observe",
+    "LeaderObserver",
+    "LeaderState",
     "once_per",
     "testing",
     "LockerStatus",

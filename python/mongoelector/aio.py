@@ -62,7 +62,7 @@ from pymongo.database import Database
 from . import _aio_pool, _native, _transport
 from ._aio_facade import AsyncDatabaseFacade, is_async_database
 from .client import Client
-from .elector import ClusterDetail, MongoLeaderElector, NodeStatus
+from .elector import ClusterDetail, MongoLeaderElector, NodeStatus, _check_handover_poll
 from .errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
 from .lease import LockerOptions
 from .locker import LockerStatus, _check_args, _native_maxoffset
@@ -553,7 +553,9 @@ class AsyncMongoLeaderElector:
                  on_loop: Optional[Callback] = None,
                  app_version: Optional[str] = None, report_status: bool = True,
                  database: Optional[str] = None, allow_unsafe_server: bool = False,
-                 op_timeout: Optional[float] = None, delete_on_release: bool = True) -> None:
+                 op_timeout: Optional[float] = None, delete_on_release: bool = True,
+                 handover_poll: Optional[float] = None) -> None:
+        _check_handover_poll(handover_poll)
         target, facade, timeout = _prepare(key, db, ttl, database, op_timeout)
         self.key = key
         self.db = db
@@ -563,7 +565,7 @@ class AsyncMongoLeaderElector:
         self._options: Dict[str, Any] = dict(
             ttl=ttl, app_version=app_version, report_status=report_status, database=database,
             allow_unsafe_server=allow_unsafe_server, op_timeout=timeout,
-            delete_on_release=delete_on_release)
+            delete_on_release=delete_on_release, handover_poll=handover_poll)
         self._callbacks: Dict[str, Optional[Callback]] = {
             "on_leader": on_leader, "on_leader_loss": on_leader_loss, "on_loop": on_loop}
         self._sync: Optional[MongoLeaderElector] = None

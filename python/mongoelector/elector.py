@@ -11,6 +11,7 @@ last renewal.
 from __future__ import annotations
 
 import logging
+import math
 import weakref
 from datetime import datetime
 from time import sleep
@@ -24,6 +25,7 @@ from pymongo.database import Database
 from . import _lifecycle, _native, _transport
 from ._transport import DatabaseArg
 from .locker import LockerStatus, MongoLocker, _check_args, _Closed, _identity
+from .observer import LeaderObserver, _seconds, observe
 
 __all__ = ["MongoLeaderElector", "NodeStatus", "ClusterDetail", "LeaderInfo"]
 
@@ -65,6 +67,13 @@ class ClusterDetail(TypedDict):
     timestamp: datetime
 
 
+def _check_handover_poll(handover_poll: object) -> None:
+    seconds = _seconds("handover_poll", handover_poll, allow_none=True)
+    if seconds is not None and not (math.isfinite(seconds) and 0 <= seconds <= 1e9):
+        raise ValueError("handover_poll must be a finite number of seconds in [0, 1e9] "
+                         "(0: off), not %r" % (handover_poll,))
+
+
 def _make_dispatch(elector: MongoLeaderElector) -> Callable[[str], None]:
     """The function the native loop calls for a callback. It holds the elector weakly
     (the native elector must not keep its Python owner alive) and looks the callback
@@ -90,7 +99,11 @@ class MongoLeaderElector:
 
     Keyword-only options beyond the original: ``database``, ``allow_unsafe_server``,
     ``op_timeout`` and ``delete_on_release`` (see MongoLocker; True by default, so that
-    original nodes in a mixed fleet can take over at once after this node releases).
+    original nodes in a mixed fleet can take over at once after this node releases), and
+    ``handover_poll``: seconds between a follower's looks at the lock while a leader
+    exists, i.e. how soon a ``resign()`` or ``transfer()`` elsewhere is noticed (one read
+    each, no write). None (default): ttl/4; 0: off (followers wake only when the
+    leader's lease can expire, about one ttl after a hand-over).
 
     Can be used as a context manager::
 
@@ -122,8 +135,10 @@ class MongoLeaderElector:
                  on_loop: Optional[Callback] = None,
                  app_version: Optional[str] = None, report_status: bool = True,
                  database: Optional[str] = None, allow_unsafe_server: bool = False,
-                 op_timeout: Optional[float] = None, delete_on_release: bool = True) -> None:
+                 op_timeout: Optional[float] = None, delete_on_release: bool = True,
+                 handover_poll: Optional[float] = None) -> None:
         _check_args(key, db, ttl, database)
+        _check_handover_poll(handover_poll)
         _lifecycle.sweep()
         self._closed = False
         self._app_version = app_version
@@ -131,6 +146,7 @@ class MongoLeaderElector:
         self.key = key
         self.db = db
         self.ttl = ttl
+        self._database = database
         self._callbacks = {"on_leader": on_leader, "on_leader_loss": on_leader_loss,
                            "on_loop": on_loop}
         if op_timeout is None:
@@ -141,7 +157,8 @@ class MongoLeaderElector:
                 storage, key, float(ttl), bool(report_status),
                 str(app_version) if app_version else None, _make_dispatch(self),
                 allow_unsafe_server=bool(allow_unsafe_server), identity=_identity(),
-                delete_on_release=bool(delete_on_release))
+                delete_on_release=bool(delete_on_release),
+                handover_poll=None if handover_poll is None else float(handover_poll))
         except BaseException:
             del storage
             if use is not None:
@@ -350,6 +367,11 @@ class MongoLeaderElector:
         document, with report_status on).
         """
         self._core.transfer(to)
+
+    def observe(self, *, interval: float = 1.0) -> LeaderObserver:
+        """``mongoelector.observe()`` of this elector's key and database: the stream of
+        its leader changes (a ``LeaderObserver`` of its own; close it when done)."""
+        return observe(self.db, self.key, interval=interval, database=self._database)
 
     @property
     def poll_wait(self) -> float:

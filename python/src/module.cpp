@@ -30,6 +30,7 @@
 #include "log_bridge.h"
 #include "metrics_binding.h"
 #include "testing_binding.h"
+#include "observer_binding.h"
 #include "pymongo_storage.h"
 #include "semaphore/semaphore.h"
 #include "semaphore/semaphore_lease.h"
@@ -232,7 +233,7 @@ class PyElector {
             bool report_status, std::optional<std::string> app_version, py::object dispatch,
             std::string lock_collection, std::string status_collection,
             bool allow_unsafe_server, std::optional<me::Identity> identity,
-            bool delete_on_release)
+            bool delete_on_release, std::optional<double> handover_poll)
       : callbacks_(std::make_shared<CallbackState>()) {
     callbacks_->dispatch = SharedPyObject(std::move(dispatch));
     me::ElectorOptions o;
@@ -244,6 +245,7 @@ class PyElector {
     o.status_collection = std::move(status_collection);
     o.allow_unsafe_server = allow_unsafe_server;
     o.delete_on_release = delete_on_release;
+    o.handover_poll_s = handover_poll;
     o.allow_unbounded_calls = allow_unbounded(storage);
     me::ElectorCallbacks cb;
     auto state = callbacks_;
@@ -442,6 +444,7 @@ PYBIND11_MODULE(_native, m) {
   install_log_bridge();
   bind_metrics(m);
   bind_testing(m);
+  bind_observer(m);
 
   // Who a locker is. Python passes the original's values (uuid.uuid4(), socket.getfqdn(),
   // os.getpid()) so documents and messages match what the original writes.
@@ -639,13 +642,13 @@ PYBIND11_MODULE(_native, m) {
   py::class_<PyElector>(m, "Elector")
       .def(py::init<std::shared_ptr<me::Storage>, std::string, double, bool,
                     std::optional<std::string>, py::object, std::string, std::string, bool,
-                    std::optional<me::Identity>, bool>(),
+                    std::optional<me::Identity>, bool, std::optional<double>>(),
            py::arg("storage"), py::arg("key"), py::arg("ttl"), py::arg("report_status"),
            py::arg("app_version"), py::arg("dispatch"),
            py::arg("lock_collection") = "elector.locks",
            py::arg("status_collection") = "elector.leader_status",
            py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none(),
-           py::arg("delete_on_release") = false)
+           py::arg("delete_on_release") = false, py::arg("handover_poll") = py::none())
       .def("set_callback_enabled", &PyElector::set_enabled)
       .def("start", [](PyElector& e) {
         UserCall uc;

@@ -123,3 +123,20 @@ def test_a_callback_blocked_on_the_test_thread_is_reported_not_hung():
     clock.advance(1)
     assert e.is_leader
     e.stop()
+
+
+def test_readme_example_leader_steps_down_when_cut_off_and_another_takes_over():
+    # README, "A fake clock: an hour of leadership in milliseconds", verbatim.
+    clock = testing.FakeClock()
+    db = clock.memory_uri()                  # memory://test-<uuid> on this clock
+    a = MongoLeaderElector("svc", db, ttl=10)
+    a.start()
+    clock.advance(0)                         # a's loop ran: it leads
+    b = MongoLeaderElector("svc", db, ttl=10)
+    b.start()
+    clock.advance(3600)                      # an hour: a renewed all along
+    assert a.is_leader and not b.is_leader
+    testing.force_expire(db, "svc", collection="elector.locks")
+    clock.advance(5)                         # within a's next renewal (ttl/2)
+    assert b.is_leader and not a.is_leader   # a stepped down, b took over
+    a.stop(); b.stop()

@@ -123,7 +123,7 @@ def test_native_stub_matches_the_compiled_module(mypy_cmd, workdir):
     Python constructor."""
     classes = ["Identity", "Storage", "ServerFacts", "PyMongoStorage", "StorageClient",
                "MongoClient", "MongoStorage", "SqliteStorage", "Locker", "KeepAliveLease",
-               "Elector"]
+               "Elector", "LeaderObserver", "ManualClock"]
     allow = workdir / "stubtest-allowlist.txt"
     allow.write_text("\n".join(
         ["mongoelector._native.%s" % c for c in classes]  # "metaclass differs"

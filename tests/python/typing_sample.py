@@ -11,6 +11,7 @@ It works in a fresh database of its own and drops it at the end.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sys
@@ -24,8 +25,9 @@ from pymongo.database import Database
 
 import mongoelector
 from mongoelector import (AcquireTimeout, Client, ClosedError, ClusterDetail, LeaseLost,
-                          LockerStatus, LockExists, MongoElectorError, MongoLeaderElector,
-                          MongoLocker, NodeStatus, StorageUnavailable, lease)
+                          LeaderObserver, LeaderState, LockerStatus, LockExists,
+                          MongoElectorError, MongoLeaderElector, MongoLocker, NodeStatus,
+                          StorageUnavailable, lease, observe)
 from mongoelector.lease import Lease
 
 log = logging.getLogger("typing_sample")
@@ -149,6 +151,30 @@ def use_elector(uri: str) -> None:
     assert elector.closed
 
 
+def use_observer(db: Database[Dict[str, Any]], uri: str) -> None:
+    elector = MongoLeaderElector("observed-service", uri, ttl=3, handover_poll=0.5)
+    changes: LeaderObserver
+    with observe(db, "observed-service", interval=0.1) as changes, contextlib.closing(elector):
+        first: LeaderState = next(changes)  # the current state: nobody leads yet
+        elector.start()
+        state: Optional[LeaderState] = changes.get(timeout=10)
+        if state is not None and state.has_leader:
+            fence: Optional[int] = state.fence
+            print("observed", first.has_leader, state.uuid, state.host, state.pid, fence,
+                  state.server_time.isoformat())
+        elector.stop()
+
+    async def watch() -> List[LeaderState]:
+        seen: List[LeaderState] = []
+        async with observe(uri, "observed-service", interval=0.1) as stream:
+            async for s in stream:
+                seen.append(s)
+                break
+        return seen
+
+    print("async", [s.has_leader for s in asyncio.run(watch())])
+
+
 def use_lease(db: Database[Dict[str, Any]], uri: str) -> None:
     held: Lease
     with lease(uri, "nightly-report", ttl=10, timeout=5, op_timeout=1.0) as held:
@@ -179,6 +205,7 @@ def main(argv: List[str]) -> int:
         use_locker(db, uri)
         use_shared_client(uri)
         use_elector(uri)
+        use_observer(db, uri)
         use_lease(db, uri)
         print("mongoelector", mongoelector.__version__, "OK")
         return 0
