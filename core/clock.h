@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "deadline_timer.h"
@@ -38,12 +39,33 @@ class Clock {
   // The renewer that keeps leases on this clock alive; nullptr: the process-wide one
   // (Renewer::for_clock). A ManualClock owns one whose thread waits on its time.
   virtual Renewer* renewer() { return nullptr; }
+  // A seed for the jitter of the next elector made on this clock; nullopt: a random one.
+  // A ManualClock hands out a fixed sequence, so that a test's election timeline (who
+  // claims first, and when) is the same at every run.
+  virtual std::optional<std::uint64_t> next_random_seed() { return std::nullopt; }
   // Threads whose work runs on this clock's time (election loops, renewers, observers)
   // are started through start_clock_thread(), which calls these: a ManualClock counts
   // them, to know when all of them are idle. No-ops on the other clocks.
   virtual void worker_spawning() {}
   virtual void worker_spawn_failed() {}
   virtual void worker_begins() {}
+  // A user's thread is inside a library call that may wait on this clock (a blocking
+  // acquire, wait_lost): while it is, a ManualClock counts it with its workers, so that
+  // advance() waits for it to act on each step instead of racing it. See ClockCall.
+  virtual void call_begins() {}
+  virtual void call_ends() {}
+};
+
+// Marks a library call that may wait on `clock` (see Clock::call_begins).
+class ClockCall {
+ public:
+  explicit ClockCall(Clock& clock) : clock_(clock) { clock_.call_begins(); }
+  ~ClockCall() { clock_.call_ends(); }
+  ClockCall(const ClockCall&) = delete;
+  ClockCall& operator=(const ClockCall&) = delete;
+
+ private:
+  Clock& clock_;
 };
 
 // Starts a thread that runs `body` on `clock`'s time (see Clock::worker_spawning).

@@ -107,6 +107,7 @@ std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, dou
 
 std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeout_s,
                                      double step_s, bool force, const CancelFn& cancel) {
+  ClockCall call(*clock_);  // its pauses wait on the clock
   if (!blocking && timeout_s) throw InvalidArgument("Cannot set timeout if blocking is False");
   if (timeout_s && (!std::isfinite(*timeout_s) || *timeout_s < 0))
     throw InvalidArgument("timeout must be a number >= 0");

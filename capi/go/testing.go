@@ -116,6 +116,26 @@ func (c *FakeClock) Settle() error {
 	return c.do(func() C.mongoelector_status { return C.mongoelector_fake_clock_settle(c.ptr) })
 }
 
+// WaitForWaiters blocks, in real time (at most timeout; <= 0: 10 s), until at least n
+// goroutines or threads wait on the clock, and returns how many do. A test whose own
+// goroutine makes a blocking call (an Acquire with a timeout, WaitLost) reads the count
+// with n = 0 first, starts the goroutine, then waits for count+1 before advancing past
+// the call's deadline. An error matching ErrTimeout when fewer wait.
+func (c *FakeClock) WaitForWaiters(n int, timeout time.Duration) (int, error) {
+	if n < 0 {
+		return 0, invalidArgument("FakeClock.WaitForWaiters: n < 0")
+	}
+	bound := C.int64_t(-1)
+	if timeout > 0 {
+		bound = C.int64_t(durationMs(timeout))
+	}
+	var waiting C.size_t
+	err := c.do(func() C.mongoelector_status {
+		return C.mongoelector_fake_clock_wait_for_waiters(c.ptr, C.size_t(n), bound, &waiting)
+	})
+	return int(waiting), err
+}
+
 // now reads the wall and monotonic clocks in ms; ok false once the clock is closed.
 func (c *FakeClock) now() (wall, mono int64, ok bool) {
 	var w, m C.int64_t

@@ -197,6 +197,20 @@ MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_jump_wall(mongoelec
   });
 }
 
+MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_wait_for_waiters(
+    mongoelector_fake_clock* clock, size_t n, int64_t real_timeout_ms, size_t* waiting_out) {
+  return guard([&] {
+    auto& h = checked_clock(clock);
+    const std::int64_t bound = real_timeout_ms < 0 ? 10000 : real_timeout_ms;
+    if (!h.clock->block_until_waiters(n, bound)) {
+      throw mongoelector::AcquireTimeout("fewer than " + std::to_string(n) +
+                                         " threads wait on the clock after " +
+                                         std::to_string(bound) + " ms of real time");
+    }
+    if (waiting_out != nullptr) *waiting_out = h.clock->waiters();
+  });
+}
+
 MONGOELECTOR_API mongoelector_status mongoelector_memory_force_expire(const char* memory_uri,
                                                                       const char* collection,
                                                                       const char* key,

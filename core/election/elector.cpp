@@ -31,7 +31,8 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
     : options_(std::move(options)),
       callbacks_(std::move(callbacks)),
       clock_(clock ? clock : storage ? storage->clock() : nullptr),
-      rng_(std::random_device{}()) {
+      rng_(clock_ ? clock_->next_random_seed().value_or(std::random_device{}())
+                  : std::random_device{}()) {
   if (options_.allow_unsafe_server)
     throw InvalidArgument(
         "allow_unsafe_server is refused for electors: on a server whose findAndModify is "

@@ -258,6 +258,7 @@ bool SemaphoreLease::wait_lost(std::optional<std::int64_t> timeout_ms) {
   std::unique_lock<std::mutex> lk(s.mu);
   if (s.lost) return true;
   if (timeout_ms && *timeout_ms <= 0) return false;
+  ClockCall call(*s.clock);
   const std::int64_t start = s.clock->mono_ms();
   for (;;) {
     if (s.lost) return true;

@@ -36,6 +36,7 @@ struct ManualClockState {
   int spawning = 0;  // worker threads spawned that have not begun
   int running = 0;   // worker threads begun and not waiting on the clock
   std::int64_t settle_timeout_ms = 10000;
+  std::uint64_t seeds = 0;  // handed out by next_random_seed()
 
   void wake_all_locked() {
     for (auto& w : waiters) w.cv->notify_all();
@@ -44,17 +45,30 @@ struct ManualClockState {
 }  // namespace detail
 
 namespace {
-// The clocks this thread is a worker of; it stops counting as running when it ends.
+// The clocks this thread counts for: as a worker (for its whole life) or while it is
+// inside library calls (ClockCall); it stops counting as running when it ends.
 struct WorkerMarks {
-  std::vector<std::pair<const void*, std::weak_ptr<detail::ManualClockState>>> clocks;
-  bool is_worker_of(const void* s) const {
-    for (const auto& c : clocks)
-      if (c.first == s) return true;
-    return false;
+  struct Mark {
+    const void* clock;
+    std::weak_ptr<detail::ManualClockState> state;
+    bool worker = false;
+    int calls = 0;
+  };
+  std::vector<Mark> marks;
+
+  Mark* find(const void* s) {
+    for (auto& m : marks)
+      if (m.clock == s) return &m;
+    return nullptr;
+  }
+  bool counts_for(const void* s) {
+    const Mark* m = find(s);
+    return m != nullptr && (m->worker || m->calls > 0);
   }
   ~WorkerMarks() {
-    for (auto& c : clocks) {
-      if (auto s = c.second.lock()) {
+    for (auto& m : marks) {
+      if (!m.worker && m.calls == 0) continue;
+      if (auto s = m.state.lock()) {
         std::lock_guard<std::mutex> g(s->mu);
         --s->running;
         s->changed.notify_all();
@@ -109,6 +123,11 @@ Renewer* ManualClock::renewer() {
   return renewer_.get();
 }
 
+std::optional<std::uint64_t> ManualClock::next_random_seed() {
+  std::lock_guard<std::mutex> g(s_->mu);
+  return 0x9E3779B97F4A7C15ULL * ++s_->seeds;
+}
+
 void ManualClock::worker_spawning() {
   std::lock_guard<std::mutex> g(s_->mu);
   ++s_->spawning;
@@ -121,17 +140,37 @@ void ManualClock::worker_spawn_failed() {
 }
 
 void ManualClock::worker_begins() {
-  t_marks.clocks.emplace_back(s_.get(), s_);
+  t_marks.marks.push_back({s_.get(), s_, true, 0});
   std::lock_guard<std::mutex> g(s_->mu);
   --s_->spawning;
   ++s_->running;
   s_->changed.notify_all();
 }
 
+void ManualClock::call_begins() {
+  WorkerMarks::Mark* m = t_marks.find(s_.get());
+  if (m == nullptr) {
+    t_marks.marks.push_back({s_.get(), s_, false, 0});
+    m = &t_marks.marks.back();
+  }
+  if (m->worker || m->calls++ > 0) return;  // already counted
+  std::lock_guard<std::mutex> g(s_->mu);
+  ++s_->running;
+}
+
+void ManualClock::call_ends() {
+  WorkerMarks::Mark* m = t_marks.find(s_.get());
+  if (m == nullptr || m->worker || m->calls == 0 || --m->calls > 0) return;
+  t_marks.marks.erase(t_marks.marks.begin() + (m - t_marks.marks.data()));
+  std::lock_guard<std::mutex> g(s_->mu);
+  --s_->running;
+  s_->changed.notify_all();
+}
+
 bool ManualClock::wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
                              std::int64_t deadline_mono_ms, const std::function<bool()>& wake) {
   if (wake()) return true;
-  const bool worker = t_marks.is_worker_of(s_.get());
+  const bool worker = t_marks.counts_for(s_.get());
   std::list<detail::ManualClockState::Waiter>::iterator me;
   {
     std::lock_guard<std::mutex> g(s_->mu);
@@ -229,6 +268,17 @@ bool ManualClock::advance(std::int64_t ms) {
     ok = settle() && ok;
     if (step >= target) return ok;
   }
+}
+
+std::size_t ManualClock::waiters() {
+  std::lock_guard<std::mutex> g(s_->mu);
+  return s_->waiters.size();
+}
+
+bool ManualClock::block_until_waiters(std::size_t n, std::int64_t real_timeout_ms) {
+  std::unique_lock<std::mutex> lk(s_->mu);
+  return s_->changed.wait_for(lk, std::chrono::milliseconds(std::max<std::int64_t>(0, real_timeout_ms)),
+                              [&] { return s_->waiters.size() >= n; });
 }
 
 void ManualClock::jump_wall(std::int64_t ms) {

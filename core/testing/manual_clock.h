@@ -55,9 +55,12 @@ class ManualClock final : public Clock {
   // A mutex held by a running thread is waited for in real time (up to the settle bound).
   bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
   Renewer* renewer() override;
+  std::optional<std::uint64_t> next_random_seed() override;
   void worker_spawning() override;
   void worker_spawn_failed() override;
   void worker_begins() override;
+  void call_begins() override;
+  void call_ends() override;
 
   // Moves time forward by ms (>= 0), one pending deadline at a time (see above). False if
   // the threads did not settle at some step within the real-time bound.
@@ -68,6 +71,13 @@ class ManualClock final : public Clock {
   // Steps only the wall clock (and so the memory backend's server clock), as NTP would:
   // intervals measured on the monotonic clock do not change.
   void jump_wall(std::int64_t ms);
+  // How many threads wait on this clock now (the library's and any other: a blocking
+  // acquire's pause, a wait_lost with a timeout).
+  std::size_t waiters();
+  // Blocks, in real time, until at least `n` threads wait on this clock (a test's own
+  // thread has reached its blocking call: only then may advance() pass its deadline);
+  // false after `real_timeout_ms`.
+  bool block_until_waiters(std::size_t n, std::int64_t real_timeout_ms);
 
  private:
   using Shared = detail::ManualClockState;

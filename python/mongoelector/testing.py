@@ -48,7 +48,8 @@ hour of leadership takes milliseconds and needs no sleep::
 Every wait on the clock is in fake time: ``lease.wait_lost(timeout)``, a blocking
 ``lease(...)`` or ``MongoSemaphore`` acquire returns when ``advance()`` reaches its
 deadline, so call those with ``timeout=0`` or from another thread than the one that
-advances. (The drop-in ``MongoLocker.acquire(blocking=True)`` retry loop, written in
+advances; ``clock.block_until_waiters(clock.waiters + 1)`` (taken before starting that
+thread) waits until it has reached its blocking call. (The drop-in ``MongoLocker.acquire(blocking=True)`` retry loop, written in
 Python, waits in real time.)
 """
 
@@ -123,6 +124,23 @@ class FakeClock:
         """What ``advance(0)`` does: waits until the threads acted on the time it is."""
         if not self._native.settle():
             raise RuntimeError("FakeClock.settle: the library's threads did not become idle")
+
+    @property
+    def waiters(self) -> int:
+        """How many threads wait on this clock now (the library's own, and any blocked in
+        a call that waits in fake time)."""
+        return int(self._native.waiters())
+
+    def block_until_waiters(self, n: int, timeout: Seconds = 10.0) -> None:
+        """Blocks, in real time, until at least ``n`` threads wait on this clock: a test's
+        own thread has reached its blocking call, so an ``advance()`` now passes that
+        call's deadline instead of running before it. ``TimeoutError`` after ``timeout``
+        real seconds."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"n must be an int, not {type(n).__name__}")
+        bound = _seconds(timeout, "timeout")
+        if not self._native.block_until_waiters(max(0, n), int(round(max(0.0, bound) * 1000))):
+            raise TimeoutError(f"fewer than {n} threads wait on the clock after {bound} s")
 
     def time(self) -> float:
         """The wall clock (and the memory backend's server clock): Unix seconds."""

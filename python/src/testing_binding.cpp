@@ -48,6 +48,14 @@ void bind_testing(py::module_& m) {
              py::gil_scoped_release nogil;
              return c.clock->settle();
            })
+      .def("waiters", [](PyManualClock& c) { return c.clock->waiters(); })
+      .def(
+          "block_until_waiters",
+          [](PyManualClock& c, std::size_t n, std::int64_t timeout_ms) {
+            py::gil_scoped_release nogil;
+            return c.clock->block_until_waiters(n, timeout_ms);
+          },
+          py::arg("n"), py::arg("timeout_ms"))
       .def("mono_ms", [](PyManualClock& c) { return c.clock->mono_ms(); })
       .def("wall_ms", [](PyManualClock& c) { return c.clock->wall_ms(); })
       .def("jump_wall", [](PyManualClock& c, std::int64_t ms) { c.clock->jump_wall(ms); },

@@ -359,6 +359,55 @@ static void test_stolen_lock_is_lost_at_the_next_renewal(void) {
   lease_world_close(&w);
 }
 
+/* A blocking acquire on another thread waits in fake time: it times out when advance()
+ * passes its deadline, once the test has seen it waiting on the clock. */
+typedef struct waiting_acquire {
+  mongoelector_locker *locker;
+  mongoelector_status status;
+  int64_t fence;
+} waiting_acquire;
+
+static void *acquire_with_timeout(void *arg) {
+  waiting_acquire *w = (waiting_acquire *)arg;
+  w->status = mongoelector_locker_acquire(w->locker, 1, 5.0, 0.25, 0, &w->fence);
+  return NULL;
+}
+
+static void test_blocking_acquire_waits_in_fake_time(void) {
+  char uri[128];
+  mongoelector_fake_clock *clock;
+  mongoelector_client *client;
+  mongoelector_locker *holder, *other;
+  waiting_acquire w;
+  pthread_t t;
+  size_t idle = 0, waiting = 0;
+  int64_t fence = 0;
+
+  unique_uri(uri, sizeof uri, "kit-blocking");
+  open_world(uri, 0, &clock, &client);
+  new_locker(client, "job", 20, &holder);
+  new_locker(client, "job", 20, &other);
+  CHECK_OK(mongoelector_locker_acquire(holder, 0, -1, 0.25, 0, &fence));
+  CHECK_OK(mongoelector_fake_clock_wait_for_waiters(clock, 0, -1, &idle));
+  w.locker = other;
+  w.status = MONGOELECTOR_OK;
+  w.fence = 0;
+  CHECK(pthread_create(&t, NULL, acquire_with_timeout, &w) == 0);
+  CHECK_OK(mongoelector_fake_clock_wait_for_waiters(clock, idle + 1, 30000, &waiting));
+  CHECK(waiting >= idle + 1);
+  CHECK_OK(mongoelector_fake_clock_advance(clock, 4999));
+  CHECK_OK(mongoelector_fake_clock_wait_for_waiters(clock, idle + 1, 30000, NULL));
+  CHECK_OK(mongoelector_fake_clock_advance(clock, 1));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(w.status == MONGOELECTOR_ERR_TIMEOUT);
+  CHECK(mongoelector_fake_clock_wait_for_waiters(clock, idle + 50, 10, NULL) == MONGOELECTOR_ERR_TIMEOUT);
+  CHECK_OK(mongoelector_locker_release(holder, 0));
+  mongoelector_locker_free(other);
+  mongoelector_locker_free(holder);
+  mongoelector_client_free(client);
+  mongoelector_fake_clock_free(clock);
+}
+
 /* The clock freed before what was made on its backend: those keep it alive (time
  * stands still for them) and are freed afterwards as usual. */
 static void test_clock_freed_first(void) {
@@ -562,6 +611,7 @@ int main(int argc, char **argv) {
   test_stolen_lock_is_lost_at_the_next_renewal();
   test_wall_jump_is_noticed();
   test_clock_freed_first();
+  test_blocking_acquire_waits_in_fake_time();
   test_election_takeover();
   test_blocked_callback_is_reported_not_hung();
   printf("testing_kit_test: %d passed, 0 failed (%.2f s of real time)\n", g_passed, now_s() - t0);

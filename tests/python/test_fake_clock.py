@@ -76,9 +76,11 @@ def test_waits_on_the_clock_are_in_fake_time():
         except mongoelector.AcquireTimeout:
             outcome.append("timeout at %.1f" % clock.monotonic())
 
-    t = threading.Thread(target=wait_for_slot)
+    clock.settle()
+    idle = clock.waiters
+    t = threading.Thread(target=wait_for_slot, daemon=True)
     t.start()
-    t.join(0.2)
+    clock.block_until_waiters(idle + 1)      # it sleeps on the clock now
     assert t.is_alive() and not outcome, "30 s of fake time have not passed"
     clock.advance(31)
     t.join(10)

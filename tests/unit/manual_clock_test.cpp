@@ -222,11 +222,46 @@ TEST_F(ManualClockTest, ObserverStoppedFromItsCallbackMayBeDestroyedAtOnce) {
   EXPECT_TRUE(clock->settle()) << "the thread ended (ASan: without touching the freed observer)";
 }
 
+// When, after A's lock expired behind its back, B leads and A has stepped down (fake ms).
+std::pair<std::int64_t, std::int64_t> takeover_timeline() {
+  auto clock = std::make_shared<ManualClock>(1700000000000);
+  auto storage = MemoryClient::open(fresh_uri(), clock)->storage();
+  ElectorOptions o;
+  o.key = "svc";
+  o.ttl_s = 10;
+  Elector a(storage, o, {}, nullptr, Identity{"uuid-a", "host-a", 1});
+  Elector b(storage, o, {}, nullptr, Identity{"uuid-b", "host-b", 2});
+  a.start();
+  EXPECT_TRUE(clock->settle());
+  b.start();
+  EXPECT_TRUE(clock->advance(30 * 1000));
+  storage->expire_lock("elector.locks", "svc");
+  const std::int64_t t0 = clock->mono_ms();
+  std::int64_t b_leads = -1, a_down = -1;
+  for (int ms = 0; ms <= 10 * 1000 && (b_leads < 0 || a_down < 0); ms += 10) {
+    if (b_leads < 0 && b.is_leader()) b_leads = clock->mono_ms() - t0;
+    if (a_down < 0 && !a.is_leader()) a_down = clock->mono_ms() - t0;
+    EXPECT_TRUE(clock->advance(10));
+  }
+  a.stop();
+  b.stop();
+  return {b_leads, a_down};
+}
+
+TEST_F(ManualClockTest, ElectionTimelineIsTheSameAtEveryRun) {
+  const auto first = takeover_timeline();
+  EXPECT_GE(first.first, 0) << "B took over";
+  EXPECT_GE(first.second, 0) << "A stepped down";
+  for (int run = 0; run < 3; ++run) EXPECT_EQ(takeover_timeline(), first) << "run " << run;
+}
+
 TEST_F(ManualClockTest, BlockingAcquireOnAnotherThreadWaitsInFakeTime) {
   auto holder = locker("job", 20);
   holder->acquire(false, std::nullopt, 0.25, false, {});
   std::atomic<bool> done{false};
   std::atomic<bool> timed_out{false};
+  EXPECT_TRUE(clock->settle());
+  const std::size_t idle = clock->waiters();
   std::thread waiter([&] {
     auto other = locker("job", 20);
     try {
@@ -236,9 +271,9 @@ TEST_F(ManualClockTest, BlockingAcquireOnAnotherThreadWaitsInFakeTime) {
     }
     done = true;
   });
-  // The waiter sleeps on the fake clock: nothing happens in real time.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(done.load());
+  // Only once it sleeps on the clock may the time pass its deadline.
+  ASSERT_TRUE(clock->block_until_waiters(idle + 1, 30000));
+  EXPECT_FALSE(done.load()) << "its pause is in fake time";
   EXPECT_TRUE(clock->advance(6000));
   waiter.join();  // returns at once: its timeout passed in fake time
   EXPECT_TRUE(timed_out.load());

@@ -732,6 +732,13 @@ extern "C" {
     pub fn mongoelector_fake_clock_settle(
         clock: *mut mongoelector_fake_clock,
     ) -> mongoelector_status;
+    /// Real time; `real_timeout_ms < 0`: 10 s; `waiting_out` may be NULL.
+    pub fn mongoelector_fake_clock_wait_for_waiters(
+        clock: *mut mongoelector_fake_clock,
+        n: usize,
+        real_timeout_ms: i64,
+        waiting_out: *mut usize,
+    ) -> mongoelector_status;
     /// Either out may be NULL, not both.
     pub fn mongoelector_fake_clock_now(
         clock: *mut mongoelector_fake_clock,

@@ -128,6 +128,20 @@ impl FakeClock {
         check(unsafe { sys::mongoelector_fake_clock_settle(self.ptr) })
     }
 
+    /// Blocks, in real time (at most `timeout`), until at least `n` threads wait on the
+    /// clock, and returns how many do. A test whose own thread makes a blocking call (an
+    /// acquire with a timeout, `wait_lost`) reads the count with `n = 0` first, starts the
+    /// thread, then waits for count + 1 before advancing past the call's deadline.
+    /// `Error::Timeout` when fewer wait.
+    pub fn wait_for_waiters(&self, n: usize, timeout: Duration) -> Result<usize> {
+        let bound = millis(timeout, "wait_for_waiters")?;
+        let mut waiting: usize = 0;
+        check(unsafe {
+            sys::mongoelector_fake_clock_wait_for_waiters(self.ptr, n, bound, &mut waiting)
+        })?;
+        Ok(waiting)
+    }
+
     fn read(&self) -> (i64, i64) {
         let (mut wall, mut mono) = (0i64, 0i64);
         // Cannot fail on a live handle with valid out pointers.
