@@ -350,3 +350,37 @@ func TestFakeClockArguments(t *testing.T) {
 		t.Fatalf("after Close: %v, %v", clock.Now(), clock.Elapsed())
 	}
 }
+
+func TestFakeClockBlockingAcquireTimesOutInFakeTime(t *testing.T) {
+	clock, _, client := fakeWorld(t)
+	holder := newTestLocker(t, client, "job", 20*time.Second)
+	other := newTestLocker(t, client, "job", 20*time.Second)
+	if _, err := holder.Acquire(bg); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	idle, err := clock.WaitForWaiters(0, 0)
+	if err != nil {
+		t.Fatalf("WaitForWaiters(0): %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.Acquire(bg, WithTimeout(5*time.Second))
+		done <- err
+	}()
+	if _, err := clock.WaitForWaiters(idle+1, 30*time.Second); err != nil {
+		t.Fatalf("the acquire never waited on the clock: %v", err)
+	}
+	mustAdvance(t, clock, 4999*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("acquire returned before its fake deadline: %v", err)
+	default:
+	}
+	mustAdvance(t, clock, time.Millisecond)
+	if err := <-done; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("acquire: %v, want ErrTimeout", err)
+	}
+	if _, err := clock.WaitForWaiters(idle+50, 10*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("WaitForWaiters(too many): %v, want ErrTimeout", err)
+	}
+}

@@ -302,3 +302,36 @@ fn clock_arguments_and_levers() {
     assert!(!l.locked().unwrap(), "expired now");
     drop(g);
 }
+
+#[test]
+fn a_blocking_acquire_times_out_in_fake_time() {
+    let (clock, _uri, client) = world();
+    let holder = locker(&client, "job", 20);
+    let other = locker(&client, "job", 20);
+    let held = holder.acquire(None).expect("holder acquires");
+    let idle = clock.wait_for_waiters(0, Duration::from_secs(10)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let outcome = other
+                .acquire(Some(Duration::from_secs(5)))
+                .map(|g| g.fence());
+            tx.send(outcome).unwrap();
+        });
+        clock
+            .wait_for_waiters(idle + 1, Duration::from_secs(30))
+            .expect("the acquire waits on the clock");
+        clock.advance(Duration::from_millis(4999)).unwrap();
+        assert!(rx.try_recv().is_err(), "returned before its fake deadline");
+        clock.advance(MS).unwrap();
+        match rx.recv().unwrap() {
+            Err(Error::Timeout(_)) => {}
+            other => panic!("acquire: {other:?}, want Error::Timeout"),
+        }
+    });
+    assert!(matches!(
+        clock.wait_for_waiters(idle + 50, Duration::from_millis(10)),
+        Err(Error::Timeout(_))
+    ));
+    drop(held);
+}
