@@ -38,7 +38,7 @@ def mono() -> float:
 
 # ---- child: one elector process; events on stdout, commands on stdin ----------------
 
-def child(uri: str, key: str, ttl: float) -> None:
+def child(uri: str, key: str, ttl: float, handover_poll: Optional[float]) -> None:
     import mongoelector
 
     def emit(ev: str, **kw: object) -> None:
@@ -47,7 +47,7 @@ def child(uri: str, key: str, ttl: float) -> None:
         sys.stdout.flush()
 
     el = mongoelector.MongoLeaderElector(
-        key, uri, ttl=ttl,
+        key, uri, ttl=ttl, handover_poll=handover_poll,
         on_leader=lambda: emit("leader"),
         on_leader_loss=lambda: emit("loss"))
     el.start()
@@ -71,10 +71,13 @@ def child(uri: str, key: str, ttl: float) -> None:
 
 # ---- parent ----------------------------------------------------------------------------
 
+HANDOVER_POLL: Optional[float] = None  # --handover-poll, passed to every child
+
 class Node:
     def __init__(self, uri: str, key: str, ttl: float, events: "queue.Queue[dict]") -> None:
+        poll = "default" if HANDOVER_POLL is None else str(HANDOVER_POLL)
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child", uri, key, str(ttl)],
+            [sys.executable, __file__, "--child", uri, key, str(ttl), poll],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.uuid: Optional[str] = None
         self.events = events
@@ -159,14 +162,19 @@ def run_mode(uri: str, mode: str, nodes: int, ttl: float, rounds: int) -> List[f
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+        child(sys.argv[2], sys.argv[3], float(sys.argv[4]),
+              None if sys.argv[5] == "default" else float(sys.argv[5]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--ttl", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=1, help="restarts per node")
     ap.add_argument("--modes", default="kill,stop,transfer")
+    ap.add_argument("--handover-poll", type=float, default=None,
+                    help="followers' look interval while a leader exists (default ttl/4)")
     args = ap.parse_args()
+    global HANDOVER_POLL
+    HANDOVER_POLL = args.handover_poll
     base = os.environ.get("MONGOELECTOR_TEST_URI")
     if not base:
         print("MONGOELECTOR_TEST_URI is not set (run under tests/servers/testserver.sh)", file=sys.stderr)
@@ -176,8 +184,9 @@ def main() -> int:
     for mode in args.modes.split(","):
         results[mode] = run_mode(uri, mode, args.nodes, args.ttl, args.rounds)
     n = max(len(v) for v in results.values())
-    print(f"rolling restart, {args.nodes} electors, ttl {args.ttl:g} s: leaderless time per "
-          f"hand-over (ms)")
+    poll = "ttl/4" if HANDOVER_POLL is None else f"{HANDOVER_POLL:g} s"
+    print(f"rolling restart, {args.nodes} electors, ttl {args.ttl:g} s, handover_poll {poll}: "
+          f"leaderless time per hand-over (ms)")
     print("hand-over  " + "".join(f"{m:>10}" for m in results))
     for i in range(n):
         print(f"{i + 1:>9}  " + "".join(
