@@ -49,7 +49,8 @@ Every wait on the clock is in fake time: ``lease.wait_lost(timeout)``, a blockin
 ``lease(...)`` or ``MongoSemaphore`` acquire returns when ``advance()`` reaches its
 deadline, so call those with ``timeout=0`` or from another thread than the one that
 advances; ``clock.block_until_waiters(clock.waiters + 1)`` (taken before starting that
-thread) waits until it has reached its blocking call. (The drop-in ``MongoLocker.acquire(blocking=True)`` retry loop, written in
+thread) waits until it has reached its blocking call. From asyncio, advance in a worker
+thread: ``await asyncio.to_thread(clock.advance, seconds)``. (The drop-in ``MongoLocker.acquire(blocking=True)`` retry loop, written in
 Python, waits in real time.)
 """
 

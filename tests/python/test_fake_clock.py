@@ -142,3 +142,26 @@ def test_readme_example_leader_steps_down_when_cut_off_and_another_takes_over():
     clock.advance(5)                         # within a's next renewal (ttl/2)
     assert b.is_leader and not a.is_leader   # a stepped down, b took over
     a.stop(); b.stop()
+
+
+def test_asyncio_elector_on_the_fake_clock():
+    # From asyncio, advance() runs in a worker thread (it blocks until the library's
+    # threads are idle): await asyncio.to_thread(clock.advance, seconds).
+    import asyncio
+
+    from mongoelector.aio import AsyncMongoLeaderElector
+
+    async def scenario():
+        clock = testing.FakeClock()
+        db = clock.memory_uri()
+        e = AsyncMongoLeaderElector("svc", db, ttl=10)
+        await e.start()
+        await asyncio.to_thread(clock.advance, 0)
+        led = e.is_leader
+        with testing.unavailable(db):
+            await asyncio.to_thread(clock.advance, 10)
+            cut_off = e.is_leader
+        await e.stop()
+        return led, cut_off
+
+    assert asyncio.run(scenario()) == (True, False)
