@@ -35,20 +35,15 @@ std::int64_t half_rtt_cap_ms(double ttl_s) {
   return std::max<std::int64_t>(1, std::llround(ttl_s * 250.0));
 }
 
-// Refuses a null storage before anything binds a reference to it (server_clock_).
-Storage& non_null(const std::shared_ptr<Storage>& storage) {
-  if (!storage) throw InvalidArgument("storage must not be null");
-  return *storage;
-}
 }  // namespace
 
 Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
                std::shared_ptr<Clock> clock, Identity identity)
     : storage_(std::move(storage)),
       options_(std::move(options)),
-      clock_(clock ? std::move(clock) : storage_ ? storage_->clock() : nullptr),
+      clock_(clock_or_storage_clock(std::move(clock), storage_)),
       identity_(std::move(identity)),
-      server_clock_(clock_, non_null(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
+      server_clock_(clock_, require_storage(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
   validate_key(options_.key);
   validate_collection(options_.collection);
   if (!std::isfinite(options_.ttl_s) || options_.ttl_s <= 0)

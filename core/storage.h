@@ -150,6 +150,13 @@ struct ServerInfo {
   bool atomic_find_and_modify = false;
 };
 
+class Storage;
+// `*storage`, or InvalidArgument for a null one (before anything binds a reference to it).
+Storage& require_storage(const std::shared_ptr<Storage>& storage);
+// `given`, or else the storage's clock (Storage::clock()); nullptr for a null storage.
+std::shared_ptr<Clock> clock_or_storage_clock(std::shared_ptr<Clock> given,
+                                              const std::shared_ptr<Storage>& storage);
+
 class Storage {
  public:
   virtual ~Storage() = default;

@@ -30,7 +30,7 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
                  ElectorCallbacks callbacks, std::shared_ptr<Clock> clock, Identity identity)
     : options_(std::move(options)),
       callbacks_(std::move(callbacks)),
-      clock_(clock ? clock : storage ? storage->clock() : nullptr),
+      clock_(clock_or_storage_clock(clock, storage)),
       rng_(clock_ ? clock_->next_random_seed().value_or(std::random_device{}())
                   : std::random_device{}()) {
   if (options_.allow_unsafe_server)

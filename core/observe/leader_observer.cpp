@@ -8,20 +8,13 @@
 
 namespace mongoelector {
 
-namespace {
-Storage& non_null_storage(const std::shared_ptr<Storage>& storage) {
-  if (!storage) throw InvalidArgument("storage must not be null");
-  return *storage;
-}
-}  // namespace
-
 struct LeaderObserver::Shared {
   Shared(std::shared_ptr<Storage> s, LeaderObserverOptions o, OnChange cb, std::shared_ptr<Clock> c)
       : storage(std::move(s)),
         options(std::move(o)),
         on_change(std::move(cb)),
-        clock(c ? std::move(c) : storage ? storage->clock() : nullptr),
-        server_clock(clock, non_null_storage(storage)) {}
+        clock(clock_or_storage_clock(std::move(c), storage)),
+        server_clock(clock, require_storage(storage)) {}
 
   LeaderState read();
   std::optional<LeaderState> poll();

@@ -30,11 +30,6 @@ std::int64_t half_rtt_cap_ms(double ttl_s) {
   return std::max<std::int64_t>(1, std::llround(ttl_s * 250.0));
 }
 
-Storage& non_null(const std::shared_ptr<Storage>& storage) {
-  if (!storage) throw InvalidArgument("storage must not be null");
-  return *storage;
-}
-
 // The first slot free at server time `now_ms`, or -1.
 std::int64_t first_free(const SemaphoreDoc& doc, std::int64_t now_ms) {
   for (std::size_t i = 0; i < doc.slots.size(); ++i)
@@ -47,9 +42,9 @@ Semaphore::Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
                      std::shared_ptr<Clock> clock, Identity identity)
     : storage_(std::move(storage)),
       options_(std::move(options)),
-      clock_(clock ? std::move(clock) : storage_ ? storage_->clock() : nullptr),
+      clock_(clock_or_storage_clock(std::move(clock), storage_)),
       identity_(std::move(identity)),
-      server_clock_(clock_, non_null(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
+      server_clock_(clock_, require_storage(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
   validate_key(options_.key);
   validate_collection(options_.collection);
   if (options_.limit < 1 || options_.limit > semaphore_doc::kMaxLimit)

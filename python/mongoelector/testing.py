@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import time
 import uuid
 from typing import Iterator, Optional, Union
@@ -65,6 +66,7 @@ from typing import Iterator, Optional, Union
 from . import _native
 from ._transport import DatabaseArg
 from .locker import MongoLocker
+from .observer import _seconds as _number_of_seconds
 
 __all__ = ["memory_uri", "steal", "force_release", "force_expire", "unavailable", "FakeClock"]
 
@@ -75,14 +77,13 @@ Seconds = Union[int, float, datetime.timedelta]
 
 
 def _seconds(value: Seconds, what: str) -> float:
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds or a timedelta, not "
-                        f"{type(value).__name__}")
-    if value != value or value in (float("inf"), float("-inf")):
+    """Finite seconds from a number or a timedelta (TypeError / ValueError otherwise)."""
+    s = value.total_seconds() if isinstance(value, datetime.timedelta) \
+        else _number_of_seconds(what, value)
+    assert s is not None
+    if not math.isfinite(s):
         raise ValueError(f"{what} must be finite, not {value!r}")
-    return float(value)
+    return s
 
 
 class FakeClock:
