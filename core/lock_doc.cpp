@@ -59,7 +59,21 @@ std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests,
 
 bool RenewRequest::renewed_by(const LockDoc& doc) const {
   return doc.locked && doc.uuid == uuid && (fence == 0 || doc.fence == fence) &&
-         doc.ts_expire.has_value() && doc.ts_expire->ms == expire_ms;
+         doc.ts_expire.has_value() && doc.ts_expire->ms >= expire_ms;
+}
+
+bool RenewRequest::apply_to(Document& doc, std::int64_t now_ms, bool exact) const {
+  const LockDoc cur = LockDoc::from_document(doc);
+  if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) ||
+      !cur.held_at(now_ms))
+    return false;
+  if (exact || cur.ts_expire->ms < expire_ms) doc.set("ts_expire", DateTime{expire_ms});
+  return true;
+}
+
+bool Storage::set_expiry(const std::string&, const std::string&, const std::string&,
+                         std::int64_t, std::int64_t, std::int64_t) {
+  throw StorageError("this storage cannot set a lock's expiry");
 }
 
 }  // namespace mongoelector

@@ -154,18 +154,19 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   const ServerTime t = server_time_for_write();
   auto token = claim_and_anchor(force, sent, t);  // the fence: a token unless deferred
   if (!token) return std::nullopt;
+  const Hold h{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
   if (clock_->mono_ms() >= sent + ttl_ms()) {
     // The claim and its epoch round trips outlasted the lease: someone may hold it now.
     {
       std::lock_guard<std::mutex> g(mu_);
-      stranded_ = Hold{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+      stranded_ = h;
     }
     settle_stranded_quietly();
     throw StorageUnavailable("acquiring " + options_.key + " took longer than its lease (ttl " +
                              format_seconds(options_.ttl_s) + " s): not acquired");
   }
   std::lock_guard<std::mutex> g(mu_);
-  hold_ = Hold{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+  hold_ = h;
   ++hold_gen_;
   return *token >= kEpochUnit ? *token : 0;  // 0: deferred (lazy_token), see token()
 }
@@ -275,19 +276,19 @@ void Locker::clear_stranded(std::int64_t fence) {
   if (stranded_ && stranded_->fence == fence) stranded_.reset();
 }
 
-void Locker::settle_stranded() {
+std::optional<std::int64_t> Locker::settle_stranded() {
   std::optional<Hold> s;
   {
     std::lock_guard<std::mutex> g(mu_);
     s = stranded_;
   }
-  if (!s) return;
+  if (!s) return std::nullopt;
   std::int64_t fence = s->fence;
   if (fence == 0) {  // the claim's reply was lost: is the document ours?
     std::optional<LockDoc> doc = storage_->read(options_.collection, options_.key);
     if (!doc || doc->uuid != identity_.uuid || !doc->locked || doc->fence == 0) {
       clear_stranded(0);
-      return;
+      return std::nullopt;
     }
     fence = doc->fence;
   }
@@ -295,14 +296,27 @@ void Locker::settle_stranded() {
     std::lock_guard<std::mutex> g(mu_);
     if (stranded_ && stranded_->fence == s->fence) stranded_->release_sent = true;
   }
+  const ServerTime t = server_clock_.estimate_sampling();
+  // A minimum hold that has not surely passed (the server's earliest possible now is
+  // before it): the lock stays taken until then, its expiry set exactly, shorter or
+  // longer. The hold was given up locally before this write (release_min_hold).
+  const bool keep = s->keep_until_ms > t.earliest_ms();
+  bool kept = false;
   try {
-    storage_->release(options_.collection, options_.key, identity_.uuid, fence,
-                      server_clock_.now_ms(), options_.delete_on_release);
+    if (keep) {
+      kept = storage_->set_expiry(options_.collection, options_.key, identity_.uuid, fence,
+                                  t.now_ms, s->keep_until_ms);
+    } else {
+      storage_->release(options_.collection, options_.key, identity_.uuid, fence, t.now_ms,
+                        options_.delete_on_release);
+    }
   } catch (...) {
-    note_release_in_doubt();
+    note_release_in_doubt();  // a late write of it must not meet a new hold's fence
     throw;
   }
   clear_stranded(s->fence);
+  if (!kept) return std::nullopt;
+  return s->keep_until_ms;
 }
 
 void Locker::note_release_in_doubt() {
@@ -374,35 +388,30 @@ void Locker::release(bool force) {
 std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
   if (!std::isfinite(min_hold_s) || min_hold_s < 0 || min_hold_s > 1e9)
     throw InvalidArgument("min_hold must be a finite number of seconds >= 0");
-  std::optional<Hold> h;
+  const std::int64_t min_hold = std::llround(min_hold_s * 1000.0);
+  std::int64_t fence = 0;
   {
+    const std::unique_lock<std::mutex> io = lock_hold_io();
     std::lock_guard<std::mutex> g(mu_);
-    h = hold_;
+    if (hold_) {
+      fence = hold_->fence;
+      if (min_hold > 0) hold_->keep_until_ms = hold_->created_ms + min_hold;
+      // Let go locally BEFORE the write that may shorten the hold: a renewal in flight
+      // then finds the hold changed and is not counted on, and the hold is never taken
+      // back with this fence (the write may land late, after a newer renewal).
+      strand_locked();
+      stranded_->release_sent = true;
+    }
   }
-  const std::int64_t now = server_clock_.now_ms();
-  if (!h || h->created_ms + std::llround(min_hold_s * 1000.0) <= now) {
-    release();
-    return std::nullopt;
+  // Sends the write (or, once the bound has surely passed, a fenced release); a failed
+  // earlier call's stranded hold goes the same way.
+  const std::optional<std::int64_t> until = settle_stranded();
+  if (until) {
+    log(LogLevel::Info,
+        "released " + options_.key + " keeping it taken until its minimum hold ends (" +
+            std::to_string(*until - server_clock_.now_ms()) + " ms from now)",
+        log_fields(LogEvent::None, fence));
   }
-  const std::int64_t until = h->created_ms + std::llround(min_hold_s * 1000.0);
-  const std::unique_lock<std::mutex> io = lock_hold_io();
-  std::int64_t fence;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!hold_) return std::nullopt;  // dropped meanwhile
-    fence = hold_->fence;
-  }
-  const bool ours = storage_->renew(options_.collection, options_.key, identity_.uuid, fence, now, until);
-  std::lock_guard<std::mutex> g(mu_);
-  if (hold_ && hold_->fence == fence) {
-    hold_.reset();
-    ++hold_gen_;
-  }
-  if (!ours) return std::nullopt;  // taken over or expired already: nothing is held
-  log(LogLevel::Info,
-      "released " + options_.key + " keeping it taken until its minimum hold ends (" +
-          std::to_string(until - now) + " ms from now)",
-      log_fields(LogEvent::None, fence));
   return until;
 }
 

@@ -18,7 +18,11 @@
 //  * A claim compares with the EARLIEST the server's clock can read (estimate minus its
 //    uncertainty), so a node whose sample had a slow round trip claims late, never early.
 //  * Every write that assumes a hold names it by uuid AND fence (renew, release), so a
-//    request that runs late at the server cannot touch a newer hold.
+//    request that runs late at the server cannot touch a newer hold. Renewals are also
+//    MONOTONIC (Storage::renew: the expiry only moves later), so a late renewal of the
+//    same hold cannot shorten the lease a newer one granted; the only write that lowers
+//    an expiry (release_min_hold's Storage::set_expiry) is sent after the hold was given
+//    up locally.
 //  * A hold whose state on the server is unknown (an error after the claim was applied,
 //    a failed release, a step-down on a missed deadline, a clock jump) is kept as
 //    STRANDED: the next acquire releases it (fenced) first, so the owner is never locked
@@ -89,9 +93,12 @@ struct Hold {
   std::int64_t created_ms = 0;        // server time
   std::int64_t expire_ms = 0;         // server time
   std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
-  // A release of this hold was sent (and failed or timed out): it may still land at the
+  // A release (or a minimum-hold write) of this hold was sent and may still land at the
   // server, so the hold is never taken back with its fence, only released.
   bool release_sent = false;
+  // Set by release_min_hold: the lock must stay taken until this server time, so the
+  // stranded hold is settled by setting its expiry to it, not by a release (0: none).
+  std::int64_t keep_until_ms = 0;
 };
 
 // A hold as the elector sees it, read in one critical section.
@@ -125,11 +132,14 @@ class Locker {
   // Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this instance's hold but
   // keeps the lock taken until `min_hold_s` after it was acquired (ts_created, on the
   // server's clock), so that a node whose schedule or clock differs cannot run the same
-  // job again within that time. Past that point: a plain release(). Otherwise one fenced
-  // write sets ts_expire = ts_created + min_hold (shortening or extending the lease) and
-  // the hold is dropped locally; the lock then frees itself at that instant. Returns the
-  // server time (ms) at which the lock frees, or nullopt when it was released now (or
-  // was not held). Failures throw and keep the hold.
+  // job again within that time. Past that point: a plain release(). Otherwise the hold
+  // is dropped locally FIRST, then one fenced write (Storage::set_expiry) sets ts_expire
+  // to ts_created + min_hold (shortening or extending the lease); the lock then frees
+  // itself at that instant. Returns the server time (ms) at which the lock frees, or
+  // nullopt when it was released now (or was not held). Failures throw; the hold stays
+  // given up (the write may still land) and is kept as stranded with its bound: the next
+  // release_min_hold, release or acquire sends the write again, never a release before
+  // the bound.
   std::optional<std::int64_t> release_min_hold(double min_hold_s);
   // "At most once per window" (scheduler semantics): claims the current window of
   // `window_s` seconds for this key, windows being aligned on the server's clock
@@ -235,8 +245,11 @@ class Locker {
   std::optional<std::int64_t> anchor_epoch(std::int64_t fence);
   // Claim, then anchor: the token, nullopt when held; errors strand what the claim wrote.
   std::optional<std::int64_t> claim_and_anchor(bool force, std::int64_t sent, const ServerTime& t);
-  // Releases a stranded hold (reading its fence first if unknown). Throws on failure.
-  void settle_stranded();
+  // Releases a stranded hold (reading its fence first if unknown), or, for a hold given
+  // up with a minimum hold that has not surely passed, sets its expiry to that bound.
+  // Returns the bound when the lock stays taken until then, nullopt when released or
+  // gone. Throws on failure (the hold stays stranded).
+  std::optional<std::int64_t> settle_stranded();
   void settle_stranded_quietly();
   void strand_locked();                    // mu_ held: hold_ -> stranded_
   void note_release_in_doubt();            // a release failed: see eager_token_

@@ -118,11 +118,23 @@ struct RenewRequest {
   std::string key;
   std::string uuid;
   std::int64_t fence = 0;      // 0: do not check the fence
-  std::int64_t expire_ms = 0;  // the new ts_expire
-  // The document, read after the batch's write, shows this renewal applied: locked, same
-  // uuid (and fence), ts_expire == expire_ms. Sound: a hold of ours whose ts_expire is
-  // expire_ms (> now) was unexpired, so this request's filter matched it.
+  std::int64_t expire_ms = 0;  // the new ts_expire, at least (renewals are monotonic)
+  // The document, read after the batch's write, shows this hold kept at least as long as
+  // asked: locked, same uuid (and fence), ts_expire >= expire_ms. Sound because every
+  // write that names a hold either only moves its expiry later (renewals, $max) or is
+  // sent by its holder after it let go of the hold (release, set_expiry): so the server
+  // frees this hold no earlier than expire_ms, and nobody else held it in between (a
+  // claim or hand-over changes the fence for good). Whether it was THIS request's write
+  // that did it (or a newer renewal of the same hold that landed first) does not matter
+  // to the holder, whose lease counts from this request's send and ends before
+  // expire_ms.
   bool renewed_by(const LockDoc& doc) const;
+  // For backends that edit documents themselves (memory, SQLite): renew()'s filter and
+  // monotonic write on `doc` at server time now_ms. If doc is {locked: true, uuid, fence
+  // (unless 0)} and unexpired (ts_expire > now_ms), sets ts_expire = max(ts_expire,
+  // expire_ms) and returns true (matched, also when it was already later); else false,
+  // doc untouched. With `exact`, Storage::set_expiry's write: ts_expire = expire_ms.
+  bool apply_to(Document& doc, std::int64_t now_ms, bool exact = false) const;
 };
 
 // The updates one renew_many chunk [from, to) needs on a document server: requests
@@ -200,22 +212,39 @@ class Storage {
                          const std::string& uuid, std::int64_t old_fence,
                          std::int64_t new_fence) = 0;
 
-  // Renewal: sets ts_expire = expire_ms if the lock is {locked: true, uuid, fence} and
-  // unexpired (ts_expire > now_ms). fence == 0 means "do not check fence". True if matched.
+  // Renewal: if the lock is {locked: true, uuid, fence} and unexpired (ts_expire >
+  // now_ms), moves ts_expire to expire_ms unless it is later already (MONOTONIC: $max,
+  // never lowered). fence == 0 means "do not check fence". True if matched, including
+  // "matched but already later". Why monotonic: a renewal that timed out at the client
+  // may run at the server after a newer one of the same hold, whose filter it still
+  // matches; lowering the expiry then would free the lock while its holder counts on the
+  // newer lease. A renewal that lands late can therefore only extend its hold.
   virtual bool renew(const std::string& collection, const std::string& key,
                      const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                      std::int64_t expire_ms) = 0;
 
+  // The one write that may LOWER a held lock's expiry (Locker::release_min_hold): if the
+  // lock is {locked: true, uuid, fence} and unexpired (ts_expire > now_ms), sets
+  // ts_expire = expire_ms exactly, earlier or later. fence == 0: not checked (only for a
+  // hold of unknown fence). True if matched. Safe only when sent by a holder that has
+  // ALREADY let go of the hold locally (and never takes it back with this fence): a
+  // renewal still in flight then cannot make it count on a lease this write cuts short,
+  // and this write landing late cannot cut short a lease it counts on.
+  // Default: StorageError (backends that do not implement it).
+  virtual bool set_expiry(const std::string& collection, const std::string& key,
+                          const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                          std::int64_t expire_ms);
+
   // Batched renewal (keep-alive leases of one client, core/lease/keepalive.h): renews
-  // every request as renew() would at server time now_ms, and returns, per request in
-  // order, whether THAT request's write matched. A request is reported renewed only when
-  // its own hold {locked, uuid, fence} now has ts_expire == its expire_ms; aggregate
-  // counts never decide it. Throws (like renew()) when the batch fails as a whole: the
+  // every request as renew() would at server time now_ms (monotonic), and returns, per
+  // request in order, whether its hold is renewed. A request is reported renewed only
+  // when its own hold {locked, uuid, fence} now has ts_expire >= its expire_ms
+  // (RenewRequest::renewed_by); aggregate counts never decide it. Throws (like renew()) when the batch fails as a whole: the
   // caller then treats none of it as renewed. Requests name distinct keys.
   // Default: renew() one by one (a throw after some succeeded is still a throw: the
   // caller is conservative). MongoDB: one update_many per distinct expire_ms (and fence
-  // rule), filtered by {_id $in, locked, uuid $in, fence $in, ts_expire > now}, then one
-  // find over the keys (2 commands for N keys of one ttl). Those $in lists may extend a
+  // rule), filtered by {_id $in, locked, uuid $in, fence $in, ts_expire > now} with
+  // {$max: {ts_expire}}, then one find over the keys (2 commands for N keys of one ttl). Those $in lists may extend a
   // hold that pairs one request's key with another request's uuid or fence (never in
   // the library: a uuid is one locker's, whose key is fixed); such a hold only lives
   // longer than its holder counts on, and is not reported renewed. SQLite: one
@@ -265,8 +294,9 @@ class Storage {
   // claim.slot is free at claim.now_ms (NOT ts_expire > now_ms), writes the claim into
   // that slot and sets fence = new_fence. True if it matched (and was written).
   virtual bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim);
-  // If slot `slot` is {uuid, fence} and unexpired (ts_expire > now_ms), sets its
-  // ts_expire = expire_ms. True if matched.
+  // If slot `slot` is {uuid, fence} and unexpired (ts_expire > now_ms), moves its
+  // ts_expire to expire_ms unless it is later already (monotonic, as renew()). True if
+  // matched, including "matched but already later".
   virtual bool renew_semaphore(const std::string& collection, const std::string& key,
                                std::int64_t slot, const std::string& uuid, std::int64_t fence,
                                std::int64_t now_ms, std::int64_t expire_ms);

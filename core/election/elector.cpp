@@ -375,8 +375,9 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
   // A renewal is started whenever the deadline has not passed, even one that could
   // still be running then: the timer announces the loss at the deadline whatever the
   // call does, and a renewal that lands late can only extend a lease this node still
-  // holds (its filter names uuid, fence and an unexpired ts_expire; the lease counts
-  // from the send), which the loop then takes back or releases. Stopping earlier, when
+  // holds (its filter names uuid, fence and an unexpired ts_expire, its write is
+  // monotonic -- $max, Storage::renew -- and the lease counts from the send), which the
+  // loop then takes back or releases. Stopping earlier, when
   // a whole call bound no longer fits, would turn every server pause longer than
   // ttl - (ttl/3 + margin + bound) into a lost leadership (issue #7, hole 2).
   try {

@@ -21,7 +21,8 @@
 //  * Lease (invariant 3): counted from the moment the successful write was SENT, on the
 //    host's monotonic clock (read before the server-time estimate the write carries).
 //  * Every write that assumes a hold names it by slot, uuid AND fence (renew, release):
-//    a request that runs late at the server cannot touch a newer hold.
+//    a request that runs late at the server cannot touch a newer hold. Renewals are
+//    monotonic (Storage::renew_semaphore): a late one cannot shorten the slot's lease.
 //  * A hold whose state on the server is unknown (an error after the claim may have been
 //    applied, a failed release, a lost keep-alive lease) is kept as STRANDED and released
 //    (fenced) before this instance's next claim.

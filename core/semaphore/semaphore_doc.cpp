@@ -45,6 +45,15 @@ SemaphoreSlot claimed_slot(const SemaphoreClaim& c) {
   return s;
 }
 
+bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid,
+                std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) {
+  if (slot < 0 || slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
+  SemaphoreSlot& s = doc.slots[static_cast<std::size_t>(slot)];
+  if (s.uuid != uuid || s.fence != fence || !s.held_at(now_ms)) return false;
+  if (s.ts_expire->ms < expire_ms) s.ts_expire = DateTime{expire_ms};  // $max
+  return true;
+}
+
 SemaphoreDoc created_doc(const SemaphoreClaim& c) {
   if (c.limit < 1 || c.limit > kMaxLimit)
     throw InvalidArgument("semaphore limit must be between 1 and " + std::to_string(kMaxLimit));

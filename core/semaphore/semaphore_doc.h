@@ -1,9 +1,9 @@
 // Helpers shared by the backends that store a semaphore document themselves (memory,
-// SQLite): the slots a claim writes, and a flat form of the document for stores that
-// hold only top-level scalar fields (the SQLite rows are Extended JSON of a flat
-// Document, see storage/document_json.h). MongoDB and pymongo store the nested form of
-// storage.h: {_id, limit, fence, slots: [{uuid, host, pid, fence, ts_created,
-// ts_expire}, ...]}.
+// SQLite): the slots a claim writes, the renewal of a slot, and a flat form of the
+// document for stores that hold only top-level scalar fields (the SQLite rows are
+// Extended JSON of a flat Document, see storage/document_json.h). MongoDB and pymongo
+// store the nested form of storage.h: {_id, limit, fence, slots: [{uuid, host, pid,
+// fence, ts_created, ts_expire}, ...]}.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,12 @@ SemaphoreSlot empty_slot();
 SemaphoreSlot claimed_slot(const SemaphoreClaim& claim);
 // The document create_semaphore writes: `limit` slots, the claim in claim.slot.
 SemaphoreDoc created_doc(const SemaphoreClaim& claim);
+
+// Storage::renew_semaphore on the document: if slot `slot` is {uuid, fence} and
+// unexpired at now_ms, moves its ts_expire to expire_ms unless later already (monotonic)
+// and returns true; else false, doc untouched.
+bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid,
+                std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms);
 
 // Flat form: {_id, limit, fence, "slots.<i>.uuid", "slots.<i>.host", "slots.<i>.pid",
 // "slots.<i>.fence", "slots.<i>.ts_created", "slots.<i>.ts_expire", ...}.

@@ -152,13 +152,17 @@ bool MemoryStorage::renew(const std::string& collection, const std::string& key,
 bool MemoryStorage::renew_locked(const std::string& collection, const RenewRequest& r,
                                  std::int64_t now_ms) {
   Document* doc = find_lock(collection, r.key);
-  if (!doc) return false;
-  LockDoc cur = LockDoc::from_document(*doc);
-  if (!cur.locked || cur.uuid != r.uuid || (r.fence != 0 && cur.fence != r.fence) ||
-      !cur.held_at(now_ms))
-    return false;
-  doc->set("ts_expire", DateTime{r.expire_ms});
-  return true;
+  return doc != nullptr && r.apply_to(*doc, now_ms);  // monotonic
+}
+
+bool MemoryStorage::set_expiry(const std::string& collection, const std::string& key,
+                               const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                               std::int64_t expire_ms) {
+  return call("set_expiry", [=] {
+    Document* doc = find_lock(collection, key);
+    return doc != nullptr &&
+           RenewRequest{key, uuid, fence, expire_ms}.apply_to(*doc, now_ms, /*exact=*/true);
+  });
 }
 
 // One round trip for the whole batch, like one command on a server.
@@ -283,13 +287,8 @@ bool MemoryStorage::renew_semaphore(const std::string& collection, const std::st
   return call("renew_semaphore", [=] {
     auto& coll = semaphores_[collection];
     auto it = coll.find(key);
-    if (it == coll.end() || slot < 0 ||
-        slot >= static_cast<std::int64_t>(it->second.slots.size()))
-      return false;
-    auto& s = it->second.slots[static_cast<std::size_t>(slot)];
-    if (s.uuid != uuid || s.fence != fence || !s.held_at(now_ms)) return false;
-    s.ts_expire = DateTime{expire_ms};
-    return true;
+    return it != coll.end() &&
+           semaphore_doc::renew_slot(it->second, slot, uuid, fence, now_ms, expire_ms);
   });
 }
 

@@ -23,8 +23,9 @@ namespace mongoelector {
 class MemoryStorage final : public Storage {
  public:
   // op: "server_info", "server_time_ms", "claim", "bump_epoch", "set_fence", "renew",
-  // "release", "read", "put_status", "list_status", "ensure_indexes", "read_semaphore",
-  // "create_semaphore", "claim_semaphore", "renew_semaphore", "release_semaphore".
+  // "renew_many", "set_expiry", "release", "read", "put_status", "list_status",
+  // "ensure_indexes", "read_semaphore", "create_semaphore", "claim_semaphore",
+  // "renew_semaphore", "release_semaphore", "hand_over".
   // applied: false before the call reaches the "server", true after it was applied.
   using FaultHook = std::function<void(const std::string& op, bool applied)>;
 
@@ -76,6 +77,8 @@ class MemoryStorage final : public Storage {
   std::vector<bool> renew_many(const std::string& collection,
                                const std::vector<RenewRequest>& requests,
                                std::int64_t now_ms) override;
+  bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;

@@ -299,11 +299,13 @@ void append_renew_filter(bson_t* filter, const std::string& key, const std::stri
   if (fence != 0) BSON_APPEND_INT64(filter, "fence", fence);
 }
 
-void append_renew_update(bson_t* update, std::int64_t expire_ms) {
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update, "$set", &set);
-  BSON_APPEND_DATE_TIME(&set, "ts_expire", expire_ms);
-  bson_append_document_end(update, &set);
+// {$max: {<field>: expire}}: a renewal never lowers an expiry (storage.h, renew()).
+void append_expiry_update(bson_t* update, const char* field, std::int64_t expire_ms,
+                          bool exact = false) {
+  bson_t op;
+  BSON_APPEND_DOCUMENT_BEGIN(update, exact ? "$set" : "$max", &op);
+  BSON_APPEND_DATE_TIME(&op, field, expire_ms);
+  bson_append_document_end(update, &op);
 }
 
 }  // namespace
@@ -313,9 +315,20 @@ bool MongoStorage::renew(const std::string& collection, const std::string& key,
                          std::int64_t expire_ms) {
   Bson filter, update;
   append_renew_filter(filter.get(), key, uuid, fence, now_ms);
-  append_renew_update(update.get(), expire_ms);
+  append_expiry_update(update.get(), "ts_expire", expire_ms);
+  // matchedCount: "matched but already later" is renewed too.
   return impl_->conn.session().update_one(collection, filter.get(), update.get(),
                                           "update (renew)");
+}
+
+bool MongoStorage::set_expiry(const std::string& collection, const std::string& key,
+                              const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                              std::int64_t expire_ms) {
+  Bson filter, update;
+  append_renew_filter(filter.get(), key, uuid, fence, now_ms);
+  append_expiry_update(update.get(), "ts_expire", expire_ms, /*exact=*/true);
+  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
+                                          "update (set expiry)");
 }
 
 std::vector<bool> MongoStorage::renew_many(const std::string& collection,
@@ -361,7 +374,7 @@ std::vector<bool> MongoStorage::renew_many(const std::string& collection,
         bson_append_array_end(&cond, &list);
         bson_append_document_end(filter.get(), &cond);
       }
-      append_renew_update(update.get(), g.expire_ms);
+      append_expiry_update(update.get(), "ts_expire", g.expire_ms);
       // The matched count is not used: it cannot say WHICH requests matched.
       (void)s.update_many(collection, filter.get(), update.get(), "update (renew_many)");
     }
@@ -607,10 +620,7 @@ bool MongoStorage::renew_semaphore(const std::string& collection, const std::str
   BSON_APPEND_DOCUMENT_BEGIN(filter.get(), slot_path(slot, "ts_expire").c_str(), &gt);
   BSON_APPEND_DATE_TIME(&gt, "$gt", now_ms);
   bson_append_document_end(filter.get(), &gt);
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_DATE_TIME(&set, slot_path(slot, "ts_expire").c_str(), expire_ms);
-  bson_append_document_end(update.get(), &set);
+  append_expiry_update(update.get(), slot_path(slot, "ts_expire").c_str(), expire_ms);
   return impl_->conn.session().update_one(collection, filter.get(), update.get(),
                                           "update (renew semaphore " + key + ")");
 }

@@ -575,19 +575,17 @@ bool SqliteStorage::set_fence(const std::string& collection, const std::string& 
 }
 
 namespace {
-// One renewal inside an open transaction: the filter {locked: true, uuid,
-// ts_expire: {$gt: now}, fence (unless 0)}, then the write. True if it matched.
+// One renewal inside an open transaction: RenewRequest::apply_to (renew()'s filter, then
+// the monotonic write, or set_expiry's exact one), stored only when it changed
+// something. True if it matched.
 bool renew_in_txn(sqlite3* db, const std::string& collection, const std::string& id,
-                  const RenewRequest& r, std::int64_t now_ms, const std::string& what) {
+                  const RenewRequest& r, std::int64_t now_ms, const std::string& what,
+                  bool exact = false) {
   std::optional<Document> cur = load(db, collection, id, what);
   if (!cur) return false;
-  const auto expire = cur->get_date("ts_expire");
-  if (cur->get_bool("locked") != std::optional<bool>(true) ||
-      !string_equals(*cur, "uuid", r.uuid) || !expire || expire->ms <= now_ms ||
-      (r.fence != 0 && numeric(*cur, "fence") != r.fence))
-    return false;
-  cur->set("ts_expire", DateTime{r.expire_ms});
-  store(db, collection, id, *cur, what);
+  const Document before = *cur;
+  if (!r.apply_to(*cur, now_ms, exact)) return false;
+  if (!(*cur == before)) store(db, collection, id, *cur, what);
   return true;
 }
 }  // namespace
@@ -595,14 +593,25 @@ bool renew_in_txn(sqlite3* db, const std::string& collection, const std::string&
 bool SqliteStorage::renew(const std::string& collection, const std::string& key,
                           const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                           std::int64_t expire_ms) {
+  return write_expiry("renew", collection, RenewRequest{key, uuid, fence, expire_ms}, now_ms,
+                      /*exact=*/false);
+}
+
+bool SqliteStorage::set_expiry(const std::string& collection, const std::string& key,
+                               const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                               std::int64_t expire_ms) {
+  return write_expiry("set_expiry", collection, RenewRequest{key, uuid, fence, expire_ms},
+                      now_ms, /*exact=*/true);
+}
+
+bool SqliteStorage::write_expiry(const char* op, const std::string& collection,
+                                 const RenewRequest& r, std::int64_t now_ms, bool exact) {
   check_collection_name(collection);
-  const std::string id = id_of_key(key);
-  return call("renew", [&](sqlite3* db) {
-    const std::string what = "renew " + key;
+  const std::string id = id_of_key(r.key);
+  return call(op, [&](sqlite3* db) {
+    const std::string what = std::string(op) + " " + r.key;
     Txn txn(db, what);
-    if (!renew_in_txn(db, collection, id, RenewRequest{key, uuid, fence, expire_ms}, now_ms,
-                      what))
-      return false;
+    if (!renew_in_txn(db, collection, id, r, now_ms, what, exact)) return false;
     txn.commit();
     return true;
   });
@@ -809,10 +818,7 @@ bool SqliteStorage::renew_semaphore(const std::string& collection, const std::st
     if (!cur) return false;
     SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
     doc.key = key;
-    if (slot < 0 || slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
-    auto& s = doc.slots[static_cast<std::size_t>(slot)];
-    if (s.uuid != uuid || s.fence != fence || !s.held_at(now_ms)) return false;
-    s.ts_expire = DateTime{expire_ms};
+    if (!semaphore_doc::renew_slot(doc, slot, uuid, fence, now_ms, expire_ms)) return false;
     store(db, collection, id, semaphore_doc::to_flat(doc), what);
     txn.commit();
     return true;

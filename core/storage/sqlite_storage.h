@@ -122,6 +122,8 @@ class SqliteStorage final : public Storage {
   std::vector<bool> renew_many(const std::string& collection,
                                const std::vector<RenewRequest>& requests,
                                std::int64_t now_ms) override;
+  bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   // Shared by every storage of the same SqliteClient (one connection).
   const void* batch_domain() const override;
   std::shared_ptr<ClockSampleBoard> clock_sample_board() override;
@@ -149,6 +151,9 @@ class SqliteStorage final : public Storage {
  private:
   template <class F>
   auto call(const char* op, F&& body);
+  // renew() (monotonic) or, `exact`, set_expiry(): one transaction.
+  bool write_expiry(const char* op, const std::string& collection, const RenewRequest& r,
+                    std::int64_t now_ms, bool exact);
 
   std::shared_ptr<SqliteClient> client_;
   std::int64_t op_timeout_ms_;

@@ -108,7 +108,17 @@ std::shared_ptr<PyMongoStorage::Domain> domain_of(const py::object& db) {
   return d;
 }
 
-// renew()'s filter, also each $or branch of renew_many().
+// {$max: {field: expire}}: renewals never lower an expiry (core/storage.h, renew()); with
+// `exact`, set_expiry's {$set: {field: expire}}.
+py::dict expiry_update(const std::string& field, std::int64_t expire_ms, bool exact = false) {
+  py::dict op;
+  op[py::str(field)] = datetime_from_ms(expire_ms);
+  py::dict update;
+  update[exact ? "$set" : "$max"] = op;
+  return update;
+}
+
+// renew()'s filter (and set_expiry's, hand_over's).
 py::dict renew_filter(const std::string& key, const std::string& uuid, std::int64_t fence,
                       const py::object& now) {
   py::dict filter;
@@ -414,16 +424,29 @@ bool PyMongoStorage::set_fence(const std::string& collection, const std::string&
 bool PyMongoStorage::renew(const std::string& collection, const std::string& key,
                            const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                            std::int64_t expire_ms) {
+  return write_expiry(collection, key, uuid, fence, now_ms, expire_ms, /*exact=*/false);
+}
+
+bool PyMongoStorage::set_expiry(const std::string& collection, const std::string& key,
+                                const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                                std::int64_t expire_ms) {
+  return write_expiry(collection, key, uuid, fence, now_ms, expire_ms, /*exact=*/true);
+}
+
+bool PyMongoStorage::write_expiry(const std::string& collection, const std::string& key,
+                                  const std::string& uuid, std::int64_t fence,
+                                  std::int64_t now_ms, std::int64_t expire_ms, bool exact) {
   return with_python([&] {
     py::dict filter = renew_filter(key, uuid, fence, datetime_from_ms(now_ms));
-    py::dict update;
-    update["$set"] = py::dict(py::arg("ts_expire") = datetime_from_ms(expire_ms));
-    py::object r = this->collection(collection).attr("update_one")(filter, update);
+    // matched_count: for a renewal, "matched but already later" is renewed too.
+    py::object r = this->collection(collection).attr("update_one")(
+        filter, expiry_update("ts_expire", expire_ms, exact));
     return r.attr("matched_count").cast<std::int64_t>() > 0;
   });
 }
 
 std::size_t PyMongoStorage::max_renew_batch() const {
+  if (!facts_) return renew_batch_for(std::nullopt);  // made without shared facts
   std::lock_guard<std::mutex> g(facts_->mu);
   return renew_batch_for(facts_->info);
 }
@@ -454,10 +477,8 @@ std::vector<bool> PyMongoStorage::renew_many(const std::string& collection,
         filter["uuid"] = py::dict(py::arg("$in") = uuids);
         filter["ts_expire"] = py::dict(py::arg("$gt") = now);
         if (g.fenced) filter["fence"] = py::dict(py::arg("$in") = fences);
-        py::dict update;
-        update["$set"] = py::dict(py::arg("ts_expire") = datetime_from_ms(g.expire_ms));
         // Its counts are not used: they cannot say WHICH requests matched.
-        coll.attr("update_many")(filter, update);
+        coll.attr("update_many")(filter, expiry_update("ts_expire", g.expire_ms));
       }
       py::list keys;
       for (std::size_t i = from; i < to; ++i) keys.append(py::str(requests[i].key));
@@ -666,11 +687,8 @@ bool PyMongoStorage::renew_semaphore(const std::string& collection, const std::s
     filter[py::str(slot_path(slot, "fence"))] = fence;
     filter[py::str(slot_path(slot, "ts_expire"))] =
         py::dict(py::arg("$gt") = datetime_from_ms(now_ms));
-    py::dict set;
-    set[py::str(slot_path(slot, "ts_expire"))] = datetime_from_ms(expire_ms);
-    py::dict update;
-    update["$set"] = set;
-    py::object r = this->collection(collection).attr("update_one")(filter, update);
+    py::object r = this->collection(collection).attr("update_one")(
+        filter, expiry_update(slot_path(slot, "ts_expire"), expire_ms));
     return r.attr("matched_count").cast<std::int64_t>() > 0;
   });
 }

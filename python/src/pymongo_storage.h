@@ -59,9 +59,13 @@ class PyMongoStorage final : public mongoelector::Storage {
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                  std::int64_t old_fence, std::int64_t new_fence) override;
+  // update_one with {$max: {ts_expire}}: matched (matched_count) is renewed.
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
-  // Per chunk of max_renew_batch(): one update_many per distinct expire_ms and fence rule,
+  // renew()'s filter with {$set: {ts_expire}}.
+  bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  // Per chunk of max_renew_batch(): one update_many ($max) per distinct expire_ms and fence rule,
   // filtered by $in lists of keys, uuids and fences (renew_groups, core/storage.h),
   // then one find of the chunk's keys that decides each request (RenewRequest::renewed_by); all under one pymongo.timeout().
   // A collection without update_many (the aio facade) renews one by one.
@@ -107,6 +111,10 @@ class PyMongoStorage final : public mongoelector::Storage {
   // The Collection object of `name`, created once. Needs the GIL.
   py::object collection(const std::string& name);
   py::object with_majority_writes(py::object coll);  // see pymongo_storage.cpp
+  // renew() ({$max}) or, `exact`, set_expiry() ({$set}): one update_one.
+  bool write_expiry(const std::string& collection, const std::string& key,
+                    const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                    std::int64_t expire_ms, bool exact);
   void ensure_ttl_index(const py::object& coll, const char* field, std::int64_t seconds);
   mongoelector::ServerInfo probe_server_info();
 

@@ -3,8 +3,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include <pybind11/stl.h>
+
+#include "storage.h"
 #include "storage/memory_storage.h"
 #include "testing/manual_clock.h"
 
@@ -62,6 +66,41 @@ void bind_testing(py::module_& m) {
            py::arg("ms"))
       .def("attach", &PyManualClock::attach, py::arg("uri"),
            "Runs the memory:// backend `uri` on this clock (ValueError if it runs on another).");
+
+  // A storage's renewal operations, called directly (tests of the storages themselves,
+  // e.g. tests/python/test_storage_renewal.py). Times are server-time ms.
+  m.def(
+      "_storage_renew",
+      [](me::Storage& s, const std::string& coll, const std::string& key, const std::string& uuid,
+         std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact) {
+        py::gil_scoped_release nogil;
+        return exact ? s.set_expiry(coll, key, uuid, fence, now_ms, expire_ms)
+                     : s.renew(coll, key, uuid, fence, now_ms, expire_ms);
+      },
+      py::arg("storage"), py::arg("collection"), py::arg("key"), py::arg("uuid"),
+      py::arg("fence"), py::arg("now_ms"), py::arg("expire_ms"), py::arg("exact") = false,
+      "Storage::renew, or with exact=True Storage::set_expiry.");
+  m.def(
+      "_storage_renew_many",
+      [](me::Storage& s, const std::string& coll,
+         const std::vector<std::tuple<std::string, std::string, std::int64_t, std::int64_t>>& rs,
+         std::int64_t now_ms) {
+        std::vector<me::RenewRequest> requests;
+        for (const auto& [key, uuid, fence, expire] : rs)
+          requests.push_back(me::RenewRequest{key, uuid, fence, expire});
+        py::gil_scoped_release nogil;
+        return s.renew_many(coll, requests, now_ms);
+      },
+      py::arg("storage"), py::arg("collection"), py::arg("requests"), py::arg("now_ms"));
+  m.def(
+      "_storage_renew_semaphore",
+      [](me::Storage& s, const std::string& coll, const std::string& key, std::int64_t slot,
+         const std::string& uuid, std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) {
+        py::gil_scoped_release nogil;
+        return s.renew_semaphore(coll, key, slot, uuid, fence, now_ms, expire_ms);
+      },
+      py::arg("storage"), py::arg("collection"), py::arg("key"), py::arg("slot"), py::arg("uuid"),
+      py::arg("fence"), py::arg("now_ms"), py::arg("expire_ms"));
 }
 
 }  // namespace mongoelector_py

@@ -117,6 +117,48 @@ TEST_F(LockOps, RenewMatchesOnlyTheUnexpiredHolderWithItsFence) {
   EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 16000);
 }
 
+// Renewals are monotonic: one whose expiry is earlier than the stored one (it ran late at
+// the server, after a newer renewal of the same hold) still matches -- the hold is ours
+// -- and reports renewed, but never lowers the expiry.
+TEST_F(LockOps, ARenewalNeverLowersTheExpiry) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
+  EXPECT_TRUE(s->renew(coll, "k", "uuid-a", 1, now + 2000, now + 16000));  // the newer one
+  EXPECT_TRUE(s->renew(coll, "k", "uuid-a", 1, now + 1000, now + 12000)) << "the late one";
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 16000);
+  EXPECT_TRUE(s->renew(coll, "k", "uuid-a", 0, now + 1000, now + 16000)) << "equal, unfenced";
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 16000);
+  // Still only the unexpired holder with its fence.
+  EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 2, now + 1000, now + 12000));
+  EXPECT_FALSE(s->renew(coll, "k", "uuid-b", 1, now + 1000, now + 12000));
+  EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 1, now + 16000, now + 12000));
+  auto doc = s->read(coll, "k");
+  EXPECT_EQ(doc->ts_expire->ms, now + 16000);
+  EXPECT_TRUE(doc->locked);
+  EXPECT_EQ(doc->fence, 1);
+}
+
+// set_expiry: the one write that may lower a held lock's expiry (a minimum-hold release),
+// exactly, on the named unexpired hold only.
+TEST_F(LockOps, SetExpiryMovesOnlyTheNamedUnexpiredHoldEitherWay) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-b", 1, now, now + 3000));
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 2, now, now + 3000));
+  EXPECT_FALSE(s->set_expiry(coll, "absent", "uuid-a", 1, now, now + 3000));
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 10000);
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 3000)) << "shortens";
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 3000);
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 60000)) << "extends";
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 60000);
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 60000)) << "unchanged";
+  // An expired hold is not revived.
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 1, now + 60000, now + 90000));
+  auto doc = s->read(coll, "k");
+  EXPECT_EQ(doc->ts_expire->ms, now + 60000);
+  EXPECT_TRUE(doc->locked);
+  EXPECT_EQ(doc->fence, 1);
+  EXPECT_EQ(doc->ts_created->ms, now);
+}
+
 TEST_F(LockOps, RenewAfterReleaseFails) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
   ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now + 1, false));

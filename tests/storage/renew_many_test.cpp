@@ -107,6 +107,28 @@ TEST_F(RenewMany, AgreesWithRenewRequestByRequest) {
   EXPECT_EQ(batched, (std::vector<bool>{true, false, false, false}));
 }
 
+// A request whose hold already expires later than asked (a newer renewal of it landed
+// first) is renewed -- the server keeps it at least that long -- and keeps its expiry;
+// the same later expiry on another's hold is not ours.
+TEST_F(RenewMany, AnAlreadyLaterHoldIsRenewedAndNothingIsLowered) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000, "later"), false));
+  ASSERT_TRUE(s->renew(coll, "later", "uuid-a", 1, now, now + 30000));
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000, "plain"), false));
+  ASSERT_TRUE(s->claim(coll, claim_by("b", now, 30000, "theirs"), false));
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000, "later-unfenced"), false));
+  ASSERT_TRUE(s->renew(coll, "later-unfenced", "uuid-a", 1, now, now + 30000));
+  const std::vector<RenewRequest> requests{{"later", "uuid-a", 1, now + 20000},
+                                           {"plain", "uuid-a", 1, now + 20000},
+                                           {"theirs", "uuid-a", 1, now + 20000},
+                                           {"later-unfenced", "uuid-a", 0, now + 20000}};
+  EXPECT_EQ(s->renew_many(coll, requests, now), (std::vector<bool>{true, true, false, true}));
+  EXPECT_EQ(s->read(coll, "later")->ts_expire->ms, now + 30000);
+  EXPECT_EQ(s->read(coll, "plain")->ts_expire->ms, now + 20000);
+  EXPECT_EQ(s->read(coll, "theirs")->ts_expire->ms, now + 30000);
+  EXPECT_EQ(s->read(coll, "theirs")->uuid, "uuid-b");
+  EXPECT_EQ(s->read(coll, "later-unfenced")->ts_expire->ms, now + 30000);
+}
+
 TEST_F(RenewMany, OneExpiryCostsTwoCommandsTwoExpiriesThreeSqliteOneTransaction) {
   const std::size_t n = 20;
   for (std::size_t i = 0; i < n; ++i)

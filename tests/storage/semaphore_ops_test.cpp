@@ -172,6 +172,20 @@ TEST_P(SemaphoreOps, RenewNamesSlotUuidAndFenceAndNeedsAnUnexpiredSlot) {
   EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 5000);
 }
 
+// Monotonic, as for locks: a late renewal of the same hold matches and lowers nothing.
+TEST_P(SemaphoreOps, ARenewalNeverLowersASlotsExpiry) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now, 1000)));
+  EXPECT_TRUE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch, now + 500, now + 9000));
+  EXPECT_TRUE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch, now + 200, now + 5000))
+      << "the late one: still our hold";
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.slots[0].ts_expire->ms, now + 9000);
+  EXPECT_EQ(d.slots[1].ts_expire->ms, now + 1000) << "other slots untouched";
+  EXPECT_FALSE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch + 1, now + 200, now + 5000));
+  EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 9000);
+}
+
 TEST_P(SemaphoreOps, ReleaseNamesSlotUuidAndFenceAndEmptiesTheSlot) {
   ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now)));
   ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now)));

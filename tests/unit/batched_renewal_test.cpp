@@ -104,8 +104,8 @@ TEST_F(BatchedRenewalTest, APartialBatchRenewsExactlyTheHoldsStillOurs) {
   ASSERT_TRUE(storage->release("mongolocker", "released", std::string("uuid-me-released"),
                                by_key["released"]->fence(), now, false));
   // ts_expire pushed back to now: expired at the server, still naming our uuid and fence.
-  ASSERT_TRUE(storage->renew("mongolocker", "expired", "uuid-me-expired",
-                             by_key["expired"]->fence(), now - 1, now));
+  ASSERT_TRUE(storage->set_expiry("mongolocker", "expired", "uuid-me-expired",
+                                  by_key["expired"]->fence(), now - 1, now));
   ASSERT_TRUE(storage->set_fence("mongolocker", "refenced", "uuid-me-refenced",
                                  by_key["refenced"]->fence(), by_key["refenced"]->fence() + 7));
 

@@ -109,6 +109,62 @@ TEST_F(MinHoldTest, ALeaseClosedWithMinHoldStaysTakenUntilThen) {
   EXPECT_TRUE(b->try_acquire().has_value());
 }
 
+// The write that may shorten the hold is sent only after the holder let go of it
+// locally: nothing in this process counts on the hold while the write is in flight.
+TEST_F(MinHoldTest, TheHolderLetsGoBeforeTheShorteningWriteIsSent) {
+  auto a = make_locker("a", 600);
+  ASSERT_TRUE(a->try_acquire().has_value());
+  clock->advance(1000);
+  int writes = 0;
+  bool held_during_write = true;
+  storage->set_fault_hook([&](const std::string& op, bool applied) {
+    if (op != "set_expiry" || applied) return;
+    ++writes;
+    held_during_write = a->hold().has_value() || a->lease().has_value();
+  });
+  ASSERT_TRUE(a->release_min_hold(5).has_value());
+  EXPECT_EQ(writes, 1);
+  EXPECT_FALSE(held_during_write);
+}
+
+// A failed minimum-hold write may still land: the hold stays given up, and the write is
+// sent again (by the next release_min_hold, release or acquire), never replaced by a
+// release that would free the lock before the minimum hold.
+TEST_F(MinHoldTest, AFailedMinHoldWriteIsSentAgainNeverAReleaseBeforeTheBound) {
+  auto a = make_locker("a", 600);
+  auto b = make_locker("b", 600);
+  ASSERT_TRUE(a->try_acquire().has_value());
+  const std::int64_t acquired = a->hold()->created_ms;
+  clock->advance(1000);
+  storage->stall_next("set_expiry");
+  EXPECT_THROW(a->release_min_hold(30), StorageUnavailable);
+  EXPECT_FALSE(a->hold().has_value()) << "given up: the write may still land";
+  EXPECT_TRUE(a->has_stranded());
+  EXPECT_FALSE(a->try_acquire().has_value()) << "the owner too waits for the minimum hold";
+  EXPECT_FALSE(a->has_stranded());
+  EXPECT_EQ(storage->read("mongolocker", "k")->ts_expire->ms, acquired + 30000);
+  EXPECT_EQ(storage->land_stalled(), 1);  // the first write lands late: the same bound
+  EXPECT_EQ(storage->read("mongolocker", "k")->ts_expire->ms, acquired + 30000);
+  clock->advance(acquired + 30000 - 1 - storage->server_time_ms());
+  EXPECT_FALSE(b->try_acquire().has_value());
+  clock->advance(1);
+  EXPECT_TRUE(b->try_acquire().has_value());
+}
+
+TEST_F(MinHoldTest, RetryingAFailedMinHoldReleaseReturnsItsBound) {
+  auto a = make_locker("a", 600);
+  ASSERT_TRUE(a->try_acquire().has_value());
+  const std::int64_t acquired = a->hold()->created_ms;
+  clock->advance(1000);
+  storage->set_unavailable(true);
+  EXPECT_THROW(a->release_min_hold(30), StorageUnavailable);
+  storage->set_unavailable(false);
+  EXPECT_EQ(a->release_min_hold(30), std::optional<std::int64_t>(acquired + 30000));
+  EXPECT_FALSE(a->has_stranded());
+  EXPECT_FALSE(a->release_min_hold(30).has_value()) << "nothing left";
+  EXPECT_EQ(storage->read("mongolocker", "k")->ts_expire->ms, acquired + 30000);
+}
+
 // --- once per window ------------------------------------------------------------
 
 TEST_F(MinHoldTest, AWindowIsClaimedOnceWhoeverAsks) {
