@@ -154,8 +154,12 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   const ServerTime t = server_time_for_write();
   auto token = claim_and_anchor(force, sent, t);  // the fence: a token unless deferred
   if (!token) return std::nullopt;
-  const Hold h{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
-  if (clock_->mono_ms() >= sent + ttl_ms()) {
+  const std::int64_t replied = clock_->mono_ms();
+  Hold h{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+  // The server applied the claim before its reply arrived: no later than the latest its
+  // clock could read then.
+  h.acquired_latest_ms = server_time_for_write(replied).latest_ms();
+  if (replied >= sent + ttl_ms()) {
     // The claim and its epoch round trips outlasted the lease: someone may hold it now.
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -395,7 +399,11 @@ std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
     std::lock_guard<std::mutex> g(mu_);
     if (hold_) {
       fence = hold_->fence;
-      if (min_hold > 0) hold_->keep_until_ms = hold_->created_ms + min_hold;
+      // Counted from the latest the server's clock could read when the claim's reply
+      // arrived, not from ts_created (the earliest at the send): the server took the lock
+      // between the two, so counting from ts_created could end the hold up to a round
+      // trip plus twice the sample's uncertainty early.
+      if (min_hold > 0) hold_->keep_until_ms = hold_->acquired_latest_ms + min_hold;
       // Let go locally BEFORE the write that may shorten the hold: a renewal in flight
       // then finds the hold changed and is not counted on, and the hold is never taken
       // back with this fence (the write may land late, after a newer renewal).
@@ -419,21 +427,39 @@ std::optional<std::int64_t> Locker::claim_window(double window_s) {
   if (!std::isfinite(window_s) || window_s < 0.001 || window_s > 1e9)
     throw InvalidArgument("the window must be a finite number of seconds in [0.001, 1e9]");
   const std::int64_t window = std::llround(window_s * 1000.0);
-  const std::int64_t now = server_clock_.now_ms();
-  const std::int64_t start = now - (((now % window) + window) % window);
-  LockerOptions marker_options = options_;
-  marker_options.key = options_.key + "@window:" + std::to_string(start);
-  // Held past the window's end is harmless (the next window has another key); at least
-  // a second so that a claim at the very end of a window is not born expired.
-  marker_options.ttl_s = static_cast<double>(std::max<std::int64_t>(start + window - now, 1000)) / 1000.0;
-  marker_options.ensure_indexes = false;
-  marker_options.timeparanoid = false;
-  marker_options.lazy_token = true;  // nobody asks for the marker's token
-  Locker marker(storage_, std::move(marker_options), clock_, identity_);
+  check_server_safety();
+  const ServerTime t = server_clock_.estimate_sampling();
+  const std::int64_t start = t.now_ms - (((t.now_ms % window) + window) % window);
+  const std::int64_t end = start + window;
+  const std::string marker = options_.key + "@window:" + std::to_string(start);
+  validate_key(marker);
+  // The server's clock may already be past the window's end: no claim. Every claim of a
+  // window is then made while the server's clock is surely inside it, so its marker is
+  // never born expired, and a marker that expired and was removed (the TTL monitor) can
+  // never be claimed again by a node whose estimate lags.
+  if (t.latest_ms() >= end) return std::nullopt;
+  // Expires exactly at the window's end: an absolute date, never earliest + (end - now),
+  // which would end the window this sample's uncertainty early and let a node with a
+  // better sample claim it again. Claims compare with the claimant's earliest, which is
+  // below the window's end whenever its estimate falls in the window.
+  const LockClaim claim{marker, identity_.uuid, identity_.host, identity_.pid, t.earliest_ms(),
+                        end};
   try {
-    marker.acquire(/*blocking=*/false);
-  } catch (const LockExists&) {
-    return std::nullopt;
+    if (!storage_->claim(options_.collection, claim, /*force=*/false)) return std::nullopt;
+  } catch (...) {
+    // The claim may have been applied (a lost reply): free the marker if it is ours, so
+    // that the window is not lost to everyone. Fenced: a newer claim is never touched.
+    try {
+      const std::optional<LockDoc> doc = storage_->read(options_.collection, marker);
+      if (doc && doc->locked && doc->uuid == identity_.uuid)
+        storage_->release(options_.collection, marker, identity_.uuid, doc->fence,
+                          server_clock_.now_ms(), options_.delete_on_release);
+    } catch (const std::exception& ex) {
+      log(LogLevel::Warning,
+          "could not release the window marker " + marker + " after a failed claim: " + ex.what(),
+          log_fields(LogEvent::ReleaseFailed));
+    }
+    throw;
   }
   log(LogLevel::Info,
       "claimed the window of " + options_.key + " starting at " + std::to_string(start) +
@@ -490,6 +516,10 @@ std::optional<std::int64_t> Locker::finish_renew(RenewTicket& t, bool ok) {
     hold_->lease_start_mono = t.sent;
   } else {
     hold_ = Hold{t.fence, t.at.now_ms, t.request.expire_ms, t.sent};
+    // Taken at some unknown earlier time: the latest server time now bounds it (no I/O
+    // here: the write's estimate carried forward).
+    const std::optional<ServerTime> now = server_clock_.estimate();
+    hold_->acquired_latest_ms = now ? now->latest_ms() : t.at.latest_ms();
     ++hold_gen_;
   }
   return t.sent + ttl_ms();
@@ -530,6 +560,7 @@ std::optional<std::int64_t> Locker::retake() {
   std::lock_guard<std::mutex> g(mu_);
   if (!stranded_ || stranded_->fence != s->fence || hold_) return std::nullopt;
   hold_ = Hold{s->fence, s->created_ms, expire, sent};
+  hold_->acquired_latest_ms = s->acquired_latest_ms;
   stranded_.reset();
   ++hold_gen_;
   return sent + ttl_ms();

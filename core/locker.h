@@ -90,12 +90,15 @@ using CancelFn = std::function<bool()>;
 // The lock's own view of a hold.
 struct Hold {
   std::int64_t fence = 0;
-  std::int64_t created_ms = 0;        // server time
+  std::int64_t created_ms = 0;        // server time (ts_created: the earliest at the send)
   std::int64_t expire_ms = 0;         // server time
   std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
   // A release (or a minimum-hold write) of this hold was sent and may still land at the
   // server, so the hold is never taken back with its fence, only released.
   bool release_sent = false;
+  // The latest the server's clock could read when the claim's reply arrived: the server
+  // took the lock no later than this (release_min_hold counts from here).
+  std::int64_t acquired_latest_ms = 0;
   // Set by release_min_hold: the lock must stay taken until this server time, so the
   // stranded hold is settled by setting its expiry to it, not by a release (0: none).
   std::int64_t keep_until_ms = 0;
@@ -130,11 +133,14 @@ class Locker {
   // an error (no round trip then). On failure the hold is kept as stranded.
   void release(bool force = false);
   // Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this instance's hold but
-  // keeps the lock taken until `min_hold_s` after it was acquired (ts_created, on the
-  // server's clock), so that a node whose schedule or clock differs cannot run the same
-  // job again within that time. Past that point: a plain release(). Otherwise the hold
-  // is dropped locally FIRST, then one fenced write (Storage::set_expiry) sets ts_expire
-  // to ts_created + min_hold (shortening or extending the lease); the lock then frees
+  // keeps the lock taken until at least `min_hold_s` after the server took it, so that a
+  // node whose schedule or clock differs cannot run the same job again within that time.
+  // The bound is conservative, never early: counted from the latest the server's clock
+  // could read when the claim's reply arrived (acquired_latest_ms), so it may end up to
+  // one round trip plus twice the clock sample's uncertainty late. Once it has surely
+  // passed (before the server's earliest possible now): a plain release(). Otherwise the
+  // hold is dropped locally FIRST, then one fenced write (Storage::set_expiry) sets
+  // ts_expire to that bound (shortening or extending the lease); the lock then frees
   // itself at that instant. Returns the server time (ms) at which the lock frees, or
   // nullopt when it was released now (or was not held). Failures throw; the hold stays
   // given up (the write may still land) and is kept as stranded with its bound: the next
@@ -143,12 +149,23 @@ class Locker {
   std::optional<std::int64_t> release_min_hold(double min_hold_s);
   // "At most once per window" (scheduler semantics): claims the current window of
   // `window_s` seconds for this key, windows being aligned on the server's clock
-  // (start = floor(server now / window) * window, in ms since the epoch). The claim is
-  // a marker lock "<key>@window:<start>" in the same collection, held by this identity
-  // until the window ends and never released, so whichever node claims first in a window
-  // wins it and every other claim in that window is refused. Returns the window's start
-  // when this call claimed it, nullopt when the window was already claimed (by anyone,
-  // this node included). InvalidArgument unless 0.001 <= window_s <= 1e9.
+  // (start = floor(server now / window) * window, in ms since the epoch, from this
+  // node's estimate). The claim is a marker lock "<key>@window:<start>" in the same
+  // collection, held by this identity and never released, whose ts_expire is the
+  // window's end exactly (start + window, an absolute date), so whichever node claims
+  // first in a window wins it and every other claim of that window is refused: a
+  // claimant compares with the earliest its clock estimate allows, which is before the
+  // window's end whenever its estimate falls in the window. No claim is made once the
+  // server's clock may have passed the window's end (the latest it can read, estimate
+  // plus uncertainty, is not before it): every claim of a window happens while the
+  // window is surely on, so an expired marker removed by the TTL monitor is never claimed
+  // again by a lagging node. One round trip (plus a clock sample when stale). Returns the
+  // window's start when this call claimed it, nullopt when the window was already claimed
+  // (by anyone, this node included) or may be over (within this node's clock uncertainty
+  // of its end: a few ms on a LAN). If the claim
+  // fails with an error it may still have been applied: the marker is released (fenced)
+  // if it is ours, so the window is not lost to everyone. InvalidArgument unless
+  // 0.001 <= window_s <= 1e9.
   std::optional<std::int64_t> claim_window(double window_s);
 
   // Pushes ts_expire to now+ttl if this instance holds an unexpired lock: the new expiry

@@ -34,6 +34,9 @@ struct ServerTime {
   std::int64_t uncertainty_ms = 0;  // |estimate - server| is at most this
   // The earliest the server's clock can read now: what a CLAIMING side compares with.
   std::int64_t earliest_ms() const { return now_ms - uncertainty_ms; }
+  // The latest it can read now: a bound on when something the server did before now
+  // happened at the latest (Locker::release_min_hold counts from it).
+  std::int64_t latest_ms() const { return now_ms + uncertainty_ms; }
 };
 
 // The freshest server-time sample taken through one client, shared by the ServerClocks of

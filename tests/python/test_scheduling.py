@@ -32,7 +32,8 @@ def test_release_min_hold_keeps_the_lock_taken(backend):
     frees_at = a.release(min_hold=1.0)
     assert isinstance(frees_at, datetime) and frees_at.tzinfo is not None
     created = created if created.tzinfo else created.replace(tzinfo=timezone.utc)
-    assert abs((frees_at - created).total_seconds() - 1.0) < 0.002, "acquire + min_hold"
+    # Never early; late by at most a round trip and the clock sample's uncertainty.
+    assert 0 <= (frees_at - created).total_seconds() - 1.0 < 0.1, "acquire + min_hold"
     assert "owned=False" in repr(a), "the holder let go locally"
     assert a.locked(), "while the lock stays taken (under its name) until min_hold"
     with pytest.raises(mongoelector.LockExists):
@@ -75,7 +76,7 @@ def test_lease_min_hold(db_backend):
     doc = (db_backend.raw if db_backend.raw is not None else db_backend.db)["mongolocker"].find_one({"_id": k})
     assert doc["locked"] is True
     remaining = (doc["ts_expire"] - doc["ts_created"]).total_seconds()
-    assert abs(remaining - 60) < 0.01, "ts_expire = acquire + min_hold"
+    assert 0 <= remaining - 60 < 0.1, "ts_expire = acquire + min_hold, never early"
     with pytest.raises(ValueError):
         mongoelector.Lease(db_backend.db, key(), min_hold=-2)
 

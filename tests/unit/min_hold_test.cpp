@@ -1,10 +1,13 @@
 // Locker::release_min_hold (scheduler semantics, ShedLock's lockAtLeastFor): the lock stays
 // taken until min_hold after its acquisition on the SERVER's clock, whatever the releasing
 // host's clock says, and then frees itself with nobody left to release it.
+#include <functional>
+
 #include "exceptions.h"
 #include "fixtures.h"
 #include "lease/keepalive.h"
 #include "lease/lease.h"
+#include "server_clock.h"
 
 using namespace mongoelector;
 using mongoelector::testing::CoreTest;
@@ -205,6 +208,109 @@ TEST_F(MinHoldTest, WindowsFollowTheServersClockNotTheHosts) {
   auto b = make_locker("b", 10, "job");
   clock->advance(5 * 60 * 1000);  // the server's next hour; the host is at :15
   EXPECT_TRUE(b->claim_window(3600).has_value());
+}
+
+// --- two nodes whose server-time samples differ in uncertainty ----------------------
+// Node "a" samples the server's clock over a slow round trip: the reply comes 400 ms
+// after the server read its clock, so a's estimate is 200 ms behind the server and a
+// knows it only to +-200 ms. Node "b" samples over an instant round trip (exact).
+// Windows and minimum holds must end on the server's clock exactly where they should,
+// whoever's sample wrote them.
+class UncertainClocksTest : public MinHoldTest {
+ protected:
+  static constexpr std::int64_t kSlowRtt = 400;
+  void SetUp() override {
+    MinHoldTest::SetUp();
+    storage->set_fault_hook([this](const std::string& op, bool applied) {
+      if (op != "server_time_ms" || !applied || !slow) return;
+      clock->advance(kSlowRtt);
+      if (on_slow_reply) on_slow_reply();
+    });
+  }
+  std::function<void()> on_slow_reply;  // runs when a's slow reply arrives
+  // Runs f as node "a" (every server-time sample it takes is slow).
+  template <class F>
+  auto as_slow_node(F f) {
+    slow = true;
+    auto r = f();
+    slow = false;
+    return r;
+  }
+  bool slow = false;
+};
+
+TEST_F(UncertainClocksTest, AWindowClaimedOverASlowSampleLastsToTheWindowsEnd) {
+  // As a real client: its lockers share one server-time sample (b's comes an hour later).
+  storage->set_clock_sample_board(std::make_shared<ClockSampleBoard>());
+  const std::int64_t hour = 3600 * 1000;
+  clock->advance(hour - storage->server_time_ms() % hour + 10000);  // 10 s into a window
+  const std::int64_t start = storage->server_time_ms() - 10000;
+  auto a = make_locker("a", 10, "report");
+  auto b = make_locker("b", 10, "report");
+  const auto won = as_slow_node([&] { return a->claim_window(3600); });
+  ASSERT_TRUE(won.has_value());
+  EXPECT_EQ(*won, start);
+  const auto marker = storage->read("mongolocker", "report@window:" + std::to_string(start));
+  ASSERT_TRUE(marker.has_value());
+  EXPECT_EQ(marker->ts_expire->ms, start + hour) << "the marker expires when the window ends";
+  // 100 ms before the window ends (on the server's clock), b with its exact sample asks.
+  clock->advance(start + hour - 100 - storage->server_time_ms());
+  EXPECT_FALSE(b->claim_window(3600).has_value()) << "a second winner in one window";
+  clock->advance(100);
+  const auto next = b->claim_window(3600);
+  ASSERT_TRUE(next.has_value()) << "the next window";
+  EXPECT_EQ(*next, start + hour);
+}
+
+TEST_F(UncertainClocksTest, NoClaimOnceTheWindowMayHaveEndedOnTheServer) {
+  const std::int64_t hour = 3600 * 1000;
+  clock->advance(hour - storage->server_time_ms() % hour + 10000);
+  const std::int64_t start = storage->server_time_ms() - 10000;
+  const std::string marker = "report@window:" + std::to_string(start);
+  auto a = make_locker("a", 10, "report");
+  auto b = make_locker("b", 10, "report");
+  ASSERT_EQ(b->claim_window(3600), std::optional<std::int64_t>(start));
+  // a samples from 300 ms before the window's end; its reply arrives 100 ms after it,
+  // when the expired marker is gone (the TTL monitor's doing). a's estimate still says
+  // 100 ms before the end.
+  clock->advance(start + hour - 300 - storage->server_time_ms());
+  on_slow_reply = [&] { storage->delete_lock("mongolocker", marker); };
+  const auto won = as_slow_node([&] { return a->claim_window(3600); });
+  EXPECT_FALSE(won.has_value()) << "a second winner in one window";
+  EXPECT_FALSE(storage->read("mongolocker", marker).has_value());
+}
+
+TEST_F(UncertainClocksTest, AMinimumHoldNeverEndsEarlyWhateverTheSample) {
+  auto a = make_locker("a", 10);
+  auto b = make_locker("b", 10);
+  ASSERT_TRUE(as_slow_node([&] { return a->try_acquire(); }).has_value());
+  // The server applied a's claim at this instant (memory: at once), not before.
+  const std::int64_t acquired = storage->server_time_ms();
+  clock->advance(1000);
+  const auto frees_at = a->release_min_hold(30);
+  ASSERT_TRUE(frees_at.has_value());
+  EXPECT_GE(*frees_at, acquired + 30000);
+  EXPECT_LE(*frees_at, acquired + 30000 + 2 * kSlowRtt) << "conservative, by the sample's error";
+  clock->advance(acquired + 30000 - 1 - storage->server_time_ms());
+  EXPECT_FALSE(b->try_acquire().has_value()) << "the minimum hold ended early";
+  clock->advance(*frees_at - storage->server_time_ms());
+  EXPECT_TRUE(b->try_acquire().has_value()) << "free when it said";
+}
+
+TEST_F(UncertainClocksTest, APlainReleaseOnlyOnceTheMinimumHoldSurelyPassed) {
+  auto a = make_locker("a", 10);
+  auto b = make_locker("b", 10);
+  ASSERT_TRUE(as_slow_node([&] { return a->try_acquire(); }).has_value());
+  const std::int64_t acquired = storage->server_time_ms();
+  // a's estimate says 5 s have passed since the acquire (it runs 200 ms behind), yet the
+  // server may still be short of acquired + 5 s by a's uncertainty: no plain release.
+  clock->advance(5000 + 100);
+  const auto frees_at = a->release_min_hold(5);
+  ASSERT_TRUE(frees_at.has_value()) << "released at once, before the minimum hold surely passed";
+  EXPECT_GE(*frees_at, acquired + 5000);
+  clock->advance(1000);
+  EXPECT_FALSE(a->release_min_hold(5).has_value()) << "nothing left to hold";
+  EXPECT_TRUE(b->try_acquire().has_value());
 }
 
 TEST_F(MinHoldTest, WindowClaimsRefuseBadWindows) {
