@@ -10,7 +10,13 @@
 //    there. A hold whose counter would leave its epoch is not handed over.
 //  * Late operations: the hand-over names the hold (uuid AND fence, unexpired), so a
 //    stale transfer() cannot move a newer hold; the old leader's late renewals name its
-//    own uuid and no longer match.
+//    own uuid and no longer match. That is not enough on its own: a hand-over whose
+//    outcome is unknown (an error, a timeout) may land after the old leader took the
+//    same hold back, which it would then move to the target (two leaders). So the term's
+//    hold is stranded IN DOUBT before the release or hand-over is sent (as a failed
+//    release leaves it, Hold::release_sent): it is only ever released, fenced, never
+//    retaken with that fence; a new term of ours has a new fence, which a late write
+//    does not match.
 #include <cmath>
 
 #include "../exceptions.h"
@@ -105,8 +111,9 @@ std::optional<std::int64_t> Elector::end_term_for_handover(std::int64_t hold_off
     fence = term_fence_;
   }
   cv_.notify_all();
-  // Not ours to act on any more; the server copy is released or handed over next.
-  locker_->strand(fence);
+  // Not ours to act on any more; the server copy is released or handed over next, and
+  // that write may land late: in doubt from now on (never retaken, see the top).
+  locker_->strand(fence, /*in_doubt=*/true);
   return fence;
 }
 
@@ -204,6 +211,8 @@ void Elector::transfer(const std::string& to_uuid) {
     h.to_fence = *fence + 1;
     h.now_ms = t.now_ms;
     h.expire_ms = t.now_ms + locker_->ttl_ms();
+    // On an error the hold stays stranded in doubt: the loop releases it (fenced), and
+    // the hand-over, should it land later, finds it released or re-claimed (new fence).
     ok = locker_->storage().hand_over(locker_->options().collection, h);
     if (ok) {
       try {

@@ -236,6 +236,71 @@ TEST_F(HandoverTest, AHandOverIsTakenOnlyOnce) {
   EXPECT_EQ(l, a.get());
 }
 
+// A hand-over whose reply is lost may still land at the server later. If the old leader
+// took its stranded hold back in between (same uuid, same fence), that late hand-over
+// would move the NEW term to the target, which would lead while the old leader still
+// believes it does until its next renewal fails. A hand-over of unknown outcome leaves
+// the hold in doubt: released fenced, never retaken.
+TEST_F(HandoverTest, ALateHandOverNeverMovesATermTheOldLeaderTookBack) {
+  auto a = make("a");
+  auto b = make("b");
+  std::vector<Elector*> es{a.get(), b.get()};
+  a->poll();
+  b->poll();
+  clock->advance(1000);
+  ASSERT_TRUE(a->is_leader());
+  const std::int64_t fence_a = *a->leader_fence();
+  storage->stall_next("hand_over");  // fails at the client, lands when the test says so
+  EXPECT_THROW(a->transfer("uuid-b"), StorageUnavailable);
+  EXPECT_FALSE(a->is_leader());
+  a->poll();  // the next poll: the hold must not be taken back with its fence
+  EXPECT_NE(a->leader_fence().value_or(0), fence_a) << "the hold was taken back with its fence";
+  ASSERT_EQ(storage->land_stalled(), 1);  // the late hand-over reaches the server
+  int most = 0;
+  std::int64_t both_at = -1;
+  for (int i = 0; i < 200 && clock->mono_ms() < 40000; ++i) {
+    std::int64_t next = clock->mono_ms() + 20000;
+    for (Elector* e : es) {
+      next = std::min(next, e->next_poll_mono());
+      if (auto d = e->renew_deadline_mono()) next = std::min(next, *d);
+    }
+    if (next > clock->mono_ms()) clock->advance(next - clock->mono_ms());
+    for (Elector* e : es) {
+      if (e->next_poll_mono() <= clock->mono_ms()) e->poll();
+      const int n = int(a->is_leader()) + int(b->is_leader());
+      if (n > most) most = n;
+      if (n > 1 && both_at < 0) both_at = clock->mono_ms();
+    }
+  }
+  EXPECT_LE(most, 1) << "a and b both lead at mono " << both_at;
+  // Somebody leads in the end, on a token above the old term's.
+  Elector* l = one_leader(es);
+  ASSERT_NE(l, nullptr);
+  EXPECT_GT(*l->leader_fence(), fence_a);
+}
+
+// The same loss with the late hand-over landing before the old leader's next poll: the
+// target takes over, the old leader never leads again on the handed-over term.
+TEST_F(HandoverTest, AHandOverLandingLateBeforeThePollMakesTheTargetLead) {
+  auto a = make("a");
+  auto b = make("b");
+  std::vector<Elector*> es{a.get(), b.get()};
+  a->poll();
+  b->poll();
+  const std::int64_t fence_a = *a->leader_fence();
+  storage->stall_next("hand_over");
+  EXPECT_THROW(a->transfer("uuid-b"), StorageUnavailable);
+  ASSERT_EQ(storage->land_stalled(), 1);
+  a->poll();
+  EXPECT_FALSE(a->is_leader());
+  auto [l, at] = run_until(es, clock->mono_ms() + 5000);
+  ASSERT_EQ(l, b.get());
+  EXPECT_EQ(*b->leader_fence(), fence_a + 1);
+  run_until(es, clock->mono_ms() + 20000);
+  EXPECT_TRUE(b->is_leader());
+  EXPECT_FALSE(a->is_leader());
+}
+
 }  // namespace
 
 #include "observe/leader_observer.h"
