@@ -17,6 +17,11 @@
 //    release leaves it, Hold::release_sent): it is only ever released, fenced, never
 //    retaken with that fence; a new term of ours has a new fence, which a late write
 //    does not match.
+//  * Observers (core/observe) tell a hand-over the target has not taken yet (pending:
+//    nobody leads) from one it took (the target leads): the hand-over writes its expiry
+//    twice (ts_expire, handover_expire) and the target's first renewal moves ts_expire
+//    past it.
+#include <algorithm>
 #include <cmath>
 
 #include "../exceptions.h"
@@ -33,19 +38,38 @@ bool Storage::hand_over(const std::string&, const HandOver&) {
   throw StorageError("this storage does not support hand-over (transfer)");
 }
 
+Document Storage::HandOver::fields() const {
+  return Document{{"uuid", to_uuid},
+                  {"host", to_host},
+                  {"pid", to_pid},
+                  {"fence", to_fence},
+                  {"ts_created", DateTime{now_ms}},
+                  {"ts_expire", DateTime{expire_ms}},
+                  {"handover_from", from_uuid},
+                  {"handover_fence", to_fence},
+                  {"handover_expire", DateTime{expire_ms}}};
+}
+
 bool Storage::HandOver::apply_to(Document& doc) const {
   const LockDoc cur = LockDoc::from_document(doc);
   if (!cur.locked || cur.uuid != from_uuid || cur.fence != from_fence || !cur.held_at(now_ms))
     return false;
-  doc.set("uuid", to_uuid);
-  doc.set("host", to_host);
-  doc.set("pid", to_pid);
-  doc.set("fence", to_fence);
-  doc.set("ts_created", DateTime{now_ms});
-  doc.set("ts_expire", DateTime{expire_ms});
-  doc.set("handover_from", from_uuid);
-  doc.set("handover_fence", to_fence);
+  const Document set = fields();
+  for (const Document::Field& f : set.fields()) doc.set(f.first, f.second);
   return true;
+}
+
+bool Storage::HandOver::marks(const LockDoc& doc) {
+  const std::optional<std::int64_t> marked = doc.raw.get_int("handover_fence");
+  return marked && *marked == doc.fence && doc.fence != 0;
+}
+
+bool Storage::HandOver::pending_in(const LockDoc& doc) {
+  if (!marks(doc) || !doc.ts_expire) return false;
+  // A hand-over written by a version without this field: its acceptance cannot be told
+  // apart, so the target is taken to lead (as that version's observers showed it).
+  const std::optional<DateTime> written = doc.raw.get_date("handover_expire");
+  return written && written->ms == doc.ts_expire->ms;
 }
 
 std::int64_t Elector::handover_poll_ms() const {
@@ -58,8 +82,7 @@ std::int64_t Elector::handover_poll_ms() const {
 std::optional<Elector::Event> Elector::accept_handover(std::int64_t now, const LockDoc& doc) {
   if (doc.uuid != locker_->identity().uuid || doc.fence < kEpochUnit) return std::nullopt;
   // The mark must name this very hold: a later claim ($inc of fence) voids it.
-  const std::optional<std::int64_t> marked = doc.raw.get_int("handover_fence");
-  if (!marked || *marked != doc.fence) return std::nullopt;
+  if (!Storage::HandOver::marks(doc)) return std::nullopt;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (accepted_handover_fence_ >= doc.fence) return std::nullopt;  // taken (or refused) once
@@ -71,6 +94,11 @@ std::optional<Elector::Event> Elector::accept_handover(std::int64_t now, const L
   Locker::RenewTicket t = locker_->begin_renew(sent);
   t.fence = doc.fence;
   t.request.fence = doc.fence;
+  // Past the hand-over's expiry, even when this node's estimate of the server's clock is
+  // behind the old leader's: observers tell a taken hand-over by its moved expiry
+  // (HandOver::pending_in). At most that estimate difference longer on the server than
+  // this node's own lease end, which only delays the next claimant.
+  if (doc.ts_expire) t.request.expire_ms = std::max(t.request.expire_ms, doc.ts_expire->ms + 1);
   bool ok;
   try {
     ok = locker_->storage().renew(locker_->options().collection, options_.key,

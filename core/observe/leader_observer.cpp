@@ -1,6 +1,9 @@
 #include "leader_observer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <exception>
+#include <limits>
 
 #include "../exceptions.h"
 #include "../identity.h"
@@ -17,7 +20,14 @@ struct LeaderObserver::Shared {
         server_clock(clock, require_storage(storage)) {}
 
   LeaderState read();
-  std::optional<LeaderState> poll();
+  // read() and the change, if any. A failed read leaves its error in `error` and gives
+  // lapse() instead.
+  std::optional<LeaderState> poll(std::exception_ptr& error);
+  // kUnknown, once, when the lease last seen has ended on the estimate (no I/O).
+  std::optional<LeaderState> lapse();
+  // Host mono ms at which the lease last seen ends on the estimate, if it may still run.
+  std::optional<std::int64_t> lapse_mono();
+  void dispatch(const std::optional<LeaderState>& change);
 
   std::shared_ptr<Storage> storage;
   LeaderObserverOptions options;
@@ -26,9 +36,40 @@ struct LeaderObserver::Shared {
   ServerClock server_clock;
   std::mutex mu;
   std::condition_variable cv;
+  // The state of the last successful read (or kUnknown after a lapse): what the next
+  // one is compared with, and whose expiry a lapse is measured against.
   std::optional<LeaderState> last;
   bool stop_requested = false;
 };
+
+namespace {
+
+// The latest the server's clock can read now: a lease is taken to run only before it.
+std::int64_t latest_ms(const ServerTime& t) { return t.now_ms + t.uncertainty_ms; }
+
+LeaderState state_of(const std::optional<LockDoc>& doc, const ServerTime& t) {
+  LeaderState s;
+  s.server_time_ms = t.now_ms;
+  if (!doc || !doc->held_at(latest_ms(t))) return s;  // kNone (held_at: ts_expire set)
+  s.expire_ms = doc->ts_expire->ms;
+  if (Storage::HandOver::pending_in(*doc)) {
+    s.status = LeaderStatus::kPending;
+    s.handover_uuid = doc->uuid;
+    s.handover_host = doc->host;
+    s.handover_pid = doc->pid;
+    s.handover_fence = doc->fence;
+    return s;
+  }
+  s.status = LeaderStatus::kLeader;
+  s.has_leader = true;
+  s.uuid = doc->uuid;
+  s.host = doc->host;
+  s.pid = doc->pid;
+  s.fence = doc->fence;
+  return s;
+}
+
+}  // namespace
 
 LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
                                OnChange on_change, std::shared_ptr<Clock> clock)
@@ -44,30 +85,69 @@ LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverO
 LeaderObserver::~LeaderObserver() { stop(); }
 
 LeaderState LeaderObserver::read() { return shared_->read(); }
-std::optional<LeaderState> LeaderObserver::poll() { return shared_->poll(); }
+
+std::optional<LeaderState> LeaderObserver::poll() {
+  std::exception_ptr error;
+  std::optional<LeaderState> change = shared_->poll(error);
+  if (!change && error) std::rethrow_exception(error);
+  return change;
+}
 
 LeaderState LeaderObserver::Shared::read() {
   std::optional<LockDoc> doc = storage->read(options.lock_collection, options.key);
-  // Led while a claimant could still see it held: the earliest the server's clock reads.
-  const ServerTime t = server_clock.estimate_sampling();
+  // Sampled after the reply: the state the document showed can only be older.
+  return state_of(doc, server_clock.estimate_sampling());
+}
+
+std::optional<LeaderState> LeaderObserver::Shared::poll(std::exception_ptr& error) {
   LeaderState s;
-  s.server_time_ms = t.now_ms;
-  if (doc && doc->held_at(t.earliest_ms())) {
-    s.has_leader = true;
-    s.uuid = doc->uuid;
-    s.host = doc->host;
-    s.pid = doc->pid;
-    s.fence = doc->fence;
+  try {
+    s = read();
+  } catch (...) {
+    error = std::current_exception();
+    return lapse();
   }
+  std::lock_guard<std::mutex> g(mu);
+  const bool same = last && last->same_leader(s);
+  last = s;  // also when the same: its renewed expiry is what a lapse is measured against
+  if (same) return std::nullopt;
   return s;
 }
 
-std::optional<LeaderState> LeaderObserver::Shared::poll() {
-  LeaderState s = read();
+std::optional<LeaderState> LeaderObserver::Shared::lapse() {
+  const std::optional<ServerTime> t = server_clock.estimate();
+  if (!t) return std::nullopt;  // nothing was ever read
   std::lock_guard<std::mutex> g(mu);
-  if (last && last->same_leader(s)) return std::nullopt;
-  last = s;
-  return s;
+  if (!last || !last->has_lease() || latest_ms(*t) < last->expire_ms) return std::nullopt;
+  LeaderState u;
+  u.status = LeaderStatus::kUnknown;
+  u.server_time_ms = t->now_ms;
+  u.expire_ms = last->expire_ms;
+  last = u;
+  return u;
+}
+
+std::optional<std::int64_t> LeaderObserver::Shared::lapse_mono() {
+  std::int64_t expire;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (!last || !last->has_lease()) return std::nullopt;
+    expire = last->expire_ms;
+  }
+  const std::int64_t now = clock->mono_ms();
+  const std::optional<ServerTime> t = server_clock.estimate(now);
+  if (!t) return std::nullopt;
+  // The uncertainty grows with time (drift allowance): the latest reading reaches the
+  // expiry no later than this, so lapse() finds it due then.
+  return now + std::max<std::int64_t>(0, expire - latest_ms(*t));
+}
+
+void LeaderObserver::Shared::dispatch(const std::optional<LeaderState>& change) {
+  try {
+    if (change && on_change) on_change(*change);
+  } catch (const std::exception& ex) {
+    log(LogLevel::Error, "a leader-change callback for " + options.key + " raised: " + ex.what());
+  }
 }
 
 void LeaderObserver::start() {
@@ -93,28 +173,46 @@ void LeaderObserver::stop() {
 }
 
 void LeaderObserver::run(const std::shared_ptr<Shared>& s) {
-  const auto interval = static_cast<std::int64_t>(std::llround(s->options.interval_s * 1000.0));
+  const auto interval = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(std::llround(s->options.interval_s * 1000.0)));
+  // How long before the last lease's end a read is started when none is due sooner: one
+  // call's bound, so that its answer (a renewal, or an error) is in by then.
+  const std::int64_t bound = s->storage->call_bound_ms();
+  const std::int64_t lead = bound > 0 ? bound : std::min<std::int64_t>(interval, 1000);
   bool failing = false;  // a failed poll warns once; the repeats until it recovers do not
+  std::int64_t next_read = s->clock->mono_ms();
+  std::int64_t last_read = std::numeric_limits<std::int64_t>::min();
   for (;;) {
+    const std::int64_t now = s->clock->mono_ms();
+    const std::optional<std::int64_t> end = s->lapse_mono();
+    const bool refresh = end && now >= *end - lead && last_read < *end - lead;
     std::optional<LeaderState> change;
-    try {
-      change = s->poll();
-      if (failing) log(LogLevel::Info, "observing " + s->options.key + " works again");
-      failing = false;
-    } catch (const std::exception& ex) {
-      log(failing ? LogLevel::Debug : LogLevel::Warning,
-          "observing " + s->options.key + " failed (retried every interval): " + ex.what());
-      failing = true;
+    if (now >= next_read || refresh) {
+      last_read = now;
+      std::exception_ptr error;
+      change = s->poll(error);
+      try {
+        if (error) std::rethrow_exception(error);
+        if (failing) log(LogLevel::Info, "observing " + s->options.key + " works again");
+        failing = false;
+      } catch (const std::exception& ex) {
+        log(failing ? LogLevel::Debug : LogLevel::Warning,
+            "observing " + s->options.key + " failed (retried every interval): " + ex.what());
+        failing = true;
+      } catch (...) {
+        failing = true;
+      }
+      next_read = s->clock->mono_ms() + interval;
+    } else {
+      change = s->lapse();  // woken at the lease's end: no read needed to say "unknown"
     }
-    try {
-      if (change && s->on_change) s->on_change(*change);
-    } catch (const std::exception& ex) {
-      log(LogLevel::Error, "a leader-change callback for " + s->options.key + " raised: " + ex.what());
-    }
+    s->dispatch(change);
+    std::int64_t wake = next_read;
+    if (const std::optional<std::int64_t> e = s->lapse_mono())
+      wake = std::min(wake, last_read < *e - lead ? *e - lead : *e);
     std::unique_lock<std::mutex> lk(s->mu);
     if (s->stop_requested) return;
-    s->clock->wait_until(lk, s->cv, s->clock->mono_ms() + std::max<std::int64_t>(1, interval),
-                         [&s] { return s->stop_requested; });
+    s->clock->wait_until(lk, s->cv, wake, [&s] { return s->stop_requested; });
     if (s->stop_requested) return;
   }
 }

@@ -325,11 +325,19 @@ TEST_F(HandoverTest, ObserverReportsEveryChangeIncludingNoLeader) {
   EXPECT_EQ(led->uuid, "uuid-a");
   EXPECT_EQ(led->host, "host-a");
   a->transfer("uuid-b");
-  auto handed = obs.poll();  // b has not renewed yet, but the lock names it
+  auto handed = obs.poll();  // b has not renewed yet: pending, nobody leads
   ASSERT_TRUE(handed);
-  EXPECT_EQ(handed->uuid, "uuid-b");
-  EXPECT_EQ(handed->fence, led->fence + 1);
+  EXPECT_FALSE(handed->has_leader);
+  EXPECT_EQ(handed->status, LeaderStatus::kPending);
+  EXPECT_EQ(handed->handover_uuid, "uuid-b");
+  EXPECT_EQ(handed->handover_fence, led->fence + 1);
   clock->advance(b->next_poll_mono() - clock->mono_ms());
+  b->poll();
+  auto took = obs.poll();
+  ASSERT_TRUE(took) << "b took the hand-over";
+  EXPECT_EQ(took->uuid, "uuid-b");
+  EXPECT_EQ(took->fence, led->fence + 1);
+  clock->advance(3000);
   b->poll();
   EXPECT_FALSE(obs.poll()) << "b's renewal is the same leadership";
   b->resign();
