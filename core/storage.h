@@ -44,6 +44,10 @@ struct LockDoc {
   std::int64_t fence = 0;  // 0 when the field is absent (document of an original node)
   Document raw;            // every field as stored, for get_current()
 
+  // Tokens are epoch << 32 | n (locker.h): a fence below this is not a token yet (a
+  // claim between its write and its epoch's, or a lazy_token hold never asked for one).
+  static constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;
+
   // Parses a raw document; missing or odd-typed fields take their defaults.
   static LockDoc from_document(const Document& raw);
   // Held by someone at server time `now_ms`: locked and not yet expired.

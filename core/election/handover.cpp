@@ -31,7 +31,7 @@
 namespace mongoelector {
 
 namespace {
-constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
+constexpr std::int64_t kEpochUnit = LockDoc::kEpochUnit;  // tokens: epoch << 32 | n
 }  // namespace
 
 bool Storage::hand_over(const std::string&, const HandOver&) {

@@ -51,6 +51,9 @@ LeaderState state_of(const std::optional<LockDoc>& doc, const ServerTime& t) {
   LeaderState s;
   s.server_time_ms = t.now_ms;
   if (!doc || !doc->held_at(latest_ms(t))) return s;  // kNone (held_at: ts_expire set)
+  // A claim whose token is not assigned yet: the claimant leads only once it is (an
+  // original node's document has no fence at all, 0, and its holder leads).
+  if (doc->fence > 0 && doc->fence < LockDoc::kEpochUnit) return s;
   s.expire_ms = doc->ts_expire->ms;
   if (Storage::HandOver::pending_in(*doc)) {
     s.status = LeaderStatus::kPending;

@@ -43,7 +43,8 @@
 namespace mongoelector {
 
 enum class LeaderStatus : int {
-  kNone = 0,     // nobody leads: the lock is absent, released or expired
+  kNone = 0,     // nobody leads: the lock is absent, released, expired, or claimed
+                 // and its token not assigned yet
   kLeader = 1,   // `uuid` leads, until `expire_ms` unless renewed
   kPending = 2,  // a hand-over to handover_uuid is written, not taken yet: nobody leads
   kUnknown = 3,  // the reads fail and the lease last seen has ended: cannot tell

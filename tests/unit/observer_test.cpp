@@ -203,6 +203,29 @@ TEST_F(ObserverTest, ATargetWhoseClockEstimateIsBehindStillShowsAsLeading) {
   EXPECT_EQ(took->uuid, "uuid-b");
 }
 
+// A claim between its two writes (its fence not a token yet) does not lead yet: showing
+// it would name a leader that is not one, with a fence no resource may trust. An
+// original node's document (no fence at all) leads.
+TEST_F(ObserverTest, AClaimWithoutItsTokenYetIsNoLeaderButAnOriginalNodeLeads) {
+  auto obs = observer();
+  const std::int64_t now = server_now();
+  Document doc{{"_id", "svc"},          {"locked", true},
+               {"uuid", "uuid-x"},      {"host", "host-x"},
+               {"pid", std::int64_t{3}}, {"ts_created", DateTime{now}},
+               {"ts_expire", DateTime{now + 5000}}, {"fence", std::int64_t{1}}};
+  storage->put_lock("elector.locks", doc);
+  auto s = obs->read();
+  EXPECT_EQ(s.status, LeaderStatus::kNone);
+  EXPECT_FALSE(s.has_leader);
+  doc.erase("fence");
+  storage->put_lock("elector.locks", doc);
+  s = obs->read();
+  EXPECT_EQ(s.status, LeaderStatus::kLeader);
+  EXPECT_EQ(s.uuid, "uuid-x");
+  EXPECT_EQ(s.fence, 0);
+  EXPECT_EQ(s.expire_ms, now + 5000);
+}
+
 // The observer's own thread, on the testing kit's ManualClock: the leader's lease ends
 // while every read fails, and "unknown" is reported at that instant, even with an
 // interval much longer than the ttl.
