@@ -11,6 +11,7 @@ asserted is the order and content of what was observed.
 """
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -395,70 +396,67 @@ def test_leader_state_is_a_frozen_value():
                                                handover_fence=4))
 
 
-def test_a_transfer_to_a_dead_target_is_pending_never_a_leader():
-    """The target never takes the hand-over (its process is gone): the observer shows the
-    hand-over pending, never the target leading, then nobody once it expires."""
+@contextlib.contextmanager
+def a_leads_on_a_fake_clock(key):
+    """A fake clock, a memory:// backend on it, elector A (ttl 5) leading `key` and an
+    observer that has reported it: yields (clock, db, a, changes, the state naming A)."""
     clock = testing.FakeClock()
     db = testing.memory_uri(clock=clock)
-    a = elector(db, "dead", ttl=5, handover_poll=0.5)
-    b = elector(db, "dead", ttl=5, handover_poll=0.5)
+    a = elector(db, key, ttl=5, handover_poll=0.5)
     try:
-        with observe(db, "dead", interval=0.05) as changes:
+        with observe(db, key, interval=0.05) as changes:
             assert_no_leader(next_state(changes))
             a.start()
             clock.advance(0.1)
             led = next_state(changes)
             assert led.status is LeaderStatus.LEADER and led.uuid == uuid_of(a)
-            b.start()
-            clock.advance(0.1)
-            to = uuid_of(b)
-            b.stop()  # a follower: nothing to release; its status document stays
-            a.transfer(to)
-            clock.advance(0.1)
-            handed = next_state(changes)
-            assert handed.status is LeaderStatus.PENDING and not handed.has_leader
-            assert (handed.handover_uuid, handed.handover_fence) == (to, led.fence + 1)
-            clock.advance(4.0)
-            assert changes.get(0.2) is None, "still pending"
-            clock.advance(1.5)
-            gone = next_state(changes)
-            assert gone.status in (LeaderStatus.NONE, LeaderStatus.LEADER), gone
-            assert gone.uuid != to
+            assert led.expires is not None
+            yield clock, db, a, changes, led
     finally:
         a.close()
-        b.close()
+
+
+def test_a_transfer_to_a_dead_target_is_pending_never_a_leader():
+    """The target never takes the hand-over (its process is gone): the observer shows the
+    hand-over pending, never the target leading, then nobody once it expires."""
+    with a_leads_on_a_fake_clock("dead") as (clock, db, a, changes, led):
+        b = elector(db, "dead", ttl=5, handover_poll=0.5)
+        b.start()
+        clock.advance(0.1)
+        to = uuid_of(b)
+        b.close()  # a follower: nothing to release; its status document stays
+        a.transfer(to)
+        clock.advance(0.1)
+        handed = next_state(changes)
+        assert handed.status is LeaderStatus.PENDING and not handed.has_leader
+        assert (handed.handover_uuid, handed.handover_fence) == (to, led.fence + 1)
+        clock.advance(4.0)
+        assert changes.get(0.2) is None, "still pending"
+        clock.advance(1.5)
+        gone = next_state(changes)
+        assert gone.status in (LeaderStatus.NONE, LeaderStatus.LEADER), gone
+        assert gone.uuid != to
 
 
 def test_unknown_once_the_lease_ends_while_reads_fail():
     """The database stops answering: the observer says "unknown" at the instant the
     leader's lease ends on its estimate (no read needed), carrying that end; once the
     database answers again, the state after it."""
-    clock = testing.FakeClock()
-    db = testing.memory_uri(clock=clock)
-    a = elector(db, "svc", ttl=5)
-    try:
-        with observe(db, "svc", interval=0.05) as changes:
-            assert_no_leader(next_state(changes))
-            a.start()
-            clock.advance(0.1)
-            led = next_state(changes)
-            assert led.status is LeaderStatus.LEADER and led.expires is not None
-            with testing.unavailable(db):
-                # The leader cannot renew either: its lease ends where the observer last
-                # saw it end.
-                left = led.expires.timestamp() - clock.time()
-                assert 0 < left <= 5
-                clock.advance(left - 0.1)
-                assert changes.get(0.2) is None, "the lease still runs"
-                clock.advance(0.2)
-                gone = next_state(changes)
-                assert gone.status is LeaderStatus.UNKNOWN and gone.has_leader is False
-                assert gone.uuid is None and gone.expires == led.expires
-                a.stop()  # its release fails: the lock stays, expired
-            clock.advance(1.0)
-            assert_no_leader(next_state(changes))
-    finally:
-        a.close()
+    with a_leads_on_a_fake_clock("svc") as (clock, db, a, changes, led):
+        with testing.unavailable(db):
+            # The leader cannot renew either: its lease ends where the observer last saw
+            # it end.
+            left = led.expires.timestamp() - clock.time()
+            assert 0 < left <= 5
+            clock.advance(left - 0.1)
+            assert changes.get(0.2) is None, "the lease still runs"
+            clock.advance(0.2)
+            gone = next_state(changes)
+            assert gone.status is LeaderStatus.UNKNOWN and gone.has_leader is False
+            assert gone.uuid is None and gone.expires == led.expires
+            a.stop()  # its release fails: the lock stays, expired
+        clock.advance(1.0)
+        assert_no_leader(next_state(changes))
 
 
 FORK_SCRIPT = textwrap.dedent(r"""

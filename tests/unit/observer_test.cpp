@@ -24,12 +24,21 @@ namespace {
 
 class ObserverTest : public CoreTest {
  protected:
-  std::unique_ptr<Elector> make(const std::string& name, double ttl_s = 8) {
-    ElectorOptions o;
-    o.key = "svc";
-    o.ttl_s = ttl_s;
-    return std::make_unique<Elector>(storage, o, ElectorCallbacks{}, clock,
-                                     Identity{"uuid-" + name, "host-" + name, 7});
+  std::unique_ptr<Elector> make(const std::string& name) { return make_elector(name); }
+  // a leads, b follows (a member: a transfer target), the observer reported a.
+  struct Led {
+    std::unique_ptr<Elector> a, b;
+    std::unique_ptr<LeaderObserver> obs;
+    LeaderState state;
+  };
+  Led a_leads_b_follows() {
+    Led l{make("a"), make("b"), observer(), {}};
+    l.a->poll();
+    l.b->poll();
+    std::optional<LeaderState> s = l.obs->poll();
+    EXPECT_TRUE(s && s->has_leader);
+    if (s) l.state = *s;
+    return l;
   }
   std::unique_ptr<LeaderObserver> observer() {
     LeaderObserverOptions oo;
@@ -113,13 +122,8 @@ TEST_F(ObserverTest, ReadsFailingWhileTheLeaseRunsReportNothing) {
 }
 
 TEST_F(ObserverTest, ATransferToADeadTargetIsNeverShownAsTheTargetLeading) {
-  auto a = make("a");
-  auto b = make("b");
-  a->poll();
-  b->poll();
-  auto obs = observer();
-  auto led = obs->poll();
-  ASSERT_TRUE(led && led->has_leader);
+  auto [a, b, obs, first] = a_leads_b_follows();
+  const LeaderState* led = &first;
   b.reset();  // b's process is gone; its status document is still there
   a->transfer("uuid-b");
   auto handed = obs->poll();
@@ -145,13 +149,8 @@ TEST_F(ObserverTest, ATransferToADeadTargetIsNeverShownAsTheTargetLeading) {
 }
 
 TEST_F(ObserverTest, ATransferShowsTheTargetOnlyOnceItTookOver) {
-  auto a = make("a");
-  auto b = make("b");
-  a->poll();
-  b->poll();
-  auto obs = observer();
-  auto led = obs->poll();
-  ASSERT_TRUE(led && led->has_leader);
+  auto [a, b, obs, first] = a_leads_b_follows();
+  const LeaderState* led = &first;
   clock->advance(500);
   a->transfer("uuid-b");
   auto handed = obs->poll();
@@ -226,78 +225,78 @@ TEST_F(ObserverTest, AClaimWithoutItsTokenYetIsNoLeaderButAnOriginalNodeLeads) {
   EXPECT_EQ(s.expire_ms, now + 5000);
 }
 
-// The observer's own thread, on the testing kit's ManualClock: the leader's lease ends
-// while every read fails, and "unknown" is reported at that instant, even with an
-// interval much longer than the ttl.
-TEST(ObserverThreadTest, ReportsTheEndOfAnUnseenLeaseOnTimeWhileReadsFail) {
-  auto manual = std::make_shared<ManualClock>(1700000000000, /*settle_timeout_ms=*/5000);
-  auto client = MemoryClient::open("memory://observer-test-lapse", manual);
-  std::shared_ptr<MemoryStorage> mem = client->storage();
-  std::mutex mu;
-  std::vector<std::pair<std::int64_t, LeaderState>> seen;
-  LeaderObserverOptions oo;
-  oo.key = "svc";
-  oo.interval_s = 60;  // reads are rare; the lapse must not wait for one
-  LeaderObserver obs(mem, oo, [&](const LeaderState& s) {
-    std::lock_guard<std::mutex> g(mu);
-    seen.emplace_back(manual->mono_ms(), s);
-  });
-  ElectorOptions eo;
-  eo.key = "svc";
-  eo.ttl_s = 8;
-  Elector a(mem, eo, {}, nullptr, Identity{"uuid-a", "host-a", 7});
-  a.poll();
-  ASSERT_TRUE(a.is_leader());
-  obs.start();
-  ASSERT_TRUE(manual->settle());
-  std::int64_t expiry;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    ASSERT_EQ(seen.size(), 1u);
-    ASSERT_TRUE(seen[0].second.has_leader);
-    expiry = mem->read("elector.locks", "svc")->ts_expire->ms;
+// The observer's own thread on the testing kit's ManualClock, reads every `interval_s`
+// (long: reads are rare, and nothing may wait for one), and elector a on the same backend.
+class ObserverThreadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> n{0};
+    manual = std::make_shared<ManualClock>(1700000000000, /*settle_timeout_ms=*/5000);
+    client = MemoryClient::open("memory://observer-thread-test-" + std::to_string(n++), manual);
+    mem = client->storage();
+    LeaderObserverOptions oo;
+    oo.key = "svc";
+    oo.interval_s = 60;
+    obs = std::make_unique<LeaderObserver>(mem, oo, [this](const LeaderState& s) {
+      std::lock_guard<std::mutex> g(mu);
+      seen.emplace_back(manual->mono_ms(), s);
+    });
+    ElectorOptions eo;
+    eo.key = "svc";
+    eo.ttl_s = 8;
+    a = std::make_unique<Elector>(mem, eo, ElectorCallbacks{}, nullptr,
+                                  Identity{"uuid-a", "host-a", 7});
   }
+  void TearDown() override {
+    obs->stop();
+    a->stop();
+  }
+  std::vector<std::pair<std::int64_t, LeaderState>> reports() {
+    std::lock_guard<std::mutex> g(mu);
+    return seen;
+  }
+
+  std::shared_ptr<ManualClock> manual;
+  std::shared_ptr<MemoryClient> client;
+  std::shared_ptr<MemoryStorage> mem;
+  std::unique_ptr<LeaderObserver> obs;
+  std::unique_ptr<Elector> a;
+  std::mutex mu;
+  std::vector<std::pair<std::int64_t, LeaderState>> seen;  // (mono ms, state)
+};
+
+// The leader's lease ends while every read fails: "unknown" is reported at that instant.
+TEST_F(ObserverThreadTest, ReportsTheEndOfAnUnseenLeaseOnTimeWhileReadsFail) {
+  a->poll();  // leads once; its loop does not run
+  ASSERT_TRUE(a->is_leader());
+  obs->start();
+  ASSERT_TRUE(manual->settle());
+  ASSERT_EQ(reports().size(), 1u);
+  ASSERT_TRUE(reports()[0].second.has_leader);
+  const std::int64_t expiry = mem->read("elector.locks", "svc")->ts_expire->ms;
   mem->set_unavailable(true);  // a stops renewing too: its lease ends
   const std::int64_t lease_left = expiry - manual->wall_ms();
   ASSERT_TRUE(manual->advance(lease_left + 1000));
-  obs.stop();
-  std::lock_guard<std::mutex> g(mu);
-  ASSERT_EQ(seen.size(), 2u) << "the leader whose lease ended is still reported";
-  EXPECT_FALSE(seen[1].second.has_leader);
-  EXPECT_EQ(seen[1].second.status, LeaderStatus::kUnknown);
-  EXPECT_LE(seen[1].first, lease_left) << "reported when the lease ended, not at a read";
-  EXPECT_GE(seen[1].first, lease_left - 10) << "not before the estimate reaches the end";
+  obs->stop();
+  const auto seen_now = reports();
+  ASSERT_EQ(seen_now.size(), 2u) << "the leader whose lease ended is still reported";
+  EXPECT_FALSE(seen_now[1].second.has_leader);
+  EXPECT_EQ(seen_now[1].second.status, LeaderStatus::kUnknown);
+  EXPECT_LE(seen_now[1].first, lease_left) << "reported when the lease ended, not at a read";
+  EXPECT_GE(seen_now[1].first, lease_left - 10) << "not before the estimate reaches the end";
 }
 
 // With reads working, a long interval never turns a renewed lease into "unknown": the
 // observer reads once shortly before the lease it knows ends.
-TEST(ObserverThreadTest, ALongIntervalDoesNotFlapWhileTheLeaderRenews) {
-  auto manual = std::make_shared<ManualClock>(1700000000000, /*settle_timeout_ms=*/5000);
-  auto client = MemoryClient::open("memory://observer-test-no-flap", manual);
-  std::shared_ptr<MemoryStorage> mem = client->storage();
-  std::mutex mu;
-  std::vector<LeaderState> seen;
-  LeaderObserverOptions oo;
-  oo.key = "svc";
-  oo.interval_s = 60;
-  LeaderObserver obs(mem, oo, [&](const LeaderState& s) {
-    std::lock_guard<std::mutex> g(mu);
-    seen.push_back(s);
-  });
-  ElectorOptions eo;
-  eo.key = "svc";
-  eo.ttl_s = 8;
-  Elector a(mem, eo, {}, nullptr, Identity{"uuid-a", "host-a", 7});
-  a.start();
+TEST_F(ObserverThreadTest, ALongIntervalDoesNotFlapWhileTheLeaderRenews) {
+  a->start();
   ASSERT_TRUE(manual->settle());
-  ASSERT_TRUE(a.is_leader());
-  obs.start();
+  ASSERT_TRUE(a->is_leader());
+  obs->start();
   ASSERT_TRUE(manual->advance(120000));
-  obs.stop();
-  a.stop();
-  std::lock_guard<std::mutex> g(mu);
-  ASSERT_EQ(seen.size(), 1u) << "one leadership, reported once";
-  EXPECT_EQ(seen[0].status, LeaderStatus::kLeader);
+  const auto seen_now = reports();
+  ASSERT_EQ(seen_now.size(), 1u) << "one leadership, reported once";
+  EXPECT_EQ(seen_now[0].second.status, LeaderStatus::kLeader);
 }
 
 }  // namespace
