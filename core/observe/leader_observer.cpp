@@ -23,8 +23,10 @@ struct LeaderObserver::Shared {
   // read() and the change, if any. A failed read leaves its error in `error` and gives
   // lapse() instead.
   std::optional<LeaderState> poll(std::exception_ptr& error);
-  // kUnknown, once, when the lease last seen has ended on the estimate (no I/O).
+  // kUnknown, once, when the last read failed and the lease last seen has ended on the
+  // estimate (no I/O).
   std::optional<LeaderState> lapse();
+  bool failing();
   // Host mono ms at which the lease last seen ends on the estimate, if it may still run.
   std::optional<std::int64_t> lapse_mono();
   void dispatch(const std::optional<LeaderState>& change);
@@ -39,6 +41,7 @@ struct LeaderObserver::Shared {
   // The state of the last successful read (or kUnknown after a lapse): what the next
   // one is compared with, and whose expiry a lapse is measured against.
   std::optional<LeaderState> last;
+  bool read_failed = false;  // the last read failed
   bool stop_requested = false;
 };
 
@@ -108,9 +111,14 @@ std::optional<LeaderState> LeaderObserver::Shared::poll(std::exception_ptr& erro
     s = read();
   } catch (...) {
     error = std::current_exception();
+    {
+      std::lock_guard<std::mutex> g(mu);
+      read_failed = true;
+    }
     return lapse();
   }
   std::lock_guard<std::mutex> g(mu);
+  read_failed = false;
   const bool same = last && last->same_leader(s);
   last = s;  // also when the same: its renewed expiry is what a lapse is measured against
   if (same) return std::nullopt;
@@ -121,7 +129,10 @@ std::optional<LeaderState> LeaderObserver::Shared::lapse() {
   const std::optional<ServerTime> t = server_clock.estimate();
   if (!t) return std::nullopt;  // nothing was ever read
   std::lock_guard<std::mutex> g(mu);
-  if (!last || !last->has_lease() || latest_ms(*t) < last->expire_ms) return std::nullopt;
+  // With reads working, the next read says what follows the lease (the thread reads at
+  // its end): "unknown" is for when the observer cannot look.
+  if (!read_failed || !last || !last->has_lease() || latest_ms(*t) < last->expire_ms)
+    return std::nullopt;
   LeaderState u;
   u.status = LeaderStatus::kUnknown;
   u.server_time_ms = t->now_ms;
@@ -143,6 +154,11 @@ std::optional<std::int64_t> LeaderObserver::Shared::lapse_mono() {
   // The uncertainty grows with time (drift allowance): the latest reading reaches the
   // expiry no later than this, so lapse() finds it due then.
   return now + std::max<std::int64_t>(0, expire - latest_ms(*t));
+}
+
+bool LeaderObserver::Shared::failing() {
+  std::lock_guard<std::mutex> g(mu);
+  return read_failed;
 }
 
 void LeaderObserver::Shared::dispatch(const std::optional<LeaderState>& change) {
@@ -178,41 +194,49 @@ void LeaderObserver::stop() {
 void LeaderObserver::run(const std::shared_ptr<Shared>& s) {
   const auto interval = std::max<std::int64_t>(
       1, static_cast<std::int64_t>(std::llround(s->options.interval_s * 1000.0)));
-  // How long before the last lease's end a read is started when none is due sooner: one
-  // call's bound, so that its answer (a renewal, or an error) is in by then.
+  // Reads happen every interval, and around the end of the lease last seen (a leader's
+  // or a pending hand-over's): one call's bound before it (`lead`), so that a renewal or
+  // a failure is known by then, and at it, to see what follows. While reads fail, the
+  // end is reported as kUnknown at that instant, without a read, and a read that could
+  // still be running then is not started shortly before it.
   const std::int64_t bound = s->storage->call_bound_ms();
   const std::int64_t lead = bound > 0 ? bound : std::min<std::int64_t>(interval, 1000);
-  bool failing = false;  // a failed poll warns once; the repeats until it recovers do not
   std::int64_t next_read = s->clock->mono_ms();
   std::int64_t last_read = std::numeric_limits<std::int64_t>::min();
+  const auto read_at = [&](const std::optional<std::int64_t>& end, bool failing) {
+    std::int64_t t = next_read;
+    if (!end) return t;
+    const std::int64_t before = *end - lead;
+    if (last_read < before) t = std::min(t, before);
+    else if (last_read < *end) t = std::min(t, *end);
+    if (failing && t > before && t < *end) t = *end;
+    return t;
+  };
+  bool warned = false;  // a failed read warns once; the repeats until it recovers do not
   for (;;) {
+    s->dispatch(s->lapse());  // the lease ended while reads fail: no read needed to say so
     const std::int64_t now = s->clock->mono_ms();
-    const std::optional<std::int64_t> end = s->lapse_mono();
-    const bool refresh = end && now >= *end - lead && last_read < *end - lead;
-    std::optional<LeaderState> change;
-    if (now >= next_read || refresh) {
+    if (now >= read_at(s->lapse_mono(), s->failing())) {
       last_read = now;
       std::exception_ptr error;
-      change = s->poll(error);
+      const std::optional<LeaderState> change = s->poll(error);
       try {
         if (error) std::rethrow_exception(error);
-        if (failing) log(LogLevel::Info, "observing " + s->options.key + " works again");
-        failing = false;
+        if (warned) log(LogLevel::Info, "observing " + s->options.key + " works again");
+        warned = false;
       } catch (const std::exception& ex) {
-        log(failing ? LogLevel::Debug : LogLevel::Warning,
+        log(warned ? LogLevel::Debug : LogLevel::Warning,
             "observing " + s->options.key + " failed (retried every interval): " + ex.what());
-        failing = true;
+        warned = true;
       } catch (...) {
-        failing = true;
+        warned = true;
       }
       next_read = s->clock->mono_ms() + interval;
-    } else {
-      change = s->lapse();  // woken at the lease's end: no read needed to say "unknown"
+      s->dispatch(change);
     }
-    s->dispatch(change);
-    std::int64_t wake = next_read;
-    if (const std::optional<std::int64_t> e = s->lapse_mono())
-      wake = std::min(wake, last_read < *e - lead ? *e - lead : *e);
+    const std::optional<std::int64_t> end = s->lapse_mono();
+    std::int64_t wake = read_at(end, s->failing());
+    if (end && s->failing()) wake = std::min(wake, *end);
     std::unique_lock<std::mutex> lk(s->mu);
     if (s->stop_requested) return;
     s->clock->wait_until(lk, s->cv, wake, [&s] { return s->stop_requested; });

@@ -12,9 +12,10 @@
 // the uncertainty early (the leader itself steps down earlier still: its renew
 // deadline keeps a margin of at least 2 x its own uncertainty + 50 ms). The same rule
 // holds without a fresh read: once the last lease seen (a leader's or a pending
-// hand-over's) has passed on that estimate and no read since showed it renewed (the
-// reads fail), the state becomes UNKNOWN, reported once, at that instant (the thread
-// wakes for it; it never waits for a read that may hang).
+// hand-over's) has passed on that estimate while the reads fail, the state becomes
+// UNKNOWN, reported once, at that instant (the thread wakes for it, and does not start a
+// read shortly before it that could still be running then). With reads working, the
+// thread reads at that instant instead and reports what follows the lease.
 //
 // A hand-over (Elector::transfer) the target has not taken yet is PENDING: nobody leads
 // (the old leader stepped down before writing it, the target leads only after its own
@@ -103,10 +104,10 @@ class LeaderObserver {
   // observer's estimate (once), else the read's error is thrown.
   std::optional<LeaderState> poll();
   // Polls every interval on a thread of its own, calling on_change (on that thread) for
-  // each change; errors are logged and retried at the next interval. It also wakes when
-  // the lease last seen ends (kUnknown if no read since showed it renewed), and reads
-  // once shortly before that instant (one call's bound) when no read is due sooner, so
-  // that a long interval does not turn a renewed lease into kUnknown.
+  // each change; errors are logged and retried at the next interval. It also reads one
+  // call's bound before the lease last seen ends and at that end, whatever the interval;
+  // while reads fail it reports kUnknown at that end, without a read (a read still in
+  // flight then, started before the failures showed, delays it by at most its bound).
   void start();
   void stop();
 

@@ -286,6 +286,24 @@ TEST_F(ObserverThreadTest, ReportsTheEndOfAnUnseenLeaseOnTimeWhileReadsFail) {
   EXPECT_GE(seen_now[1].first, lease_left - 10) << "not before the estimate reaches the end";
 }
 
+// Reads working, a long interval: a leader that stops renewing (it crashed) is reported
+// gone at its lease's end (the observer reads then), not at the next interval, and not as
+// "unknown" (the observer can look).
+TEST_F(ObserverThreadTest, ALeaderThatStopsRenewingIsGoneAtItsLeasesEndWhateverTheInterval) {
+  a->poll();  // leads once and never renews: its loop does not run
+  obs->start();
+  ASSERT_TRUE(manual->settle());
+  const std::int64_t lease_left =
+      mem->read("elector.locks", "svc")->ts_expire->ms - manual->wall_ms();
+  ASSERT_TRUE(manual->advance(lease_left + 1000));
+  const auto seen_now = reports();
+  ASSERT_EQ(seen_now.size(), 2u);
+  EXPECT_EQ(seen_now[0].second.status, LeaderStatus::kLeader);
+  EXPECT_EQ(seen_now[1].second.status, LeaderStatus::kNone);
+  EXPECT_LE(seen_now[1].first, lease_left) << "at the lease's end, not 60 s later";
+  EXPECT_GE(seen_now[1].first, lease_left - 10);
+}
+
 // With reads working, a long interval never turns a renewed lease into "unknown": the
 // observer reads once shortly before the lease it knows ends.
 TEST_F(ObserverThreadTest, ALongIntervalDoesNotFlapWhileTheLeaderRenews) {
