@@ -525,11 +525,15 @@ std::optional<std::int64_t> Locker::finish_renew(RenewTicket& t, bool ok) {
   return t.sent + ttl_ms();
 }
 
-std::int64_t Locker::strand(std::int64_t only_fence) {
+std::int64_t Locker::strand(std::int64_t only_fence, bool in_doubt) {
   std::lock_guard<std::mutex> g(mu_);
   if (!hold_ || (only_fence != 0 && hold_->fence != only_fence)) return 0;
   std::int64_t fence = hold_->fence;
   strand_locked();
+  if (in_doubt) {  // as a release in doubt (release())
+    stranded_->release_sent = true;
+    eager_token_ = true;
+  }
   return fence;
 }
 

@@ -93,8 +93,10 @@ struct Hold {
   std::int64_t created_ms = 0;        // server time (ts_created: the earliest at the send)
   std::int64_t expire_ms = 0;         // server time
   std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
-  // A release (or a minimum-hold write) of this hold was sent and may still land at the
-  // server, so the hold is never taken back with its fence, only released.
+  // A write that gives this hold away was sent (a release, a minimum-hold write, or an
+  // elector's hand-over) and may still land at the server (it failed, timed out, or its
+  // outcome is not known yet): the hold is "in doubt", never taken back with its fence
+  // (that write would then act on the new term), only released, fenced.
   bool release_sent = false;
   // The latest the server's clock could read when the claim's reply arrived: the server
   // took the lock no later than this (release_min_hold counts from here).
@@ -242,9 +244,11 @@ class Locker {
   std::optional<std::int64_t> finish_renew(RenewTicket& ticket, bool renewed);
 
   // For the elector: gives up the hold locally but remembers it as stranded (it may still
-  // be ours on the server). Only a hold with `fence` when it is not 0. Returns the fence
-  // stranded, 0 if none.
-  std::int64_t strand(std::int64_t fence = 0);
+  // be ours on the server). Only a hold with `fence` when it is not 0. With `in_doubt`
+  // the caller is about to send a write that gives the hold away (a hand-over): the
+  // stranded hold is then only ever released, never retaken (Hold::release_sent).
+  // Returns the fence stranded, 0 if none.
+  std::int64_t strand(std::int64_t fence = 0, bool in_doubt = false);
   // For the elector: if a stranded hold is still ours on the server, takes it back with
   // one renewal (same fence; the lease never left this owner) and returns the new lease
   // end; otherwise releases what is left of it (fenced) and returns nullopt.

@@ -44,6 +44,10 @@ struct LockDoc {
   std::int64_t fence = 0;  // 0 when the field is absent (document of an original node)
   Document raw;            // every field as stored, for get_current()
 
+  // Tokens are epoch << 32 | n (locker.h): a fence below this is not a token yet (a
+  // claim between its write and its epoch's, or a lazy_token hold never asked for one).
+  static constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;
+
   // Parses a raw document; missing or odd-typed fields take their defaults.
   static LockDoc from_document(const Document& raw);
   // Held by someone at server time `now_ms`: locked and not yet expired.
@@ -327,16 +331,25 @@ class Storage {
     std::int64_t to_fence = 0;    // the new token: strictly greater than from_fence
     std::int64_t now_ms = 0;      // server time: becomes ts_created
     std::int64_t expire_ms = 0;   // becomes ts_expire
+    // The fields the hand-over sets (the $set of document servers), in one place for
+    // every backend.
+    Document fields() const;
     // For backends that edit documents themselves (memory, SQLite): applies the hand-over
     // to `doc` if it matches as described below; false (doc untouched) otherwise.
     bool apply_to(Document& doc) const;
+    // `doc` carries the mark of a hand-over to its current hold (handover_fence == fence).
+    static bool marks(const LockDoc& doc);
+    // ... and its target has not taken it yet: ts_expire is still the hand-over's
+    // (handover_expire), which the target's first renewal moves later.
+    static bool pending_in(const LockDoc& doc);
   };
   // ONE atomic conditional write: if the lock is {_id: key, locked: true, uuid:
   // from_uuid, fence: from_fence} and unexpired (ts_expire > now_ms), sets uuid, host,
   // pid, fence = to_fence, ts_created = now_ms, ts_expire = expire_ms, and the mark
-  // handover_from = from_uuid, handover_fence = to_fence (the target takes the lock only
-  // while handover_fence equals fence; a later claim's $inc voids the mark). True if
-  // matched. Default (core/election/handover.cpp): StorageError.
+  // handover_from = from_uuid, handover_fence = to_fence, handover_expire = expire_ms
+  // (the target takes the lock only while handover_fence equals fence; a later claim's
+  // $inc voids the mark; observers show the hand-over as pending while ts_expire equals
+  // handover_expire). True if matched. Default (core/election/handover.cpp): StorageError.
   virtual bool hand_over(const std::string& collection, const HandOver& h);
 };
 

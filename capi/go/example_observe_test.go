@@ -50,6 +50,9 @@ func ExampleObserveLeader() {
 		log.Fatal(err)
 	}
 	next := <-states
+	for next.Status == mongoelector.HandoverPending { // B has not taken it yet: nobody leads
+		next = <-states
+	}
 	fmt.Println("B leads:", next.UUID == bUUID, "next token:", next.Fence == s.Fence+1)
 
 	a.Close()

@@ -21,16 +21,48 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"runtime/cgo"
 	"sync"
 	"time"
 )
 
+// LeaderStatus is what a LeaderObserver can tell about an elector key.
+type LeaderStatus int
+
+const (
+	// NoLeader: nobody leads (the lock is absent, released or expired).
+	NoLeader LeaderStatus = iota
+	// Leading: LeaderState.UUID leads (HasLeader is true).
+	Leading
+	// HandoverPending: a Transfer to LeaderState.HandoverUUID is written and the target
+	// has not taken it yet (it leads only after a renewal of its own): nobody leads.
+	HandoverPending
+	// LeaderUnknown: the observer's reads fail and the lease it last saw has ended on its
+	// estimate of the server's clock: it cannot tell who leads.
+	LeaderUnknown
+)
+
+func (s LeaderStatus) String() string {
+	switch s {
+	case NoLeader:
+		return "no leader"
+	case Leading:
+		return "leading"
+	case HandoverPending:
+		return "hand-over pending"
+	case LeaderUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("LeaderStatus(%d)", int(s))
+}
+
 // LeaderState is who leads an elector key, as a LeaderObserver sees it from outside
 // the election.
 type LeaderState struct {
 	// HasLeader is false when nobody leads: the lock is absent, released or expired on
-	// the server's clock. The other fields are then zero.
+	// the server's clock, a hand-over is pending, or the observer cannot tell (Status).
+	// The leader's fields below are then zero.
 	HasLeader bool
 	UUID      string // the leader's Elector.UUID
 	Host      string // the leader's host name
@@ -39,17 +71,39 @@ type LeaderState struct {
 	// ObservedAt is when the state was read, on the server's clock (the library's
 	// estimate of it).
 	ObservedAt time.Time
+	// Status says which of the cases above this is.
+	Status LeaderStatus
+	// ExpiresAt is when the lease ends unless renewed, on the server's clock: the
+	// leader's (Leading), the hand-over's (HandoverPending: a target that never takes it
+	// frees the lock then), the one that ended unseen (LeaderUnknown); zero for NoLeader.
+	// A leader is reported only while its lease surely runs on the observer's estimate.
+	ExpiresAt time.Time
+	// The target of a pending hand-over (HandoverPending only, zero otherwise): its
+	// Elector.UUID, host, process id, and the token it will lead with.
+	HandoverUUID  string
+	HandoverHost  string
+	HandoverPID   int64
+	HandoverFence int64
 }
 
 func leaderStateFromC(s *C.mongoelector_leader_state) LeaderState {
 	st := LeaderState{
-		HasLeader:  s.has_leader != 0,
-		PID:        int64(s.pid),
-		Fence:      int64(s.fence),
-		ObservedAt: time.UnixMilli(int64(s.server_time_ms)),
+		HasLeader:     s.has_leader != 0,
+		PID:           int64(s.pid),
+		Fence:         int64(s.fence),
+		ObservedAt:    time.UnixMilli(int64(s.server_time_ms)),
+		Status:        LeaderStatus(s.status),
+		HandoverPID:   int64(s.handover_pid),
+		HandoverFence: int64(s.handover_fence),
 	}
 	if st.HasLeader {
 		st.UUID, st.Host = C.GoString(s.uuid), C.GoString(s.host)
+	}
+	if s.expire_ms != 0 {
+		st.ExpiresAt = time.UnixMilli(int64(s.expire_ms))
+	}
+	if st.Status == HandoverPending {
+		st.HandoverUUID, st.HandoverHost = C.GoString(s.handover_uuid), C.GoString(s.handover_host)
 	}
 	return st
 }
@@ -64,10 +118,16 @@ type ObserverOptions struct {
 // election, and reports who leads it: the current state first, then every change of
 // leader, "nobody leads" included (so that a client never keeps talking to a leader
 // that is gone). It reads the key's lock document once per Interval on a library thread
-// and never writes. A change is a new (UUID, Fence) or a switch between led and not led:
-// a Transfer always shows (its token is new), a leader that resigns and wins again
-// between two reads does not. After a Transfer the observer names the target as soon as
-// the hand-over is written; the target's IsLeader turns true at its next look.
+// and never writes. A change is a new Status or a new (UUID, Fence) (the leader's, or a
+// pending hand-over's target's): a Transfer always shows, a leader that resigns and wins
+// again between two reads does not. After a Transfer the observer reports
+// HandoverPending (the target in HandoverUUID) until the target has taken the hand-over
+// with its own renewal (its IsLeader turns true then, at its next look), and only then
+// the target as leader; a dead target stays pending until the hand-over's expiry.
+//
+// A leader is reported only while its lease surely runs (ExpiresAt against the latest
+// the server's clock can read on the observer's estimate); while reads fail, the state
+// turns LeaderUnknown at the instant the lease last seen ends.
 //
 // Safe for concurrent use. Close it when done: it is not closed by the garbage
 // collector (a reader of C alone would otherwise see the channel close under its feet).
@@ -88,7 +148,7 @@ var observers sync.Map // *LeaderObserver -> struct{}
 // NewLeaderObserver starts observing the elector key (no round trip here; the first
 // read follows at once on the observer's thread). opts may be nil. States arrive on C.
 // A read that fails (server unreachable) is logged and retried at the next interval;
-// it reports nothing.
+// it reports nothing, except LeaderUnknown once the lease last seen has ended.
 func NewLeaderObserver(client *Client, key string, opts *ObserverOptions) (*LeaderObserver, error) {
 	if client == nil {
 		return nil, invalidArgument("client is nil")
@@ -153,7 +213,8 @@ func NewLeaderObserver(client *Client, key string, opts *ObserverOptions) (*Lead
 func (o *LeaderObserver) C() <-chan LeaderState { return o.out }
 
 // Read reads the state now (one round trip, bounded by ctx), independently of C: it
-// neither reports to C nor changes what the next change is compared with.
+// neither reports to C nor changes what the next change is compared with. Never
+// LeaderUnknown: a failed read is an error.
 func (o *LeaderObserver) Read(ctx context.Context) (LeaderState, error) {
 	if !o.g.enter() {
 		return LeaderState{}, closedError("observer")

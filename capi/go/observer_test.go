@@ -195,15 +195,26 @@ func TestObserveTransferResign(t *testing.T) {
 			}
 		}
 
-		// Transfer: A's term ends before the call returns; the observer's next state is
-		// B with the very next token (never "nobody" in between); B leads with it.
+		// Transfer: A's term ends before the call returns; the observer shows the
+		// hand-over to B pending (nobody leads; B named as the target with the very next
+		// token) until B has taken it, then B with that token. (A read may miss the
+		// pending state when B takes the hand-over within one interval.)
 		if err := a.Transfer(bg, buuid); err != nil {
 			t.Fatalf("Transfer: %v", err)
 		}
 		if is, _ := a.IsLeader(); is || aStopped.Load() != 1 {
 			t.Fatalf("after Transfer: A leads %v, OnStoppedLeading ran %d times", is, aStopped.Load())
 		}
-		if s := nextState(t, states, 10*ttl); !s.HasLeader || s.UUID != buuid || s.Fence != fa+1 {
+		s := nextState(t, states, 10*ttl)
+		if s.Status == HandoverPending {
+			if s.HasLeader || s.UUID != "" || s.HandoverUUID != buuid || s.HandoverFence != fa+1 ||
+				s.HandoverPID != int64(os.Getpid()) || s.HandoverHost == "" || !s.ExpiresAt.After(s.ObservedAt) {
+				t.Fatalf("pending hand-over = %+v, want the target %s with fence %d", s, buuid, fa+1)
+			}
+			s = nextState(t, states, 10*ttl)
+		}
+		if s.Status != Leading || !s.HasLeader || s.UUID != buuid || s.Fence != fa+1 ||
+			s.HandoverUUID != "" || !s.ExpiresAt.After(s.ObservedAt) {
 			t.Fatalf("state after Transfer = %+v, want %s with fence %d", s, buuid, fa+1)
 		}
 		if fb := waitLeader(t, b, 10*ttl); fb != fa+1 {
@@ -222,8 +233,11 @@ func TestObserveTransferResign(t *testing.T) {
 		if fa2 <= fa+1 {
 			t.Fatalf("A's new token %d is not above B's %d", fa2, fa+1)
 		}
-		s := nextState(t, states, 10*time.Second)
+		s = nextState(t, states, 10*time.Second)
 		if !s.HasLeader {
+			if s.Status != NoLeader {
+				t.Fatalf("between B and A: %+v, want NoLeader", s)
+			}
 			s = nextState(t, states, 10*time.Second)
 		}
 		if !s.HasLeader || s.UUID != auuid || s.Fence != fa2 {
@@ -237,7 +251,8 @@ func TestObserveTransferResign(t *testing.T) {
 		if err := b.Stop(bg); err != nil {
 			t.Fatal(err)
 		}
-		if s := nextState(t, states, 10*ttl); s.HasLeader || s.UUID != "" || s.Fence != 0 {
+		if s := nextState(t, states, 10*ttl); s.HasLeader || s.UUID != "" || s.Fence != 0 ||
+			s.Status != NoLeader || !s.ExpiresAt.IsZero() {
 			t.Fatalf("state after every node stopped = %+v", s)
 		}
 		if s, err := o.Read(bg); err != nil || s.HasLeader {
@@ -252,7 +267,7 @@ func TestObserveTransferResign(t *testing.T) {
 
 // HandoverPoll reaches the library: with a 60 s TTL (default look every 15 s) a target
 // looking every 50 ms takes a hand-over at once; with DisableHandoverPoll it has not
-// taken it a while later, although the lock already names it.
+// taken it a while later: the observer shows it pending, not leading.
 func TestElectorHandoverPoll(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *Client) {
 		const ttl = time.Minute
@@ -276,14 +291,63 @@ func TestElectorHandoverPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer o.Close()
-		if s, err := o.Read(bg); err != nil || s.UUID != offUUID || s.Fence != fa+2 {
-			t.Fatalf("Read after the second Transfer = %+v, %v; want %s", s, err, offUUID)
+		if s, err := o.Read(bg); err != nil || s.Status != HandoverPending || s.HasLeader ||
+			s.HandoverUUID != offUUID || s.HandoverFence != fa+2 {
+			t.Fatalf("Read after the second Transfer = %+v, %v; want %s pending", s, err, offUUID)
 		}
 		time.Sleep(1500 * time.Millisecond) // negative check: nothing may happen
 		if is, _ := off.IsLeader(); is {
 			t.Fatal("a target with DisableHandoverPoll took the hand-over at once")
 		}
+		if s, err := o.Read(bg); err != nil || s.Status != HandoverPending {
+			t.Fatalf("Read a while later = %+v, %v; want still pending", s, err)
+		}
 	})
+}
+
+// On a fake clock: the leader's lease ends while every read fails; the observer reports
+// LeaderUnknown at that instant (no read needed), carrying the lease's end; once the
+// backend answers again, nobody leads.
+func TestObserverReportsUnknownWhenTheLeaseEndsUnseen(t *testing.T) {
+	clock, uri, c := fakeWorld(t)
+	l, err := NewLocker(bg, c, "svc", &LockerOptions{TTL: 5 * time.Second, Collection: "elector.locks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if _, err := l.TryAcquire(bg); err != nil {
+		t.Fatal(err)
+	}
+	o := newTestObserver(t, c, "svc")
+	if err := clock.Settle(); err != nil {
+		t.Fatal(err)
+	}
+	led := nextState(t, o.C(), 10*time.Second)
+	if led.Status != Leading || !led.HasLeader || led.ExpiresAt.IsZero() ||
+		led.ExpiresAt.After(clock.Now().Add(5*time.Second)) || !led.ExpiresAt.After(clock.Now()) {
+		t.Fatalf("first state = %+v, want the locker leading until at most %v", led, clock.Now().Add(5*time.Second))
+	}
+	if err := MemorySetUnavailable(uri, true); err != nil {
+		t.Fatal(err)
+	}
+	mustAdvance(t, clock, led.ExpiresAt.Sub(clock.Now())-100*time.Millisecond)
+	select {
+	case s := <-o.C():
+		t.Fatalf("a state while the lease still runs: %+v", s)
+	default:
+	}
+	mustAdvance(t, clock, 200*time.Millisecond)
+	if s := nextState(t, o.C(), 10*time.Second); s.Status != LeaderUnknown || s.HasLeader ||
+		s.UUID != "" || !s.ExpiresAt.Equal(led.ExpiresAt) || s.Status.String() != "unknown" {
+		t.Fatalf("state after the lease ended unseen = %+v, want LeaderUnknown at %v", s, led.ExpiresAt)
+	}
+	if err := MemorySetUnavailable(uri, false); err != nil {
+		t.Fatal(err)
+	}
+	mustAdvance(t, clock, time.Second)
+	if s := nextState(t, o.C(), 10*time.Second); s.Status != NoLeader {
+		t.Fatalf("state once the backend answers = %+v, want NoLeader", s)
+	}
 }
 
 func TestDefaultElectorOptionsHandoverPoll(t *testing.T) {

@@ -638,11 +638,18 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_transfer(mongoelector_
  * released or expired on the server's clock) as a change of its own, so that a client
  * never keeps talking to a leader that is gone. It polls the key's lock document in
  * "elector.locks" (one read per interval, never a write). A change is a different
- * (uuid, fence) or a switch between led and not led: a hand-over (transfer) always shows,
- * its fence being new; a leader that resigns and wins again between two polls shows as
- * no change. The first poll always reports the current state. After a transfer the
- * observer names the target as soon as the hand-over is written (with the target's
- * token); the target's mongoelector_elector_is_leader turns 1 at its next look. */
+ * status or a different (uuid, fence) (the leader's, or a pending hand-over's target's):
+ * a hand-over (transfer) always shows; a leader that resigns and wins again between two
+ * polls shows as no change. The first poll always reports the current state.
+ * A leader is named only while its lease surely runs: its end (expire_ms) is compared
+ * with the latest the server's clock can read on the observer's estimate (estimate plus
+ * its uncertainty), so the named leader never outlives its lease under any clock error
+ * the estimate allows. While reads fail, the state turns MONGOELECTOR_LEADER_UNKNOWN at
+ * the instant that lease ends (no read needed). After a transfer the observer reports
+ * MONGOELECTOR_LEADER_PENDING (has_leader 0, the target in handover_*) until the target
+ * has taken the hand-over with its own renewal (its mongoelector_elector_is_leader turns 1
+ * then), and only then the target as leader; a target that never takes it stays pending
+ * until the hand-over's expiry, then nobody leads. */
 typedef struct mongoelector_observer mongoelector_observer;
 
 /* Who leads a key, as an observer saw it. Filled by the library: in a callback `version`
@@ -650,7 +657,19 @@ typedef struct mongoelector_observer mongoelector_observer;
  * a program reads the fields it knows); for mongoelector_observer_read the caller sets
  * it and the fields of that version are written. Strings are never NULL ("" without a
  * leader) and belong to the library (see each function for how long they live). */
-#define MONGOELECTOR_LEADER_STATE_VERSION 1
+#define MONGOELECTOR_LEADER_STATE_VERSION 2
+/* Since 1.1 (mongoelector_leader_state version 2): what the observer can tell (the
+ * numbers are stable). */
+typedef enum mongoelector_leader_status {
+  MONGOELECTOR_LEADER_NONE = 0,    /* nobody leads: the lock is absent, released or expired */
+  MONGOELECTOR_LEADER_LEADS = 1,   /* `uuid` leads (has_leader 1) */
+  /* A hand-over to handover_uuid is written and the target has not taken it yet: nobody
+   * leads (the old leader stepped down before writing it). */
+  MONGOELECTOR_LEADER_PENDING = 2,
+  /* The reads fail and the lease last seen has ended on the observer's estimate of the
+   * server's clock: it cannot tell who leads. */
+  MONGOELECTOR_LEADER_UNKNOWN = 3
+} mongoelector_leader_status;
 typedef struct mongoelector_leader_state {
   uint32_t version;
   int has_leader;          /* 1: `uuid` leads; 0: nobody leads (the fields below are 0/"") */
@@ -659,6 +678,16 @@ typedef struct mongoelector_leader_state {
   int64_t pid;             /* the leader's process id on that host */
   int64_t fence;           /* the fencing token of the leader's term */
   int64_t server_time_ms;  /* when it was observed: the server's clock (estimate), ms */
+  /* Version 2. */
+  int status;              /* a mongoelector_leader_status */
+  /* Server time (ms) at which the lease ends unless renewed: LEADS the leader's, PENDING
+   * the hand-over's (the lock frees then if the target never takes it), UNKNOWN the one
+   * that ended unseen; 0 for NONE. */
+  int64_t expire_ms;
+  const char *handover_uuid;  /* PENDING: the member the lock is handed to; "" otherwise */
+  const char *handover_host;  /* PENDING: its host name; "" otherwise */
+  int64_t handover_pid;       /* PENDING: its process id; 0 otherwise */
+  int64_t handover_fence;     /* PENDING: the token it will lead with; 0 otherwise */
 } mongoelector_leader_state;
 
 /* Called on the observer's own thread (one per observer) with the new state, which is
@@ -687,7 +716,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_observer_config_init(mongoelec
  * works) the observer's thread starts now and calls on_change(state, user_data) with the
  * current state at its first poll, then at each change. A poll that fails (server
  * unreachable) is logged as a warning and retried at the next interval; it reports
- * nothing (a "no leader" comes only from an answer). No round trip here.
+ * nothing, except MONGOELECTOR_LEADER_UNKNOWN once the lease last seen has ended (a "no
+ * leader" comes only from an answer). No round trip here.
  * INVALID_ARGUMENT: NULL client or out, a NULL, empty or invalid key, a bad config.
  * *out is owned by the caller: mongoelector_observer_free(), before or after the
  * client. Any thread. An observer inherited across fork() must not be used nor freed in
@@ -699,8 +729,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_observer_new(mongoelector_clie
                                                                void *user_data,
                                                                mongoelector_observer **out);
 /* The state now: one read of the lock document (and a server-clock sample when the last
- * one is stale). Does not call on_change nor change what it compares with. Set
- * out->version first. The strings written live until the next mongoelector_observer_read
+ * one is stale); never MONGOELECTOR_LEADER_UNKNOWN (a failed read is an error). Does not
+ * call on_change nor change what it compares with. Set out->version first (1 or 2: the
+ * fields of that version are written). The strings written live until the next mongoelector_observer_read
  * on the calling thread (or its exit). UNAVAILABLE/SERVER when the server did not answer.
  * Any thread, concurrently with the observer's thread and with other reads. */
 MONGOELECTOR_API mongoelector_status mongoelector_observer_read(mongoelector_observer *observer,

@@ -41,8 +41,8 @@ mongoelector_observer& checked_observer(mongoelector_observer* h) {
   return mongoelector::capi::checked_handle(h, mongoelector::capi::kObserverMagic, "observer");
 }
 
-// Every field of version 1 (a later version writes its fields under `if (version >= N)`);
-// the strings point into `s`, which must outlive them.
+// The fields of out->version (set by the caller, or the library's in a callback); the
+// strings point into `s`, which must outlive them.
 void fill(const mongoelector::LeaderState& s, mongoelector_leader_state* out) {
   out->has_leader = s.has_leader ? 1 : 0;
   out->uuid = s.uuid.c_str();
@@ -50,6 +50,18 @@ void fill(const mongoelector::LeaderState& s, mongoelector_leader_state* out) {
   out->pid = s.pid;
   out->fence = s.fence;
   out->server_time_ms = s.server_time_ms;
+  if (out->version < 2) return;
+  static_assert(static_cast<int>(mongoelector::LeaderStatus::kNone) == MONGOELECTOR_LEADER_NONE &&
+                    static_cast<int>(mongoelector::LeaderStatus::kLeader) == MONGOELECTOR_LEADER_LEADS &&
+                    static_cast<int>(mongoelector::LeaderStatus::kPending) == MONGOELECTOR_LEADER_PENDING &&
+                    static_cast<int>(mongoelector::LeaderStatus::kUnknown) == MONGOELECTOR_LEADER_UNKNOWN,
+                "the C status numbers are the core's");
+  out->status = static_cast<int>(s.status);
+  out->expire_ms = s.expire_ms;
+  out->handover_uuid = s.handover_uuid.c_str();
+  out->handover_host = s.handover_host.c_str();
+  out->handover_pid = s.handover_pid;
+  out->handover_fence = s.handover_fence;
 }
 
 mongoelector::LeaderObserver::OnChange wrap(mongoelector_leader_change_fn fn, void* user_data,

@@ -126,7 +126,9 @@ class Elector {
   // what a crash does: the lock expires one ttl after the hand-over.
   // InvalidArgument: not leader (also when the lease ended before the write), target
   // empty or this node, or (with report_status) not a member in the status collection.
-  // Storage errors propagate; leadership is gone anyway and the loop settles the hold.
+  // Storage errors propagate; leadership is gone anyway. The hand-over may then still
+  // land at the server: the loop releases the hold (fenced) and never takes it back with
+  // its fence, so a late hand-over moves either this term or nothing, never a later one.
   void transfer(const std::string& to_uuid);
 
   bool running() const;

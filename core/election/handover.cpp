@@ -10,7 +10,18 @@
 //    there. A hold whose counter would leave its epoch is not handed over.
 //  * Late operations: the hand-over names the hold (uuid AND fence, unexpired), so a
 //    stale transfer() cannot move a newer hold; the old leader's late renewals name its
-//    own uuid and no longer match.
+//    own uuid and no longer match. That is not enough on its own: a hand-over whose
+//    outcome is unknown (an error, a timeout) may land after the old leader took the
+//    same hold back, which it would then move to the target (two leaders). So the term's
+//    hold is stranded IN DOUBT before the release or hand-over is sent (as a failed
+//    release leaves it, Hold::release_sent): it is only ever released, fenced, never
+//    retaken with that fence; a new term of ours has a new fence, which a late write
+//    does not match.
+//  * Observers (core/observe) tell a hand-over the target has not taken yet (pending:
+//    nobody leads) from one it took (the target leads): the hand-over writes its expiry
+//    twice (ts_expire, handover_expire) and the target's first renewal moves ts_expire
+//    past it.
+#include <algorithm>
 #include <cmath>
 
 #include "../exceptions.h"
@@ -20,26 +31,45 @@
 namespace mongoelector {
 
 namespace {
-constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
+constexpr std::int64_t kEpochUnit = LockDoc::kEpochUnit;  // tokens: epoch << 32 | n
 }  // namespace
 
 bool Storage::hand_over(const std::string&, const HandOver&) {
   throw StorageError("this storage does not support hand-over (transfer)");
 }
 
+Document Storage::HandOver::fields() const {
+  return Document{{"uuid", to_uuid},
+                  {"host", to_host},
+                  {"pid", to_pid},
+                  {"fence", to_fence},
+                  {"ts_created", DateTime{now_ms}},
+                  {"ts_expire", DateTime{expire_ms}},
+                  {"handover_from", from_uuid},
+                  {"handover_fence", to_fence},
+                  {"handover_expire", DateTime{expire_ms}}};
+}
+
 bool Storage::HandOver::apply_to(Document& doc) const {
   const LockDoc cur = LockDoc::from_document(doc);
   if (!cur.locked || cur.uuid != from_uuid || cur.fence != from_fence || !cur.held_at(now_ms))
     return false;
-  doc.set("uuid", to_uuid);
-  doc.set("host", to_host);
-  doc.set("pid", to_pid);
-  doc.set("fence", to_fence);
-  doc.set("ts_created", DateTime{now_ms});
-  doc.set("ts_expire", DateTime{expire_ms});
-  doc.set("handover_from", from_uuid);
-  doc.set("handover_fence", to_fence);
+  const Document set = fields();
+  for (const Document::Field& f : set.fields()) doc.set(f.first, f.second);
   return true;
+}
+
+bool Storage::HandOver::marks(const LockDoc& doc) {
+  const std::optional<std::int64_t> marked = doc.raw.get_int("handover_fence");
+  return marked && *marked == doc.fence && doc.fence != 0;
+}
+
+bool Storage::HandOver::pending_in(const LockDoc& doc) {
+  if (!marks(doc) || !doc.ts_expire) return false;
+  // A hand-over written by a version without this field: its acceptance cannot be told
+  // apart, so the target is taken to lead (as that version's observers showed it).
+  const std::optional<DateTime> written = doc.raw.get_date("handover_expire");
+  return written && written->ms == doc.ts_expire->ms;
 }
 
 std::int64_t Elector::handover_poll_ms() const {
@@ -52,8 +82,7 @@ std::int64_t Elector::handover_poll_ms() const {
 std::optional<Elector::Event> Elector::accept_handover(std::int64_t now, const LockDoc& doc) {
   if (doc.uuid != locker_->identity().uuid || doc.fence < kEpochUnit) return std::nullopt;
   // The mark must name this very hold: a later claim ($inc of fence) voids it.
-  const std::optional<std::int64_t> marked = doc.raw.get_int("handover_fence");
-  if (!marked || *marked != doc.fence) return std::nullopt;
+  if (!Storage::HandOver::marks(doc)) return std::nullopt;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (accepted_handover_fence_ >= doc.fence) return std::nullopt;  // taken (or refused) once
@@ -65,6 +94,11 @@ std::optional<Elector::Event> Elector::accept_handover(std::int64_t now, const L
   Locker::RenewTicket t = locker_->begin_renew(sent);
   t.fence = doc.fence;
   t.request.fence = doc.fence;
+  // Past the hand-over's expiry, even when this node's estimate of the server's clock is
+  // behind the old leader's: observers tell a taken hand-over by its moved expiry
+  // (HandOver::pending_in). At most that estimate difference longer on the server than
+  // this node's own lease end, which only delays the next claimant.
+  if (doc.ts_expire) t.request.expire_ms = std::max(t.request.expire_ms, doc.ts_expire->ms + 1);
   bool ok;
   try {
     ok = locker_->storage().renew(locker_->options().collection, options_.key,
@@ -105,8 +139,9 @@ std::optional<std::int64_t> Elector::end_term_for_handover(std::int64_t hold_off
     fence = term_fence_;
   }
   cv_.notify_all();
-  // Not ours to act on any more; the server copy is released or handed over next.
-  locker_->strand(fence);
+  // Not ours to act on any more; the server copy is released or handed over next, and
+  // that write may land late: in doubt from now on (never retaken, see the top).
+  locker_->strand(fence, /*in_doubt=*/true);
   return fence;
 }
 
@@ -204,6 +239,8 @@ void Elector::transfer(const std::string& to_uuid) {
     h.to_fence = *fence + 1;
     h.now_ms = t.now_ms;
     h.expire_ms = t.now_ms + locker_->ttl_ms();
+    // On an error the hold stays stranded in doubt: the loop releases it (fenced), and
+    // the hand-over, should it land later, finds it released or re-claimed (new fence).
     ok = locker_->storage().hand_over(locker_->options().collection, h);
     if (ok) {
       try {

@@ -1,6 +1,9 @@
 #include "leader_observer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <exception>
+#include <limits>
 
 #include "../exceptions.h"
 #include "../identity.h"
@@ -17,7 +20,16 @@ struct LeaderObserver::Shared {
         server_clock(clock, require_storage(storage)) {}
 
   LeaderState read();
-  std::optional<LeaderState> poll();
+  // read() and the change, if any. A failed read leaves its error in `error` and gives
+  // lapse() instead.
+  std::optional<LeaderState> poll(std::exception_ptr& error);
+  // kUnknown, once, when the last read failed and the lease last seen has ended on the
+  // estimate (no I/O).
+  std::optional<LeaderState> lapse();
+  bool failing();
+  // Host mono ms at which the lease last seen ends on the estimate, if it may still run.
+  std::optional<std::int64_t> lapse_mono();
+  void dispatch(const std::optional<LeaderState>& change);
 
   std::shared_ptr<Storage> storage;
   LeaderObserverOptions options;
@@ -26,9 +38,44 @@ struct LeaderObserver::Shared {
   ServerClock server_clock;
   std::mutex mu;
   std::condition_variable cv;
+  // The state of the last successful read (or kUnknown after a lapse): what the next
+  // one is compared with, and whose expiry a lapse is measured against.
   std::optional<LeaderState> last;
+  bool read_failed = false;  // the last read failed
   bool stop_requested = false;
 };
+
+namespace {
+
+// The latest the server's clock can read now: a lease is taken to run only before it.
+std::int64_t latest_ms(const ServerTime& t) { return t.now_ms + t.uncertainty_ms; }
+
+LeaderState state_of(const std::optional<LockDoc>& doc, const ServerTime& t) {
+  LeaderState s;
+  s.server_time_ms = t.now_ms;
+  if (!doc || !doc->held_at(latest_ms(t))) return s;  // kNone (held_at: ts_expire set)
+  // A claim whose token is not assigned yet: the claimant leads only once it is (an
+  // original node's document has no fence at all, 0, and its holder leads).
+  if (doc->fence > 0 && doc->fence < LockDoc::kEpochUnit) return s;
+  s.expire_ms = doc->ts_expire->ms;
+  if (Storage::HandOver::pending_in(*doc)) {
+    s.status = LeaderStatus::kPending;
+    s.handover_uuid = doc->uuid;
+    s.handover_host = doc->host;
+    s.handover_pid = doc->pid;
+    s.handover_fence = doc->fence;
+    return s;
+  }
+  s.status = LeaderStatus::kLeader;
+  s.has_leader = true;
+  s.uuid = doc->uuid;
+  s.host = doc->host;
+  s.pid = doc->pid;
+  s.fence = doc->fence;
+  return s;
+}
+
+}  // namespace
 
 LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
                                OnChange on_change, std::shared_ptr<Clock> clock)
@@ -44,30 +91,82 @@ LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverO
 LeaderObserver::~LeaderObserver() { stop(); }
 
 LeaderState LeaderObserver::read() { return shared_->read(); }
-std::optional<LeaderState> LeaderObserver::poll() { return shared_->poll(); }
+
+std::optional<LeaderState> LeaderObserver::poll() {
+  std::exception_ptr error;
+  std::optional<LeaderState> change = shared_->poll(error);
+  if (!change && error) std::rethrow_exception(error);
+  return change;
+}
 
 LeaderState LeaderObserver::Shared::read() {
   std::optional<LockDoc> doc = storage->read(options.lock_collection, options.key);
-  // Led while a claimant could still see it held: the earliest the server's clock reads.
-  const ServerTime t = server_clock.estimate_sampling();
+  // Sampled after the reply: the state the document showed can only be older.
+  return state_of(doc, server_clock.estimate_sampling());
+}
+
+std::optional<LeaderState> LeaderObserver::Shared::poll(std::exception_ptr& error) {
   LeaderState s;
-  s.server_time_ms = t.now_ms;
-  if (doc && doc->held_at(t.earliest_ms())) {
-    s.has_leader = true;
-    s.uuid = doc->uuid;
-    s.host = doc->host;
-    s.pid = doc->pid;
-    s.fence = doc->fence;
+  try {
+    s = read();
+  } catch (...) {
+    error = std::current_exception();
+    {
+      std::lock_guard<std::mutex> g(mu);
+      read_failed = true;
+    }
+    return lapse();
   }
+  std::lock_guard<std::mutex> g(mu);
+  read_failed = false;
+  const bool same = last && last->same_leader(s);
+  last = s;  // also when the same: its renewed expiry is what a lapse is measured against
+  if (same) return std::nullopt;
   return s;
 }
 
-std::optional<LeaderState> LeaderObserver::Shared::poll() {
-  LeaderState s = read();
+std::optional<LeaderState> LeaderObserver::Shared::lapse() {
+  const std::optional<ServerTime> t = server_clock.estimate();
+  if (!t) return std::nullopt;  // nothing was ever read
   std::lock_guard<std::mutex> g(mu);
-  if (last && last->same_leader(s)) return std::nullopt;
-  last = s;
-  return s;
+  // With reads working, the next read says what follows the lease (the thread reads at
+  // its end): "unknown" is for when the observer cannot look.
+  if (!read_failed || !last || !last->has_lease() || latest_ms(*t) < last->expire_ms)
+    return std::nullopt;
+  LeaderState u;
+  u.status = LeaderStatus::kUnknown;
+  u.server_time_ms = t->now_ms;
+  u.expire_ms = last->expire_ms;
+  last = u;
+  return u;
+}
+
+std::optional<std::int64_t> LeaderObserver::Shared::lapse_mono() {
+  std::int64_t expire;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (!last || !last->has_lease()) return std::nullopt;
+    expire = last->expire_ms;
+  }
+  const std::int64_t now = clock->mono_ms();
+  const std::optional<ServerTime> t = server_clock.estimate(now);
+  if (!t) return std::nullopt;
+  // The uncertainty grows with time (drift allowance): the latest reading reaches the
+  // expiry no later than this, so lapse() finds it due then.
+  return now + std::max<std::int64_t>(0, expire - latest_ms(*t));
+}
+
+bool LeaderObserver::Shared::failing() {
+  std::lock_guard<std::mutex> g(mu);
+  return read_failed;
+}
+
+void LeaderObserver::Shared::dispatch(const std::optional<LeaderState>& change) {
+  try {
+    if (change && on_change) on_change(*change);
+  } catch (const std::exception& ex) {
+    log(LogLevel::Error, "a leader-change callback for " + options.key + " raised: " + ex.what());
+  }
 }
 
 void LeaderObserver::start() {
@@ -93,28 +192,54 @@ void LeaderObserver::stop() {
 }
 
 void LeaderObserver::run(const std::shared_ptr<Shared>& s) {
-  const auto interval = static_cast<std::int64_t>(std::llround(s->options.interval_s * 1000.0));
-  bool failing = false;  // a failed poll warns once; the repeats until it recovers do not
+  const auto interval = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(std::llround(s->options.interval_s * 1000.0)));
+  // Reads happen every interval, and around the end of the lease last seen (a leader's
+  // or a pending hand-over's): one call's bound before it (`lead`), so that a renewal or
+  // a failure is known by then, and at it, to see what follows. While reads fail, the
+  // end is reported as kUnknown at that instant, without a read, and a read that could
+  // still be running then is not started shortly before it.
+  const std::int64_t bound = s->storage->call_bound_ms();
+  const std::int64_t lead = bound > 0 ? bound : std::min<std::int64_t>(interval, 1000);
+  std::int64_t next_read = s->clock->mono_ms();
+  std::int64_t last_read = std::numeric_limits<std::int64_t>::min();
+  const auto read_at = [&](const std::optional<std::int64_t>& end, bool failing) {
+    std::int64_t t = next_read;
+    if (!end) return t;
+    const std::int64_t before = *end - lead;
+    if (last_read < before) t = std::min(t, before);
+    else if (last_read < *end) t = std::min(t, *end);
+    if (failing && t > before && t < *end) t = *end;
+    return t;
+  };
+  bool warned = false;  // a failed read warns once; the repeats until it recovers do not
   for (;;) {
-    std::optional<LeaderState> change;
-    try {
-      change = s->poll();
-      if (failing) log(LogLevel::Info, "observing " + s->options.key + " works again");
-      failing = false;
-    } catch (const std::exception& ex) {
-      log(failing ? LogLevel::Debug : LogLevel::Warning,
-          "observing " + s->options.key + " failed (retried every interval): " + ex.what());
-      failing = true;
+    s->dispatch(s->lapse());  // the lease ended while reads fail: no read needed to say so
+    const std::int64_t now = s->clock->mono_ms();
+    if (now >= read_at(s->lapse_mono(), s->failing())) {
+      last_read = now;
+      std::exception_ptr error;
+      const std::optional<LeaderState> change = s->poll(error);
+      try {
+        if (error) std::rethrow_exception(error);
+        if (warned) log(LogLevel::Info, "observing " + s->options.key + " works again");
+        warned = false;
+      } catch (const std::exception& ex) {
+        log(warned ? LogLevel::Debug : LogLevel::Warning,
+            "observing " + s->options.key + " failed (retried every interval): " + ex.what());
+        warned = true;
+      } catch (...) {
+        warned = true;
+      }
+      next_read = s->clock->mono_ms() + interval;
+      s->dispatch(change);
     }
-    try {
-      if (change && s->on_change) s->on_change(*change);
-    } catch (const std::exception& ex) {
-      log(LogLevel::Error, "a leader-change callback for " + s->options.key + " raised: " + ex.what());
-    }
+    const std::optional<std::int64_t> end = s->lapse_mono();
+    std::int64_t wake = read_at(end, s->failing());
+    if (end && s->failing()) wake = std::min(wake, *end);
     std::unique_lock<std::mutex> lk(s->mu);
     if (s->stop_requested) return;
-    s->clock->wait_until(lk, s->cv, s->clock->mono_ms() + std::max<std::int64_t>(1, interval),
-                         [&s] { return s->stop_requested; });
+    s->clock->wait_until(lk, s->cv, wake, [&s] { return s->stop_requested; });
     if (s->stop_requested) return;
   }
 }

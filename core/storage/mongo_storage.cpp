@@ -660,14 +660,7 @@ bool MongoStorage::hand_over(const std::string& collection, const HandOver& h) {
   append_renew_filter(filter.get(), h.key, h.from_uuid, h.from_fence, h.now_ms);
   bson_t set;
   BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  mongo_bson::append_utf8(&set, "uuid", h.to_uuid);
-  mongo_bson::append_utf8(&set, "host", h.to_host);
-  BSON_APPEND_INT64(&set, "pid", h.to_pid);
-  BSON_APPEND_INT64(&set, "fence", h.to_fence);
-  BSON_APPEND_DATE_TIME(&set, "ts_created", h.now_ms);
-  BSON_APPEND_DATE_TIME(&set, "ts_expire", h.expire_ms);
-  mongo_bson::append_utf8(&set, "handover_from", h.from_uuid);
-  BSON_APPEND_INT64(&set, "handover_fence", h.to_fence);
+  mongo_bson::append_document(&set, h.fields());
   bson_append_document_end(update.get(), &set);
   return impl_->conn.session().update_one(collection, filter.get(), update.get(),
                                           "update (hand over " + h.key + ")");

@@ -14,7 +14,7 @@ from .fenced import (FencedCollection, fenced_delete_one, fenced_insert_one,
                      fenced_replace_one, fenced_update_one)
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
-from .observer import LeaderObserver, LeaderState, observe
+from .observer import LeaderObserver, LeaderState, LeaderStatus, observe
 from .scheduling import once_per, singleton
 from . import testing
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
@@ -49,6 +49,7 @@ __all__ = [
     "observe",
     "LeaderObserver",
     "LeaderState",
+    "LeaderStatus",
     "once_per",
     "testing",
     "LockerStatus",

@@ -14,13 +14,22 @@ dashboard, a client that must talk to the leader)::
         ...
 
 The first item is the state when the first poll ran; after it, one item per change of
-leader: another member (its uuid), a new term of the same member (its fencing token:
-every ``transfer()`` shows), and "no leader" (released, resigned, expired). A resign
+leader: another member (its uuid), a new term of the same member (its fencing token),
+"no leader" (released, resigned, expired), a pending hand-over, and "unknown". A resign
 followed by the same member winning again within one ``interval`` is not seen (nothing
-polled the gap). It polls the lock document (one read per ``interval``, no writes),
-comparing expiries on the server's clock as claimants do, on a native thread of the core.
-While the database cannot be read nothing is yielded (each failure is logged at WARNING on
-the ``mongoelector`` logger); the first read that succeeds yields the state if it changed.
+polled the gap). It polls the lock document (one read per ``interval``, no writes) on a
+native thread of the core.
+
+A leader is named only while its lease surely runs: its end (``expires``) is compared with
+the latest the server's clock can read on this process's estimate of it (estimate plus
+uncertainty), so the leader it names never outlives its lease under any clock error the
+estimate allows. After ``transfer()`` the state is ``LeaderStatus.PENDING`` (nobody leads,
+the target in ``handover_uuid``...) until the target has taken the hand-over with its own
+renewal, then the target as leader; a target that never takes it stays pending until the
+hand-over's expiry. While the database cannot be read nothing is yielded (each failure is
+logged at WARNING on the ``mongoelector`` logger), except ``LeaderStatus.UNKNOWN`` at the
+instant the lease last seen ends; the first read that succeeds yields the state if it
+changed.
 """
 
 from __future__ import annotations
@@ -32,18 +41,41 @@ import numbers
 import os
 import threading
 import weakref
+import enum
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import List, Literal, Optional, Tuple, Type, TypeVar
+from typing import Any, List, Literal, Optional, Tuple, Type, TypeVar
 
 from . import _native, _transport
 from ._transport import DatabaseArg
 from .errors import ClosedError
 
-__all__ = ["LeaderState", "LeaderObserver", "observe"]
+__all__ = ["LeaderState", "LeaderStatus", "LeaderObserver", "observe"]
 
 _O = TypeVar("_O", bound="LeaderObserver")
+
+
+class LeaderStatus(str, enum.Enum):
+    """What an observer can tell about an election key (a ``str``: compares equal to its
+    value)."""
+
+    #: Nobody leads: the lock is absent, released or expired.
+    NONE = "none"
+    #: ``uuid`` leads.
+    LEADER = "leader"
+    #: A ``transfer()`` to ``handover_uuid`` is written and the target has not taken it
+    #: yet (it leads only after a renewal of its own): nobody leads.
+    PENDING = "pending"
+    #: The reads fail and the lease last seen has ended on this process's estimate of the
+    #: server's clock: who leads cannot be told.
+    UNKNOWN = "unknown"
+
+
+# The core's numbers (core/observe/leader_observer.h, the C API's
+# mongoelector_leader_status).
+_STATUS_BY_NUMBER = (LeaderStatus.NONE, LeaderStatus.LEADER, LeaderStatus.PENDING,
+                     LeaderStatus.UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -54,6 +86,13 @@ class LeaderState:
     ``uuid``, ``host``, ``pid`` and ``MongoLeaderElector.fence`` of that term), all None
     when ``has_leader`` is False. ``server_time`` (timezone-aware UTC) is when the lock
     was read, on the server's clock as estimated by this process.
+
+    ``status`` says which case this is (``LeaderStatus``; LEADER exactly when
+    ``has_leader``). ``expires`` (server's clock) is when the lease ends unless
+    renewed: the leader's, a pending hand-over's (a target that never takes it frees the
+    lock then), or, with UNKNOWN, the one that ended unseen; None with NONE.
+    ``handover_uuid``, ``handover_host``, ``handover_pid`` and ``handover_fence`` name the
+    target of a pending hand-over and the token it will lead with (None otherwise).
     """
 
     has_leader: bool
@@ -62,11 +101,30 @@ class LeaderState:
     pid: Optional[int]
     fence: Optional[int]
     server_time: datetime
+    status: LeaderStatus = LeaderStatus.NONE
+    expires: Optional[datetime] = None
+    handover_uuid: Optional[str] = None
+    handover_host: Optional[str] = None
+    handover_pid: Optional[int] = None
+    handover_fence: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        # A leader means LEADER (the default NONE of a state built with has_leader only).
+        status = LeaderStatus.LEADER if self.has_leader else LeaderStatus(self.status)
+        object.__setattr__(self, "status", status)
+
+    @classmethod
+    def _from_native(cls, item: Tuple[Any, ...]) -> LeaderState:
+        fields = list(item)
+        fields[6] = _STATUS_BY_NUMBER[fields[6]]
+        return cls(*fields)
 
     def same_leader(self, other: LeaderState) -> bool:
-        """Whether both name the same term (or both no leader), whenever observed."""
-        return (self.has_leader, self.uuid, self.fence) == (other.has_leader, other.uuid,
-                                                            other.fence)
+        """Whether both name the same term (or both no leader, or both the same pending
+        hand-over), whenever observed."""
+        return ((self.status, self.uuid, self.fence, self.handover_uuid, self.handover_fence)
+                == (other.status, other.uuid, other.fence, other.handover_uuid,
+                    other.handover_fence))
 
 
 _Waiter = Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
@@ -195,7 +253,7 @@ class LeaderObserver:
         item = self._core.next(seconds)
         if item is None and self.closed:
             raise ClosedError(f"LeaderObserver {self.key!r} is closed")
-        return None if item is None else LeaderState(*item)
+        return None if item is None else LeaderState._from_native(item)
 
     def __iter__(self: _O) -> _O:
         return self
@@ -204,7 +262,7 @@ class LeaderObserver:
         item = self._core.next(None)  # None only once closed
         if item is None:
             raise StopIteration
-        return LeaderState(*item)
+        return LeaderState._from_native(item)
 
     def __aiter__(self: _O) -> _O:
         return self
@@ -227,7 +285,7 @@ class LeaderObserver:
                     self._waker.discard(fut)
             if item is None:
                 raise StopAsyncIteration
-            return LeaderState(*item)
+            return LeaderState._from_native(item)
 
     def close(self) -> None:
         """Ends the stream: a blocked ``for`` loop or ``async for`` ends (``get()``

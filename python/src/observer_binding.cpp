@@ -84,11 +84,18 @@ struct ChangeQueue {
   }
 };
 
+// The fields of observer.py's LeaderState, in order; None where a field does not apply.
 py::object state_tuple(const me::LeaderState& s) {
-  if (!s.has_leader)
-    return py::make_tuple(false, py::none(), py::none(), py::none(), py::none(),
-                          datetime_from_ms(s.server_time_ms));
-  return py::make_tuple(true, s.uuid, s.host, s.pid, s.fence, datetime_from_ms(s.server_time_ms));
+  const auto or_none = [](bool present, auto value) -> py::object {
+    return present ? py::cast(value) : py::none();
+  };
+  const bool pending = s.status == me::LeaderStatus::kPending;
+  return py::make_tuple(s.has_leader, or_none(s.has_leader, s.uuid), or_none(s.has_leader, s.host),
+                        or_none(s.has_leader, s.pid), or_none(s.has_leader, s.fence),
+                        datetime_from_ms(s.server_time_ms), static_cast<int>(s.status),
+                        s.expire_ms != 0 ? datetime_from_ms(s.expire_ms) : py::none(),
+                        or_none(pending, s.handover_uuid), or_none(pending, s.handover_host),
+                        or_none(pending, s.handover_pid), or_none(pending, s.handover_fence));
 }
 
 class PyLeaderObserver {

@@ -718,17 +718,8 @@ namespace mongoelector_py {
 bool PyMongoStorage::hand_over(const std::string& collection, const HandOver& h) {
   return with_python([&] {
     py::dict filter = renew_filter(h.key, h.from_uuid, h.from_fence, datetime_from_ms(h.now_ms));
-    py::dict set;
-    set["uuid"] = h.to_uuid;
-    set["host"] = h.to_host;
-    set["pid"] = h.to_pid;
-    set["fence"] = h.to_fence;
-    set["ts_created"] = datetime_from_ms(h.now_ms);
-    set["ts_expire"] = datetime_from_ms(h.expire_ms);
-    set["handover_from"] = h.from_uuid;
-    set["handover_fence"] = h.to_fence;
     py::dict update;
-    update["$set"] = set;
+    update["$set"] = to_py(h.fields());
     py::object r = this->collection(collection).attr("update_one")(filter, update);
     return r.attr("matched_count").cast<std::int64_t>() > 0;
   });

@@ -47,6 +47,12 @@ typedef struct event {
   int64_t pid;
   int64_t fence;
   int64_t server_time_ms;
+  int status; /* version 2 */
+  int64_t expire_ms;
+  char handover_uuid[64];
+  char handover_host[256];
+  int64_t handover_pid;
+  int64_t handover_fence;
 } event;
 
 typedef struct recorder {
@@ -73,6 +79,26 @@ static void copy_event(event *e, const mongoelector_leader_state *s) {
   e->pid = s->pid;
   e->fence = s->fence;
   e->server_time_ms = s->server_time_ms;
+  e->status = s->status;
+  e->expire_ms = s->expire_ms;
+  snprintf(e->handover_uuid, sizeof e->handover_uuid, "%s", s->handover_uuid);
+  snprintf(e->handover_host, sizeof e->handover_host, "%s", s->handover_host);
+  e->handover_pid = s->handover_pid;
+  e->handover_fence = s->handover_fence;
+}
+
+/* The version-2 fields agree with the version-1 ones: LEADS exactly when has_leader, a
+ * lease end with LEADS, PENDING and UNKNOWN, the target only with PENDING. */
+static int state_consistent(const mongoelector_leader_state *s) {
+  if (s->handover_uuid == NULL || s->handover_host == NULL) return 0;
+  if ((s->status == MONGOELECTOR_LEADER_LEADS) != (s->has_leader != 0)) return 0;
+  if ((s->status == MONGOELECTOR_LEADER_NONE) != (s->expire_ms == 0)) return 0;
+  if (s->status == MONGOELECTOR_LEADER_PENDING) {
+    return s->handover_uuid[0] != '\0' && s->handover_fence > 0;
+  }
+  return s->status >= MONGOELECTOR_LEADER_NONE && s->status <= MONGOELECTOR_LEADER_UNKNOWN &&
+         s->handover_uuid[0] == '\0' && s->handover_host[0] == '\0' && s->handover_pid == 0 &&
+         s->handover_fence == 0;
 }
 
 static void on_change(const mongoelector_leader_state *s, void *user_data) {
@@ -83,7 +109,8 @@ static void on_change(const mongoelector_leader_state *s, void *user_data) {
   if (r->in_callback) r->bad = 1; /* calls of one observer never overlap */
   r->in_callback = 1;
   if (s == NULL || s->version != MONGOELECTOR_LEADER_STATE_VERSION || s->uuid == NULL ||
-      s->host == NULL || (!s->has_leader && (s->uuid[0] || s->fence))) {
+      s->host == NULL || (!s->has_leader && (s->uuid[0] || s->fence)) ||
+      !state_consistent(s)) {
     r->bad = 1;
   }
   if (r->n < MAX_EVENTS && s != NULL && s->uuid != NULL && s->host != NULL) {
@@ -108,10 +135,11 @@ static int recorded(recorder *r) {
   return n;
 }
 
-/* Waits until the observer reported, at index >= from, the state (has_leader, uuid,
- * fence; uuid NULL/fence 0: any). Returns its index. */
-static int wait_event(recorder *r, int from, int has_leader, const char *uuid, int64_t fence,
-                      double timeout_s) {
+/* Waits until the observer reported, at index >= from, a state of `status` naming uuid
+ * and fence (the leader's, or with PENDING the target's; uuid NULL/fence 0: any).
+ * Returns its index. */
+static int wait_status(recorder *r, int from, int status, const char *uuid, int64_t fence,
+                       double timeout_s) {
   double t0 = now_s();
   for (;;) {
     int i, n;
@@ -119,24 +147,34 @@ static int wait_event(recorder *r, int from, int has_leader, const char *uuid, i
     n = r->n < MAX_EVENTS ? r->n : MAX_EVENTS;
     for (i = from; i < n; ++i) {
       const event *e = &r->ev[i];
-      if (e->has_leader == has_leader && (uuid == NULL || strcmp(e->uuid, uuid) == 0) &&
-          (fence == 0 || e->fence == fence)) {
+      const char *named = status == MONGOELECTOR_LEADER_PENDING ? e->handover_uuid : e->uuid;
+      int64_t token = status == MONGOELECTOR_LEADER_PENDING ? e->handover_fence : e->fence;
+      if (e->status == status && (uuid == NULL || strcmp(named, uuid) == 0) &&
+          (fence == 0 || token == fence)) {
         pthread_mutex_unlock(&r->mu);
         return i;
       }
     }
     pthread_mutex_unlock(&r->mu);
     if (now_s() - t0 > timeout_s) {
-      fprintf(stderr, "no report of has_leader=%d uuid=%s fence=%lld within %.1f s; reports:\n",
-              has_leader, uuid ? uuid : "(any)", (long long)fence, timeout_s);
+      fprintf(stderr, "no report of status=%d uuid=%s fence=%lld within %.1f s; reports:\n",
+              status, uuid ? uuid : "(any)", (long long)fence, timeout_s);
       for (i = 0; i < n; ++i) {
-        fprintf(stderr, "  [%d] has_leader=%d uuid=%s fence=%lld\n", i, r->ev[i].has_leader,
-                r->ev[i].uuid, (long long)r->ev[i].fence);
+        fprintf(stderr, "  [%d] status=%d uuid=%s fence=%lld handover_uuid=%s\n", i,
+                r->ev[i].status, r->ev[i].uuid, (long long)r->ev[i].fence,
+                r->ev[i].handover_uuid);
       }
       CHECK(!"the observer reported the expected state");
     }
     sleep_s(0.01);
   }
+}
+
+/* wait_status with has_leader 1 (LEADS) or 0 (NONE). */
+static int wait_event(recorder *r, int from, int has_leader, const char *uuid, int64_t fence,
+                      double timeout_s) {
+  return wait_status(r, from, has_leader ? MONGOELECTOR_LEADER_LEADS : MONGOELECTOR_LEADER_NONE,
+                     uuid, fence, timeout_s);
 }
 
 /* The contract of every sequence of reports: well-formed calls that never overlap, each
@@ -151,8 +189,9 @@ static void check_sequence(recorder *r) {
     const event *e = &r->ev[i];
     if (i > 0) {
       const event *p = &r->ev[i - 1];
-      CHECK(e->has_leader != p->has_leader || strcmp(e->uuid, p->uuid) != 0 ||
-            e->fence != p->fence);
+      CHECK(e->status != p->status || strcmp(e->uuid, p->uuid) != 0 || e->fence != p->fence ||
+            strcmp(e->handover_uuid, p->handover_uuid) != 0 ||
+            e->handover_fence != p->handover_fence);
     }
     if (e->has_leader) {
       CHECK(e->fence > last_fence);
@@ -344,6 +383,15 @@ static void test_arguments(void) {
   CHECK_OK(mongoelector_observer_read(o, &st));
   CHECK(st.has_leader == 0 && st.uuid != NULL && st.uuid[0] == '\0' && st.host != NULL &&
         st.host[0] == '\0' && st.pid == 0 && st.fence == 0 && st.server_time_ms > 0);
+  CHECK(MONGOELECTOR_LEADER_STATE_VERSION == 2 && st.status == MONGOELECTOR_LEADER_NONE &&
+        st.expire_ms == 0 && st.handover_uuid != NULL && st.handover_uuid[0] == '\0' &&
+        state_consistent(&st));
+  /* A version-1 struct (a program built against it): its fields only, nothing past them. */
+  memset(&st, 0x5a, sizeof st);
+  st.version = 1;
+  CHECK_OK(mongoelector_observer_read(o, &st));
+  CHECK(st.version == 1 && st.has_leader == 0 && st.uuid[0] == '\0' && st.server_time_ms > 0);
+  CHECK(st.status == 0x5a5a5a5a && st.expire_ms == 0x5a5a5a5a5a5a5a5aLL);
   mongoelector_observer_free(o);
   mongoelector_observer_free(NULL);
 
@@ -421,13 +469,19 @@ static void test_observe_handover(mongoelector_client *client, const char *what)
   CHECK(is_leader(&a) == 1 && fence_of(&a) == fa); /* refused calls changed nothing */
 
   /* transfer: A's term ends (its loss callback returned) before the call returns; the
-   * observer sees B next, with the token right after A's, never "nobody" in between; B
-   * leads at its next peek, with the token the observer saw. */
+   * observer sees the hand-over to B pending (nobody leads, B named as the target with
+   * the token right after A's) until B has taken it, then B; B leads at its next peek,
+   * with the token the observer saw. (A poll may miss the pending state when B takes the
+   * hand-over within one interval.) */
   t0 = now_s();
   CHECK_OK(mongoelector_elector_transfer(a.e, b.uuid));
   CHECK(is_leader(&a) == 0 && counter(&a, &a.lost) == 1);
   i_b = wait_event(&r, i_a + 1, 1, b.uuid, 0, 10 * ttl);
-  CHECK(i_b == i_a + 1);
+  CHECK(i_b == i_a + 1 ||
+        (i_b == i_a + 2 && r.ev[i_a + 1].status == MONGOELECTOR_LEADER_PENDING &&
+         strcmp(r.ev[i_a + 1].handover_uuid, b.uuid) == 0 &&
+         r.ev[i_a + 1].handover_fence == fa + 1 && r.ev[i_a + 1].has_leader == 0));
+  CHECK(r.ev[i_b].expire_ms > r.ev[i_b].server_time_ms);
   wait_leader(&b, 1, 10 * ttl);
   took_transfer = now_s() - t0;
   fb = fence_of(&b);
@@ -445,7 +499,8 @@ static void test_observe_handover(mongoelector_client *client, const char *what)
   fa2 = fence_of(&a);
   CHECK(fa2 > fb);
   i_a2 = wait_event(&r, i_b + 1, 1, a.uuid, fa2, 10);
-  CHECK(i_a2 == i_b + 1 || (i_a2 == i_b + 2 && r.ev[i_b + 1].has_leader == 0));
+  CHECK(i_a2 == i_b + 1 ||
+        (i_a2 == i_b + 2 && r.ev[i_b + 1].status == MONGOELECTOR_LEADER_NONE));
   wait_count(&a, &a.led, 2, 10);
   CHECK(is_leader(&b) == 0);
   /* Resigning when not leader: only the hold-off applies. */
@@ -473,7 +528,7 @@ static void test_observe_handover(mongoelector_client *client, const char *what)
 
 /* handover_poll_seconds reaches the elector: with ttl 60 s (default peek 15 s) a target
  * peeking every 0.05 s takes a hand-over at once; a target with peeks off (0) has not
- * taken it a while later, although the observer already names it. */
+ * taken it a while later: the observer shows it as the pending target, not as leader. */
 static void test_handover_poll_option(mongoelector_client *client, const char *what) {
   const double ttl = 60;
   char key[128];
@@ -501,15 +556,71 @@ static void test_handover_poll_option(mongoelector_client *client, const char *w
   CHECK_OK(mongoelector_observer_new(client, key, NULL, NULL, NULL, &o));
   st.version = MONGOELECTOR_LEADER_STATE_VERSION;
   CHECK_OK(mongoelector_observer_read(o, &st));
-  CHECK(st.has_leader == 1 && strcmp(st.uuid, off.uuid) == 0 && st.fence == f + 1);
+  CHECK(st.has_leader == 0 && st.status == MONGOELECTOR_LEADER_PENDING && st.uuid[0] == '\0');
+  CHECK(strcmp(st.handover_uuid, off.uuid) == 0 && st.handover_fence == f + 1);
+  CHECK(st.handover_pid == (int64_t)getpid() && st.handover_host[0] != '\0');
+  CHECK(st.expire_ms > st.server_time_ms && st.expire_ms <= st.server_time_ms + 60000);
+  CHECK(state_consistent(&st));
   sleep_s(1.5); /* negative check: without peeks, off wakes only near the lease's end */
   CHECK(is_leader(&off) == 0 && counter(&off, &off.led) == 0);
+  CHECK_OK(mongoelector_observer_read(o, &st));
+  CHECK(st.status == MONGOELECTOR_LEADER_PENDING); /* still not taken */
   mongoelector_observer_free(o);
   node_free(&off);
   node_free(&fast);
   node_free(&a);
   printf("  %s: handover_poll_seconds 0.05 took a hand-over in %.0f ms; 0 did not\n", what,
          took * 1000);
+}
+
+/* ---- a lease that ends unseen (fake clock) ---------------------------------------------- */
+
+/* A lock in elector.locks whose holder stops renewing while every read fails: the
+ * observer reports UNKNOWN at the instant its lease ends on the observer's estimate of
+ * the server's clock (no read needed), carrying that end; reads back, nobody leads. */
+static void test_unknown_on_fake_clock(void) {
+  char name[128], uri[160];
+  mongoelector_fake_clock *fc = NULL;
+  mongoelector_client *client = NULL;
+  mongoelector_locker_config lc;
+  mongoelector_locker *l = NULL;
+  mongoelector_observer *o;
+  recorder r;
+  int64_t wall = 0, expire;
+
+  unique_key(name, sizeof name, "observe-unknown");
+  snprintf(uri, sizeof uri, "memory://%s", name);
+  CHECK_OK(mongoelector_fake_clock_new((int64_t)1700000000000LL, 0, &fc));
+  CHECK_OK(mongoelector_fake_clock_attach(fc, uri));
+  CHECK_OK(mongoelector_client_new(uri, "", &client));
+  CHECK_OK(mongoelector_locker_config_init(&lc, MONGOELECTOR_LOCKER_CONFIG_VERSION));
+  lc.collection = "elector.locks";
+  lc.ttl_seconds = 5;
+  CHECK_OK(mongoelector_locker_new_with(client, "svc", &lc, &l));
+  CHECK_OK(mongoelector_locker_acquire(l, 0, -1, 0.25, 0, NULL));
+  recorder_init(&r);
+  o = observer_new(client, "svc", &r);
+  CHECK_OK(mongoelector_fake_clock_settle(fc));
+  CHECK(recorded(&r) == 1 && r.ev[0].status == MONGOELECTOR_LEADER_LEADS);
+  expire = r.ev[0].expire_ms;
+  CHECK_OK(mongoelector_fake_clock_now(fc, &wall, NULL));
+  CHECK(expire > wall && expire <= wall + 5000);
+  CHECK_OK(mongoelector_memory_set_unavailable(uri, 1));
+  CHECK_OK(mongoelector_fake_clock_advance(fc, expire - wall - 100));
+  CHECK(recorded(&r) == 1); /* the lease still runs: nothing to say */
+  CHECK_OK(mongoelector_fake_clock_advance(fc, 200));
+  CHECK(recorded(&r) == 2);
+  CHECK(r.ev[1].status == MONGOELECTOR_LEADER_UNKNOWN && r.ev[1].has_leader == 0 &&
+        r.ev[1].expire_ms == expire && r.ev[1].uuid[0] == '\0');
+  CHECK_OK(mongoelector_memory_set_unavailable(uri, 0));
+  CHECK_OK(mongoelector_fake_clock_advance(fc, 1000));
+  CHECK(recorded(&r) == 3 && r.ev[2].status == MONGOELECTOR_LEADER_NONE);
+  mongoelector_observer_free(o);
+  check_sequence(&r);
+  mongoelector_locker_free(l);
+  mongoelector_client_free(client);
+  mongoelector_fake_clock_free(fc);
+  printf("  memory:// on a fake clock: leader -> unknown (reads failing, lease ended) -> nobody\n");
 }
 
 /* ---- freeing ---------------------------------------------------------------------------- */
@@ -584,6 +695,7 @@ int main(int argc, char **argv) {
 
   if (offline) {
     test_arguments();
+    test_unknown_on_fake_clock();
     unique_key(name, sizeof name, "observe");
     snprintf(mem, sizeof mem, "memory://%s", name);
     CHECK_OK(mongoelector_client_new(mem, "", &client));

@@ -11,6 +11,7 @@ asserted is the order and content of what was observed.
 """
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,8 +25,8 @@ from conftest import make_backend
 from test_handover import TTL, Cluster
 
 import mongoelector
-from mongoelector import (ClosedError, LeaderObserver, LeaderState, MongoLeaderElector,
-                          observe, testing)
+from mongoelector import (ClosedError, LeaderObserver, LeaderState, LeaderStatus,
+                          MongoLeaderElector, observe, testing)
 from mongoelector.aio import AsyncMongoLeaderElector
 
 WAIT = 20.0  # generous: nothing here should take more than a few seconds
@@ -57,6 +58,24 @@ def wait_for(pred, timeout=WAIT, what="condition"):
 def assert_no_leader(state):
     assert state.has_leader is False
     assert (state.uuid, state.host, state.pid, state.fence) == (None, None, None, None)
+    assert state.status is LeaderStatus.NONE and state.expires is None
+    assert state.handover_uuid is None and state.handover_fence is None
+
+
+def next_after_handover(changes, target, fence):
+    """The state after a transfer() to `target`: the hand-over pending (nobody leads, the
+    target named with the next token) until the target has taken it, then the target.
+    A poll may miss the pending state when the target takes it within one interval."""
+    state = next_state(changes)
+    if state.status is LeaderStatus.PENDING:
+        assert state.has_leader is False and state.uuid is None, state
+        assert (state.handover_uuid, state.handover_fence) == (target, fence), state
+        assert state.handover_host and state.handover_pid, state
+        assert state.expires > state.server_time, state
+        state = next_state(changes)
+    assert state.status is LeaderStatus.LEADER, state
+    assert state.expires > state.server_time and state.handover_uuid is None, state
+    return state
 
 
 def uuid_of(elector):
@@ -108,7 +127,7 @@ def test_observer_sees_leader_transfer_resign_and_no_leader(hdb):
             b.start()
             to = wait_member(a, b)
             a.transfer(to)
-            s_b = next_state(changes)
+            s_b = next_after_handover(changes, to, s_a.fence + 1)
             assert s_b.has_leader and s_b.uuid == to and s_b.fence == s_a.fence + 1
             wait_for(lambda: b.is_leader, what="B to take the hand-over")
             assert b.fence == s_b.fence and not a.is_leader
@@ -362,10 +381,82 @@ def test_leader_state_is_a_frozen_value():
         s = next_state(changes)
     with pytest.raises(AttributeError):
         s.has_leader = True
+    # Built from the first six fields (code written before the others existed): equal.
     assert s == LeaderState(*[getattr(s, f) for f in
                               ("has_leader", "uuid", "host", "pid", "fence", "server_time")])
     assert s.same_leader(LeaderState(False, None, None, None, None, s.server_time))
     assert s.server_time.tzinfo is not None
+    assert LeaderState(True, "u", "h", 1, 2, s.server_time).status is LeaderStatus.LEADER
+    pending = LeaderState(False, None, None, None, None, s.server_time, "pending",
+                          handover_uuid="u", handover_fence=3)
+    assert pending.status is LeaderStatus.PENDING and pending.status == "pending"
+    assert not pending.same_leader(s)
+    assert not pending.same_leader(LeaderState(False, None, None, None, None, s.server_time,
+                                               LeaderStatus.PENDING, handover_uuid="u",
+                                               handover_fence=4))
+
+
+@contextlib.contextmanager
+def a_leads_on_a_fake_clock(key):
+    """A fake clock, a memory:// backend on it, elector A (ttl 5) leading `key` and an
+    observer that has reported it: yields (clock, db, a, changes, the state naming A)."""
+    clock = testing.FakeClock()
+    db = testing.memory_uri(clock=clock)
+    a = elector(db, key, ttl=5, handover_poll=0.5)
+    try:
+        with observe(db, key, interval=0.05) as changes:
+            assert_no_leader(next_state(changes))
+            a.start()
+            clock.advance(0.1)
+            led = next_state(changes)
+            assert led.status is LeaderStatus.LEADER and led.uuid == uuid_of(a)
+            assert led.expires is not None
+            yield clock, db, a, changes, led
+    finally:
+        a.close()
+
+
+def test_a_transfer_to_a_dead_target_is_pending_never_a_leader():
+    """The target never takes the hand-over (its process is gone): the observer shows the
+    hand-over pending, never the target leading, then nobody once it expires."""
+    with a_leads_on_a_fake_clock("dead") as (clock, db, a, changes, led):
+        b = elector(db, "dead", ttl=5, handover_poll=0.5)
+        b.start()
+        clock.advance(0.1)
+        to = uuid_of(b)
+        b.close()  # a follower: nothing to release; its status document stays
+        a.transfer(to)
+        clock.advance(0.1)
+        handed = next_state(changes)
+        assert handed.status is LeaderStatus.PENDING and not handed.has_leader
+        assert (handed.handover_uuid, handed.handover_fence) == (to, led.fence + 1)
+        clock.advance(4.0)
+        assert changes.get(0.2) is None, "still pending"
+        clock.advance(1.5)
+        gone = next_state(changes)
+        assert gone.status in (LeaderStatus.NONE, LeaderStatus.LEADER), gone
+        assert gone.uuid != to
+
+
+def test_unknown_once_the_lease_ends_while_reads_fail():
+    """The database stops answering: the observer says "unknown" at the instant the
+    leader's lease ends on its estimate (no read needed), carrying that end; once the
+    database answers again, the state after it."""
+    with a_leads_on_a_fake_clock("svc") as (clock, db, a, changes, led):
+        with testing.unavailable(db):
+            # The leader cannot renew either: its lease ends where the observer last saw
+            # it end.
+            left = led.expires.timestamp() - clock.time()
+            assert 0 < left <= 5
+            clock.advance(left - 0.1)
+            assert changes.get(0.2) is None, "the lease still runs"
+            clock.advance(0.2)
+            gone = next_state(changes)
+            assert gone.status is LeaderStatus.UNKNOWN and gone.has_leader is False
+            assert gone.uuid is None and gone.expires == led.expires
+            a.stop()  # its release fails: the lock stays, expired
+        clock.advance(1.0)
+        assert_no_leader(next_state(changes))
 
 
 FORK_SCRIPT = textwrap.dedent(r"""
@@ -537,7 +628,7 @@ def test_observer_follows_electors_in_other_processes(server_db):
 
             target = next(n for n in c.procs if n != old)
             c.procs[old].send("transfer " + c.procs[target].uuid)
-            moved = next_state(changes)
+            moved = next_after_handover(changes, c.procs[target].uuid, first.fence + 1)
             assert moved.has_leader and uuids[moved.uuid] == target
             assert moved.fence == first.fence + 1
             c.wait(lambda e: e["ev"] == "leader" and e["who"] == target)
@@ -573,7 +664,7 @@ def test_sqlite_transfer_and_resign_between_processes(tmp_path):
             c.procs[old].send("transfer " + c.procs[target].uuid)
             new = c.wait(lambda e: e["ev"] in ("leader", "error"))
             assert new["ev"] == "leader" and new["who"] == target, new
-            moved = next_state(changes)
+            moved = next_after_handover(changes, c.procs[target].uuid, first.fence + 1)
             assert moved.uuid == c.procs[target].uuid and moved.fence == first.fence + 1
 
             c.procs[target].send(f"resign {3 * TTL}")
@@ -587,5 +678,5 @@ def test_sqlite_transfer_and_resign_between_processes(tmp_path):
 
 def test_package_exports():
     assert mongoelector.observe is observe
-    for name in ("observe", "LeaderObserver", "LeaderState"):
+    for name in ("observe", "LeaderObserver", "LeaderState", "LeaderStatus"):
         assert name in mongoelector.__all__

@@ -25,7 +25,7 @@ from pymongo.database import Database
 
 import mongoelector
 from mongoelector import (AcquireTimeout, Client, ClosedError, ClusterDetail, LeaseLost,
-                          LeaderObserver, LeaderState, LockerStatus, LockExists,
+                          LeaderObserver, LeaderState, LeaderStatus, LockerStatus, LockExists,
                           MongoElectorError, MongoLeaderElector, MongoLocker, NodeStatus,
                           StorageUnavailable, lease, observe)
 from mongoelector.lease import Lease
@@ -162,6 +162,11 @@ def use_observer(db: Database[Dict[str, Any]], uri: str) -> None:
             fence: Optional[int] = state.fence
             print("observed", first.has_leader, state.uuid, state.host, state.pid, fence,
                   state.server_time.isoformat())
+            until: Optional[datetime] = state.expires
+            status: LeaderStatus = state.status
+            target: Optional[str] = state.handover_uuid
+            print("lease until", until, status.value, status == "leader", target,
+                  state.handover_host, state.handover_pid, state.handover_fence)
         elector.stop()
 
     async def watch() -> List[LeaderState]:

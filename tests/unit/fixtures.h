@@ -8,6 +8,7 @@
 #include <string>
 
 #include "clock.h"
+#include "election/elector.h"
 #include "locker.h"
 #include "storage/memory_storage.h"
 
@@ -29,6 +30,18 @@ class CoreTest : public ::testing::Test {
     o.ttl_s = ttl_s;
     return std::make_unique<Locker>(storage, o, clock,
                                     Identity{"uuid-" + name, "host-" + name, 100});
+  }
+
+  // An elector of `key` (collections as by default) named after `name`: uuid-NAME,
+  // host-NAME, pid 7.
+  std::unique_ptr<Elector> make_elector(const std::string& name, double ttl_s = 8,
+                                        ElectorCallbacks callbacks = {},
+                                        const std::string& key = "svc") {
+    ElectorOptions o;
+    o.key = key;
+    o.ttl_s = ttl_s;
+    return std::make_unique<Elector>(storage, o, std::move(callbacks), clock,
+                                     Identity{"uuid-" + name, "host-" + name, 7});
   }
 
   std::shared_ptr<FakeClock> clock;

@@ -19,9 +19,6 @@ namespace {
 class HandoverTest : public CoreTest {
  protected:
   std::unique_ptr<Elector> make(const std::string& name, double ttl_s = 8) {
-    ElectorOptions o;
-    o.key = "svc";
-    o.ttl_s = ttl_s;
     ElectorCallbacks cb;
     cb.on_leader = [this, name] { events.push_back(name + ":leader"); };
     cb.on_leader_loss = [this, name] {
@@ -30,8 +27,7 @@ class HandoverTest : public CoreTest {
       auto doc = storage->read("elector.locks", "svc");
       loss_saw_holder.push_back(doc ? doc->uuid : "");
     };
-    return std::make_unique<Elector>(storage, o, cb, clock,
-                                     Identity{"uuid-" + name, "host-" + name, 7});
+    return make_elector(name, ttl_s, cb);
   }
 
   // At most one leader; returns it (or nullptr).
@@ -236,6 +232,56 @@ TEST_F(HandoverTest, AHandOverIsTakenOnlyOnce) {
   EXPECT_EQ(l, a.get());
 }
 
+// A hand-over whose reply is lost may still land at the server later. If the old leader
+// took its stranded hold back in between (same uuid, same fence), that late hand-over
+// would move the NEW term to the target, which would lead while the old leader still
+// believes it does until its next renewal fails. A hand-over of unknown outcome leaves
+// the hold in doubt: released fenced, never retaken.
+TEST_F(HandoverTest, ALateHandOverNeverMovesATermTheOldLeaderTookBack) {
+  auto a = make("a");
+  auto b = make("b");
+  std::vector<Elector*> es{a.get(), b.get()};
+  a->poll();
+  b->poll();
+  clock->advance(1000);
+  ASSERT_TRUE(a->is_leader());
+  const std::int64_t fence_a = *a->leader_fence();
+  storage->stall_next("hand_over");  // fails at the client, lands when the test says so
+  EXPECT_THROW(a->transfer("uuid-b"), StorageUnavailable);
+  EXPECT_FALSE(a->is_leader());
+  a->poll();  // the next poll: the hold must not be taken back with its fence
+  EXPECT_NE(a->leader_fence().value_or(0), fence_a) << "the hold was taken back with its fence";
+  ASSERT_EQ(storage->land_stalled(), 1);  // the late hand-over reaches the server
+  // Every poll of both, in order, for 20 s: never two leaders (one_leader checks).
+  run_until(es, clock->mono_ms() + 20000);
+  // Somebody leads in the end, on a token above the old term's.
+  Elector* l = one_leader(es);
+  ASSERT_NE(l, nullptr);
+  EXPECT_GT(*l->leader_fence(), fence_a);
+}
+
+// The same loss with the late hand-over landing before the old leader's next poll: the
+// target takes over, the old leader never leads again on the handed-over term.
+TEST_F(HandoverTest, AHandOverLandingLateBeforeThePollMakesTheTargetLead) {
+  auto a = make("a");
+  auto b = make("b");
+  std::vector<Elector*> es{a.get(), b.get()};
+  a->poll();
+  b->poll();
+  const std::int64_t fence_a = *a->leader_fence();
+  storage->stall_next("hand_over");
+  EXPECT_THROW(a->transfer("uuid-b"), StorageUnavailable);
+  ASSERT_EQ(storage->land_stalled(), 1);
+  a->poll();
+  EXPECT_FALSE(a->is_leader());
+  auto [l, at] = run_until(es, clock->mono_ms() + 5000);
+  ASSERT_EQ(l, b.get());
+  EXPECT_EQ(*b->leader_fence(), fence_a + 1);
+  run_until(es, clock->mono_ms() + 20000);
+  EXPECT_TRUE(b->is_leader());
+  EXPECT_FALSE(a->is_leader());
+}
+
 }  // namespace
 
 #include "observe/leader_observer.h"
@@ -260,11 +306,19 @@ TEST_F(HandoverTest, ObserverReportsEveryChangeIncludingNoLeader) {
   EXPECT_EQ(led->uuid, "uuid-a");
   EXPECT_EQ(led->host, "host-a");
   a->transfer("uuid-b");
-  auto handed = obs.poll();  // b has not renewed yet, but the lock names it
+  auto handed = obs.poll();  // b has not renewed yet: pending, nobody leads
   ASSERT_TRUE(handed);
-  EXPECT_EQ(handed->uuid, "uuid-b");
-  EXPECT_EQ(handed->fence, led->fence + 1);
+  EXPECT_FALSE(handed->has_leader);
+  EXPECT_EQ(handed->status, LeaderStatus::kPending);
+  EXPECT_EQ(handed->handover_uuid, "uuid-b");
+  EXPECT_EQ(handed->handover_fence, led->fence + 1);
   clock->advance(b->next_poll_mono() - clock->mono_ms());
+  b->poll();
+  auto took = obs.poll();
+  ASSERT_TRUE(took) << "b took the hand-over";
+  EXPECT_EQ(took->uuid, "uuid-b");
+  EXPECT_EQ(took->fence, led->fence + 1);
+  clock->advance(3000);
   b->poll();
   EXPECT_FALSE(obs.poll()) << "b's renewal is the same leadership";
   b->resign();

@@ -298,7 +298,13 @@ pub struct mongoelector_elector_config {
 /// Since 1.1: who leads a key, filled by the library (in a callback: valid only during
 /// the call; from mongoelector_observer_read: strings valid until the next read on the
 /// calling thread).
-pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 1;
+pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 2;
+/// Since 1.1 (leader state version 2): what the observer can tell.
+pub type mongoelector_leader_status = c_int;
+pub const MONGOELECTOR_LEADER_NONE: mongoelector_leader_status = 0;
+pub const MONGOELECTOR_LEADER_LEADS: mongoelector_leader_status = 1;
+pub const MONGOELECTOR_LEADER_PENDING: mongoelector_leader_status = 2;
+pub const MONGOELECTOR_LEADER_UNKNOWN: mongoelector_leader_status = 3;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct mongoelector_leader_state {
@@ -309,6 +315,15 @@ pub struct mongoelector_leader_state {
     pub pid: i64,
     pub fence: i64,
     pub server_time_ms: i64,
+    /// Version 2: a `mongoelector_leader_status`.
+    pub status: c_int,
+    /// Version 2: server time (ms) at which the lease ends unless renewed; 0 for NONE.
+    pub expire_ms: i64,
+    /// Version 2: PENDING: the hand-over's target ("" otherwise).
+    pub handover_uuid: *const c_char,
+    pub handover_host: *const c_char,
+    pub handover_pid: i64,
+    pub handover_fence: i64,
 }
 /// Since 1.1: runs on the observer's own thread at each change of leader.
 pub type mongoelector_leader_change_fn =

@@ -76,7 +76,9 @@ pub use error::{Error, ErrorDetail, ErrorKind, Result};
 pub use lease::LeaseGuard;
 pub use locker::{AcquireOptions, LockGuard, LockInfo, Locker, LockerBuilder};
 pub use mongoelector_sys as sys;
-pub use observer::{Leader, LeaderObserver, LeaderObserverBuilder, LeaderState, LeaderStates};
+pub use observer::{
+    Leader, LeaderObserver, LeaderObserverBuilder, LeaderState, LeaderStates, LeaderStatus,
+};
 pub use semaphore::{Semaphore, SemaphoreBuilder, SemaphoreGuard, SemaphoreHolder};
 pub use stats::{stats, AcquireCounts, LatencyHistogram, Stats};
 pub use status::{ClusterDetail, LeaderInfo, NodeStatus, Timestamp};

@@ -25,14 +25,44 @@ pub struct Leader {
     pub fence: i64,
 }
 
+/// What a [`LeaderObserver`] can tell about an elector key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum LeaderStatus {
+    /// Nobody leads: the lock is absent, released or expired.
+    NoLeader,
+    /// [`LeaderState::leader`] leads.
+    Leads,
+    /// A [`transfer`](crate::Elector::transfer) to [`LeaderState::handover_to`] is
+    /// written and the target has not taken it yet (it leads only after a renewal of its
+    /// own): nobody leads.
+    HandoverPending,
+    /// The observer's reads fail and the lease it last saw has ended on its estimate of
+    /// the server's clock: it cannot tell who leads.
+    Unknown,
+}
+
 /// Who leads an elector key: `leader` is `None` when nobody does (the lock absent,
-/// released or expired on the server's clock).
+/// released or expired on the server's clock, a hand-over pending, or the observer
+/// cannot tell: see `status`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LeaderState {
     pub leader: Option<Leader>,
     /// When it was read, on the server's clock (the library's estimate of it).
     pub observed_at: Timestamp,
+    /// Which of the cases above this is.
+    pub status: LeaderStatus,
+    /// When the lease ends unless renewed, on the server's clock: the leader's
+    /// ([`Leads`](LeaderStatus::Leads)), the hand-over's
+    /// ([`HandoverPending`](LeaderStatus::HandoverPending): a target that never takes it
+    /// frees the lock then), the one that ended unseen ([`Unknown`](LeaderStatus::Unknown));
+    /// `None` for [`NoLeader`](LeaderStatus::NoLeader). A leader is reported only while
+    /// its lease surely runs on the observer's estimate.
+    pub expires_at: Option<Timestamp>,
+    /// The target of a pending hand-over, with the token it will lead with
+    /// ([`HandoverPending`](LeaderStatus::HandoverPending) only).
+    pub handover_to: Option<Leader>,
 }
 
 impl LeaderState {
@@ -52,9 +82,15 @@ impl LeaderState {
     }
 
     /// # Safety
-    /// `s` is a state filled by the library whose strings are still valid.
+    /// `s` is a state filled by the library (version 2) whose strings are still valid.
     unsafe fn from_c(s: &sys::mongoelector_leader_state) -> LeaderState {
         let text = |p: *const c_char| CStr::from_ptr(p).to_string_lossy().into_owned();
+        let status = match s.status {
+            sys::MONGOELECTOR_LEADER_LEADS => LeaderStatus::Leads,
+            sys::MONGOELECTOR_LEADER_PENDING => LeaderStatus::HandoverPending,
+            sys::MONGOELECTOR_LEADER_UNKNOWN => LeaderStatus::Unknown,
+            _ => LeaderStatus::NoLeader,
+        };
         LeaderState {
             leader: (s.has_leader != 0).then(|| Leader {
                 uuid: text(s.uuid),
@@ -63,6 +99,14 @@ impl LeaderState {
                 fence: s.fence,
             }),
             observed_at: Timestamp::from_millis(s.server_time_ms),
+            status,
+            expires_at: (s.expire_ms != 0).then(|| Timestamp::from_millis(s.expire_ms)),
+            handover_to: (status == LeaderStatus::HandoverPending).then(|| Leader {
+                uuid: text(s.handover_uuid),
+                host: text(s.handover_host),
+                pid: s.handover_pid,
+                fence: s.handover_fence,
+            }),
         }
     }
 }
@@ -184,12 +228,19 @@ unsafe impl Sync for Handle {}
 /// The stream ends after [`close`](Self::close) (from any thread: it unblocks a thread
 /// iterating) or when the observer is dropped.
 ///
-/// A change is a new (uuid, fence) or a switch between led and not led: a
-/// [`transfer`](crate::Elector::transfer) always shows (its token is new); a leader that
-/// resigns and wins again between two reads does not. After a transfer the observer
-/// names the target as soon as the hand-over is written; the target's `is_leader`
-/// turns true at its next look (about ttl/4). A read that fails (server unreachable) is
-/// logged and retried at the next interval; it reports nothing.
+/// A change is a new [`status`](LeaderState::status) or a new (uuid, fence) (the
+/// leader's, or a pending hand-over's target's): a
+/// [`transfer`](crate::Elector::transfer) always shows; a leader that resigns and wins
+/// again between two reads does not. After a transfer the observer reports
+/// [`HandoverPending`](LeaderStatus::HandoverPending) (the target in `handover_to`) until
+/// the target has taken the hand-over with its own renewal (its `is_leader` turns true
+/// then, at its next look, about ttl/4), and only then the target as leader; a dead
+/// target stays pending until the hand-over's expiry.
+///
+/// A leader is reported only while its lease surely runs (`expires_at` against the
+/// latest the server's clock can read on the observer's estimate). A read that fails
+/// (server unreachable) is logged and retried at the next interval; it reports nothing,
+/// except [`Unknown`](LeaderStatus::Unknown), at the instant the lease last seen ends.
 ///
 /// `Send + Sync`: share it through an `Arc` to close it from another thread.
 pub struct LeaderObserver {
@@ -215,7 +266,8 @@ impl LeaderObserver {
     }
 
     /// The state now (one round trip), whatever the stream reported: it neither reports
-    /// to the stream nor changes what the next change is compared with. Any thread.
+    /// to the stream nor changes what the next change is compared with. Never
+    /// [`Unknown`](LeaderStatus::Unknown): a failed read is an error. Any thread.
     pub fn read(&self) -> Result<LeaderState> {
         let guard = self.handle.read().unwrap_or_else(|e| e.into_inner());
         let h = guard

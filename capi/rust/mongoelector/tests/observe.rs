@@ -6,7 +6,8 @@
 mod common;
 
 use common::{unique_key, wait_for};
-use mongoelector::{Client, Elector, Error, LeaderObserver, LeaderState};
+use mongoelector::testing::{self, FakeClock};
+use mongoelector::{Client, Elector, Error, LeaderObserver, LeaderState, LeaderStatus, Locker};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::Arc;
@@ -77,6 +78,18 @@ fn assert_leader(s: &LeaderState, uuid: &str, fence: i64) {
     assert_eq!((l.uuid.as_str(), l.fence), (uuid, fence), "{s:?}");
     assert_eq!(l.pid, std::process::id() as i64, "{s:?}");
     assert!(!l.host.is_empty(), "{s:?}");
+    assert_eq!(s.status, LeaderStatus::Leads, "{s:?}");
+    assert!(s.expires_at.unwrap() > s.observed_at, "{s:?}");
+    assert!(s.handover_to.is_none(), "{s:?}");
+}
+
+fn assert_pending(s: &LeaderState, target: &str, fence: i64) {
+    assert_eq!(s.status, LeaderStatus::HandoverPending, "{s:?}");
+    assert!(s.leader.is_none(), "nobody leads while a hand-over is pending: {s:?}");
+    let t = s.handover_to.as_ref().expect("the target");
+    assert_eq!((t.uuid.as_str(), t.fence), (target, fence), "{s:?}");
+    assert_eq!(t.pid, std::process::id() as i64, "{s:?}");
+    assert!(s.expires_at.unwrap() > s.observed_at, "{s:?}");
 }
 
 /// nobody -> A -> (transfer) B -> (resign) A -> (stop) nobody.
@@ -117,12 +130,19 @@ fn transfer_and_resign(c: &Client) {
     ));
     assert!(a.is_leader().unwrap() && a.fence().unwrap() == fa);
 
-    // transfer: A's term ends before the call returns; the next report is B with the
-    // next token (never "nobody" in between); B then leads with that token.
+    // transfer: A's term ends before the call returns; the observer shows the hand-over
+    // to B pending (nobody leads; B named as the target with the next token) until B has
+    // taken it, then B with that token. (A read may miss the pending state when B takes
+    // the hand-over within one interval.)
     a.transfer(&buuid).unwrap();
     assert!(!a.is_leader().unwrap());
     assert_eq!(a_losses.load(Ordering::SeqCst), 1);
-    assert_leader(&next(&o, ttl * 10), &buuid, fa + 1);
+    let mut s = next(&o, ttl * 10);
+    if s.status == LeaderStatus::HandoverPending {
+        assert_pending(&s, &buuid, fa + 1);
+        s = next(&o, ttl * 10);
+    }
+    assert_leader(&s, &buuid, fa + 1);
     assert_eq!(wait_leader(&b, ttl * 10), fa + 1);
 
     // resign for longer than the test: A takes over, newer token ("nobody" may show).
@@ -131,8 +151,9 @@ fn transfer_and_resign(c: &Client) {
     assert_eq!(b_losses.load(Ordering::SeqCst), 1);
     let fa2 = wait_leader(&a, ttl * 10);
     assert!(fa2 > fa + 1, "A's new token {fa2} <= B's {}", fa + 1);
-    let mut s = next(&o, Duration::from_secs(10));
+    s = next(&o, Duration::from_secs(10));
     if !s.has_leader() {
+        assert_eq!(s.status, LeaderStatus::NoLeader, "{s:?}");
         s = next(&o, Duration::from_secs(10));
     }
     assert_leader(&s, &auuid, fa2);
@@ -142,6 +163,7 @@ fn transfer_and_resign(c: &Client) {
     b.stop().unwrap();
     let last = next(&o, ttl * 10);
     assert!(!last.has_leader(), "{last:?}");
+    assert_eq!((last.status, last.expires_at), (LeaderStatus::NoLeader, None));
     assert!(!o.read().unwrap().has_leader());
     o.close();
     assert_eq!(o.recv(), None, "a report after the last change and close()");
@@ -149,7 +171,7 @@ fn transfer_and_resign(c: &Client) {
 
 /// handover_poll reaches the library: with a 60 s ttl (default look every 15 s) a
 /// target looking every 50 ms takes a hand-over at once; with the looks off it has not
-/// taken it a while later, although the lock already names it.
+/// taken it a while later: the observer shows it pending, not leading.
 fn handover_poll(c: &Client) {
     let ttl = Duration::from_secs(60);
     let key = unique_key("peek");
@@ -162,12 +184,50 @@ fn handover_poll(c: &Client) {
     assert_eq!(wait_leader(&fast, Duration::from_secs(5)), fa + 1);
     fast.transfer(&off_uuid).unwrap();
     let o = LeaderObserver::new(c, &key).unwrap();
-    assert_eq!(o.read().unwrap().uuid(), Some(off_uuid.as_str()));
+    assert_pending(&o.read().unwrap(), &off_uuid, fa + 2);
     std::thread::sleep(Duration::from_millis(1500)); // negative check: nothing may happen
     assert!(
         !off.is_leader().unwrap(),
         "a target without looks took over at once"
     );
+    assert_pending(&o.read().unwrap(), &off_uuid, fa + 2);
+}
+
+/// On a fake clock: the holder's lease ends while every read fails; the observer reports
+/// `Unknown` at that instant (no read needed), carrying the lease's end; once the
+/// backend answers again, nobody leads.
+#[test]
+fn observer_reports_unknown_when_the_lease_ends_unseen() {
+    let start = std::time::UNIX_EPOCH + Duration::from_secs(1_893_456_000);
+    let clock = FakeClock::new(start).expect("FakeClock::new");
+    let uri = clock.memory_uri(None).expect("memory_uri");
+    let c = Client::new(&uri, "").expect("Client::new");
+    let l = Locker::builder(&c, "svc")
+        .collection("elector.locks")
+        .ttl(Duration::from_secs(5))
+        .build()
+        .expect("locker");
+    let guard = l.try_acquire().expect("try_acquire");
+    let o = observer(&c, "svc");
+    clock.settle().unwrap();
+    let led = next(&o, Duration::from_secs(10));
+    assert_eq!(led.status, LeaderStatus::Leads, "{led:?}");
+    let end = led.expires_at.expect("the lease's end").as_millis();
+    let now = mongoelector::Timestamp::from_system_time(clock.now()).as_millis();
+    assert!(end > now && end <= now + 5000, "{led:?}");
+    testing::set_unavailable(&uri, true).unwrap();
+    clock.advance(Duration::from_millis((end - now - 100) as u64)).unwrap();
+    assert!(o.try_recv().is_err(), "a report while the lease still runs");
+    clock.advance(Duration::from_millis(200)).unwrap();
+    let gone = next(&o, Duration::from_secs(10));
+    assert_eq!(gone.status, LeaderStatus::Unknown, "{gone:?}");
+    assert!(gone.leader.is_none() && gone.handover_to.is_none(), "{gone:?}");
+    assert_eq!(gone.expires_at, led.expires_at);
+    testing::set_unavailable(&uri, false).unwrap();
+    clock.advance(Duration::from_secs(1)).unwrap();
+    assert_eq!(next(&o, Duration::from_secs(10)).status, LeaderStatus::NoLeader);
+    o.close();
+    drop(guard);
 }
 
 /// Runs `f` on memory:// and, when MONGOELECTOR_TEST_URI is set, on the server.
