@@ -353,8 +353,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_cancel(mongoelector_loc
 MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_locker *locker,
                                                                  int force);
 /* Since 1.1. Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this locker's
- * hold but keeps the lock TAKEN until min_hold_seconds after it was acquired (on the
- * server's clock), so that no node runs the same job again within that time even if this
+ * hold but keeps the lock TAKEN until at least min_hold_seconds after it was acquired (on
+ * the server's clock; never early, late by at most a round trip and the clock estimate's
+ * uncertainty), so that no node runs the same job again within that time even if this
  * run finished sooner. Past that point it is a plain release. *frees_at_ms_out (may be
  * NULL): server time (ms since the epoch) at which the lock frees, 0 when it was released
  * now or nothing was held. INVALID_ARGUMENT (hold kept) unless min_hold_seconds is a
@@ -366,8 +367,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(mongoe
  * this locker's key. Windows are aligned on the server's clock (start = floor(server now /
  * window) * window, ms since the epoch), so every node agrees on them whatever its own
  * clock says. The first claim of a window wins it (a marker lock "<key>@window:<start>" in
- * the locker's collection, kept until the window ends); every later claim in that window,
- * from any node, gets *claimed_out = 0. On a win *claimed_out = 1 and
+ * the locker's collection, kept until the window ends exactly); every later claim in that
+ * window, from any node, gets *claimed_out = 0, as does a claim within the server-time
+ * estimate's uncertainty of the window's end (the window may be over). On a win *claimed_out = 1 and
  * *window_start_ms_out (may be NULL) = the window's start (else 0). Independent of the
  * key's own lock: take the lock first, then claim, to get "skip if running" as well.
  * INVALID_ARGUMENT unless 0.001 <= window_seconds <= 1e9. Any thread. */

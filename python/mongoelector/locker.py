@@ -407,10 +407,11 @@ class MongoLocker:
         """Release the lock. If force=True, release regardless of ownership.
 
         ``min_hold`` (seconds; scheduler semantics, ShedLock's lockAtLeastFor): let go of
-        the hold but keep the lock TAKEN until ``min_hold`` seconds after it was acquired,
-        on the server's clock, so that no node runs the same job again within that time
-        even if this run ended sooner. Returns the (UTC) time at which the lock frees, or
-        None when it was released now (past ``min_hold``, or nothing was held)."""
+        the hold but keep the lock TAKEN until at least ``min_hold`` seconds after it was
+        acquired, on the server's clock (never early; late by at most a round trip and the
+        clock estimate's uncertainty), so that no node runs the same job again within that
+        time even if this run ended sooner. Returns the (UTC) time at which the lock frees,
+        or None when it was released now (surely past ``min_hold``, or nothing was held)."""
         if min_hold is None:
             self._core.release(bool(force))
             return None
@@ -426,8 +427,9 @@ class MongoLocker:
         node. Windows are aligned on the server's clock (an hour window starts on the hour),
         so every node agrees on them whatever its own clock says. Independent of the lock
         itself: acquire first, then claim, to also skip while a run is going on. The claim
-        is a marker document ``"<key>@window:<start ms>"`` that expires when the window
-        ends."""
+        is a marker document ``"<key>@window:<start ms>"`` that expires exactly when the
+        window ends. Also None within the server-time estimate's uncertainty of the
+        window's end (a few ms on a LAN), when the window may already be over."""
         if isinstance(window, bool) or not isinstance(window, (int, float)):
             raise TypeError(f"window must be a number of seconds, not {type(window).__name__}")
         return self._core.claim_window(float(window))
