@@ -335,12 +335,13 @@ t_grace_rule() {  # a --grace that lets CMD outlive the lease is refused, naming
   "$BIN" elect --help | grep -q "ttl/20" || fail "elect --help does not state the rule"
 }
 
-t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD stopped before the lease can expire
+t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD, even one ignoring SIGTERM, dead before the lease can expire
   [[ -n "$SERVER_PID" ]] || { echo "    (needs a server started by testserver.sh: java)"; exit 77; }
   local key="frozen-$RANDOM" ttl=6
   export OUT="$T/frozen.out"; : >"$OUT"
-  "$BIN" run "$key" --ttl $ttl --grace 0.2 -- bash -c \
-    "trap 'date +%s%3N >>\"\$OUT\"; exit 0' TERM; echo ready >>\"\$OUT\"; sleep 1000 & wait" 2>"$T/e" &
+  # Default --grace. CMD notes SIGTERM and goes on; it logs the time (us) every 10 ms.
+  "$BIN" run "$key" --ttl $ttl -- bash -c \
+    'trap "echo term \${EPOCHREALTIME/./} >>\"\$OUT\"" TERM; echo ready >>"$OUT"; while :; do echo "tick ${EPOCHREALTIME/./}" >>"$OUT"; sleep 0.01; done' 2>"$T/e" &
   local pid=$!
   wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start"
   # Freeze just after a renewal (its expiry then is the lease's last word: no renewal can
@@ -360,9 +361,13 @@ t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD stopped before the leas
   exit_code "$pid" $((ttl + 5)); local rc=$RC
   kill -CONT "$SERVER_PID"
   [[ $rc == 70 ]] || fail "exit $rc: $(cat "$T/e")"
-  local t_term; t_term=$(tail -n1 "$OUT")
-  (( t_term < expire )) || fail "CMD stopped at $t_term, after the lease's expiry $expire"
-  echo "    server frozen: CMD got SIGTERM $(( t_term - t_freeze )) ms after the freeze, $(( expire - t_term )) ms before the lease could expire (ttl $ttl s)"
+  local t_term last_tick
+  t_term=$(awk '/^term /{print substr($2, 1, length($2) - 3); exit}' "$OUT")  # us -> ms
+  last_tick=$(awk '/^tick /{t=$2} END{print substr(t, 1, length(t) - 3)}' "$OUT")
+  [[ -n "$t_term" ]] || fail "CMD got no SIGTERM: $(cat "$T/e")"
+  (( t_term < expire )) || fail "SIGTERM at $t_term, after the lease's expiry $expire"
+  (( last_tick < expire )) || fail "CMD ran until $last_tick, $(( last_tick - expire )) ms past the lease's expiry $expire"
+  echo "    server frozen: CMD got SIGTERM $(( t_term - t_freeze )) ms after the freeze, $(( expire - t_term )) ms before the lease could expire; ignoring it, it was dead $(( expire - last_tick )) ms before (ttl $ttl s)"
 }
 
 t_elect_failover() {  # kill -9 of the leading `elect`: its CMD stops, the other leads
