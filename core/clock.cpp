@@ -82,7 +82,7 @@ bool FakeClock::wait_until(std::unique_lock<std::mutex>& lk, std::condition_vari
   }
   // The caller's mutex is released while timers run: they may need it.
   lk.unlock();
-  timer_.run_due(now);
+  run_due(now);
   lk.lock();
   return false;
 }
@@ -103,7 +103,12 @@ void FakeClock::advance(std::int64_t ms) {
     }
     now = mono_;
   }
-  timer_.run_due(now);  // outside mu_: tasks read the clock
+  run_due(now);  // outside mu_: tasks read the clock
+}
+
+void FakeClock::run_due(std::int64_t now) {
+  timer_.run_due(now);
+  dispatcher_.run_pending();
 }
 
 void FakeClock::jump_wall(std::int64_t ms) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "callback_dispatcher.h"
 #include "deadline_timer.h"
 
 namespace mongoelector {
@@ -33,6 +34,9 @@ class Clock {
   virtual void sleep_ms(std::int64_t ms) = 0;
   // Timers on this clock's mono time. Default: the process-wide steady-clock timer.
   virtual DeadlineTimer& timer() { return system_deadline_timer(); }
+  // Where user callbacks announced by those timers run (callback_dispatcher.h): never on
+  // the timer's thread. Default: the process-wide dispatcher.
+  virtual CallbackDispatcher& dispatcher() { return system_callback_dispatcher(); }
   // Locks `m` unless that would take past `deadline_mono_ms`; false if it did not.
   // Default: std::timed_mutex::try_lock_until on the steady clock.
   virtual bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms);
@@ -84,7 +88,8 @@ std::shared_ptr<Clock> system_clock();
 
 // Deterministic clock for tests: time moves only through advance() and through sleeps
 // and waits, which jump to their deadline at once. Timers run, on the thread that
-// moves the time, as soon as it reaches their deadline.
+// moves the time, as soon as it reaches their deadline, and then the callbacks they
+// handed to the dispatcher.
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(std::int64_t wall_start_ms = 1700000000000, std::int64_t mono_start_ms = 1000)
@@ -101,11 +106,16 @@ class FakeClock final : public Clock {
   // observable (code that reads the clock twice sees two instants).
   void set_tick_ms(std::int64_t ms);
   DeadlineTimer& timer() override { return timer_; }
+  CallbackDispatcher& dispatcher() override { return dispatcher_; }
   // Fake time cannot measure a real wait: tries for up to one second of real time.
   bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
 
  private:
+  // Runs due timers, then the callbacks they posted, on the calling thread.
+  void run_due(std::int64_t now);
+
   DeadlineTimer timer_;
+  CallbackDispatcher dispatcher_;  // thread-less
   std::mutex mu_;
   std::int64_t tick_ = 0;
   std::int64_t wall_;

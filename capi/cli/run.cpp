@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -33,7 +34,8 @@ const char* kRunHelp =
     "                 at once)\n"
     "  --timeout S    with --wait, give up after S seconds (exit 75); implies --wait\n"
     "  --grace S      when the lease is lost, seconds between SIGTERM and SIGKILL to CMD\n"
-    "                 (default 5)\n"
+    "                 (default and maximum: ttl/20, 1.5 s at the default ttl; a longer\n"
+    "                 grace is refused, see below)\n"
     "  --min-hold S   keep the lock taken until S seconds after it was acquired (server\n"
     "                 clock), even if CMD ends sooner: nodes whose clocks or schedules\n"
     "                 differ a little then cannot run the same job twice (ShedLock's\n"
@@ -59,8 +61,11 @@ const char* kRunHelp =
     "If the lease is LOST while CMD runs (the storage did not answer before the lease's\n"
     "renew deadline, which comes before the lease can expire, or another process forced\n"
     "the lock away), CMD gets SIGTERM at once, SIGKILL after --grace, and the exit status\n"
-    "is 70. CMD should exit promptly on SIGTERM: a grace longer than ttl/10 lets it run on\n"
-    "past the point where another holder may start.\n"
+    "is 70. SIGTERM comes at the lease's renew deadline, ttl/10 before another process may\n"
+    "take the lock; half of that margin is kept for the error between this host's clock\n"
+    "and the server's, so --grace may be at most ttl/20: then even a CMD that ignores\n"
+    "SIGTERM is dead before the next holder can start. For a longer grace, raise --ttl\n"
+    "(--grace 5 needs --ttl 100).\n"
     "\n"
     "Exit status:\n"
     "  CMD's own status, or 128+N if CMD was killed by signal N\n"
@@ -89,7 +94,12 @@ const char* kElectHelp =
     "                 $MONGOELECTOR_URI, else sqlite://%s)\n"
     "  --ttl S        leadership lease in seconds (default 15): failover after a crash\n"
     "                 takes about S seconds\n"
-    "  --grace S      seconds between SIGTERM and SIGKILL when CMD must stop (default 5)\n"
+    "  --grace S      seconds between SIGTERM and SIGKILL when CMD must stop (default and\n"
+    "                 maximum: ttl/20, 0.75 s at the default ttl). Leadership is lost at\n"
+    "                 its renew deadline, ttl/10 before another node may lead; half of that\n"
+    "                 is kept for clock error, so within ttl/20 even a CMD that ignores\n"
+    "                 SIGTERM is dead before the next leader starts. For a longer grace,\n"
+    "                 raise --ttl (--grace 5 needs --ttl 100)\n"
     "\n"
     "CMD gets MONGOELECTOR_KEY and MONGOELECTOR_FENCE (the leadership's fencing token).\n"
     "SIGINT or SIGTERM (Ctrl-C) stops CMD (the signal is passed on; SIGKILL after --grace;\n"
@@ -112,6 +122,49 @@ void print_elect_help() { printf(kElectHelp, default_state_path().c_str()); }
 // ------------------------------------------------------------------ run -----------
 
 namespace {
+
+// The grace between SIGTERM and SIGKILL. SIGTERM comes at the renew deadline, when the
+// library declares the lease (or leadership) lost: ttl/10 before another process may
+// take over (the library's margin is max(ttl/10, 2 x clock uncertainty + 50 ms)). With
+// the grace inside ttl/20, CMD is dead with at least ttl/20 + 25 ms to spare whatever
+// the clock uncertainty u (the margin left is max(ttl/10 - u, u + 50 ms) >= ttl/20 +
+// 25 ms): a CMD that ignores SIGTERM cannot overlap the next holder. A longer --grace is
+// refused rather than silently shortened: the user learns which ttl it needs.
+bool parse_grace(const std::string& sub, Args& a, double ttl, double& grace, int& exit_code) {
+  const double max_grace = ttl / 20;
+  grace = max_grace;
+  if (!a.values.count("grace")) return true;
+  if (!parse_seconds(sub, "grace", a.values["grace"], true, grace)) {
+    exit_code = kExitUsage;
+    return false;
+  }
+  if (grace <= max_grace * (1 + 1e-9)) return true;
+  char text[768];
+  snprintf(text, sizeof text,
+           "--grace %g s is longer than ttl/20 = %g s (--ttl %g s). CMD gets SIGTERM at the "
+           "renew deadline, ttl/10 before another %s, and SIGKILL --grace later; half of "
+           "that margin is kept for clock error, so with --grace %g a CMD that ignores "
+           "SIGTERM could still run when the next %s starts. Use --grace %g or less, or "
+           "--ttl %g or more.",
+           grace, max_grace, ttl, sub == "elect" ? "node may lead" : "process may take the lock",
+           grace, sub == "elect" ? "leader" : "holder", max_grace, grace * 20);
+  exit_code = usage_error(sub, text);
+  return false;
+}
+
+// How often the main loop reads the lease's (or leadership's) state itself, besides the
+// callback's wake-up: the library decides loss from the clock, so a callback that comes
+// late (its thread busy writing a log line to a stuck stderr) cannot delay SIGTERM by
+// more than this. Within ttl/40: half of what the grace rule leaves.
+int state_check_ms(double ttl) {
+  const double ms = ttl * 1000 / 40;
+  return static_cast<int>(std::max(10.0, std::min(250.0, ms)));
+}
+
+// poll()'s timeout: the earlier of the kill deadline and the next state check.
+int loop_timeout_ms(int kill_ms, int check_ms) {
+  return kill_ms < 0 ? check_ms : std::min(kill_ms, check_ms);
+}
 
 void on_lease_lost(void* user_data) {
   // The library's timer thread: one byte into the main loop's pipe.
@@ -167,10 +220,9 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (a.command.empty())
     return usage_error("run", "missing the command to run: mongoelector run KEY [options] -- CMD [ARGS...]");
   const std::string key = a.positional[0];
-  double ttl = 30, grace = 5, timeout = -1;
+  double ttl = 30, grace = 0, timeout = -1;
   if (a.values.count("ttl") && !parse_seconds("run", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
-  if (a.values.count("grace") && !parse_seconds("run", "grace", a.values["grace"], true, grace))
-    return kExitUsage;
+  if (!parse_grace("run", a, ttl, grace, ec)) return ec;
   if (a.values.count("timeout") && !parse_seconds("run", "timeout", a.values["timeout"], true, timeout))
     return kExitUsage;
   double min_hold = 0, once_per = 0;
@@ -274,24 +326,27 @@ int cmd_run(int argc, char** argv, int sigfd) {
     return ec;
   }
   bool lost = false;
+  const int check_ms = state_check_ms(ttl);
   while (child.running()) {
-    int timeout_ms = child.check_kill_deadline();
+    int timeout_ms = loop_timeout_ms(child.check_kill_deadline(), check_ms);
     struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {lost_pipe.r, POLLIN, 0}};
     int n = poll(fds, 2, timeout_ms);
     if (n < 0 && errno != EINTR) {
       msg("poll: %s", strerror(errno));
       break;
     }
-    if (fds[1].revents != 0) {
+    int lost_now = 0;
+    if (!lost) mongoelector_lease_lost(lease, &lost_now);
+    if (fds[1].revents != 0 || lost_now) {
       char buf[64];
       while (read(lost_pipe.r, buf, sizeof buf) > 0) {
       }
       if (!lost) {
         lost = true;
+        child.stop(SIGTERM, grace);  // first: the message cannot delay it
         msg("lease on %s LOST (fence %" PRId64 "): the lock could not be renewed in time or "
             "was taken by another; stopping the command (SIGTERM now, SIGKILL after %g s)",
             key.c_str(), fence, grace);
-        child.stop(SIGTERM, grace);
       }
     }
     std::vector<struct signalfd_siginfo> sigs;
@@ -302,8 +357,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
     }
     child.reap();
   }
-  int lost_now = 0;
-  if (mongoelector_lease_lost(lease, &lost_now) == MONGOELECTOR_OK && lost_now) lost = true;
+  int lost_at_end = 0;
+  if (mongoelector_lease_lost(lease, &lost_at_end) == MONGOELECTOR_OK && lost_at_end) lost = true;
   if (!lost && min_hold > 0 && mongoelector_lease_release(lease, min_hold) == MONGOELECTOR_OK && verbose)
     msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
   mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost
@@ -361,10 +416,9 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   if (a.command.empty())
     return usage_error("elect", "missing the command to run: mongoelector elect KEY [options] -- CMD [ARGS...]");
   const std::string key = a.positional[0];
-  double ttl = 15, grace = 5;
+  double ttl = 15, grace = 0;
   if (a.values.count("ttl") && !parse_seconds("elect", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
-  if (a.values.count("grace") && !parse_seconds("elect", "grace", a.values["grace"], true, grace))
-    return kExitUsage;
+  if (!parse_grace("elect", a, ttl, grace, ec)) return ec;
   if (!check_command(a.command, ec)) return ec;  // before joining the election
 
   std::string uri;
@@ -419,13 +473,30 @@ int cmd_elect(int argc, char** argv, int sigfd) {
     msg("elect %s: leading (fence %" PRId64 "); started %s (pid %ld)", key.c_str(), fence,
         a.command[0].c_str(), static_cast<long>(child.pid));
   };
+  auto stop_child_on_loss = [&]() {
+    stopping_child = true;
+    child.stop(SIGTERM, grace);  // first: the message cannot delay it
+    msg("elect %s: leadership LOST (fence %" PRId64 "); stopping %s (SIGTERM now, SIGKILL "
+        "after %g s)", key.c_str(), fence, a.command[0].c_str(), grace);
+  };
+  const int check_ms = state_check_ms(ttl);
   for (;;) {
     if (stopping && !child.running()) break;
-    int timeout_ms = child.check_kill_deadline();
+    int timeout_ms = loop_timeout_ms(child.check_kill_deadline(), check_ms);
     struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {events.r, POLLIN, 0}};
     if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
       msg("poll: %s", strerror(errno));
       break;
+    }
+    // The term CMD runs for is over (read from the library's clock-derived state), even
+    // if on_leader_loss has not come through yet: stop CMD now.
+    if (child.running() && leading && !stopping_child && !stopping) {
+      int64_t fence_now = 0;
+      if (mongoelector_elector_fence(ctx.elector, &fence_now) == MONGOELECTOR_OK && fence_now != fence) {
+        leading = false;
+        start_pending = false;
+        stop_child_on_loss();
+      }
     }
     if (fds[1].revents != 0) {
       ElectEvent evs[32];
@@ -442,10 +513,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
             leading = false;
             start_pending = false;
             if (child.running() && !stopping_child) {
-              msg("elect %s: leadership LOST (fence %" PRId64 "); stopping %s (SIGTERM now, SIGKILL "
-                  "after %g s)", key.c_str(), fence, a.command[0].c_str(), grace);
-              stopping_child = true;
-              child.stop(SIGTERM, grace);
+              stop_child_on_loss();
             } else if (!child.running()) {
               msg("elect %s: leadership lost (fence %" PRId64 "); waiting to lead again", key.c_str(), fence);
             }

@@ -675,9 +675,10 @@ int Child::check_kill_deadline() {
   if (!running() || kill_at == 0) return -1;
   double left = kill_at - mono_s();
   if (left <= 0) {
-    msg("command (pid %ld) still running after the grace period: SIGKILL", static_cast<long>(pid));
-    signal(SIGKILL);
+    const long killed = static_cast<long>(pid);
+    signal(SIGKILL);  // first: the message cannot delay it
     kill_at = 0;
+    msg("command (pid %ld) still running after the grace period: SIGKILL", killed);
     return -1;
   }
   return static_cast<int>(std::ceil(left * 1000));

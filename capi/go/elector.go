@@ -61,8 +61,9 @@ type ElectorOptions struct {
 	// run for the whole term.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs when a leadership that OnStartedLeading was given ends, after
-	// its context was cancelled, on a library thread (the elector's, the shared deadline
-	// timer's, or the one calling Release/Resign/Stop/Close): keep it short.
+	// its context was cancelled, on a library thread (the elector's, a shared callback
+	// thread at a missed deadline, or the one calling Release/Resign/Stop/Close): keep it
+	// short.
 	OnStoppedLeading func()
 	// OnLoop runs after each poll, on the elector's thread (or the goroutine running
 	// Poll).

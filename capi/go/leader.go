@@ -138,8 +138,8 @@ func (st *electorState) becameLeader() {
 	}
 }
 
-// lostLeadership: on_leader_loss, on the C callback's thread (the elector's, the
-// deadline timer's, or the one calling Release/Stop/Resign/Close).
+// lostLeadership: on_leader_loss, on the C callback's thread (the elector's, a library
+// callback thread at a missed deadline, or the one calling Release/Stop/Resign/Close).
 func (st *electorState) lostLeadership() {
 	st.mu.Lock()
 	was := st.leading

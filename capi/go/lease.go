@@ -34,8 +34,10 @@ var ErrLeaseClosed = errors.New("mongoelector: lease closed")
 // about every TTL/3) until Close. It is declared lost on this host's monotonic clock at
 // its renew deadline (lease end minus a margin, before anyone else can take the lock),
 // whether or not a renewal call still hangs, or as soon as a renewal finds the lock
-// taken; loss is final. Context() is cancelled at that moment (as an etcd session's
-// Done()), with context.Cause ErrLeaseLost. Safe for concurrent use.
+// taken; loss is final. Lost() reads it from the deadline and the clock; Context() is
+// cancelled when the library announces it (as an etcd session's Done()), with
+// context.Cause ErrLeaseLost: at once, on a library callback thread, unless that pool is
+// stuck in other callbacks. Safe for concurrent use.
 type Lease struct {
 	g      guard
 	ptr    *C.mongoelector_lease
@@ -96,8 +98,9 @@ func (l *Locker) hold(ctx context.Context, blocking bool, what string, opts []Ac
 	})
 }
 
-// Context is cancelled the moment the lease is lost (context.Cause: ErrLeaseLost) or
-// closed (ErrLeaseClosed). Stop acting on the lock when it is done.
+// Context is cancelled when the lease's loss is announced (context.Cause: ErrLeaseLost)
+// or when it is closed (ErrLeaseClosed). Stop acting on the lock when it is done (and
+// check Lost() before a write: it is true from the deadline on, whatever any thread does).
 func (s *Lease) Context() context.Context { return s.ctx }
 
 // Done is Context().Done().
@@ -107,7 +110,8 @@ func (s *Lease) Done() <-chan struct{} { return s.ctx.Done() }
 // guards.
 func (s *Lease) Fence() int64 { return s.fence }
 
-// Lost reports whether the lease is lost (it never comes back).
+// Lost reports whether the lease is lost (it never comes back): true from its renew
+// deadline on, read from the clock.
 func (s *Lease) Lost() bool {
 	var lost C.int
 	err := local(&s.g, "lease", func() C.mongoelector_status { return C.mongoelector_lease_lost(s.ptr, &lost) })

@@ -493,9 +493,10 @@ MONGOELECTOR_API void mongoelector_lock_details_clear(mongoelector_lock_details 
 
 /* Elector callbacks run on the elector's own thread (or the thread calling
  * mongoelector_elector_poll/release/stop), except on_leader_loss at a missed renew
- * deadline, which runs on the library's deadline-timer thread (one per process, shared
- * by every elector: keep it short) so that it fires on time while the elector's thread
- * hangs in I/O. Never while a library lock is held: they may call
+ * deadline, which runs on one of the library's callback threads (a few per process,
+ * shared by every elector and lease: keep it short) so that it fires on time while the
+ * elector's thread hangs in I/O; leadership itself (mongoelector_elector_is_leader) ends
+ * at the deadline whatever any callback does. Never while a library lock is held: they may call
  * mongoelector_elector_stop() or _release() on the same elector, but must not free it.
  * allow_unsafe_server is refused for electors (MONGOELECTOR_ERR_INVALID_ARGUMENT): on a
  * server whose findAndModify is not atomic, two nodes could lead with one token.
@@ -754,14 +755,17 @@ MONGOELECTOR_API void mongoelector_observer_free(mongoelector_observer *observer
  * mongoelector_lease_free(). It renews about every ttl/3, retries a failed renewal every
  * min(ttl/20, 250 ms), and declares the lease LOST on this host's monotonic clock at the
  * renew deadline (lease end minus a margin, as the elector does: see README, "Keep-alive
- * leases"), whether or not a renewal call is still hanging, so that the holder stops
- * before anyone else can take the lock. Loss is final: a renewal that succeeds after it
+ * leases"), whether or not a renewal call is still hanging or a callback is slow (the
+ * clock is read: in a fork()ed child too), so that the holder stops before anyone else
+ * can take the lock. Loss is final: a renewal that succeeds after it
  * does not bring the lease back (that hold is released instead, fenced). A renewal that
  * finds the lock taken by another declares the loss at once. */
 typedef struct mongoelector_lease mongoelector_lease;
-/* on_lost: runs once, on the library's deadline-timer thread, at the moment the lease is
+/* on_lost: runs once, on one of the library's callback threads (never the timer that
+ * decides losses: a slow on_lost delays no other lease's loss), when the lease is
  * declared lost (its renew deadline passed without a successful renewal, or a renewal
- * found the lock taken). Keep it short; it may call mongoelector_lease_lost/fence but not free. */
+ * found the lock taken), or inside mongoelector_lease_free if it had not run yet. Keep it
+ * short; it may call mongoelector_lease_lost/fence but not free. */
 typedef void (*mongoelector_lease_lost_fn)(void *user_data);
 
 #define MONGOELECTOR_LEASE_OPTIONS_VERSION 1
@@ -898,8 +902,7 @@ MONGOELECTOR_API void mongoelector_semaphore_holders_free(mongoelector_semaphore
 /* A semaphore slot kept alive on the library's renewer thread until
  * mongoelector_semaphore_lease_free(), with the rules of mongoelector_lease: renewed about
  * every ttl/3, declared LOST on this host's monotonic clock at its renew deadline (before
- * anyone else can take the slot), loss final; on_lost runs once on the deadline-timer
- * thread. `acquire` as for mongoelector_semaphore_acquire (NULL: blocking, no timeout).
+ * anyone else can take the slot), loss final; on_lost runs once on a callback thread. `acquire` as for mongoelector_semaphore_acquire (NULL: blocking, no timeout).
  * One live lease per semaphore handle; the handle must outlive it, and must not be
  * acquired, released or touched while it lives. *out: mongoelector_semaphore_lease_free(). */
 typedef struct mongoelector_semaphore_lease mongoelector_semaphore_lease;
@@ -943,10 +946,9 @@ MONGOELECTOR_API void mongoelector_semaphore_lease_free(mongoelector_semaphore_l
  * when advance() reaches their deadline: call them with a zero timeout, or from another
  * thread than the one that advances.
  *
- * Callbacks: those that run on the library's deadline-timer thread with the system clock
- * (a lease's on_lost, an elector's on_leader_loss at a missed renew deadline) run, on a
- * fake clock, on the thread calling advance() or settle(), inside that call. The others
- * run on the library's threads as usual, and advance() waits for them to return. A
+ * Callbacks run on the library's threads as usual (a lease's on_lost and an elector's
+ * on_leader_loss at a missed renew deadline on the clock's own callback threads), and
+ * advance() waits for them to return. A
  * callback that blocks on something the advancing thread holds never becomes idle:
  * advance() then fails with MONGOELECTOR_ERR_TIMEOUT after the settle timeout instead of
  * hanging. No callback may call advance() or settle(): from a callback that advance()

@@ -1,5 +1,5 @@
 // mongoelector_lease_*: a core KeepAliveLease (core/lease) on a locker handle's Locker,
-// renewed by the process-wide renewer; on_lost runs on the deadline-timer thread.
+// renewed by the process-wide renewer; on_lost runs on a callback-dispatcher thread.
 #include <cmath>
 #include <cstdint>
 #include <memory>

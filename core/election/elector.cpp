@@ -97,10 +97,22 @@ Elector::~Elector() {
   }
   if (task) clock_->timer().cancel(task, /*wait=*/true);
   // A task that already began (its id cleared by on_deadline itself, or replaced by a
-  // newer term's) may still be announcing a loss on the timer thread: it uses this
-  // object until it returns.
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [this] { return deadline_tasks_running_ == 0; });
+  // newer term's) may still be ending a term on the timer thread: it uses this object
+  // until it returns.
+  std::shared_ptr<CallbackJob> job;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [this] { return deadline_tasks_running_ == 0; });
+    job = std::move(loss_job_);
+  }
+  // Its announcement (on_leader_loss) too: run here if no dispatcher thread has begun it.
+  if (job) {
+    if (job->running_here()) {
+      log(LogLevel::Error, "Elector destroyed from its own on_leader_loss; aborting");
+      std::abort();
+    }
+    job->finish();
+  }
 }
 
 void Elector::start() {
@@ -224,7 +236,7 @@ void Elector::on_deadline(std::uint64_t term) {
 }
 
 void Elector::announce_deadline(std::uint64_t term) {
-  std::int64_t fence;
+  std::shared_ptr<CallbackJob> job;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!leader_ || term_ != term) return;
@@ -235,21 +247,30 @@ void Elector::announce_deadline(std::uint64_t term) {
     deadline_task_ = 0;
     loss_in_progress_ = true;
     next_poll_mono_ = clock_->mono_ms();
-    fence = term_fence_;
+    const std::int64_t fence = term_fence_;
+    // The term has ended (is_leader() read the clock anyway). The news, log lines and
+    // on_leader_loss, is user code: it runs on the clock's callback dispatcher, never on
+    // the timer's thread, where a slow callback would hold back every other elector's
+    // and lease's announcement (callback_dispatcher.h). Until it has run, no new term
+    // begins (loss_in_progress_): on_leader never overtakes on_leader_loss.
+    job = std::make_shared<CallbackJob>([this, fence] {
+      log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down",
+          log_fields(LogEvent::StepDown, fence));
+      fire(Event::LostLeader);
+      // Kept visible to the callback (locker().hold()); now it may still be ours on the
+      // server: the loop takes it back or releases it.
+      locker_->strand(fence);
+      // Notified under the mutex: once it is released a new term may begin, whose own
+      // announcement is the one ~Elector waits for; nothing here touches the object after.
+      std::lock_guard<std::mutex> s(mu_);
+      loss_in_progress_ = false;
+      cv_.notify_all();
+    });
+    loss_job_ = job;
   }
   cv_.notify_all();
-  log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down",
-      log_fields(LogEvent::StepDown, fence));
-    metrics::record_step_down();
-  fire(Event::LostLeader);
-  // Kept visible to the callback (locker().hold()); now it may still be ours on the
-  // server: the loop takes it back or releases it.
-  locker_->strand(fence);
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    loss_in_progress_ = false;
-  }
-  cv_.notify_all();
+  metrics::record_step_down();
+  clock_->dispatcher().post(std::move(job));
 }
 
 bool Elector::end_term() {

@@ -12,9 +12,10 @@
 //    SENT. Claimants compare with the earliest the server's clock can read, so the margin
 //    covers this node's estimate error and the claimant's is covered on its side.
 //  * At the deadline the term ends: is_leader() turns false at once (it is computed from
-//    the locker's hold and the clock under one lock), and on_leader_loss fires from a
-//    deadline timer (Clock::timer(), one process-wide thread) that no I/O can delay,
-//    exactly once per term. The hold is kept as stranded: once the server answers, the
+//    the locker's hold and the clock under one lock), a deadline timer (Clock::timer(),
+//    one process-wide thread that no I/O and no user code can delay) ends the term, and
+//    on_leader_loss fires exactly once per term on the clock's callback dispatcher
+//    (callback_dispatcher.h), never on the timer's thread. The hold is kept as stranded: once the server answers, the
 //    node takes it back with one renewal (a new term: on_leader fires) or releases it,
 //    fenced, so failover never waits for the stale lease to expire.
 //  * The renewal path never samples the server's clock inside its budget: a stale sample
@@ -33,7 +34,8 @@
 //  * resign() / transfer(): see handover.cpp. Both end the term locally (is_leader
 //    false, on_leader_loss returns) BEFORE the write that lets anyone else take over.
 //  * Callbacks never run while an internal mutex is held, so they may call stop() or
-//    release(). on_leader_loss may run on the timer thread: keep it short.
+//    release(). on_leader_loss at a missed deadline runs on a callback-dispatcher thread
+//    (shared by the process): keep it short.
 #pragma once
 
 #include <condition_variable>
@@ -94,7 +96,8 @@ class Elector {
   Elector(std::shared_ptr<Storage> storage, ElectorOptions options, ElectorCallbacks callbacks,
           std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
   // Stops the loop and joins its thread. Must not run on the loop thread (from one of
-  // its own callbacks): the loop still uses the object after the callback returns.
+  // its own callbacks), nor inside its own on_leader_loss: the loop or the announcement
+  // still uses the object after the callback returns.
   // Bindings whose last reference may drop inside a callback hand the destruction to
   // another thread (the Python module does).
   ~Elector();
@@ -132,8 +135,9 @@ class Elector {
   void transfer(const std::string& to_uuid);
 
   bool running() const;
-  // True on the thread running run_loop(). Callbacks may also run on the deadline
-  // timer's thread (on_leader_loss) or on an application thread (release(), stop()).
+  // True on the thread running run_loop(). Callbacks may also run on a callback
+  // dispatcher's thread (on_leader_loss at a missed deadline, or the thread destroying
+  // the elector if none had begun it) or on an application thread (release(), stop()).
   bool on_loop_thread() const;
   // Leader, the locker still holds the term's lease, and the renew deadline has not
   // passed (local clock: true even while a renewal call hangs, false the moment the
@@ -225,7 +229,8 @@ class Elector {
   std::int64_t term_fence_ = 0;
   std::int64_t term_margin_ms_ = 0;
   DeadlineTimer::Id deadline_task_ = 0;
-  bool loss_in_progress_ = false;  // the timer is announcing a loss: no new term yet
+  bool loss_in_progress_ = false;  // a missed deadline's loss is being announced: no new term yet
+  std::shared_ptr<CallbackJob> loss_job_;  // that announcement (~Elector finishes it)
   int deadline_tasks_running_ = 0;  // on_deadline calls under way (~Elector waits)
   bool leader_exists_ = false;
   bool stop_requested_ = false;

@@ -5,7 +5,7 @@
 // use, re-created in a fork()ed child), never a thread per lease. A lease is in the queue
 // at most once and runs on one thread at a time; a renewal that hangs in I/O holds one
 // worker for at most the storage's call bound, the others keep serving the queue. Loss is
-// NOT decided here but by each lease's deadline-timer task (core/deadline_timer.h), so a
+// NOT decided here but read from each lease's deadline and the clock (hold_loss.h), so a
 // worker stuck in a call (or a queue behind it) can delay a renewal, never a loss.
 //
 // Batching: renewals are not sent one by one. When a batchable renewable falls due, the

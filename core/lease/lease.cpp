@@ -2,32 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <exception>
-#include <mutex>
-#include <thread>
 
 #include "../exceptions.h"
 #include "../log.h"
 #include "../metrics.h"
+#include "hold_loss.h"
 
 namespace mongoelector {
-
-namespace {
-// Waits on the system clock are cut into pieces of this size (an absolute deadline
-// "forever" would overflow steady_clock's nanoseconds).
-constexpr std::int64_t kWaitSliceMs = 60 * 60 * 1000;
-}  // namespace
 
 std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms) {
   return std::max<std::int64_t>(ttl_ms / 10, 2 * uncertainty_ms + 50);
 }
 
-class KeepAliveLease::State final : public Renewable,
-                                    public std::enable_shared_from_this<KeepAliveLease::State> {
+class KeepAliveLease::State final : public Renewable {
  public:
-  State(std::shared_ptr<Locker> l, std::shared_ptr<Clock> c, std::function<void()> cb)
-      : locker(std::move(l)), clock(std::move(c)), on_lost(std::move(cb)) {
+  State(std::shared_ptr<Locker> l, std::shared_ptr<Clock> c)
+      : locker(std::move(l)), clock(std::move(c)) {
     ttl_ms = locker->ttl_ms();
     call_bound_ms = locker->storage().call_bound_ms();
     backoff_ms = std::max<std::int64_t>(1, std::min<std::int64_t>(ttl_ms / 20, 250));
@@ -47,143 +38,37 @@ class KeepAliveLease::State final : public Renewable,
   // The common end: the locker's new lease end (nullopt: not ours any more).
   std::optional<std::int64_t> after_renewal(std::optional<std::int64_t> end);
   std::optional<std::int64_t> after_failure(const char* what);
-  // mu held: (re)arms the deadline-timer task at `at`.
-  void arm_locked(std::int64_t at, bool forced);
-  // From the renewer: the lock is no longer ours; the timer thread announces it now.
-  void declare_lost_soon(const std::string& why);
-  void on_timer(bool forced);
   // After loss: releases (fenced) whatever the locker may still hold of this lease.
-  std::optional<std::int64_t> clean_up(std::int64_t now);
+  std::optional<std::int64_t> clean_up(std::int64_t now) {
+    return loss->clean_up(now, [this] { locker->release(); }, backoff_ms);
+  }
 
   const std::shared_ptr<Locker> locker;
   const std::shared_ptr<Clock> clock;
-  const std::function<void()> on_lost;
   std::int64_t ttl_ms = 0;
   std::int64_t call_bound_ms = 0;
   std::int64_t backoff_ms = 1;
   std::int64_t fence = 0;  // set once, before the lease is shared
   const void* domain = nullptr;
+  std::shared_ptr<HoldLoss> loss;  // set once, before the lease is shared
   std::optional<Locker::RenewTicket> ticket;  // between begin_batched and finish_batched
-
-  mutable std::mutex mu;
-  std::condition_variable cv;  // lost, or a callback returned
-  bool lost = false;
-  bool closed = false;
-  bool in_callback = false;
-  std::thread::id callback_thread;
-  std::string reason;          // why it was lost
-  std::string pending_reason;  // a forced loss waiting for the timer thread
-  std::int64_t lease_end = 0;  // host mono
-  std::int64_t deadline = 0;   // lease_end - margin
-  std::int64_t clean_up_until = 0;
-  DeadlineTimer::Id task = 0;
 };
-
-void KeepAliveLease::State::arm_locked(std::int64_t at, bool forced) {
-  // Never waits: the task takes mu, which the caller holds. A task that is already
-  // running finds the deadline moved (or the loss declared) and returns.
-  if (task) clock->timer().cancel(task, /*wait=*/false);
-  std::weak_ptr<State> self = shared_from_this();
-  task = clock->timer().schedule(at, [self, forced] {
-    if (auto s = self.lock()) s->on_timer(forced);
-  });
-}
-
-void KeepAliveLease::State::declare_lost_soon(const std::string& why) {
-  std::lock_guard<std::mutex> g(mu);
-  if (lost || closed) return;
-  pending_reason = why;
-  arm_locked(clock->mono_ms(), /*forced=*/true);
-}
-
-void KeepAliveLease::State::on_timer(bool forced) {
-  std::string why;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    if (closed || lost) return;
-    if (!forced && clock->mono_ms() < deadline) return;  // moved by a renewal
-    lost = true;
-    task = 0;
-    why = forced && !pending_reason.empty()
-              ? pending_reason
-              : "its renew deadline passed without a successful renewal";
-    reason = why;
-    clean_up_until = lease_end + ttl_ms;
-    in_callback = true;
-    callback_thread = std::this_thread::get_id();
-  }
-  // Given up locally before anyone hears of the loss; a renewal still in flight finds
-  // the hold changed and the renewer releases what is left (fenced).
-  locker->strand(fence);
-  cv.notify_all();
-  log(LogLevel::Warning,
-      "keep-alive lease of " + locker->key() + " (fence " + std::to_string(fence) + ") lost: " + why,
-      locker->log_fields(LogEvent::LeaseLost, fence));
-  if (on_lost) {
-    try {
-      on_lost();
-    } catch (const std::exception& ex) {
-      log(LogLevel::Error, std::string("on_lost raised: ") + ex.what(),
-          locker->log_fields(LogEvent::CallbackFailed, fence));
-    } catch (...) {
-      log(LogLevel::Error, "on_lost raised", locker->log_fields(LogEvent::CallbackFailed, fence));
-    }
-  }
-  {
-    std::lock_guard<std::mutex> g(mu);
-    in_callback = false;
-    callback_thread = std::thread::id();
-  }
-  cv.notify_all();
-}
-
-std::optional<std::int64_t> KeepAliveLease::State::clean_up(std::int64_t now) {
-  {
-    std::lock_guard<std::mutex> g(mu);
-    if (closed) return std::nullopt;
-    if (now > clean_up_until && clean_up_until != 0) {
-      log(LogLevel::Warning, "keep-alive lease of " + locker->key() +
-                                 ": gave up releasing the lost hold (it has expired; the "
-                                 "locker's next acquire releases it first)");
-      return std::nullopt;
-    }
-  }
-  try {
-    // No hold and nothing stranded (taken over): no round trip.
-    locker->release();
-    return std::nullopt;
-  } catch (const std::exception& ex) {
-    log(LogLevel::Warning, "keep-alive lease of " + locker->key() +
-                               ": could not release the lost hold yet: " + ex.what());
-    return now + backoff_ms;
-  }
-}
 
 std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal(bool may_sample) {
   const std::int64_t now = clock->mono_ms();
-  std::int64_t dl;
-  bool was_lost_before;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    if (closed) return std::optional<std::int64_t>();
-    was_lost_before = lost;
-    dl = deadline;
-  }
-  if (was_lost_before) return clean_up(now);  // lost: release what is left, never renew
-  if (now >= dl) {
-    // Past the deadline (a paused process, a long queue): no renewal may revive it; the
-    // timer declares the loss (now, if it has not yet), then the hold is released.
-    declare_lost_soon("its renew deadline passed without a successful renewal");
-    return std::optional<std::int64_t>(now + backoff_ms);
-  }
+  const HoldLoss::View v = loss->view(now);
+  if (v.phase == HoldLoss::Phase::Closed) return std::optional<std::int64_t>();
+  // Lost (past the deadline too: a paused process, a long queue): never renewed; what
+  // is left is released, fenced.
+  if (v.phase == HoldLoss::Phase::Lost) return clean_up(now);
   // A stale clock sample is refreshed as a call of its own, only when it and the
   // renewal both fit before the deadline (as the elector does). Several leases of one
   // client share one sample (ClockSampleBoard): one round trip for all of them.
   if (may_sample && locker->server_clock().stale() &&
-      (call_bound_ms <= 0 || now + 2 * call_bound_ms <= dl)) {
+      (call_bound_ms <= 0 || now + 2 * call_bound_ms <= v.deadline)) {
     try {
       if (locker->refresh_clock()) {  // a jump: the lease was written on the old base
-        declare_lost_soon("the server's clock jumped");
+        loss->declare_lost("the server's clock jumped");
         return std::optional<std::int64_t>(clock->mono_ms() + backoff_ms);
       }
     } catch (const std::exception& ex) {
@@ -195,26 +80,19 @@ std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal
 
 std::optional<std::int64_t> KeepAliveLease::State::after_renewal(std::optional<std::int64_t> end) {
   // Started whenever the deadline had not passed, even if it could still be running
-  // then: the timer announced the loss at the deadline whatever the call did.
+  // then: the lease was lost at the deadline whatever the call did.
   const std::int64_t margin = renew_margin_ms(ttl_ms, locker->server_clock().uncertainty_ms());
-  bool was_lost;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    if (closed) return std::nullopt;
-    was_lost = lost;
-    if (!lost && end) {
-      lease_end = *end;
-      deadline = *end - margin;
-      arm_locked(deadline, /*forced=*/false);
+  switch (loss->renewed(end, margin, "the lock is no longer ours (taken over, expired or released)")) {
+    case HoldLoss::Outcome::Extended:
       return (*end - ttl_ms) + interval_ms();  // an interval after the send
-    }
+    case HoldLoss::Outcome::NowLost:
+      return clock->mono_ms() + backoff_ms;  // then release what may be left (nothing, usually)
+    case HoldLoss::Outcome::WasLost:
+      return clean_up(clock->mono_ms());  // lost while the call ran: never taken back
+    case HoldLoss::Outcome::Closed:
+      break;
   }
-  if (!was_lost) {
-    declare_lost_soon("the lock is no longer ours (taken over, expired or released)");
-    return clock->mono_ms() + backoff_ms;  // then release what may be left (nothing, usually)
-  }
-  // Lost while the call ran: never taken back, released (fenced).
-  return clean_up(clock->mono_ms());
+  return std::nullopt;
 }
 
 std::optional<std::int64_t> KeepAliveLease::State::after_failure(const char* what) {
@@ -287,7 +165,7 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<voi
   }
   auto lease = locker->lease();
   if (!lease) throw InvalidArgument("the locker of " + locker->key() + " holds no lock to keep alive");
-  auto state = std::make_shared<State>(locker, renewer_->clock_ptr(), std::move(on_lost));
+  auto state = std::make_shared<State>(locker, renewer_->clock_ptr());
   const std::int64_t margin =
       renew_margin_ms(state->ttl_ms, locker->server_clock().uncertainty_ms());
   const std::int64_t now = state->clock->mono_ms();
@@ -302,12 +180,8 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<voi
                              " was won too late to keep (its renew deadline had passed)");
   }
   state->fence = lease->fence;
-  {
-    std::lock_guard<std::mutex> g(state->mu);
-    state->lease_end = lease->end_mono;
-    state->deadline = lease->end_mono - margin;
-    state->arm_locked(state->deadline, /*forced=*/false);
-  }
+  state->loss = HoldLoss::watch(state->clock, state->ttl_ms, std::move(on_lost), locker, lease->fence,
+                                "keep-alive lease of " + locker->key(), lease->end_mono, margin);
   state_ = state;
   renewer_->add(state, lease->end_mono - state->ttl_ms + state->interval_ms());
 }
@@ -323,38 +197,14 @@ const std::shared_ptr<Locker>& KeepAliveLease::locker() const { return state_->l
 
 std::int64_t KeepAliveLease::fence() const { return state_->fence; }
 
-bool KeepAliveLease::lost() const {
-  std::lock_guard<std::mutex> g(state_->mu);
-  return state_->lost;
-}
+bool KeepAliveLease::lost() const { return state_->loss->lost(); }
 
-std::string KeepAliveLease::lost_reason() const {
-  std::lock_guard<std::mutex> g(state_->mu);
-  return state_->reason;
-}
+std::string KeepAliveLease::lost_reason() const { return state_->loss->reason(); }
 
-std::int64_t KeepAliveLease::renew_deadline_mono() const {
-  std::lock_guard<std::mutex> g(state_->mu);
-  return state_->deadline;
-}
+std::int64_t KeepAliveLease::renew_deadline_mono() const { return state_->loss->renew_deadline(); }
 
 bool KeepAliveLease::wait_lost(std::optional<std::int64_t> timeout_ms) {
-  State& s = *state_;
-  std::unique_lock<std::mutex> lk(s.mu);
-  if (s.lost) return true;
-  if (timeout_ms && *timeout_ms <= 0) return false;
-  ClockCall call(*s.clock);
-  const std::int64_t start = s.clock->mono_ms();
-  for (;;) {
-    if (s.lost) return true;
-    const std::int64_t now = s.clock->mono_ms();
-    std::int64_t until = now + kWaitSliceMs;
-    if (timeout_ms) {
-      if (now - start >= *timeout_ms) return false;
-      until = std::min(until, start + *timeout_ms);
-    }
-    s.clock->wait_until(lk, s.cv, until, [&s] { return s.lost; });
-  }
+  return state_->loss->wait_lost(timeout_ms);
 }
 
 void KeepAliveLease::close(double min_hold_s) {
@@ -362,25 +212,11 @@ void KeepAliveLease::close(double min_hold_s) {
     throw InvalidArgument("min_hold must be a finite number of seconds >= 0");
   if (!state_) return;
   State& s = *state_;
-  DeadlineTimer::Id task;
-  {
-    std::lock_guard<std::mutex> g(s.mu);
-    if (s.closed) return;
-    s.closed = true;
-    task = s.task;
-    s.task = 0;
-  }
+  // Decided first (a deadline already passed: lost, not released); on_lost has run.
+  const std::optional<bool> closed = s.loss->close();
+  if (!closed) return;  // closed before
+  const bool lost = *closed;
   renewer_->remove(&s);  // waits for a renewal in flight (bounded by the call bound)
-  if (task) s.clock->timer().cancel(task, /*wait=*/false);
-  bool lost;
-  {
-    std::unique_lock<std::mutex> lk(s.mu);
-    // An on_lost that is running (unless it is this very thread) finishes first.
-    s.cv.wait(lk, [&s] {
-      return !s.in_callback || s.callback_thread == std::this_thread::get_id();
-    });
-    lost = s.lost;
-  }
   if (lost) return;  // a lost lease is not released (its hold stays stranded in the locker)
   try {
     if (min_hold_s > 0)

@@ -7,16 +7,20 @@
 //    min(ttl/20, 250 ms) for as long as the renew deadline has not passed.
 //  * The renew deadline is the elector's: lease end - margin, lease end = send of the last
 //    successful write + ttl (host mono), margin = max(ttl/10, 2 * clock uncertainty +
-//    50 ms). At the deadline a task on the clock's deadline timer (one process-wide
-//    thread) declares the lease LOST, whatever a renewal call is doing (invariant 3:
-//    step-down before takeover, as no claimant can take the lock before the lease end).
+//    50 ms). From the deadline on the lease is LOST: lost() reads the monotonic clock
+//    against it (hold_loss.h), whatever a renewal call, the timer or a callback is doing,
+//    in a fork()ed child too (invariant 3: step-down before takeover, as no claimant can
+//    take the lock before the lease end).
 //  * A renewal that finds the lock no longer ours (taken, released behind our back, a jump
-//    of the server's clock) declares the loss at once, through the same timer thread.
-//  * Loss is final. The locker's hold is stranded at loss; if a renewal started before it
-//    lands afterwards, or the server answers again, the renewer releases that hold,
-//    fenced (uuid AND fence), instead of taking it back: a lost lease never resurrects.
+//    of the server's clock) declares the loss at once.
+//  * Loss is final. The locker's hold is stranded when the loss is announced (by the
+//    clock's deadline timer); if a renewal started before it lands afterwards, or the
+//    server answers again, the renewer releases that hold, fenced (uuid AND fence), from
+//    the lease end on, instead of taking it back: a lost lease never resurrects.
 //  * close() stops the renewals and releases the lock (fenced) unless the lease was lost.
-//  * on_lost runs exactly once, on the deadline-timer thread, never under a library lock.
+//  * on_lost runs exactly once, never under a library lock, on the clock's callback
+//    dispatcher (callback_dispatcher.h), never on the timer's thread: a slow one delays
+//    no other lease's loss. close() returns after it.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +40,7 @@ struct KeepAliveOptions {
   double step_s = 0.25;             // retry interval while waiting for the lock
   bool force = false;               // take the lock whoever holds it
   CancelFn cancel;                  // abandons a blocking wait (Cancelled)
-  std::function<void()> on_lost;    // deadline-timer thread; exceptions are logged
+  std::function<void()> on_lost;    // callback dispatcher's thread; exceptions are logged
 };
 
 // The renew deadline's margin, shared with the elector's rule (election/elector.h):
@@ -62,15 +66,19 @@ class KeepAliveLease {
   KeepAliveLease& operator=(const KeepAliveLease&) = delete;
 
   std::int64_t fence() const;  // the hold's token (kept after loss)
+  // True from the renew deadline on (the clock is read: no thread has to say so), or
+  // once a renewal found the lock no longer ours.
   bool lost() const;
   // Why the lease was lost ("" while it is not).
   std::string lost_reason() const;
-  // Blocks until lost or `timeout_ms` pass (nullopt: forever). True if lost.
+  // Blocks until lost or `timeout_ms` pass (nullopt: forever): a wait on the clock that
+  // ends at the renew deadline by itself. True if lost.
   bool wait_lost(std::optional<std::int64_t> timeout_ms);
   // Host mono ms of the current renew deadline, and of the next renewal (tests).
   std::int64_t renew_deadline_mono() const;
-  // Stops renewing; waits for a running renewal or on_lost; releases the lock (fenced)
-  // unless lost. Idempotent. A failed release is logged, not thrown (the hold is then
+  // Stops renewing; waits for a running renewal or on_lost (runs on_lost here if it was
+  // not begun, or if the deadline passed and nobody has announced it yet); releases the
+  // lock (fenced) unless lost. Idempotent. A failed release is logged, not thrown (the hold is then
   // stranded in the locker: its next acquire releases it first, or it expires).
   // min_hold_s > 0: the lock stays taken until min_hold_s after it was acquired
   // (Locker::release_min_hold); InvalidArgument (lease untouched) for a bad value.

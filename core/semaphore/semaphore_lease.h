@@ -5,15 +5,17 @@
 //  * renewals about every ttl/3 after the last successful renewal was SENT; a failed one
 //    is retried every min(ttl/20, 250 ms) while the renew deadline has not passed;
 //  * its OWN loss deadline: lease end - max(ttl/10, 2 x clock uncertainty + 50 ms),
-//    lease end = send of the last successful write + ttl (host mono); a task on the
-//    clock's deadline timer declares the hold LOST there whatever a renewal call is
-//    doing (invariant 3: nobody can take the slot before the lease end);
+//    lease end = send of the last successful write + ttl (host mono); from there on the
+//    hold is LOST, read from the monotonic clock whatever a renewal call, the timer or a
+//    callback is doing (invariant 3: nobody can take the slot before the lease end);
 //  * a renewal that finds the slot no longer ours (taken after expiry, released behind
 //    our back, a jump of the server's clock) declares the loss at once;
-//  * loss is final: the semaphore's hold is stranded at loss and released (fenced:
-//    slot, uuid AND fence) by the renewer, never taken back;
+//  * loss is final: the semaphore's hold is stranded when the loss is announced and
+//    released (fenced: slot, uuid AND fence) by the renewer from the lease end on, never
+//    taken back;
 //  * close() stops the renewals and releases the slot (fenced) unless lost;
-//  * on_lost runs exactly once, on the deadline-timer thread, never under a library lock.
+//  * on_lost runs exactly once, never under a library lock, on the clock's callback
+//    dispatcher (never the timer's thread). The shared rules: core/lease/hold_loss.h.
 #pragma once
 
 #include <cstdint>

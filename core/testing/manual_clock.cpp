@@ -99,6 +99,7 @@ ManualClock::ManualClock(std::int64_t wall_start_ms, std::int64_t settle_timeout
 
 ManualClock::~ManualClock() {
   std::lock_guard<std::mutex> g(renewer_mu_);
+  dispatcher_.reset();
   renewer_.reset();
 }
 
@@ -113,6 +114,12 @@ std::int64_t ManualClock::wall_ms() {
 }
 
 DeadlineTimer& ManualClock::timer() { return *timer_; }
+
+CallbackDispatcher& ManualClock::dispatcher() {
+  std::lock_guard<std::mutex> g(renewer_mu_);
+  if (!dispatcher_) dispatcher_ = std::make_unique<ThreadedDispatcher>(*this);
+  return *dispatcher_;
+}
 
 Renewer* ManualClock::renewer() {
   std::lock_guard<std::mutex> g(renewer_mu_);

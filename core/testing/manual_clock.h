@@ -4,11 +4,12 @@
 // deterministically, in milliseconds, with no sleeps.
 //
 // Time moves only through advance(). The library's own threads (election loops, the
-// clock's renewer, observers) still run for real, but every wait of theirs is on this
-// clock. advance(ms) walks time forward to each pending deadline in turn (a renewal due,
+// clock's renewer and callback dispatcher, observers) still run for real, but every wait
+// of theirs is on this clock. advance(ms) walks time forward to each pending deadline in turn (a renewal due,
 // a lease's renew deadline, an elector's next poll, a deadline-timer task) up to now+ms;
 // at each step it runs the due timer tasks on the calling thread, wakes the threads whose
-// wait ended, and waits, in real time, until all of them are idle again before the next
+// wait ended (the callbacks those tasks announced run on the clock's own dispatcher
+// threads), and waits, in real time, until all of them are idle again before the next
 // step. So advance(60 s) on a lease of ttl 15 s renews it 12 times, as 60 real seconds
 // would, and what an election does within a ttl has been done when advance(ttl) returns.
 //
@@ -52,6 +53,7 @@ class ManualClock final : public Clock {
                   std::int64_t deadline_mono_ms, const std::function<bool()>& wake) override;
   void sleep_ms(std::int64_t ms) override;
   DeadlineTimer& timer() override;
+  CallbackDispatcher& dispatcher() override;
   // A mutex held by a running thread is waited for in real time (up to the settle bound).
   bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
   Renewer* renewer() override;
@@ -89,6 +91,7 @@ class ManualClock final : public Clock {
   std::unique_ptr<Timer> timer_;
   std::mutex renewer_mu_;
   std::unique_ptr<Renewer> renewer_;  // destroyed first: its thread waits on this clock
+  std::unique_ptr<ThreadedDispatcher> dispatcher_;  // as the renewer (same mutex)
 };
 
 }  // namespace mongoelector

@@ -61,6 +61,7 @@ from pymongo.database import Database
 
 from . import _aio_pool, _native, _transport
 from ._aio_facade import AsyncDatabaseFacade, is_async_database
+from ._loss import AsyncLossEvent
 from .client import Client
 from .elector import ClusterDetail, MongoLeaderElector, NodeStatus, _check_handover_poll
 from .errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
@@ -812,8 +813,9 @@ class AsyncLease:
     """``mongoelector.Lease`` for asyncio: a lock on ``key`` kept alive by the core's
     native renewer until :meth:`release` (or the end of ``async with``).
 
-    ``lost`` is an ``asyncio.Event``, set (on the event loop) the moment the lease is
-    lost; ``check()`` raises ``LeaseLost`` then; leaving the ``async with`` block raises
+    ``lost`` is an ``asyncio.Event`` whose state is the lease's loss, read from the native
+    lease (true from its renew deadline on; ``await lost.wait()`` wakes there by itself);
+    ``check()`` raises ``LeaseLost`` then; leaving the ``async with`` block raises
     ``LeaseLost`` too (unless the block raised). Waiting for the lock is ``asyncio.sleep``
     between attempts (``step``); ``timeout`` bounds it (``AcquireTimeout``), and
     ``blocking=False`` makes one attempt (``LockExists``). Other keyword arguments go to
@@ -824,8 +826,8 @@ class AsyncLease:
     ttl: float
     #: The locker whose lock the lease keeps alive.
     locker: AsyncMongoLocker
-    #: Set (on the event loop) the moment the lease is lost.
-    lost: asyncio.Event
+    #: Set once the lease is lost (read from the native lease).
+    lost: AsyncLossEvent
 
     def __init__(self, db: AsyncDatabaseArg, key: str, *, ttl: float = 30,
                  timeout: Optional[float] = None, blocking: bool = True, step: float = 0.25,
@@ -835,7 +837,7 @@ class AsyncLease:
         self.key = key
         self.ttl = ttl
         self.locker = AsyncMongoLocker(key, db, ttl=ttl, **locker_kwargs)
-        self.lost = asyncio.Event()
+        self.lost = AsyncLossEvent()
         self._timeout = timeout
         self._blocking = blocking
         self._step = step
@@ -868,6 +870,7 @@ class AsyncLease:
                         functools.partial(_native.KeepAliveLease, core, False, None, step,
                                           on_lost),
                         orphan=_close_lease)
+                    self.lost._bind(self._native)
                     return self._native.fence
                 except LockExists:
                     if not self._blocking:
@@ -894,7 +897,7 @@ class AsyncLease:
         return "" if self._native is None else self._native.lost_reason
 
     def _is_lost(self) -> bool:
-        return self.lost.is_set() or (self._native is not None and self._native.lost)
+        return self.lost.is_set()
 
     def check(self) -> None:
         """Raises ``LeaseLost`` if the lease is lost; call it before acting on the lock."""
@@ -905,8 +908,6 @@ class AsyncLease:
         """Waits until the lease is lost (True) or ``timeout`` seconds pass (False)."""
         if self._native is None:
             return False
-        if self._is_lost():
-            return True
         try:
             await asyncio.wait_for(self.lost.wait(), timeout)
         except asyncio.TimeoutError:
@@ -938,10 +939,11 @@ class AsyncLease:
         return f"<AsyncLease {self.key!r} fence={self.fence} {state}>"
 
 
-def _lease_lost(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
-    """on_lost of a lease: runs on the core's deadline-timer thread."""
+def _lease_lost(loop: asyncio.AbstractEventLoop, event: AsyncLossEvent) -> None:
+    """on_lost of a lease (a core callback thread): wakes the waits at once. Only a hint:
+    the loss itself is read from the native lease."""
     try:
-        loop.call_soon_threadsafe(event.set)
+        loop.call_soon_threadsafe(event._wake)
     except RuntimeError:  # the loop is closed: nobody waits
         pass
 

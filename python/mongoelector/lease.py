@@ -11,20 +11,23 @@ The lease is renewed about every ttl/3 by one native renewer thread per process 
 Python thread, no GIL while waiting). It is declared LOST on this host's monotonic clock
 at its renew deadline (lease end minus max(ttl/10, 2 x clock uncertainty + 50 ms), so
 before anyone else can take the lock) whether or not a renewal call still hangs, or as
-soon as a renewal finds the lock taken. Loss is final: ``lease.lost`` (a
-``threading.Event``) is set, ``lease.check()`` raises ``LeaseLost``, and leaving the
-``with`` block raises ``LeaseLost`` too (unless the block already raised). Leaving the
-block releases the lock (fenced); a lost lease is not released.
+soon as a renewal finds the lock taken. Loss is read from that deadline and the clock when
+asked (no thread has to announce it: a slow callback elsewhere, or a fork()ed child,
+cannot keep the lease reading "held"), and is final: ``lease.lost`` (a
+``threading.Event`` whose state is the lease's loss) is set, ``lease.check()`` raises
+``LeaseLost``, and leaving the ``with`` block raises ``LeaseLost`` too (unless the block
+already raised). Leaving the block releases the lock (fenced); a lost lease is not
+released.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Optional, Type, TypedDict, TypeVar
 
 from . import _native
+from ._loss import LossEvent
 from ._transport import DatabaseArg
 from .errors import ClosedError, LeaseLost
 from .locker import MongoLocker
@@ -64,8 +67,9 @@ class Lease:
     ttl: float
     #: The locker whose lock the lease keeps alive.
     locker: MongoLocker
-    #: Set (from a native thread) the moment the lease is lost.
-    lost: threading.Event
+    #: Set once the lease is lost (read from the native lease: true from its renew
+    #: deadline on); ``lost.wait(timeout)`` is ``wait_lost(timeout)``.
+    lost: LossEvent
 
     def __init__(self, db: DatabaseArg, key: str, *, ttl: float = 30,
                  timeout: Optional[float] = None, blocking: bool = True, step: float = 0.25,
@@ -82,8 +86,7 @@ class Lease:
         self.key = key
         self.ttl = ttl
         self.locker = MongoLocker(key, db, ttl=ttl, **locker_kwargs)
-        #: Set (from a native thread) the moment the lease is lost.
-        self.lost = threading.Event()
+        self.lost = LossEvent()
         self._timeout = timeout
         self._blocking = blocking
         self._step = step
@@ -97,8 +100,8 @@ class Lease:
             raise ClosedError(f"the locker of lease {self.key!r} is closed")
         self._native = _native.KeepAliveLease(
             self.locker._core, self._blocking,
-            None if self._timeout is None else float(self._timeout), float(self._step),
-            self.lost.set)
+            None if self._timeout is None else float(self._timeout), float(self._step))
+        self.lost._bind(self._native)
         return self._native.fence
 
     @property
@@ -114,7 +117,7 @@ class Lease:
 
     def check(self) -> None:
         """Raises ``LeaseLost`` if the lease is lost; call it before acting on the lock."""
-        if self.lost.is_set() or (self._native is not None and self._native.lost):
+        if self.lost.is_set():
             raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost: {self.reason}")
 
     def wait_lost(self, timeout: Optional[float] = None) -> bool:
@@ -141,7 +144,7 @@ class Lease:
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> Literal[False]:
-        lost = self.lost.is_set() or (self._native is not None and self._native.lost)
+        lost = self.lost.is_set()
         self.release()
         if lost and exc_type is None:
             raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost while the "

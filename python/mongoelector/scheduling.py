@@ -107,8 +107,8 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
         return held
 
     def finish(held: Lease, failed: bool) -> None:
-        # The native flag, not only the Event: the on_lost callback may still be on its way.
-        lost = held.lost.is_set() or held.wait_lost(0)
+        # Read from the native lease (its deadline and the clock), not from a callback.
+        lost = held.lost.is_set()
         try:
             held.release()
         finally:

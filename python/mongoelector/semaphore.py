@@ -22,7 +22,6 @@ document is current (its own last write), two otherwise (a read, then the claim)
 
 from __future__ import annotations
 
-import threading
 import uuid
 from datetime import datetime
 from os import getpid
@@ -32,6 +31,7 @@ from typing import (Any, Callable, Dict, List, Literal, NoReturn, Optional, Prot
                     Type, TypedDict, TypeVar, cast)
 
 from . import _native, _transport
+from ._loss import LossEvent
 from ._transport import DatabaseArg
 from .errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
 
@@ -309,17 +309,18 @@ class SemaphoreLease:
     """A semaphore slot kept alive by the native renewer until released (or the end of
     a ``with`` block); the rules of ``mongoelector.lease``: renewed about every ttl/3,
     declared LOST on this host's clock at its own renew deadline (before anyone can take
-    the slot), loss final; ``lost`` is a ``threading.Event``."""
+    the slot), loss final; ``lost`` is a ``threading.Event`` whose state is the slot's
+    loss, read from the native lease (see ``mongoelector.lease``)."""
 
     semaphore: MongoSemaphore
-    lost: threading.Event
+    lost: LossEvent
 
     def __init__(self, semaphore: MongoSemaphore, *, blocking: bool = True,
                  timeout: Optional[float] = None, step: float = 0.25) -> None:
         if not blocking and timeout is not None:
             raise ValueError("Cannot set timeout if blocking is False")
         self.semaphore = semaphore
-        self.lost = threading.Event()
+        self.lost = LossEvent()
         self._blocking = blocking
         self._timeout = timeout
         self._step = step
@@ -334,8 +335,8 @@ class SemaphoreLease:
         core = cast(_NativeSemaphore, getattr(self.semaphore, "_core"))  # its friend
         self._native = _new_semaphore_lease(
             core, self._blocking,
-            None if self._timeout is None else float(self._timeout), float(self._step),
-            self.lost.set)
+            None if self._timeout is None else float(self._timeout), float(self._step))
+        self.lost._bind(self._native)
         return self._native.fence
 
     @property
@@ -348,7 +349,7 @@ class SemaphoreLease:
 
     def check(self) -> None:
         """Raises ``LeaseLost`` if the slot was lost; call it before acting on it."""
-        if self.lost.is_set() or (self._native is not None and self._native.lost):
+        if self.lost.is_set():
             raise LeaseLost(f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
                             f"was lost: {self.reason}")
 
@@ -368,7 +369,7 @@ class SemaphoreLease:
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> Literal[False]:
-        lost = self.lost.is_set() or (self._native is not None and self._native.lost)
+        lost = self.lost.is_set()
         self.release()
         if lost and exc_type is None:
             raise LeaseLost(f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "

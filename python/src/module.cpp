@@ -203,14 +203,15 @@ struct CallbackState {
   SharedPyObject dispatch;
   std::atomic<bool> enabled[3] = {{false}, {false}, {false}};
   std::atomic<std::thread::id> loop_thread{};
-  // on_leader_loss at the renew deadline runs on the core's deadline-timer thread.
-  std::atomic<std::thread::id> timer_thread{};
+  // on_leader_loss at the renew deadline runs on a thread of the core's callback
+  // dispatcher (callback_dispatcher.h).
+  std::atomic<std::thread::id> dispatcher_thread{};
   std::atomic<const me::Elector*> elector{nullptr};
 
   void fire(int slot, const char* name) {
     if (!t_in_user_call) {
       const me::Elector* e = elector.load();
-      (e == nullptr || e->on_loop_thread() ? loop_thread : timer_thread) =
+      (e == nullptr || e->on_loop_thread() ? loop_thread : dispatcher_thread) =
           std::this_thread::get_id();
     }
     if (!enabled[slot].load() || interpreter_finalizing()) return;
@@ -260,13 +261,13 @@ class PyElector {
   }
 
   // Stops and joins the loop WITHOUT the GIL: the loop may be waiting for it. On the
-  // loop's own thread or the timer thread (last reference dropped in a callback) a
-  // reaper thread does it: neither can wait for itself.
+  // loop's own thread or the dispatcher's thread that ran its last callback (last
+  // reference dropped in a callback) a reaper thread does it: neither can wait for itself.
   ~PyElector() {
     if (!elector_) return;
     callbacks_->elector = nullptr;
     const auto self = std::this_thread::get_id();
-    if (callbacks_->loop_thread.load() == self || callbacks_->timer_thread.load() == self) {
+    if (callbacks_->loop_thread.load() == self || callbacks_->dispatcher_thread.load() == self) {
       reap(std::move(elector_));
       return;
     }
@@ -317,8 +318,9 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
 }
 
 // The options of a keep-alive (lease or semaphore slot) from Python's arguments. on_lost
-// runs on the deadline-timer thread: it takes the GIL only to call the Python callable
-// (an Event's set), never once the interpreter is finalizing.
+// runs on a thread of the core's callback dispatcher (never the timer that decides
+// losses: a GIL wait here delays no other lease's loss): it takes the GIL only to call
+// the Python callable, never once the interpreter is finalizing.
 me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> timeout,
                                         double step, py::object on_lost, const char* what) {
   me::KeepAliveOptions o;
@@ -625,6 +627,15 @@ PYBIND11_MODULE(_native, m) {
            "Acquires the locker's lock and keeps it alive on the process's renewer thread.")
       .def_property_readonly("fence", [](PyLease& l) { return l.lease->fence(); })
       .def_property_readonly("lost", [](PyLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
+      .def_property_readonly(
+          "deadline_in",
+          [](PyLease& l) {
+            return nogil<double>([&] {
+              return static_cast<double>(l.lease->renew_deadline_mono() -
+                                         l.lease->locker()->clock().mono_ms()) / 1000.0;
+            });
+          },
+          "Seconds until the renew deadline on the lease's clock (<= 0: passed).")
       .def_property_readonly("lost_reason",
                              [](PyLease& l) { return nogil<std::string>([&] { return l.lease->lost_reason(); }); })
       .def("wait_lost",

@@ -21,6 +21,7 @@ Not a test: run tests/bench/run.sh.
 """
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -402,18 +403,13 @@ SCALE_GROW_THREADS = 8
 SCALE_GROW_ATTEMPTS = 10
 
 
-class _StampedLost(threading.Event):
-    """A lease's ``lost`` event that also says when it was set (EVENT lost T KEY): the
-    native core calls ``lost.set`` the moment it declares the lease lost."""
+class _LostStamper(logging.Handler):
+    """EVENT lost T KEY for every lease the library declares lost: its structured log
+    record (event "lease_lost", the key in ``extra``). No polling of thousands of leases."""
 
-    def __init__(self, key):
-        super().__init__()
-        self.key = key
-
-    def set(self):
-        if not self.is_set():
-            say("EVENT", "lost", f"{time.monotonic():.6f}", self.key)
-        super().set()
+    def emit(self, record):
+        if getattr(record, "event", None) == "lease_lost":
+            say("EVENT", "lost", f"{time.monotonic():.6f}", getattr(record, "key", "?"))
 
 
 def cmd_scale(args, impl):
@@ -457,6 +453,8 @@ def cmd_scale(args, impl):
                         failed[0] += 1
         threading.Thread(target=toucher, daemon=True).start()
     extra = {"allow_unsafe_server": True} if args.unsafe and use_lease else {}
+    if use_lease:
+        logging.getLogger("mongoelector").addHandler(_LostStamper())
 
     def hold(i):
         key = f"scale-{i}"
@@ -467,7 +465,6 @@ def cmd_scale(args, impl):
             try:
                 if use_lease:
                     le = impl.me.lease(db, key, ttl=ttl, blocking=False, **extra)
-                    le.lost = _StampedLost(key)  # before acquire(): it hands lost.set to the core
                     le.acquire()
                     return le
                 lk = impl.locker(key, db, ttl=ttl)

@@ -6,6 +6,7 @@
 #   bash tests/cli/run.sh [BUILD_DIR]                 SQLite, then java (what CI runs)
 #   bash tests/cli/run.sh BUILD_DIR --sqlite          SQLite only (no Java needed)
 #   bash tests/cli/run.sh BUILD_DIR --uri URI         one storage (mongodb://... or sqlite:///...)
+#   MONGOELECTOR_CLI_TESTS="t_grace_rule ..." bash tests/cli/run.sh ...   only those tests
 #
 # BUILD_DIR (default: build/) must hold capi/cli/mongoelector and capi/libmongoelector.so
 # (cmake --build BUILD_DIR --target mongoelector_cli). Exits non-zero if a test fails.
@@ -83,6 +84,8 @@ json() {  # json FILE PYTHON-EXPRESSION-ON-d
 }
 run_test() {
   local name="$1"; shift
+  # MONGOELECTOR_CLI_TESTS="t_a t_b": only those (a quicker loop while working on them).
+  [[ -n "${MONGOELECTOR_CLI_TESTS:-}" && " $MONGOELECTOR_CLI_TESTS " != *" $1 "* ]] && return 0
   local start; start=$(now_ms)
   # Leftover background processes of a test die with it (their commands follow through
   # PR_SET_PDEATHSIG).
@@ -237,7 +240,7 @@ t_signals_forwarded() {  # SIGTERM, SIGINT, SIGHUP to `run` reach CMD once; its 
 t_lost_forced() {  # the lock forced away while CMD runs: CMD gets SIGTERM, exit 70
   local key="forced-$RANDOM"
   export OUT="$T/forced.out"; : >"$OUT"
-  "$BIN" run "$key" --ttl 3 --grace 2 -- "$T/sig.sh" 2>"$T/e" &
+  "$BIN" run "$key" --ttl 3 -- "$T/sig.sh" 2>"$T/e" &
   local pid=$!
   wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start"
   local t0; t0=$(now_ms)
@@ -253,7 +256,7 @@ t_lost_forced() {  # the lock forced away while CMD runs: CMD gets SIGTERM, exit
 
 t_lost_grace_kill() {  # a CMD ignoring SIGTERM is killed after --grace
   local key="grace-$RANDOM"
-  "$BIN" run "$key" --ttl 3 --grace 0.5 -- bash -c "trap '' TERM; echo ready >'$T/grace.out'; while :; do sleep 0.05; done" 2>"$T/e" &
+  "$BIN" run "$key" --ttl 10 --grace 0.5 -- bash -c "trap '' TERM; echo ready >'$T/grace.out'; while :; do sleep 0.05; done" 2>"$T/e" &
   local pid=$!
   wait_for "[ -s '$T/grace.out' ]" 10 || fail "CMD did not start"
   local t0; t0=$(now_ms)
@@ -264,12 +267,81 @@ t_lost_grace_kill() {  # a CMD ignoring SIGTERM is killed after --grace
   (( $(now_ms) - t0 >= 500 )) || fail "killed before the grace period"
 }
 
-t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD stopped before the lease can expire
+t_lost_deadline_before_takeover() {  # storage cut off: a CMD ignoring SIGTERM is dead before another holder can start
+  [[ $STORAGE == sqlite ]] || { echo "    (SQLite: the database is write-locked by another process)"; exit 77; }
+  local key="deadline-$RANDOM" ttl=3 db="${URI#sqlite://}"
+  export OUT="$T/deadline.out"; : >"$OUT"
+  # No --grace: the default must keep its own rule. CMD ignores SIGTERM and logs the time
+  # (microseconds, this host's wall clock: SQLite's server clock) every 10 ms.
+  "$BIN" run "$key" --ttl $ttl -- bash -c \
+    'trap "" TERM; echo ready >>"$OUT"; while :; do echo "tick ${EPOCHREALTIME/./}" >>"$OUT"; sleep 0.01; done' 2>"$T/e" &
+  local pid=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start: $(cat "$T/e")"
+  # Another process takes SQLite's write lock: every renewal fails from now on. Inside
+  # that transaction it reads the expiry of the last renewal that made it (ms).
+  python3 -c '
+import datetime, json, sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")
+doc = json.loads(con.execute("SELECT doc FROM documents WHERE coll = ? AND id = ?",
+                             ("mongolocker", json.dumps(sys.argv[2]))).fetchone()[0])
+d = doc["ts_expire"]["$date"]
+if isinstance(d, dict):
+    ms = int(d["$numberLong"])
+elif isinstance(d, str):
+    ms = round(datetime.datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp() * 1000)
+else:
+    ms = int(d)
+with open(sys.argv[3] + ".tmp", "w") as f:
+    f.write(str(ms))
+import os; os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+while True:
+    time.sleep(1)' "$db" "$key" "$T/write-locked" &
+  local blocker=$!
+  wait_for "[ -e '$T/write-locked' ]" 10 || fail "could not lock the database"
+  local expire; expire=$(cat "$T/write-locked")
+  wait_for "grep -q LOST '$T/e'" $((ttl + 2)) || fail "the lease was not lost: $(cat "$T/e")"
+  # The next holder: waits for the lock, which is free once it has expired.
+  "$BIN" run "$key" --wait --timeout 20 -- bash -c 'echo "second ${EPOCHREALTIME/./}" >>"$OUT"' 2>"$T/e2" &
+  local second=$!
+  kill "$blocker"; wait "$blocker" 2>/dev/null || true
+  exit_code "$pid" 10; local rc=$RC
+  exit_code "$second" 20; [[ $RC == 0 ]] || fail "the next holder: exit $RC: $(cat "$T/e2")"
+  [[ $rc == 70 ]] || fail "exit $rc: $(cat "$T/e")"
+  grep -q "SIGKILL" "$T/e" || fail "no SIGKILL: $(cat "$T/e")"
+  local last_tick second_at
+  last_tick=$(awk '/^tick /{t=$2} END{print t}' "$OUT")
+  second_at=$(awk '/^second /{print $2}' "$OUT")
+  (( last_tick < expire * 1000 )) ||
+    fail "CMD ran until $(( last_tick / 1000 )), $(( last_tick / 1000 - expire )) ms past the lease's expiry $expire: $(cat "$T/e")"
+  (( last_tick < second_at )) || fail "CMD still ran when the next holder started ($last_tick >= $second_at)"
+  echo "    storage cut off: CMD (ignoring SIGTERM) dead $(( expire - last_tick / 1000 )) ms before the lease could expire; next holder $(( (second_at - last_tick) / 1000 )) ms later (ttl $ttl s, default --grace)"
+}
+
+t_grace_rule() {  # a --grace that lets CMD outlive the lease is refused, naming the values
+  local rc=0
+  "$BIN" run "g-$RANDOM" --ttl 30 --grace 5 -- true 2>"$T/e" || rc=$?
+  (( rc == 64 )) || fail "run --ttl 30 --grace 5: exit $rc"
+  grep -q -- "--grace 5" "$T/e" && grep -q -- "--ttl 30" "$T/e" && grep -q "1.5" "$T/e" ||
+    fail "the message does not name the values: $(cat "$T/e")"
+  rc=0; "$BIN" elect "g-$RANDOM" --grace 5 -- true 2>"$T/e" || rc=$?
+  (( rc == 64 )) || fail "elect --grace 5 (default ttl 15): exit $rc"
+  grep -q -- "--grace 5" "$T/e" && grep -q "0.75" "$T/e" || fail "elect message: $(cat "$T/e")"
+  rc=0; "$BIN" elect "g-$RANDOM" --ttl 2 --grace 0.2 -- true 2>"$T/e" || rc=$?
+  (( rc == 64 )) || fail "elect --ttl 2 --grace 0.2: exit $rc"
+  "$BIN" run "g-$RANDOM" --ttl 30 --grace 1.5 -- true || fail "--grace ttl/20 is allowed"
+  "$BIN" run "g-$RANDOM" --ttl 30 --grace 0 -- true || fail "--grace 0 is allowed"
+  "$BIN" run --help | grep -q "ttl/20" || fail "run --help does not state the rule"
+  "$BIN" elect --help | grep -q "ttl/20" || fail "elect --help does not state the rule"
+}
+
+t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD, even one ignoring SIGTERM, dead before the lease can expire
   [[ -n "$SERVER_PID" ]] || { echo "    (needs a server started by testserver.sh: java)"; exit 77; }
   local key="frozen-$RANDOM" ttl=6
   export OUT="$T/frozen.out"; : >"$OUT"
-  "$BIN" run "$key" --ttl $ttl --grace 0.2 -- bash -c \
-    "trap 'date +%s%3N >>\"\$OUT\"; exit 0' TERM; echo ready >>\"\$OUT\"; sleep 1000 & wait" 2>"$T/e" &
+  # Default --grace. CMD notes SIGTERM and goes on; it logs the time (us) every 10 ms.
+  "$BIN" run "$key" --ttl $ttl -- bash -c \
+    'trap "echo term \${EPOCHREALTIME/./} >>\"\$OUT\"" TERM; echo ready >>"$OUT"; while :; do echo "tick ${EPOCHREALTIME/./}" >>"$OUT"; sleep 0.01; done' 2>"$T/e" &
   local pid=$!
   wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start"
   # Freeze just after a renewal (its expiry then is the lease's last word: no renewal can
@@ -289,17 +361,21 @@ t_lost_frozen_server() {  # server frozen (SIGSTOP): CMD stopped before the leas
   exit_code "$pid" $((ttl + 5)); local rc=$RC
   kill -CONT "$SERVER_PID"
   [[ $rc == 70 ]] || fail "exit $rc: $(cat "$T/e")"
-  local t_term; t_term=$(tail -n1 "$OUT")
-  (( t_term < expire )) || fail "CMD stopped at $t_term, after the lease's expiry $expire"
-  echo "    server frozen: CMD got SIGTERM $(( t_term - t_freeze )) ms after the freeze, $(( expire - t_term )) ms before the lease could expire (ttl $ttl s)"
+  local t_term last_tick
+  t_term=$(awk '/^term /{print substr($2, 1, length($2) - 3); exit}' "$OUT")  # us -> ms
+  last_tick=$(awk '/^tick /{t=$2} END{print substr(t, 1, length(t) - 3)}' "$OUT")
+  [[ -n "$t_term" ]] || fail "CMD got no SIGTERM: $(cat "$T/e")"
+  (( t_term < expire )) || fail "SIGTERM at $t_term, after the lease's expiry $expire"
+  (( last_tick < expire )) || fail "CMD ran until $last_tick, $(( last_tick - expire )) ms past the lease's expiry $expire"
+  echo "    server frozen: CMD got SIGTERM $(( t_term - t_freeze )) ms after the freeze, $(( expire - t_term )) ms before the lease could expire; ignoring it, it was dead $(( expire - last_tick )) ms before (ttl $ttl s)"
 }
 
 t_elect_failover() {  # kill -9 of the leading `elect`: its CMD stops, the other leads
   local key="elect-$RANDOM" ttl=2
   export LOG="$T/elect.log"; : >"$LOG"
-  NAME=e1 env --default-signal=INT "$BIN" elect "$key" --ttl $ttl --grace 1 -- "$T/leader.sh" 2>"$T/e1" &
+  NAME=e1 env --default-signal=INT "$BIN" elect "$key" --ttl $ttl -- "$T/leader.sh" 2>"$T/e1" &
   local p1=$!
-  NAME=e2 env --default-signal=INT "$BIN" elect "$key" --ttl $ttl --grace 1 -- "$T/leader.sh" 2>"$T/e2" &
+  NAME=e2 env --default-signal=INT "$BIN" elect "$key" --ttl $ttl -- "$T/leader.sh" 2>"$T/e2" &
   local p2=$!
   wait_for "grep -q '^lead' '$LOG'" 20 || fail "nobody leads: $(cat "$T/e1" "$T/e2")"
   read -r _ first fence1 _ < <(grep '^lead' "$LOG")
@@ -333,10 +409,10 @@ t_elect_loss_stops_cmd() {  # leadership lost (lock forced away): CMD stopped, l
   export LOG="$T/eloss.log"; : >"$LOG"
   # Leadership is lost by freezing the leading `elect` process (SIGSTOP) beyond its lease:
   # on SIGCONT its renew deadline has passed and it must stop CMD at once.
-  NAME=e1 "$BIN" elect "$key" --ttl 2 --grace 1 -- "$T/leader.sh" 2>"$T/e1" &
+  NAME=e1 "$BIN" elect "$key" --ttl 2 -- "$T/leader.sh" 2>"$T/e1" &
   local p1=$!
   wait_for "grep -q '^lead e1' '$LOG'" 20 || fail "e1 does not lead"
-  NAME=e2 "$BIN" elect "$key" --ttl 2 --grace 1 -- "$T/leader.sh" 2>"$T/e2" &
+  NAME=e2 "$BIN" elect "$key" --ttl 2 -- "$T/leader.sh" 2>"$T/e2" &
   local p2=$!
   kill -STOP "$p1"            # e1 frozen: its lease expires, e2 takes over
   wait_for "grep -q '^lead e2' '$LOG'" 10 || fail "e2 did not take over"
@@ -447,6 +523,8 @@ run_test "run: signals reach CMD's process group; leftovers killed; exact status
 run_test "run: --min-hold keeps the lock taken after CMD ends" t_min_hold
 run_test "run: --once-per runs once per window across processes" t_once_per
 [[ $STORAGE == mongo ]] && run_test "run: server frozen -> CMD stopped before expiry, 70" t_lost_frozen_server
+run_test "run: storage cut off -> CMD ignoring SIGTERM dead before the next holder" t_lost_deadline_before_takeover
+[[ $STORAGE == sqlite ]] && run_test "run/elect: a --grace longer than ttl/20 is refused" t_grace_rule
 run_test "elect: failover after kill -9 of the leader" t_elect_failover
 run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_elect_loss_stops_cmd
 run_test "demo" t_demo

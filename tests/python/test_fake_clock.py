@@ -165,3 +165,55 @@ def test_asyncio_elector_on_the_fake_clock():
         return led, cut_off
 
     assert asyncio.run(scenario()) == (True, False)
+
+
+@pytest.mark.parametrize("kind", ["lease", "semaphore"])
+def test_a_slow_on_lost_elsewhere_does_not_keep_a_lease_reading_held(kind):
+    """Loss is read from the renew deadline and the clock, not from an Event that a
+    callback sets: another lease's Python on_lost that blocks (as one waiting for the GIL
+    would) must not keep this lease (or semaphore slot) reading "held" past its deadline."""
+    clock = testing.FakeClock(settle_timeout=0.5)  # a blocked callback cannot settle
+    db = clock.memory_uri()
+    entered, go = threading.Event(), threading.Event()
+
+    def slow_on_lost():
+        entered.set()
+        go.wait(30)
+
+    other = mongoelector.MongoLocker("other", db, ttl=10)
+    slow = mongoelector._native.KeepAliveLease(other._core, False, None, 0.25, slow_on_lost)
+    sem = MongoSemaphore("pool", db, limit=1, ttl=10) if kind == "semaphore" else None
+    held = (sem.keep_alive(blocking=False) if sem
+            else mongoelector.lease(db, "job", ttl=10, blocking=False))
+    held.acquire()  # both at fake time 0: the same renew deadline, 9 s (ttl - ttl/10)
+    advanced = []
+
+    def advance():
+        try:
+            clock.advance(9)
+        except RuntimeError:  # the blocked callback never became idle
+            pass
+        advanced.append(clock.monotonic())
+
+    try:
+        with testing.unavailable(db):  # no renewal gets through
+            mover = threading.Thread(target=advance)
+            mover.start()
+            assert entered.wait(10), "the slow on_lost never ran"
+            assert clock.monotonic() == pytest.approx(9)
+            assert held.lost.is_set(), "reads held after its renew deadline"
+            assert held.wait_lost(0)
+            with pytest.raises(mongoelector.LeaseLost):
+                held.check()
+            go.set()
+            mover.join(30)
+            assert advanced == [pytest.approx(9)]
+    finally:
+        go.set()
+        held.release()
+        slow.close()
+        other.close()
+        if sem:
+            sem.close()
+        else:
+            held.locker.close()

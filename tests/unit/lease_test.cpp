@@ -117,9 +117,15 @@ TEST_F(LeaseTest, LossAtTheDeadlineWhenTheStorageIsDown) {
   EXPECT_TRUE(lease->wait_lost(std::nullopt));
   EXPECT_FALSE(lease->lost_reason().empty());
 
-  // The server answers again: the lost hold is released (fenced), not taken back.
+  // The server answers again: the lost hold is released (fenced), not taken back, and
+  // not before its lease end (the holder's own step-down may still be under way).
   storage->set_unavailable(false);
-  step();
+  const std::int64_t lease_end = lease_start + 6000;
+  while (renewer->next_due() && clock->mono_ms() < lease_end) {
+    step();
+    ASSERT_TRUE(a->has_stranded() || clock->mono_ms() >= lease_end) << "released before the lease end";
+  }
+  EXPECT_EQ(clock->mono_ms(), lease_end);
   EXPECT_TRUE(lease->lost()) << "loss is final";
   EXPECT_FALSE(a->has_stranded());
   EXPECT_FALSE(renewer->next_due().has_value()) << "nothing left to renew";
@@ -164,8 +170,11 @@ TEST_F(LeaseTest, LossAtTheDeadlineWhileARenewalHangs) {
   renewing.join();
   storage->set_fault_hook({});
   renewer->run_due();
-  // ...and does not bring the lease back: its hold is released, fenced.
+  // ...and does not bring the lease back: its hold is released, fenced, from the lease
+  // end on.
   EXPECT_TRUE(lease->lost());
+  EXPECT_TRUE(doc()->locked) << "released before the lease end";
+  step();
   auto d = doc();
   ASSERT_TRUE(d.has_value());
   EXPECT_FALSE(d->locked);

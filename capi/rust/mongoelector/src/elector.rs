@@ -75,7 +75,7 @@ struct Callbacks {
 /// last trampoline to return after Drop) frees the Callbacks. Since 1.1 the C elector
 /// may be freed from one of its own callbacks: mongoelector_elector_free then returns at
 /// once and no callback starts after it, but the one running (this very trampoline, or
-/// one on the deadline-timer thread) still uses its closure.
+/// one on a library callback thread) still uses its closure.
 const ORPHANED: usize = 1 << (usize::BITS - 1);
 
 unsafe fn free_callbacks(p: *const Callbacks) {
@@ -171,7 +171,7 @@ impl<'a> ElectorBuilder<'a> {
         self
     }
     /// Runs when leadership ends: on a release or stop, or at a missed renew deadline on
-    /// the library's deadline-timer thread (keep it short).
+    /// a library callback thread (keep it short).
     pub fn on_leader_loss(mut self, f: impl FnMut() + Send + 'static) -> Self {
         self.on_leader_loss = Some(Box::new(f));
         self
