@@ -37,6 +37,18 @@ struct Unregister {
 };
 }  // namespace
 
+// A lease's close() waits in real time for a renewal step of it that is running (in a
+// storage call) and for its on_lost callback: wait for both on the fake clock first.
+void World::wait_quiet(NodeClock& c, const bool& in_callback) {
+  for (;;) {
+    if (sched_.free_running()) return;
+    SimThread* rt = c.renewer_thread();
+    const std::optional<std::int64_t> ends = rt ? sched_.call_ends_at(rt) : std::nullopt;
+    if (!ends && !in_callback) return;
+    c.sleep_until(std::max(sched_.mono() + 1, ends.value_or(0)));
+  }
+}
+
 // ---- electors ---------------------------------------------------------------------------
 
 void World::elector_actor(Node& n, const std::string& key, int idx) {
@@ -214,7 +226,7 @@ void World::locker_actor(Node& n, int idx) {
           trace(node, key, label + ": acquire(non-blocking)");
           took(lk->acquire(false), "acquired");
         } else if (u < 0.85) {
-          const std::int64_t timeout = r.range(T / 4, 2 * T), step = r.range(10, T / 5);
+          const std::int64_t timeout = r.range(T / 4, 2 * T), step = r.range(20, T / 5);
           trace(node, key, label + ": acquire(blocking, timeout " + ms(timeout) + ", step " + ms(step) + ")");
           took(lk->acquire(true, static_cast<double>(timeout) / 1000.0, static_cast<double>(step) / 1000.0,
                            false, cancel),
@@ -298,13 +310,7 @@ void World::lease_actor(Node& n) {
   auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
   // close() waits in real time for a renewal step of the lease that is running, and for
   // its on_lost: wait for both on the fake clock first.
-  auto quiet = [&](Slot& s) {
-    for (;;) {
-      SimThread* rt = c.renewer_thread();
-      if (sched_.free_running() || (!(rt && rt->in_call.load()) && !s.in_cb)) return;
-      c.sleep_ms(1);
-    }
-  };
+  auto quiet = [&](Slot& s) { wait_quiet(c, s.in_cb); };
   auto close = [&](Slot& s, bool min_hold) {
     s.closing = true;  // the user stops relying on it before closing
     quiet(s);
@@ -339,7 +345,7 @@ void World::lease_actor(Node& n) {
     KeepAliveOptions ko;
     ko.blocking = r.chance(0.5);
     if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
-    ko.step_s = static_cast<double>(r.range(10, T / 5)) / 1000.0;
+    ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
     ko.cancel = cancel;
     const std::int64_t slow =
         (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
@@ -449,13 +455,7 @@ void World::semaphore_actor(Node& n) {
     std::uint64_t bid = 0;
     int gen = 0;
   } ls;
-  auto quiet = [&] {
-    for (;;) {
-      SimThread* rt = c.renewer_thread();
-      if (sched_.free_running() || (!(rt && rt->in_call.load()) && !ls.in_cb)) return;
-      c.sleep_ms(1);
-    }
-  };
+  auto quiet = [&] { wait_quiet(c, ls.in_cb); };
   auto close_lease = [&] {
     ls.closing = true;
     quiet();
@@ -478,7 +478,7 @@ void World::semaphore_actor(Node& n) {
           const bool blocking = r.chance(0.5);
           trace(node, key, label + ": acquire(" + (blocking ? "blocking" : "non-blocking") + ")");
           const std::int64_t f = blocking ? sem->acquire(true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
-                                                         static_cast<double>(r.range(10, T / 5)) / 1000.0, cancel)
+                                                         static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
                                           : sem->acquire(false);
           const std::optional<SemaphoreHold> h = sem->hold();
           st.holding = true;
@@ -505,7 +505,7 @@ void World::semaphore_actor(Node& n) {
           KeepAliveOptions ko;
           ko.blocking = r.chance(0.5);
           if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
-          ko.step_s = static_cast<double>(r.range(10, T / 5)) / 1000.0;
+          ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
           ko.cancel = cancel;
           const std::int64_t slow =
               (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
@@ -569,7 +569,9 @@ void World::prober(Node& n) {
       std::lock_guard<std::mutex> g(mu_);
       for (const auto& [k, t] : busy_until_) until = std::max(until, t);
     }
-    if (sched_.wall() >= until + p_.bound) break;
+    std::int64_t stepped = 0;
+    for (const auto& st : p_.steps) stepped += st.second < 0 ? -st.second : st.second;
+    if (sched_.wall() >= until + p_.bound + stepped) break;
     c.sleep_ms(50);
   }
   const std::int64_t T = p_.ttl;

@@ -9,6 +9,7 @@
 // exactly. A schedule that hangs or crashes costs its own process only.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/stat.h>
@@ -86,8 +87,16 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   return out;
 }
 
-[[noreturn]] void run_child(const Cmd& c) {
+[[noreturn]] void run_child(const Cmd& c, int cpu) {
   signal(SIGCHLD, SIG_DFL);
+  // One CPU per schedule: its threads run one at a time, and a handoff on one CPU
+  // costs no cross-CPU wakeup.
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+  }
   alarm(300);  // a schedule that hangs dies; the runner reports it
   sim::Params p = sim::make_params(c.seed);
   sim::RunOptions o;
@@ -135,7 +144,17 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   struct Running {
     pid_t pid;
     Cmd cmd;
+    int slot;
   } running[256];
+  bool slot_used[256] = {};
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const bool pin = sched_getaffinity(0, sizeof allowed, &allowed) == 0 && ncpu > 0;
+  int cpus[256];
+  int ncpus = 0;
+  for (int i = 0; pin && i < 256 && ncpus < 256; ++i)
+    if (CPU_ISSET(i, &allowed)) cpus[ncpus++] = i;
   int n = 0;
   bool eof = false;
   for (;;) {
@@ -150,6 +169,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
         const int len = std::snprintf(line, sizeof line, "%u %" PRIu64 " %d\n", running[i].cmd.tag,
                                       running[i].cmd.seed, code);
         if (write(res_fd, line, static_cast<std::size_t>(len)) < 0) _exit(2);
+        slot_used[running[i].slot] = false;
         running[i] = running[--n];
         break;
       }
@@ -170,16 +190,20 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
         continue;
       }
       if (got != static_cast<ssize_t>(sizeof c) || n >= 256) _exit(2);
+      int slot = 0;
+      while (slot_used[slot]) ++slot;
+      slot_used[slot] = true;
+      const int cpu = ncpus > 0 ? cpus[slot % ncpus] : -1;
       const pid_t pid = fork();
       if (pid == 0) {
         close(cmd_fd);
         close(res_fd);
         close(sp[0]);
         close(sp[1]);
-        run_child(c);
+        run_child(c, cpu);
       }
       if (pid < 0) _exit(2);
-      running[n++] = Running{pid, c};
+      running[n++] = Running{pid, c, slot};
     }
   }
 }

@@ -25,7 +25,7 @@ namespace {
 
 std::string fmt_doc(const std::optional<LockDoc>& d) {
   if (!d) return "none";
-  std::ostringstream o;
+  Str o;
   o << "{uuid=" << d->uuid << " locked=" << d->locked << " fence=" << d->fence
     << " exp=" << (d->ts_expire ? d->ts_expire->ms : 0) << "}";
   return o.str();
@@ -41,7 +41,7 @@ std::string describe(const std::vector<bool>& v) {
 }
 std::string describe(const std::optional<SemaphoreDoc>& d) {
   if (!d) return "none";
-  std::ostringstream o;
+  Str o;
   o << "{fence=" << d->fence << " slots=";
   for (const auto& s : d->slots)
     o << "[" << (s.uuid.empty() ? "-" : s.uuid) << " f=" << s.fence
@@ -198,7 +198,7 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
   const Fate& f = c.fate;
   auto box = std::make_shared<Box<R>>();
   {
-    std::ostringstream o;
+    Str o;
     o << c.who << " -> " << op << "(" << what << ") #" << c.seq << " [" << f.kind;
     if (f.apply_at >= 0) o << ", apply@" << f.apply_at;
     o << (f.success ? ", reply@" : ", error@") << f.return_at << "]";
@@ -212,7 +212,7 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
         box->err = std::current_exception();
       }
       box->done = true;
-      std::ostringstream o;
+      Str o;
       o << "server applies n" << node_ << "#" << c.seq << " " << op << " (sent@" << c.send << " by "
         << c.who << ") -> ";
       if (box->err) {
@@ -265,7 +265,7 @@ void NodeStorage::ensure_lock_indexes(const std::string& collection) {
 std::optional<LockDoc> NodeStorage::claim(const std::string& collection, const LockClaim& cl,
                                           bool force) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << cl.key << " uuid=" << cl.uuid << " now=" << cl.now_ms << " exp=" << cl.expire_ms
        << (force ? " force" : "");
   return rpc<std::optional<LockDoc>>("claim", cl.key, what.str(), [w, collection, cl, force](const CallCtx& c) {
@@ -287,7 +287,7 @@ bool NodeStorage::set_fence(const std::string& collection, const std::string& ke
                             const std::string& uuid, std::int64_t old_fence,
                             std::int64_t new_fence) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << key << " uuid=" << uuid << " " << old_fence << "->" << new_fence;
   return rpc<bool>("set_fence", key, what.str(), [=](const CallCtx& c) {
     const LockSnap before = w->snap_lock(collection, key);
@@ -301,7 +301,7 @@ bool NodeStorage::renew(const std::string& collection, const std::string& key,
                         const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                         std::int64_t expire_ms) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << key << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms << " exp=" << expire_ms;
   return rpc<bool>("renew", key, what.str(), [=](const CallCtx& c) {
     const LockSnap before = w->snap_lock(collection, key);
@@ -338,7 +338,7 @@ bool NodeStorage::release(const std::string& collection, const std::string& key,
                           const std::optional<std::string>& uuid, std::int64_t fence,
                           std::int64_t now_ms, bool delete_document) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << key << " uuid=" << uuid.value_or("*") << " fence=" << fence << " now=" << now_ms
        << (delete_document ? " delete" : "");
   return rpc<bool>("release", key, what.str(), [=](const CallCtx& c) {
@@ -366,7 +366,7 @@ std::optional<SemaphoreDoc> NodeStorage::read_semaphore(const std::string& colle
 
 namespace {
 std::string sem_what(const SemaphoreClaim& c) {
-  std::ostringstream o;
+  Str o;
   o << c.key << " slot=" << c.slot << " uuid=" << c.uuid << " fence " << c.old_fence << "->"
     << c.new_fence << " now=" << c.now_ms << " exp=" << c.expire_ms;
   return o.str();
@@ -397,7 +397,7 @@ bool NodeStorage::renew_semaphore(const std::string& collection, const std::stri
                                   std::int64_t slot, const std::string& uuid, std::int64_t fence,
                                   std::int64_t now_ms, std::int64_t expire_ms) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << key << " slot=" << slot << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
        << " exp=" << expire_ms;
   return rpc<bool>("renew_semaphore", key, what.str(), [=](const CallCtx& c) {
@@ -412,7 +412,7 @@ bool NodeStorage::release_semaphore(const std::string& collection, const std::st
                                     std::int64_t slot, const std::string& uuid,
                                     std::int64_t fence) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << key << " slot=" << slot << " uuid=" << uuid << " fence=" << fence;
   return rpc<bool>("release_semaphore", key, what.str(), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, key);
@@ -449,7 +449,7 @@ std::vector<Document> NodeStorage::list_status(const std::string& collection,
 
 bool NodeStorage::hand_over(const std::string& collection, const HandOver& h) {
   World* w = &w_;
-  std::ostringstream what;
+  Str what;
   what << h.key << " from=" << h.from_uuid << "/" << h.from_fence << " to=" << h.to_uuid << "/"
        << h.to_fence << " now=" << h.now_ms << " exp=" << h.expire_ms;
   return rpc<bool>("hand_over", h.key, what.str(), [=](const CallCtx& c) {

@@ -132,8 +132,10 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
     me->lk_mutex = lk.mutex();
     me->wake = wake;
     me->deadline = deadline;
-    if (current_ == me) current_ = nullptr;
-    driver_cv_.notify_all();
+    if (current_ == me) {
+      current_ = nullptr;
+      if (!pass_locked()) driver_cv_.notify_all();
+    }
     me->cv.wait(g, [&] { return me->granted || free_.load(); });
     me->granted = false;
     me->waiting = false;
@@ -147,7 +149,10 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
 void Scheduler::exited(SimThread* t) {
   std::lock_guard<std::mutex> g(m_);
   threads_.erase(std::remove(threads_.begin(), threads_.end(), t), threads_.end());
-  if (current_ == t) current_ = nullptr;
+  if (current_ == t) {
+    current_ = nullptr;
+    if (!free_.load()) pass_locked();
+  }
   driver_cv_.notify_all();
   delete t;
 }
@@ -162,39 +167,45 @@ void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
               " (blocked outside the clock)");
 }
 
-void Scheduler::run_instant() {
-  std::unique_lock<std::mutex> g(m_);
-  std::vector<SimThread*> runnable;
-  for (;;) {
-    wait_idle(g);
-    runnable.clear();
-    const std::int64_t now = mono();
-    for (SimThread* t : threads_) {
-      if (paused && paused(t->node)) continue;
-      if (!t->waiting || t->deadline <= now) {
-        runnable.push_back(t);
+bool Scheduler::pass_locked() {
+  if (spawning_ > 0) return false;  // the driver waits for it to register
+  std::vector<SimThread*>& runnable = runnable_;
+  runnable.clear();
+  const std::int64_t now = mono();
+  for (SimThread* t : threads_) {
+    if (paused && paused(t->node)) continue;
+    if (!t->waiting || t->deadline <= now) {
+      runnable.push_back(t);
+      continue;
+    }
+    if (t->wake) {
+      // No sim thread runs, so its mutex is free (try: never deadlock).
+      std::unique_lock<std::mutex> l(*t->lk_mutex, std::try_to_lock);
+      if (!l.owns_lock()) {
+        ++contended_;
         continue;
       }
-      if (t->wake) {
-        // Every other sim thread waits, so its mutex is free (try: never deadlock).
-        std::unique_lock<std::mutex> l(*t->lk_mutex, std::try_to_lock);
-        if (!l.owns_lock()) {
-          ++contended_;
-          continue;
-        }
-        if ((*t->wake)()) runnable.push_back(t);
-      }
+      if ((*t->wake)()) runnable.push_back(t);
     }
-    if (runnable.empty()) return;
-    std::size_t i = 0;
-    if (shuffle_ && runnable.size() > 1)
-      i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) %
-                                   runnable.size());
-    SimThread* pick = runnable[i];
-    ++grants_;
-    current_ = pick;
-    pick->granted = true;
-    pick->cv.notify_one();
+  }
+  if (runnable.empty()) return false;
+  std::size_t i = 0;
+  if (shuffle_ && runnable.size() > 1)
+    i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) % runnable.size());
+  SimThread* pick = runnable[i];
+  ++grants_;
+  ++by_role_[pick->label.substr(pick->label.find('.') + 1)];
+  current_ = pick;
+  pick->granted = true;
+  pick->cv.notify_one();
+  return true;
+}
+
+void Scheduler::run_instant() {
+  std::unique_lock<std::mutex> g(m_);
+  for (;;) {
+    wait_idle(g);
+    if (!pass_locked()) return;
   }
 }
 
@@ -221,6 +232,18 @@ SimThread* Scheduler::find(const std::string& label) {
   for (SimThread* t : threads_)
     if (t->label == label) return t;
   return nullptr;
+}
+
+std::map<std::string, std::uint64_t> Scheduler::grants_by_role() {
+  std::lock_guard<std::mutex> g(m_);
+  return by_role_;
+}
+
+std::optional<std::int64_t> Scheduler::call_ends_at(SimThread* t) {
+  std::lock_guard<std::mutex> g(m_);
+  if (!t->in_call.load()) return std::nullopt;
+  if (!t->waiting) return mono();
+  return t->deadline;
 }
 
 std::size_t Scheduler::live_threads() {

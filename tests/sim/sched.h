@@ -132,8 +132,12 @@ class Scheduler {
   // Whether `node`'s threads may run now (pauses). Set by the world before running.
   std::function<bool(int node)> paused;
   SimThread* find(const std::string& label);
+  // When `t`, waiting inside a storage call, gets its answer (nullopt: not in a call).
+  std::optional<std::int64_t> call_ends_at(SimThread* t);
   std::size_t live_threads();
   std::uint64_t grants() const { return grants_; }
+  // Grants per thread role (label without its node), for tuning.
+  std::map<std::string, std::uint64_t> grants_by_role();
   std::uint64_t foreign_threads() const { return foreign_; }
   std::uint64_t contended() const { return contended_; }
 
@@ -141,6 +145,10 @@ class Scheduler {
 
  private:
   void wait_idle(std::unique_lock<std::mutex>& g);
+  // m_ held, no sim thread running: grants the baton to a runnable thread (true), or
+  // leaves it with the driver (false). Called by the thread that gives it up, so that
+  // a handoff costs one context switch.
+  bool pass_locked();
   SimThread* register_locked(int node, const std::string& label);
 
   std::uint64_t seed_;
@@ -154,11 +162,13 @@ class Scheduler {
   SimThread* current_ = nullptr;
   int spawning_ = 0;
   std::vector<SimThread*> threads_;  // registration order
+  std::vector<SimThread*> runnable_;
   std::map<int, std::deque<std::string>> pending_labels_;
   std::map<int, std::string> next_label_;
   std::map<int, int> spawned_per_node_;
   std::uint64_t next_id_ = 1;
   std::uint64_t grants_ = 0;
+  std::map<std::string, std::uint64_t> by_role_;
   std::uint64_t foreign_ = 0;
   std::uint64_t contended_ = 0;
 };

@@ -109,9 +109,13 @@ Params make_params(std::uint64_t seed) {
       ++e0;
     }
   }
+  // A step of the server's clock delays expiries by up to its size for the nodes whose
+  // clock sample predates it: the liveness bounds grow by as much.
+  std::int64_t stepped = 0;
+  for (const auto& st : p.steps) stepped += st.second < 0 ? -st.second : st.second;
   p.P = p.F + T;
-  p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500;
-  p.P2 = p.P + T + 2 * p.bound + 300 + p.step_ok_ms;
+  p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500 + stepped;
+  p.P2 = p.P + T + 2 * p.bound + 300 + stepped;
   p.E = std::max(p.P2 + 3 * p.bound + 200, p.L + T / 2);
   p.wall0 = 1700000000000 + r.range(0, 1000000000);
   return p;
@@ -147,6 +151,7 @@ std::string Params::describe() const {
 
 World::World(const Params& p, const RunOptions& o)
     : p_(p), o_(o), sched_(p.seed, p.wall0, o.shuffle, o.stall_ms) {
+  trace_.reserve(1 << 14);
   mem_ = std::make_shared<MemoryStorage>();
   mem_->set_server_time_source([this] { return sched_.wall(); });
   mem_->set_call_bound_ms(p.bound);
@@ -209,6 +214,7 @@ std::string World::uuid_for(int node, const std::string& what) {
 std::uint64_t World::add_believer(Believer b) {
   std::lock_guard<std::mutex> g(mu_);
   b.id = next_believer_++;
+  b.gk = b.coll + "/" + b.key;
   const std::uint64_t id = b.id;
   believers_.emplace(id, std::move(b));
   return id;
@@ -225,6 +231,13 @@ void World::violate(const std::string& inv, const std::string& key, const std::s
   if (inv != "I3" && inv != "I6" && excused()) {
     trace(-1, key, "(not a violation: the server's clock stepped outside the timing assumption) " + inv + ": " + what);
     return;
+  }
+  {
+    // With --all-violations a broken state shows at every step: report each invariant
+    // once per key.
+    std::lock_guard<std::mutex> g(mu_);
+    for (const Violation& v : violations_)
+      if (v.inv == inv && v.key == key) return;
   }
   Violation v{inv, sched_.mono(), key, what, std::move(tags)};
   std::string line = "VIOLATION " + inv + ": " + what;
@@ -283,7 +296,7 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
   w.late = !c.fate.success && w.t >= c.fate.return_at;
   w.unacked = !c.fate.success && w.t < c.fate.return_at;
   {
-    std::ostringstream o;
+    Str o;
     o << "doc " << coll << "/" << key << ": uuid " << (before.uuid.empty() ? "-" : before.uuid)
       << "->" << (after.uuid.empty() ? "-" : after.uuid) << " fence " << before.fence << "->"
       << after.fence << " locked " << before.locked << "->" << after.locked << " ts_expire "
@@ -329,7 +342,7 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
     w.expire_after = ae;
     w.late = !c.fate.success && w.t >= c.fate.return_at;
     w.unacked = !c.fate.success && w.t < c.fate.return_at;
-    std::ostringstream o;
+    Str o;
     o << "doc " << kSemColl << "/" << key << " slot " << i << ": uuid "
       << (b.uuid.empty() ? "-" : b.uuid) << "->" << (a.uuid.empty() ? "-" : a.uuid) << " fence "
       << b.fence << "->" << a.fence << " ts_expire " << be << "->" << ae << " (server now "
@@ -575,7 +588,14 @@ void World::check() {
     const Believer* b;
     BeliefState s;
   };
-  std::map<std::string, std::vector<Item>> groups;
+  // Few keys: a vector searched linearly beats a map built at every step.
+  std::vector<std::pair<const std::string*, std::vector<Item>>> groups;
+  auto group_of = [&](const std::string& gk) -> std::vector<Item>& {
+    for (auto& g : groups)
+      if (*g.first == gk) return g.second;
+    groups.emplace_back(&gk, std::vector<Item>{});
+    return groups.back().second;
+  };
   std::vector<std::pair<const Believer*, BeliefState>> started;
   {
     // Every sim thread waits now: nobody changes believers_ while they are probed (no lock
@@ -600,7 +620,7 @@ void World::check() {
               "belief begins: " + b.label + " " + kind_name(b.kind) + " " + b.key + " fence " + ms(s->fence));
         started.emplace_back(&b, *s);
       }
-      groups[b.coll + "/" + b.key].push_back({&b, *s});
+      group_of(b.gk).push_back({&b, *s});
     }
     for (auto& [b, s] : started) token_check(*b, s);
     for (auto& [gk, items] : groups) {
@@ -620,30 +640,37 @@ void World::check() {
                     (sem ? " (limit " + std::to_string(p_.sem_limit) + ")" : "") + ": " + who,
                 tags);
       }
+      std::optional<LockDoc> lock_doc;
+      std::optional<SemaphoreDoc> sem_doc;
+      if (!sem) lock_doc = mem_->read(b0.coll, b0.key);
+      else sem_doc = mem_->read_semaphore(b0.coll, b0.key);
       for (const auto& it : items) {
         const Believer& b = *it.b;
         bool ok = false;
         std::string state;
         if (!sem) {
-          const std::optional<LockDoc> d = mem_->read(b.coll, b.key);
+          const std::optional<LockDoc>& d = lock_doc;
           ok = d && d->locked && d->uuid == b.uuid && d->fence == it.s.fence && d->ts_expire &&
                d->ts_expire->ms > T;
-          std::ostringstream o;
-          if (d)
-            o << "{uuid=" << d->uuid << " locked=" << d->locked << " fence=" << d->fence
-              << " ts_expire=" << (d->ts_expire ? d->ts_expire->ms : 0) << "}";
-          else
-            o << "no document";
-          state = o.str();
+          if (!ok) {
+            Str o;
+            if (d)
+              o << "{uuid=" << d->uuid << " locked=" << d->locked << " fence=" << d->fence
+                << " ts_expire=" << (d->ts_expire ? d->ts_expire->ms : 0) << "}";
+            else
+              o << "no document";
+            state = o.str();
+          }
         } else {
-          const std::optional<SemaphoreDoc> d = mem_->read_semaphore(b.coll, b.key);
+          const std::optional<SemaphoreDoc>& d = sem_doc;
           state = "no slot of it";
-          if (d) {
+          if (d) {  // every slot of ours: found means checked
             for (const auto& sl : d->slots) {
               if (sl.uuid != b.uuid || sl.fence != it.s.fence) continue;
               ok = sl.held_at(T);
-              state = "slot {uuid=" + sl.uuid + " fence=" + ms(sl.fence) +
-                      " ts_expire=" + ms(sl.ts_expire ? sl.ts_expire->ms : 0) + "}";
+              if (!ok)
+                state = "slot {uuid=" + sl.uuid + " fence=" + ms(sl.fence) +
+                        " ts_expire=" + ms(sl.ts_expire ? sl.ts_expire->ms : 0) + "}";
             }
           }
         }
@@ -658,7 +685,10 @@ void World::check() {
   if (now >= p_.L) {
     for (const auto& [key, uuids] : elector_uuids_) {
       if (uuids.empty()) continue;
-      if (groups.count(std::string(kElectColl) + "/" + key)) continue;
+      const std::string gk = std::string(kElectColl) + "/" + key;
+      bool led = false;
+      for (const auto& g : groups) led = led || *g.first == gk;
+      if (led) continue;
       if (exc) continue;
       violate("I6", key,
               "no leader of " + key + " at " + ms(now) + " although faults stopped at " + ms(p_.F) +
@@ -762,6 +792,11 @@ Result World::run() {
     return res;  // threads are stuck: the caller exits without tearing down
   }
   res.end_t = sched_.mono();
+  {
+    std::string g = "grants by role:";
+    for (const auto& [role, n] : sched_.grants_by_role()) g += " " + role + "=" + std::to_string(n);
+    trace(-1, "", g + " (steps " + std::to_string(steps_) + ")");
+  }
   res.steps = steps_;
   res.grants = sched_.grants();
   res.calls = calls.load();

@@ -24,6 +24,22 @@
 
 namespace sim {
 
+// A string builder for the trace, cheaper than std::ostringstream (no locale).
+struct Str {
+  std::string s;
+  Str& operator<<(const std::string& v) { s += v; return *this; }
+  Str& operator<<(const char* v) { s += v; return *this; }
+  Str& operator<<(char v) { s += v; return *this; }
+  Str& operator<<(bool v) { s += v ? '1' : '0'; return *this; }
+  Str& operator<<(int v) { s += std::to_string(v); return *this; }
+  Str& operator<<(unsigned v) { s += std::to_string(v); return *this; }
+  Str& operator<<(long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(unsigned long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(long long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(unsigned long long v) { s += std::to_string(v); return *this; }
+  const std::string& str() const { return s; }
+};
+
 struct Window {
   int node = -1;  // -1: the server
   std::int64_t a = 0, b = 0;  // [a, b) in fake mono ms
@@ -196,6 +212,7 @@ struct Believer {
   int node = 0;
   Kind kind = Kind::Lock;
   std::string coll, key, uuid, label;
+  std::string gk;  // coll + "/" + key
   std::function<std::optional<BeliefState>()> probe;
 };
 
@@ -277,6 +294,7 @@ class World {
   void lease_actor(Node& n);
   void semaphore_actor(Node& n);
   void prober(Node& n);
+  void wait_quiet(NodeClock& c, const bool& in_callback);
   void note_window(const std::string& key, std::int64_t start, std::int64_t window,
                    const std::string& uuid, int node);
   struct MinHold {
