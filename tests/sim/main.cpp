@@ -443,7 +443,7 @@ int main(int argc, char** argv) {
           for (const auto& h : holes_of(v)) std::cout << " [" << h << "]";
         }
         if (!oc.error.empty()) std::cout << " " << oc.error;
-        std::cout << "\n";
+        std::cout << " (trace hash " << std::hex << oc.hash << std::dec << ")\n";
       }
       if (!quiet && !single && elapsed() - last_report > 10) {
         last_report = elapsed();

@@ -79,6 +79,10 @@ Params make_params(std::uint64_t seed) {
     p.beyond_at = at;
   }
   std::sort(p.steps.begin(), p.steps.end());
+  if (r.chance(0.5)) {
+    const std::int64_t every = r.range(T / 2, 3 * T);
+    for (std::int64_t t = r.range(1, every); t < p.F + 6 * T; t += every) p.ttl_sweeps.push_back(t);
+  }
   p.p_slow_cb = r.chance(0.6) ? 0.1 + 0.6 * r.unit() : 0;
   p.slow_cb_max = T;
   p.p_handover = r.chance(0.7) ? 0.05 + 0.3 * r.unit() : 0;
@@ -132,6 +136,9 @@ std::string Params::describe() const {
   for (const auto& w : partitions) o << "  n" << w.node << " partitioned [" << w.a << ", " << w.b << ")\n";
   for (const auto& w : pauses) o << "  n" << w.node << " paused [" << w.a << ", " << w.b << ")\n";
   for (const auto& s : steps) o << "  server clock steps by " << s.second << " ms at " << s.first << "\n";
+  if (!ttl_sweeps.empty())
+    o << "  TTL monitor deletes expired lock documents every " << (ttl_sweeps.size() > 1 ? ttl_sweeps[1] - ttl_sweeps[0] : 0)
+      << " ms from " << ttl_sweeps[0] << "\n";
   o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max << " ms), resign/transfer "
     << p_handover << " per leader loop, semaphore limit " << sem_limit << "\n";
   for (int i = 0; i < nodes; ++i) {
@@ -457,7 +464,7 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
                      "): a later claim of that locker failed, and clearing the hold it stranded released "
                      "the document that still carries its uuid (min-hold/stranded-claim)");
   }
-  if (tags.empty() && until >= 0 && claim_t >= until)
+  if (tags.empty() && until >= 0 && claim_t + step_slack() >= until)
     tags.push_back("the lock was written to stay taken until " + ms(until) + " (ts_created + min_hold), " +
                    ms(m.acq + m.min_hold - until) +
                    " ms before acquire + min_hold: ts_created is the earliest estimate of the server's clock "
@@ -543,9 +550,25 @@ void World::token_check(const Believer& b, const BeliefState& s) {
     }
     prev = ts;
   }
+  std::vector<std::string> tags;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const WriteRec& r : history_[gk]) {
+      if (r.op == "set_fence" && (r.late || r.unacked) && r.fence_after < prev.max)
+        tags.push_back("late set_fence: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who +
+                       " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                       (r.late ? " after its caller gave up" : " with its reply lost") + ", moved the fence of a "
+                       "re-created document " + ms(r.fence_before) + " -> " + ms(r.fence_after) +
+                       ", below token " + ms(prev.max) + " handed out before: {uuid, fence} of a document's own "
+                       "counter does not name one incarnation of the document (late-set-fence)");
+      if (r.op == "ttl-delete" || (r.op == "release" && !r.uuid_after.empty() && r.fence_after == 0))
+        tags.push_back("the document was deleted at " + ms(r.t) + " by " + (r.op == "ttl-delete" ? "the TTL monitor" : "a release"));
+    }
+  }
   violate("I3", b.key,
           std::string(kind_name(b.kind)) + " " + b.key + " believed by " + b.uuid + " with token " +
-              ms(s.fence) + " after token " + ms(prev.max) + " of " + prev.owner);
+              ms(s.fence) + " after token " + ms(prev.max) + " of " + prev.owner,
+          tags);
 }
 
 std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s) {
@@ -764,6 +787,8 @@ Result World::run() {
         if (w.b > now) next = std::min(next, w.b);
       for (const auto& s : p_.steps)
         if (s.first > now) next = std::min(next, s.first);
+      for (const auto t : p_.ttl_sweeps)
+        if (t > now) next = std::min(next, t);
       if (now < p_.E) next = std::min(next, p_.E);
       if (next == std::numeric_limits<std::int64_t>::max()) break;
       sched_.set_now(next);
@@ -773,6 +798,7 @@ Result World::run() {
         trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
                           (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
       }
+      if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
       for (;;) {
         std::function<void()> fn;
         {
@@ -814,6 +840,31 @@ Result World::run() {
   }
   if (!res.violations.empty()) res.status = "violation";
   return res;
+}
+
+// MongoDB's TTL monitor: deletes every lock document whose ts_expire has passed (never a
+// semaphore's: their TTL index must not exist).
+void World::ttl_sweep() {
+  std::vector<std::string> gks;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& [gk, h] : history_)
+      if (gk.rfind(kSemColl, 0) != 0) gks.push_back(gk);
+  }
+  const std::int64_t now = sched_.wall();
+  for (const std::string& gk : gks) {
+    const auto slash = gk.find('/');
+    const std::string coll = gk.substr(0, slash), key = gk.substr(slash + 1);
+    const LockSnap s = snap_lock(coll, key);
+    if (!s.exists || s.expire > now) continue;
+    mem_->delete_lock(coll, key);
+    trace(-1, key, "TTL monitor deletes " + gk + " (ts_expire " + ms(s.expire) + " <= server now " + ms(now) + ")");
+    CallCtx c;
+    c.node = -1;
+    c.who = "ttl-monitor";
+    c.fate.success = true;
+    note_lock_write(c, "ttl-delete", coll, key, s, LockSnap{});
+  }
 }
 
 void World::teardown() {

@@ -74,6 +74,7 @@ struct Params {
   std::vector<Window> partitions;  // a node's calls fail, vanish or wait for b
   std::vector<Window> pauses;      // a node's threads do not run
   std::vector<std::pair<std::int64_t, std::int64_t>> steps;  // (when, delta): server clock
+  std::vector<std::int64_t> ttl_sweeps;  // MongoDB's TTL monitor deletes expired lock documents
   std::int64_t step_ok_ms = 20;  // |step| up to this is inside the timing assumption
   std::int64_t beyond_at = -1;   // first larger step: I1, I2, I4, I5 excused from then on
   double p_slow_cb = 0;          // a loss callback sleeps (on the thread that runs it)
@@ -283,7 +284,7 @@ class World {
   bool excused() const;
   std::int64_t step_slack() const;  // sum of the server clock's steps so far (inside the assumption)
   void check();
-  void check_final();
+  void ttl_sweep();
   std::vector<std::string> diagnose(const Believer& b, const BeliefState& s);
   void token_check(const Believer& b, const BeliefState& s);
   void on_claim_applied(const std::string& coll, const std::string& key, const std::string& uuid,
