@@ -59,6 +59,9 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     std::mutex mu;
     Rng rng;
     Elector* e = nullptr;
+    std::string uuid;
+    bool stop = false;      // restart: the loop stops itself from on_loop
+    bool in_loss = false;   // on_leader_loss is running
     explicit St(std::uint64_t s) : rng(s) {}
   };
   auto st = std::make_shared<St>(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xCB, static_cast<std::uint64_t>(idx)));
@@ -67,7 +70,6 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
   o.ttl_s = static_cast<double>(T) / 1000.0;
   o.report_status = r.chance(0.7);
   o.delete_on_release = r.chance(0.3);
-  const std::string uuid = uuid_for(n.id, key);
   const std::string label = n.name + ".elector." + key;
   const int node = n.id;
   ElectorCallbacks cb;
@@ -77,16 +79,31 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     {
       std::lock_guard<std::mutex> g(st->mu);
       if (p_.p_slow_cb > 0 && st->rng.chance(p_.p_slow_cb)) d = st->rng.range(T / 10, p_.slow_cb_max);
+      st->in_loss = true;
     }
     trace(node, key, label + ": on_leader_loss on " + Scheduler::self_label() +
                          (d ? " (slow callback: " + ms(d) + " ms)" : ""));
     if (d) c.sleep_ms(d);
+    std::lock_guard<std::mutex> g(st->mu);
+    st->in_loss = false;
   };
-  // resign() and transfer() from the loop's own callback: another thread would wait, in
-  // real time, for the loop's poll mutex while the loop waits on the fake clock.
-  cb.on_loop = [this, st, node, key, label, T, uuid] {
+  // resign(), transfer() and a restart's stop() from the loop's own callback: another
+  // thread would wait, in real time, for the loop's poll mutex or thread while the loop
+  // waits on the fake clock.
+  cb.on_loop = [this, st, node, key, label, T] {
     Elector* e = st->e;
-    if (!e || stopping() || sched_.mono() >= p_.F || !e->is_leader()) return;
+    if (!e || stopping()) return;
+    bool stop;
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      stop = st->stop;
+    }
+    if (stop) {
+      trace(node, key, label + ": stop() (the process restarts)");
+      e->stop();
+      return;
+    }
+    if (sched_.mono() >= p_.F || !e->is_leader()) return;
     bool resign;
     std::int64_t hold = 0;
     std::string target;
@@ -96,8 +113,11 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
       resign = st->rng.chance(0.5);
       hold = st->rng.range(0, T);
       std::vector<std::string> others;
-      for (const auto& u : elector_uuids_.at(key))
-        if (u != uuid) others.push_back(u);
+      {
+        std::lock_guard<std::mutex> g2(mu_);
+        for (const auto& u : elector_uuids_.at(key))
+          if (u != st->uuid) others.push_back(u);
+      }
       if (others.empty()) resign = true;
       else target = st->rng.pick(others);
     }
@@ -114,38 +134,87 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
       trace(node, key, label + (resign ? ": resign: " : ": transfer: ") + ex.what());
     }
   };
-  std::shared_ptr<Elector> e;
-  while (!e) {
-    if (stopping() || sched_.mono() >= p_.P) return;
-    try {
-      e = std::make_shared<Elector>(n.storage, o, cb, n.clock, Identity{uuid, "host-" + n.name, 1000 + n.id});
-    } catch (const std::exception& ex) {
-      trace(node, key, label + ": constructor: " + ex.what());
-      c.sleep_ms(r.range(10, T / 4));
+  for (int gen = 0;; ++gen) {
+    const std::string uuid = uuid_for(n.id, key) + (gen ? "-r" + std::to_string(gen) : "");
+    const std::string loop_label = label + (gen ? "-r" + std::to_string(gen) : "");
+    if (gen) {
+      std::lock_guard<std::mutex> g(mu_);
+      elector_uuids_[key].push_back(uuid);
     }
+    std::shared_ptr<Elector> e;
+    while (!e) {
+      if (stopping() || (gen == 0 && sched_.mono() >= p_.P)) return;  // a restart completes
+      try {
+        e = std::make_shared<Elector>(n.storage, o, cb, n.clock, Identity{uuid, "host-" + n.name, 1000 + n.id});
+      } catch (const std::exception& ex) {
+        trace(node, key, label + ": constructor: " + ex.what());
+        c.sleep_ms(r.range(10, T / 4));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      st->e = e.get();
+      st->uuid = uuid;
+      st->stop = false;
+    }
+    Believer b;
+    b.node = node;
+    b.kind = Kind::Elector;
+    b.coll = kElectColl;
+    b.key = key;
+    b.uuid = uuid;
+    b.label = loop_label;
+    Elector* ep = e.get();
+    b.probe = [ep]() -> std::optional<BeliefState> {
+      const std::optional<std::int64_t> f = ep->leader_fence();
+      if (!f) return std::nullopt;
+      return BeliefState{*f, -1};
+    };
+    const std::uint64_t bid = add_believer(std::move(b));
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      n.electors.push_back(e);
+    }
+    sched_.set_spawn_label(node, loop_label);
+    e->start();
+    sched_.await_registered();
+    // A crash and restart of the process, now and then, before the faults end: the
+    // loop stops itself (releasing, fenced), and a new process with a new uuid stands.
+    if (p_.p_restart <= 0) return;
+    for (;;) {
+      c.sleep_ms(r.range(T, 3 * T));
+      if (stopping() || sched_.mono() >= p_.F - T) return;  // restarted well before F
+      if (r.chance(p_.p_restart)) break;
+    }
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      st->stop = true;
+    }
+    // ~Elector joins the loop thread and waits for a deadline task that runs: both in
+    // real time, so wait for them on the fake clock first.
+    for (;;) {
+      bool loss;
+      {
+        std::lock_guard<std::mutex> g(st->mu);
+        loss = st->in_loss;
+      }
+      if (stopping()) return;  // teardown stops it
+      if (!sched_.find(loop_label) && !loss) break;
+      c.sleep_ms(5);
+    }
+    remove_believer(bid);
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      st->e = nullptr;
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      n.electors.erase(std::remove(n.electors.begin(), n.electors.end(), e), n.electors.end());
+    }
+    e.reset();
+    trace(node, key, label + ": process restarted");
+    c.sleep_ms(r.range(1, T / 2));
   }
-  st->e = e.get();
-  Believer b;
-  b.node = node;
-  b.kind = Kind::Elector;
-  b.coll = kElectColl;
-  b.key = key;
-  b.uuid = uuid;
-  b.label = label;
-  Elector* ep = e.get();
-  b.probe = [ep]() -> std::optional<BeliefState> {
-    const std::optional<std::int64_t> f = ep->leader_fence();
-    if (!f) return std::nullopt;
-    return BeliefState{*f, -1};
-  };
-  add_believer(std::move(b));
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    n.electors.push_back(e);
-  }
-  sched_.set_spawn_label(node, label);
-  e->start();
-  sched_.await_registered();
 }
 
 // ---- plain lockers ----------------------------------------------------------------------
@@ -163,6 +232,8 @@ void World::locker_actor(Node& n, int idx) {
   o.ttl_s = static_cast<double>(T) / 1000.0;
   o.delete_on_release = r.chance(0.2);
   o.ensure_indexes = r.chance(0.5);
+  // Deferred tokens: the hold is named by the document's counter until token() is asked.
+  o.lazy_token = r.chance(0.3);
   auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
   std::shared_ptr<Locker> lk;
   while (!lk) {
@@ -175,7 +246,7 @@ void World::locker_actor(Node& n, int idx) {
     }
   }
   struct {
-    bool holding = false;
+    bool holding = false, in_token = false;
     std::int64_t fence = 0, u = 0, acq = 0;
   } st;
   auto believes = [&]() -> bool {
@@ -195,7 +266,7 @@ void World::locker_actor(Node& n, int idx) {
   b.label = label;
   b.probe = [&]() -> std::optional<BeliefState> {
     if (!believes()) return std::nullopt;
-    return BeliefState{st.fence, -1};
+    return BeliefState{st.fence, -1, st.in_token};
   };
   const std::uint64_t bid = add_believer(std::move(b));
   Unregister unreg{[this, bid] { remove_believer(bid); }};
@@ -206,6 +277,21 @@ void World::locker_actor(Node& n, int idx) {
     st.u = lk->server_clock().uncertainty_ms();
     st.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
     trace(node, key, label + " " + how + ": token " + ms(token) + ", clock uncertainty " + ms(st.u) + " ms");
+    if (token == 0 && r.chance(0.7)) {  // deferred: the user asks for it (two round trips)
+      trace(node, key, label + ": token()");
+      st.in_token = true;
+      std::optional<std::int64_t> t;
+      try {
+        t = lk->token();
+      } catch (...) {
+        st.in_token = false;
+        throw;
+      }
+      st.in_token = false;
+      trace(node, key, label + ": token() -> " + (t ? ms(*t) : "none (the hold is gone)"));
+      if (t) st.fence = *t;
+      else st.holding = false;
+    }
   };
   auto window = [&] {
     const std::int64_t w = p_.window_of.at(key);

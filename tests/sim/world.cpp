@@ -20,6 +20,7 @@ namespace {
 const char* kLockColl = "mongolocker";
 const char* kElectColl = "elector.locks";
 const char* kSemColl = "mongosemaphore";
+constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
 World* g_world = nullptr;
 std::mutex g_world_mu;
 
@@ -86,6 +87,7 @@ Params make_params(std::uint64_t seed) {
   p.p_slow_cb = r.chance(0.6) ? 0.1 + 0.6 * r.unit() : 0;
   p.slow_cb_max = T;
   p.p_handover = r.chance(0.7) ? 0.05 + 0.3 * r.unit() : 0;
+  p.p_restart = r.chance(0.3) ? 0.3 : 0;
   p.sem_limit = static_cast<int>(r.range(1, 3));
   p.lock_keys = r.chance(0.5) ? std::vector<std::string>{"k0", "k1"}
                               : std::vector<std::string>{"k0", "k1", "k2"};
@@ -140,7 +142,7 @@ std::string Params::describe() const {
     o << "  TTL monitor deletes expired lock documents every " << (ttl_sweeps.size() > 1 ? ttl_sweeps[1] - ttl_sweeps[0] : 0)
       << " ms from " << ttl_sweeps[0] << "\n";
   o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max << " ms), resign/transfer "
-    << p_handover << " per leader loop, semaphore limit " << sem_limit << "\n";
+    << p_handover << " per leader loop, elector restarts " << p_restart << ", semaphore limit " << sem_limit << "\n";
   for (int i = 0; i < nodes; ++i) {
     const auto& nr = roles[static_cast<std::size_t>(i)];
     o << "  n" << i << ":";
@@ -469,6 +471,17 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
                    ms(m.acq + m.min_hold - until) +
                    " ms before acquire + min_hold: ts_created is the earliest estimate of the server's clock "
                    "(hole 3)");
+  if (tags.empty() && until < 0) {
+    for (const WriteRec& r : h)
+      if (r.op == "set_fence" && r.uuid_after == m.uuid && r.fence_before < kEpochUnit && (r.late || r.unacked)) {
+        tags.push_back("release_min_hold's fenced write named the hold by its counter " + ms(r.fence_before) +
+                       ", but a token() whose set_fence had failed at the caller (n" + std::to_string(r.node) + "#" +
+                       std::to_string(r.seq) + ", applied at " + ms(r.t) + ") had moved it to " + ms(r.fence_after) +
+                       ": nothing matched, the lock kept its old ts_expire and freed before acquire + min_hold "
+                       "(lazy-token-in-doubt)");
+        break;
+      }
+  }
   if (tags.empty()) tags.push_back("min hold ended early (no known mechanism in the history)");
   return tags;
 }
@@ -521,6 +534,7 @@ void World::note_window(const std::string& key, std::int64_t start, std::int64_t
 // ---- invariants -------------------------------------------------------------------------
 
 void World::token_check(const Believer& b, const BeliefState& s) {
+  if (s.fence < kEpochUnit) return;  // a deferred token's counter (lazy_token): not a token yet
   const std::string gk = b.coll + "/" + b.key;
   if (b.kind == Kind::Sem || b.kind == Kind::SemLease) {
     std::string other;
@@ -593,6 +607,20 @@ std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s
                      (r.late ? " after its caller gave up" : " with its reply lost") +
                      ", moved ts_expire EARLIER " + ms(r.expire_before) + " -> " + ms(r.expire_after) +
                      " (hole 1)");
+    if ((r.op == "release" || r.op == "release_semaphore") && r.uuid_before == b.uuid &&
+        r.fence_before == s.fence && (r.late || r.unacked))
+      tags.push_back("late release: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " + r.op + " by " +
+                     r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                     (r.late ? " after its caller gave up" : " with its reply lost") +
+                     ", freed a hold with the same uuid and fence " + ms(s.fence) +
+                     " that began after it was sent: a failed claim's name was used again (late-release)");
+    if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == s.fence && s.fence < kEpochUnit &&
+        (r.late || r.unacked))
+      tags.push_back("a token() whose set_fence failed at the caller (n" + std::to_string(r.node) + "#" +
+                     std::to_string(r.seq) + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                     ") moved the document to token " + ms(r.fence_after) + " while the hold is still named by "
+                     "its counter " + ms(s.fence) + ": its fenced writes (touch, release, release_min_hold) "
+                     "no longer match (lazy-token-in-doubt)");
     if (r.op == "hand_over" && r.from_uuid == b.uuid && (r.late || r.unacked))
       tags.push_back("late hand-over: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
                      " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
@@ -675,6 +703,16 @@ void World::check() {
           const std::optional<LockDoc>& d = lock_doc;
           ok = d && d->locked && d->uuid == b.uuid && d->fence == it.s.fence && d->ts_expire &&
                d->ts_expire->ms > T;
+          // A deferred token being assigned (lazy_token: token() in flight): its set_fence
+          // may have landed before the holder heard of it.
+          if (!ok && it.s.refencing && d && d->locked && d->uuid == b.uuid && it.s.fence < kEpochUnit &&
+              d->ts_expire && d->ts_expire->ms > T) {
+            std::lock_guard<std::mutex> g(mu_);
+            for (const WriteRec& r : history_[b.gk])
+              if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == it.s.fence &&
+                  r.fence_after == d->fence)
+                ok = true;
+          }
           if (!ok) {
             Str o;
             if (d)

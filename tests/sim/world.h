@@ -80,6 +80,7 @@ struct Params {
   double p_slow_cb = 0;          // a loss callback sleeps (on the thread that runs it)
   std::int64_t slow_cb_max = 0;
   double p_handover = 0;  // per election loop as leader: resign() or transfer()
+  double p_restart = 0;   // an elector's process restarts (new uuid), checked every 1-3 ttl
   int sem_limit = 2;
   std::vector<std::string> lock_keys;
   std::map<std::string, std::int64_t> window_of;  // claim_window length (ms) of each lock key
@@ -205,6 +206,7 @@ const char* kind_name(Kind k);
 struct BeliefState {
   std::int64_t fence = 0;
   std::int64_t renew_deadline = -1;  // leases: the library's own renew deadline (mono)
+  bool refencing = false;  // a deferred token is being assigned (token() in flight)
 };
 
 // Something that may believe it holds a key; probed by the driver after every step.
