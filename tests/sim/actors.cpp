@@ -24,9 +24,6 @@ namespace sim {
 using namespace mongoelector;
 
 namespace {
-const char* kLockColl = "mongolocker";
-const char* kElectColl = "elector.locks";
-const char* kSemColl = "mongosemaphore";
 std::string ms(std::int64_t v) { return std::to_string(v); }
 
 struct Unregister {
@@ -35,6 +32,30 @@ struct Unregister {
     if (fn) fn();
   }
 };
+
+// The belief rule of a plain hold (Locker or Semaphore), see the file comment.
+template <class Holder>
+bool plain_believes(Holder& holder, bool holding, std::int64_t fence, std::int64_t u, std::int64_t now) {
+  if (!holding) return false;
+  const auto h = holder.hold();
+  if (!h || h->fence != fence) return false;
+  const std::int64_t margin =
+      renew_margin_ms(holder.ttl_ms(), std::max(u, holder.server_clock().uncertainty_ms()));
+  return now < h->lease_start_mono + holder.ttl_ms() - margin;
+}
+
+Believer believer(int node, Kind kind, const char* coll, const std::string& key, const std::string& uuid,
+                  const std::string& label, std::function<std::optional<BeliefState>()> probe) {
+  Believer b;
+  b.node = node;
+  b.kind = kind;
+  b.coll = coll;
+  b.key = key;
+  b.uuid = uuid;
+  b.label = label;
+  b.probe = std::move(probe);
+  return b;
+}
 }  // namespace
 
 // A lease's close() waits in real time for a renewal step of it that is running (in a
@@ -47,6 +68,27 @@ void World::wait_quiet(NodeClock& c, const bool& in_callback) {
     if (!ends && !in_callback) return;
     c.sleep_until(std::max(sched_.mono() + 1, ends.value_or(0)));
   }
+}
+
+// How a lease is acquired (blocking or not), and its on_lost: sometimes slow, on the
+// node's timer thread, flagged in `in_callback` while it runs.
+KeepAliveOptions World::lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
+                                      const std::string& what, bool& in_callback) {
+  const std::int64_t T = p_.ttl;
+  KeepAliveOptions ko;
+  ko.blocking = r.chance(0.5);
+  if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
+  ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
+  ko.cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
+  const std::int64_t slow = (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
+  bool* flag = &in_callback;
+  ko.on_lost = [this, flag, slow, &c, node, key, what] {
+    *flag = true;
+    trace(node, key, what + " on " + Scheduler::self_label() + (slow ? " (slow callback: " + ms(slow) + " ms)" : ""));
+    if (slow) c.sleep_ms(slow);
+    *flag = false;
+  };
+  return ko;
 }
 
 // ---- electors ---------------------------------------------------------------------------
@@ -157,20 +199,13 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
       st->uuid = uuid;
       st->stop = false;
     }
-    Believer b;
-    b.node = node;
-    b.kind = Kind::Elector;
-    b.coll = kElectColl;
-    b.key = key;
-    b.uuid = uuid;
-    b.label = loop_label;
     Elector* ep = e.get();
-    b.probe = [ep]() -> std::optional<BeliefState> {
-      const std::optional<std::int64_t> f = ep->leader_fence();
-      if (!f) return std::nullopt;
-      return BeliefState{*f, -1};
-    };
-    const std::uint64_t bid = add_believer(std::move(b));
+    const std::uint64_t bid =
+        add_believer(believer(node, Kind::Elector, kElectColl, key, uuid, loop_label, [ep]() -> std::optional<BeliefState> {
+          const std::optional<std::int64_t> f = ep->leader_fence();
+          if (!f) return std::nullopt;
+          return BeliefState{*f, -1};
+        }));
     {
       std::lock_guard<std::mutex> g(mu_);
       n.electors.push_back(e);
@@ -249,26 +284,12 @@ void World::locker_actor(Node& n, int idx) {
     bool holding = false, in_token = false;
     std::int64_t fence = 0, u = 0, acq = 0;
   } st;
-  auto believes = [&]() -> bool {
-    if (!st.holding) return false;
-    const std::optional<Hold> h = lk->hold();
-    if (!h || h->fence != st.fence) return false;
-    const std::int64_t margin =
-        renew_margin_ms(lk->ttl_ms(), std::max(st.u, lk->server_clock().uncertainty_ms()));
-    return sched_.mono() < h->lease_start_mono + lk->ttl_ms() - margin;
-  };
-  Believer b;
-  b.node = node;
-  b.kind = Kind::Lock;
-  b.coll = kLockColl;
-  b.key = key;
-  b.uuid = uuid;
-  b.label = label;
-  b.probe = [&]() -> std::optional<BeliefState> {
-    if (!believes()) return std::nullopt;
-    return BeliefState{st.fence, -1, st.in_token};
-  };
-  const std::uint64_t bid = add_believer(std::move(b));
+  auto believes = [&] { return plain_believes(*lk, st.holding, st.fence, st.u, sched_.mono()); };
+  const std::uint64_t bid =
+      add_believer(believer(node, Kind::Lock, kLockColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+        if (!believes()) return std::nullopt;
+        return BeliefState{st.fence, -1, st.in_token};
+      }));
   Unregister unreg{[this, bid] { remove_believer(bid); }};
   auto took = [&](std::int64_t token, const std::string& how) {
     const std::optional<Hold> h = lk->hold();
@@ -428,21 +449,8 @@ void World::lease_actor(Node& n) {
     o.ensure_indexes = false;
     o.delete_on_release = r.chance(0.2);
     s.locker = std::make_shared<Locker>(n.storage, o, n.clock, Identity{s.uuid, "host-" + n.name, 1000 + node});
-    KeepAliveOptions ko;
-    ko.blocking = r.chance(0.5);
-    if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
-    ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
-    ko.cancel = cancel;
-    const std::int64_t slow =
-        (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
     Slot* sp = &s;
-    ko.on_lost = [this, sp, slow, &c, node, label] {
-      sp->in_cb = true;
-      trace(node, sp->key, label + ": on_lost of lease " + sp->key + " (" + sp->uuid + ") on " +
-                               Scheduler::self_label() + (slow ? " (slow callback: " + ms(slow) + " ms)" : ""));
-      if (slow) c.sleep_ms(slow);
-      sp->in_cb = false;
-    };
+    KeepAliveOptions ko = lease_options(r, c, node, s.key, label + ": on_lost of lease " + s.key + " (" + s.uuid + ")", sp->in_cb);
     trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") acquire(" +
                            (ko.blocking ? "blocking" : "non-blocking") + ")");
     try {
@@ -456,18 +464,10 @@ void World::lease_actor(Node& n) {
     s.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
     trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") held, token " + ms(s.lease->fence()) +
                            ", renew deadline " + ms(s.lease->renew_deadline_mono()));
-    Believer b;
-    b.node = node;
-    b.kind = Kind::Lease;
-    b.coll = kLockColl;
-    b.key = s.key;
-    b.uuid = s.uuid;
-    b.label = label;
-    b.probe = [sp]() -> std::optional<BeliefState> {
+    s.bid = add_believer(believer(node, Kind::Lease, kLockColl, s.key, s.uuid, label, [sp]() -> std::optional<BeliefState> {
       if (!sp->lease || sp->closing || sp->lease->lost()) return std::nullopt;
       return BeliefState{sp->lease->fence(), sp->lease->renew_deadline_mono()};
-    };
-    s.bid = add_believer(std::move(b));
+    }));
   };
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
@@ -511,26 +511,11 @@ void World::semaphore_actor(Node& n) {
     bool holding = false;
     std::int64_t fence = 0, u = 0;
   } st;
-  auto believes = [&]() -> bool {
-    if (!st.holding) return false;
-    const std::optional<SemaphoreHold> h = sem->hold();
-    if (!h || h->fence != st.fence) return false;
-    const std::int64_t margin =
-        renew_margin_ms(sem->ttl_ms(), std::max(st.u, sem->server_clock().uncertainty_ms()));
-    return sched_.mono() < h->lease_start_mono + sem->ttl_ms() - margin;
-  };
-  Believer b;
-  b.node = node;
-  b.kind = Kind::Sem;
-  b.coll = kSemColl;
-  b.key = key;
-  b.uuid = uuid;
-  b.label = label;
-  b.probe = [&]() -> std::optional<BeliefState> {
-    if (!believes()) return std::nullopt;
-    return BeliefState{st.fence, -1};
-  };
-  const std::uint64_t bid = add_believer(std::move(b));
+  const std::uint64_t bid =
+      add_believer(believer(node, Kind::Sem, kSemColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+        if (!plain_believes(*sem, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
+        return BeliefState{st.fence, -1};
+      }));
   Unregister unreg{[this, bid] { remove_believer(bid); }};
   // A lease hold (its own instance per hold).
   struct LeaseSlot {
@@ -588,20 +573,7 @@ void World::semaphore_actor(Node& n) {
           ls.uuid = uuid_for(node, "seml-" + std::to_string(ls.gen));
           ls.sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
                                                Identity{ls.uuid, "host-" + n.name, 1000 + node});
-          KeepAliveOptions ko;
-          ko.blocking = r.chance(0.5);
-          if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
-          ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
-          ko.cancel = cancel;
-          const std::int64_t slow =
-              (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
-          ko.on_lost = [this, &ls, slow, &c, node, label, key] {
-            ls.in_cb = true;
-            trace(node, key, label + ": on_lost of semaphore lease (" + ls.uuid + ") on " + Scheduler::self_label() +
-                                 (slow ? " (slow callback: " + ms(slow) + " ms)" : ""));
-            if (slow) c.sleep_ms(slow);
-            ls.in_cb = false;
-          };
+          KeepAliveOptions ko = lease_options(r, c, node, key, label + ": on_lost of semaphore lease (" + ls.uuid + ")", ls.in_cb);
           trace(node, key, label + ": semaphore lease (" + ls.uuid + ") acquire");
           try {
             ls.lease = SemaphoreLease::acquire(ls.sem, ko);
@@ -610,18 +582,10 @@ void World::semaphore_actor(Node& n) {
             throw;
           }
           trace(node, key, label + ": semaphore lease held, token " + ms(ls.lease->fence()));
-          Believer lb;
-          lb.node = node;
-          lb.kind = Kind::SemLease;
-          lb.coll = kSemColl;
-          lb.key = key;
-          lb.uuid = ls.uuid;
-          lb.label = label;
-          lb.probe = [&ls]() -> std::optional<BeliefState> {
+          ls.bid = add_believer(believer(node, Kind::SemLease, kSemColl, key, ls.uuid, label, [&ls]() -> std::optional<BeliefState> {
             if (!ls.lease || ls.closing || ls.lease->lost()) return std::nullopt;
             return BeliefState{ls.lease->fence(), ls.lease->renew_deadline_mono()};
-          };
-          ls.bid = add_believer(std::move(lb));
+          }));
         } else if (ls.lease->lost() || r.chance(0.4)) {
           close_lease();
         }

@@ -17,10 +17,6 @@ namespace sim {
 using namespace mongoelector;
 
 namespace {
-const char* kLockColl = "mongolocker";
-const char* kElectColl = "elector.locks";
-const char* kSemColl = "mongosemaphore";
-constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
 World* g_world = nullptr;
 std::mutex g_world_mu;
 
@@ -284,10 +280,9 @@ LockSnap World::snap_lock(const std::string& coll, const std::string& key) {
   return s;
 }
 
-void World::note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
-                            const std::string& key, const LockSnap& before, const LockSnap& after,
-                            const std::string& from_uuid) {
-  if (before == after) return;
+WriteRec World::write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
+                          const std::string& uuid_after, std::int64_t fence_before, std::int64_t fence_after,
+                          std::int64_t expire_before, std::int64_t expire_after) {
   WriteRec w;
   w.t = sched_.mono();
   w.node = c.node;
@@ -295,15 +290,23 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
   w.op = op;
   w.send = c.send;
   w.who = c.who;
-  w.uuid_before = before.uuid;
-  w.uuid_after = after.uuid;
-  w.fence_before = before.fence;
-  w.fence_after = after.fence;
-  w.expire_before = before.expire;
-  w.expire_after = after.expire;
-  w.from_uuid = from_uuid;
-  w.late = !c.fate.success && w.t >= c.fate.return_at;
+  w.uuid_before = uuid_before;
+  w.uuid_after = uuid_after;
+  w.fence_before = fence_before;
+  w.fence_after = fence_after;
+  w.expire_before = expire_before;
+  w.expire_after = expire_after;
+  w.late = !c.fate.success && w.t >= c.fate.return_at;  // its caller had already given up
   w.unacked = !c.fate.success && w.t < c.fate.return_at;
+  return w;
+}
+
+void World::note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
+                            const std::string& key, const LockSnap& before, const LockSnap& after,
+                            const std::string& from_uuid) {
+  if (before == after) return;
+  WriteRec w = write_rec(c, op, before.uuid, after.uuid, before.fence, after.fence, before.expire, after.expire);
+  w.from_uuid = from_uuid;
   {
     Str o;
     o << "doc " << coll << "/" << key << ": uuid " << (before.uuid.empty() ? "-" : before.uuid)
@@ -336,21 +339,7 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
     const SemaphoreSlot& a = after->slots[i];
     const std::int64_t be = b.ts_expire ? b.ts_expire->ms : 0, ae = a.ts_expire ? a.ts_expire->ms : 0;
     if (b.uuid == a.uuid && b.fence == a.fence && be == ae) continue;
-    WriteRec w;
-    w.t = sched_.mono();
-    w.node = c.node;
-    w.seq = c.seq;
-    w.op = op;
-    w.send = c.send;
-    w.who = c.who;
-    w.uuid_before = b.uuid;
-    w.uuid_after = a.uuid;
-    w.fence_before = b.fence;
-    w.fence_after = a.fence;
-    w.expire_before = be;
-    w.expire_after = ae;
-    w.late = !c.fate.success && w.t >= c.fate.return_at;
-    w.unacked = !c.fate.success && w.t < c.fate.return_at;
+    const WriteRec w = write_rec(c, op, b.uuid, a.uuid, b.fence, a.fence, be, ae);
     Str o;
     o << "doc " << kSemColl << "/" << key << " slot " << i << ": uuid "
       << (b.uuid.empty() ? "-" : b.uuid) << "->" << (a.uuid.empty() ? "-" : a.uuid) << " fence "
@@ -376,14 +365,7 @@ void World::on_claim_applied(const std::string& coll, const std::string& key,
     for (const MinHold& m : min_holds_)
       if (m.key == key && m.confirmed && t < m.acq + m.min_hold - step_slack()) hit.push_back(m);
   }
-  for (const MinHold& m : hit) {
-    violate("I5", key,
-            "lock " + key + " released by " + m.uuid + " with min_hold " + ms(m.min_hold) +
-                " ms (acquired at server time " + ms(m.acq) + ") was claimed by " + uuid +
-                " at server time " + ms(t) + ", " + ms(m.acq + m.min_hold - t) +
-                " ms before the minimum hold ended",
-            min_hold_tags(m, t));
-  }
+  for (const MinHold& m : hit) min_hold_violated(m, uuid, t);
 }
 
 std::uint64_t World::begin_min_hold(const std::string& key, const std::string& uuid,
@@ -419,13 +401,15 @@ void World::end_min_hold(std::uint64_t id, bool kept) {
     for (const auto& c : claims_[m.key])
       if (c.mono >= m.registered_mono && c.t < m.acq + m.min_hold - step_slack()) early.emplace_back(c.t, c.uuid);
   }
-  for (const auto& c : early)
-    violate("I5", m.key,
-            "lock " + m.key + " released by " + m.uuid + " with min_hold " + ms(m.min_hold) +
-                " ms (acquired at server time " + ms(m.acq) + ") was claimed by " + c.second +
-                " at server time " + ms(c.first) + ", " + ms(m.acq + m.min_hold - c.first) +
-                " ms before the minimum hold ended",
-            min_hold_tags(m, c.first));
+  for (const auto& c : early) min_hold_violated(m, c.second, c.first);
+}
+
+void World::min_hold_violated(const MinHold& m, const std::string& claimant, std::int64_t t) {
+  violate("I5", m.key,
+          "lock " + m.key + " released by " + m.uuid + " with min_hold " + ms(m.min_hold) +
+              " ms (acquired at server time " + ms(m.acq) + ") was claimed by " + claimant +
+              " at server time " + ms(t) + ", " + ms(m.acq + m.min_hold - t) + " ms before the minimum hold ended",
+          min_hold_tags(m, t));
 }
 
 std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t claim_t) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "election/elector.h"
+#include "lease/lease.h"
 #include "sched.h"
 #include "server_clock.h"
 #include "storage.h"
@@ -39,6 +40,11 @@ struct Str {
   Str& operator<<(unsigned long long v) { s += std::to_string(v); return *this; }
   const std::string& str() const { return s; }
 };
+
+inline const char* const kLockColl = "mongolocker";
+inline const char* const kElectColl = "elector.locks";
+inline const char* const kSemColl = "mongosemaphore";
+inline constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
 
 struct Window {
   int node = -1;  // -1: the server
@@ -262,6 +268,9 @@ class World {
   void trace(int node, const std::string& key, const std::string& text);
   const std::shared_ptr<me::MemoryStorage>& mem() { return mem_; }
   LockSnap snap_lock(const std::string& coll, const std::string& key);
+  WriteRec write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
+                     const std::string& uuid_after, std::int64_t fence_before, std::int64_t fence_after,
+                     std::int64_t expire_before, std::int64_t expire_after);
   void note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
                        const std::string& key, const LockSnap& before, const LockSnap& after,
                        const std::string& from_uuid = "");
@@ -298,6 +307,8 @@ class World {
   void semaphore_actor(Node& n);
   void prober(Node& n);
   void wait_quiet(NodeClock& c, const bool& in_callback);
+  me::KeepAliveOptions lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
+                                     const std::string& what, bool& in_callback);
   void note_window(const std::string& key, std::int64_t start, std::int64_t window,
                    const std::string& uuid, int node);
   struct MinHold {
@@ -308,6 +319,7 @@ class World {
   };
   // Why a minimum hold ended before acquire + min_hold (history of the lock document).
   std::vector<std::string> min_hold_tags(const MinHold& m, std::int64_t claim_server_t);
+  void min_hold_violated(const MinHold& m, const std::string& claimant, std::int64_t claim_server_t);
   std::uint64_t begin_min_hold(const std::string& key, const std::string& uuid,
                                std::int64_t acq, std::int64_t m);
   void end_min_hold(std::uint64_t id, bool kept);
