@@ -1,5 +1,9 @@
 #include "sched.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +21,14 @@ struct ThreadMark {
 thread_local ThreadMark t_mark;
 
 constexpr std::int64_t kFarMs = std::int64_t{1} << 50;
+
+static_assert(sizeof(std::atomic<int>) == sizeof(int), "a futex word");
+void futex_wait(std::atomic<int>* word, int expected) {
+  syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+void futex_wake(std::atomic<int>* word) {
+  syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
 
 // Renewable that does nothing: adding it starts a Renewer's worker thread.
 class Noop final : public me::Renewable {
@@ -97,10 +109,21 @@ void Scheduler::begins(int node) {
   }
   SimThread* me = register_locked(node, label);
   --spawning_;
+  g.unlock();
   driver_cv_.notify_all();
-  // Runs only when granted (or at teardown).
-  me->cv.wait(g, [&] { return me->granted || free_.load(); });
-  me->granted = false;
+  await_grant(me);  // runs only when granted (or at teardown)
+}
+
+void Scheduler::grant(SimThread* t) {
+  t->go.store(1, std::memory_order_release);
+  futex_wake(&t->go);
+}
+
+void Scheduler::await_grant(SimThread* me) {
+  for (;;) {
+    if (me->go.exchange(0, std::memory_order_acq_rel) == 1 || free_.load()) return;
+    futex_wait(&me->go, 0);
+  }
 }
 
 void Scheduler::await_registered() {
@@ -121,8 +144,10 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
   SimThread* me = t_mark.self;
   if (mono() >= deadline) return false;
   lk.unlock();
+  SimThread* next = nullptr;
+  bool idle = false;
   {
-    std::unique_lock<std::mutex> g(m_);
+    std::lock_guard<std::mutex> g(m_);
     if (!me || me->sched != this) {
       // A thread the library started some other way: it becomes a sim thread now.
       ++foreign_;
@@ -134,27 +159,30 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
     me->deadline = deadline;
     if (current_ == me) {
       current_ = nullptr;
-      if (!pass_locked()) driver_cv_.notify_all();
+      next = pass_locked();
+      idle = next == nullptr;
     }
-    me->cv.wait(g, [&] { return me->granted || free_.load(); });
-    me->granted = false;
-    me->waiting = false;
-    me->wake = nullptr;
-    me->lk_mutex = nullptr;
   }
+  if (next) grant(next);
+  if (idle) driver_cv_.notify_all();
+  await_grant(me);  // the granter cleared the wait's fields
   lk.lock();
   return wake ? (*wake)() : false;
 }
 
 void Scheduler::exited(SimThread* t) {
-  std::lock_guard<std::mutex> g(m_);
-  threads_.erase(std::remove(threads_.begin(), threads_.end(), t), threads_.end());
-  if (current_ == t) {
-    current_ = nullptr;
-    if (!free_.load()) pass_locked();
+  SimThread* next = nullptr;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    threads_.erase(std::remove(threads_.begin(), threads_.end(), t), threads_.end());
+    if (current_ == t) {
+      current_ = nullptr;
+      if (!free_.load()) next = pass_locked();
+    }
   }
-  driver_cv_.notify_all();
   delete t;
+  if (next) grant(next);
+  driver_cv_.notify_all();
 }
 
 void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
@@ -167,8 +195,8 @@ void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
               " (blocked outside the clock)");
 }
 
-bool Scheduler::pass_locked() {
-  if (spawning_ > 0) return false;  // the driver waits for it to register
+SimThread* Scheduler::pass_locked() {
+  if (spawning_ > 0) return nullptr;  // the driver waits for it to register
   std::vector<SimThread*>& runnable = runnable_;
   runnable.clear();
   const std::int64_t now = mono();
@@ -188,7 +216,7 @@ bool Scheduler::pass_locked() {
       if ((*t->wake)()) runnable.push_back(t);
     }
   }
-  if (runnable.empty()) return false;
+  if (runnable.empty()) return nullptr;
   std::size_t i = 0;
   if (shuffle_ && runnable.size() > 1)
     i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) % runnable.size());
@@ -196,16 +224,21 @@ bool Scheduler::pass_locked() {
   ++grants_;
   ++by_role_[pick->label.substr(pick->label.find('.') + 1)];
   current_ = pick;
-  pick->granted = true;
-  pick->cv.notify_one();
-  return true;
+  pick->waiting = false;
+  pick->wake = nullptr;
+  pick->lk_mutex = nullptr;
+  return pick;  // the caller grants it once m_ is released
 }
 
 void Scheduler::run_instant() {
   std::unique_lock<std::mutex> g(m_);
   for (;;) {
     wait_idle(g);
-    if (!pass_locked()) return;
+    SimThread* next = pass_locked();
+    if (!next) return;
+    g.unlock();
+    grant(next);
+    g.lock();
   }
 }
 
@@ -223,7 +256,7 @@ std::optional<std::int64_t> Scheduler::next_deadline() {
 void Scheduler::free_run() {
   std::lock_guard<std::mutex> g(m_);
   free_.store(true);
-  for (SimThread* t : threads_) t->cv.notify_all();
+  for (SimThread* t : threads_) grant(t);
   current_ = nullptr;
 }
 

@@ -87,8 +87,7 @@ struct SimThread {
   std::mutex* lk_mutex = nullptr;
   const std::function<bool()>* wake = nullptr;  // null: a deadline-only wait
   std::int64_t deadline = 0;
-  bool granted = false;
-  std::condition_variable cv;
+  std::atomic<int> go{0};  // 1: granted the baton (a futex word: no mutex on the handoff)
   // Set by the storage wrapper while this thread is inside a storage call.
   std::atomic<bool> in_call{false};
 };
@@ -148,7 +147,9 @@ class Scheduler {
   // m_ held, no sim thread running: grants the baton to a runnable thread (true), or
   // leaves it with the driver (false). Called by the thread that gives it up, so that
   // a handoff costs one context switch.
-  bool pass_locked();
+  SimThread* pass_locked();
+  static void grant(SimThread* t);
+  void await_grant(SimThread* me);
   SimThread* register_locked(int node, const std::string& label);
 
   std::uint64_t seed_;
