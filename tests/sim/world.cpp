@@ -490,6 +490,7 @@ void World::note_window(const std::string& key, std::int64_t start, std::int64_t
     w.push_back(uuid + " (n" + std::to_string(node) + " at server time " + ms(sched_.wall()) + ")");
     winners = w;
     if (winners.size() > 1) {
+      std::vector<std::string> early;
       for (const WriteRec& r : history_[std::string(kLockColl) + "/" + marker]) {
         if (r.op == "release")
           tags.push_back("the window marker " + marker + " was released by " + r.uuid_before + " (n" +
@@ -499,10 +500,12 @@ void World::note_window(const std::string& key, std::int64_t start, std::int64_t
                          "its owner had already won (window/stranded-claim)");
         if (r.op != "claim") continue;
         if (r.expire_after < start + window)
-          tags.push_back("window marker of " + r.uuid_after + " was written to expire at " +
-                         ms(r.expire_after) + ", " + ms(start + window - r.expire_after) +
-                         " ms before its window ends at " + ms(start + window) + " (hole 3)");
+          early.push_back("window marker of " + r.uuid_after + " was written to expire at " +
+                          ms(r.expire_after) + ", " + ms(start + window - r.expire_after) +
+                          " ms before its window ends at " + ms(start + window) + " (hole 3)");
       }
+      // Released: that is what reopened the window, whatever its expiry said.
+      if (tags.empty() && !early.empty()) tags.push_back(early.front());
     }
   }
   if (winners.size() > 1) {
@@ -843,7 +846,8 @@ Result World::run() {
   {
     std::string g = "grants by role:";
     for (const auto& [role, n] : sched_.grants_by_role()) g += " " + role + "=" + std::to_string(n);
-    trace(-1, "", g + " (steps " + std::to_string(steps_) + ")");
+    trace(-1, "", g + " (steps " + std::to_string(steps_) + ", contended wake checks " +
+                      std::to_string(sched_.contended()) + ", foreign threads " + std::to_string(sched_.foreign_threads()) + ")");
   }
   res.steps = steps_;
   res.grants = sched_.grants();
