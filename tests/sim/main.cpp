@@ -40,6 +40,7 @@ enum Flags : std::uint32_t {
   kFullTrace = 1,
   kNoShuffle = 2,
   kAllViolations = 4,
+  kCalm = 8,
 };
 
 struct Cmd {
@@ -98,7 +99,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
     sched_setaffinity(0, sizeof set, &set);
   }
   alarm(300);  // a schedule that hangs dies; the runner reports it
-  sim::Params p = sim::make_params(c.seed);
+  sim::Params p = sim::make_params(c.seed, (c.flags & kCalm) != 0);
   sim::RunOptions o;
   o.shuffle = (c.flags & kNoShuffle) == 0;
   o.stop_at_first = (c.flags & kAllViolations) == 0;
@@ -293,7 +294,7 @@ void usage() {
   std::cout <<
       "usage: mongoelector_sim [--seeds A..B | --seed N] [--jobs J] [--time-limit S]\n"
       "                        [--expect-violations] [--show N] [--check-determinism K]\n"
-      "                        [--all-violations] [--no-shuffle] [--quiet]\n"
+      "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
       "  --seeds A..B            run schedules A to B (default 1..200)\n"
       "  --seed N                replay schedule N and print its full trace\n"
       "  --jobs J                schedules run at once (default: number of CPUs)\n"
@@ -303,6 +304,7 @@ void usage() {
       "  --check-determinism K   run every schedule K times and compare the traces\n"
       "  --all-violations        keep running a schedule after its first violation\n"
       "  --no-shuffle            threads runnable at one instant run in a fixed order\n"
+      "  --calm                  the same workloads without faults (checks the checks)\n"
       "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
       "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
 }
@@ -372,6 +374,8 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(next().c_str()));
     } else if (a == "--all-violations") {
       flags |= kAllViolations;
+    } else if (a == "--calm") {
+      flags |= kCalm;
     } else if (a == "--no-shuffle") {
       flags |= kNoShuffle;
     } else if (a == "--quiet") {

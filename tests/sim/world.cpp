@@ -36,7 +36,7 @@ const char* kind_name(Kind k) {
 
 // ---- schedule parameters ---------------------------------------------------------------
 
-Params make_params(std::uint64_t seed) {
+Params make_params(std::uint64_t seed, bool calm) {
   Rng r(hash64(seed, 0x5EED));
   Params p;
   p.seed = seed;
@@ -119,6 +119,17 @@ Params make_params(std::uint64_t seed) {
   p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500 + stepped;
   p.P2 = p.P + T + 2 * p.bound + 300 + stepped;
   p.E = std::max(p.P2 + 3 * p.bound + 200, p.L + T / 2);
+  if (calm) {
+    p.p_fail = p.p_lost = p.p_held = p.p_slow = 0;
+    p.freezes.clear();
+    p.partitions.clear();
+    p.pauses.clear();
+    p.steps.clear();
+    p.beyond_at = -1;
+    p.ttl_sweeps.clear();
+    p.p_slow_cb = 0;
+    for (auto& nr : p.roles) nr.bad_sampler = false;
+  }
   p.wall0 = 1700000000000 + r.range(0, 1000000000);
   return p;
 }

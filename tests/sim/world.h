@@ -94,7 +94,8 @@ struct Params {
   std::int64_t wall0 = 0;
   std::string describe() const;
 };
-Params make_params(std::uint64_t seed);
+// calm: the same workload on a network without faults (a check of the checks).
+Params make_params(std::uint64_t seed, bool calm = false);
 
 struct Violation {
   std::string inv;  // I1 .. I6
