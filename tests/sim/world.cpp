@@ -461,6 +461,8 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
                      "): a later claim of that locker failed, and clearing the hold it stranded released "
                      "the document that still carries its uuid (min-hold/stranded-claim)");
   }
+  if (tags.empty() && until < 0 && !h.empty() && h.back().op == "claim" && h.back().uuid_before == m.uuid)
+    until = h.back().expire_before;  // its write changed nothing (ts_created + min_hold == ts_expire)
   if (tags.empty() && until >= 0 && claim_t + step_slack() >= until)
     tags.push_back("the lock was written to stay taken until " + ms(until) + " (ts_created + min_hold), " +
                    ms(m.acq + m.min_hold - until) +
@@ -474,6 +476,16 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
                        std::to_string(r.seq) + ", applied at " + ms(r.t) + ") had moved it to " + ms(r.fence_after) +
                        ": nothing matched, the lock kept its old ts_expire and freed before acquire + min_hold "
                        "(lazy-token-in-doubt)");
+        break;
+      }
+  }
+  if (tags.empty()) {
+    // --all-violations: the hold may already have been lost to an earlier violation.
+    std::lock_guard<std::mutex> g(mu_);
+    for (const Violation& v : violations_)
+      if (v.key == m.key && (v.inv == "I1" || v.inv == "I2")) {
+        tags.push_back("the lock had already been lost (" + v.inv + " at " + ms(v.t) +
+                       ") when release_min_hold was called (consequence)");
         break;
       }
   }
