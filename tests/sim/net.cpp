@@ -285,13 +285,13 @@ std::int64_t NodeStorage::bump_epoch(const std::string& collection, const std::s
 
 bool NodeStorage::set_fence(const std::string& collection, const std::string& key,
                             const std::string& uuid, std::int64_t old_fence,
-                            std::int64_t new_fence) {
+                            std::int64_t created_ms, std::int64_t new_fence) {
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid << " " << old_fence << "->" << new_fence;
   return rpc<bool>("set_fence", key, what.str(), [=](const CallCtx& c) {
     const LockSnap before = w->snap_lock(collection, key);
-    bool r = w->mem()->set_fence(collection, key, uuid, old_fence, new_fence);
+    bool r = w->mem()->set_fence(collection, key, uuid, old_fence, created_ms, new_fence);
     w->note_lock_write(c, "set_fence", collection, key, before, w->snap_lock(collection, key));
     return r;
   });
