@@ -32,6 +32,16 @@ LockDoc LockDoc::from_document(const Document& raw) {
   return d;
 }
 
+bool set_fence_on(Document& doc, const std::string& uuid, std::int64_t old_fence,
+                  std::int64_t created_ms, std::int64_t new_fence) {
+  const LockDoc cur = LockDoc::from_document(doc);
+  if (cur.uuid != uuid || cur.fence != old_fence || !cur.ts_created ||
+      cur.ts_created->ms != created_ms)
+    return false;
+  doc.set("fence", new_fence);
+  return true;
+}
+
 bool LockDoc::held_at(std::int64_t now_ms) const {
   // A document without a usable expiry is treated as expired: it cannot block forever.
   return locked && ts_expire.has_value() && ts_expire->ms > now_ms;

@@ -152,10 +152,15 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   // never ends after the server's.
   const std::int64_t sent = clock_->mono_ms();
   const ServerTime t = server_time_for_write();
-  auto token = claim_and_anchor(force, sent, t);  // the fence: a token unless deferred
+  std::int64_t created;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    created = claim_stamp(t.earliest_ms(), known_created_ms_);
+  }
+  auto token = claim_and_anchor(force, sent, t, created);  // a token unless deferred
   if (!token) return std::nullopt;
   const std::int64_t replied = clock_->mono_ms();
-  Hold h{*token, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+  Hold h{*token, created, t.earliest_ms() + ttl_ms(), sent};
   // The server applied the claim before its reply arrived: no later than the latest its
   // clock could read then.
   h.acquired_latest_ms = server_time_for_write(replied).latest_ms();
@@ -176,20 +181,23 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
 }
 
 std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t sent,
-                                                     const ServerTime& t) {
-  (void)sent;
+                                                     const ServerTime& t, std::int64_t created) {
   // Compared with the EARLIEST the server's clock may read: a slow sample makes us late,
   // never early (protocol notes, "both clocks count"). The document keeps the original's
   // shape, ts_expire = ts_created + ttl: its expiry is then at most 2u earlier in true
   // server time than this node's lease end (send + ttl), which the renew deadline's
   // margin (>= 2u + 50 ms) covers.
-  LockClaim claim{options_.key, identity_.uuid, identity_.host, identity_.pid, t.earliest_ms(),
+  LockClaim claim{options_.key, identity_.uuid, identity_.host, identity_.pid, created,
                   t.earliest_ms() + ttl_ms()};
   try {
     std::optional<LockDoc> doc = storage_->claim(options_.collection, claim, force);
     if (!doc) return std::nullopt;
     if (doc->uuid != identity_.uuid)
       throw StorageError("the server returned a lock document of another holder after a claim");
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      known_created_ms_ = created;  // the document now carries this claim's stamp
+    }
     if (doc->fence >= kEpochUnit) return doc->fence;
     bool defer;
     {
@@ -199,13 +207,14 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
     // Deferred: the fence, unique to this hold while the document lives, names it in
     // renewals and releases; token() turns it into a token.
     if (defer) return doc->fence > 0 ? std::optional<std::int64_t>(doc->fence) : std::nullopt;
-    return anchor_epoch(doc->fence);
+    return anchor_epoch(doc->fence, created);
   } catch (...) {
     // The claim may have been applied (lost reply, a failure in the epoch path): what it
     // wrote is ours. Release it now if the server answers, else before the next claim.
+    // Its name is unknown (fence 0): settling finds it by what it wrote.
     {
       std::lock_guard<std::mutex> g(mu_);
-      stranded_ = Hold{0, t.earliest_ms(), t.earliest_ms() + ttl_ms(), sent};
+      stranded_ = Hold{0, created, t.earliest_ms() + ttl_ms(), sent};
     }
     settle_stranded_quietly();
     throw;
@@ -215,13 +224,17 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
 // The rare path: the document was created by this claim, or carried no token of ours
 // (original node, deleted by the TTL monitor). Its counter restarted, so move it to a
 // fresh epoch from "<coll>.fences", which outlives the lock document.
-std::optional<std::int64_t> Locker::anchor_epoch(std::int64_t fence) {
+std::optional<std::int64_t> Locker::anchor_epoch(std::int64_t fence, std::int64_t created) {
   if (fence >= kEpochUnit) return fence;
   std::int64_t epoch = storage_->bump_epoch(options_.collection, options_.key);
   if (epoch <= 0 || epoch >= (std::int64_t{1} << 30))
     throw StorageError("fence epoch out of range: " + std::to_string(epoch));
   std::int64_t token = epoch * kEpochUnit;
-  if (!storage_->set_fence(options_.collection, options_.key, identity_.uuid, fence, token)) {
+  // Named by its claim's ts_created too: {uuid, fence} of a restarted counter does not
+  // tell a document from its earlier incarnation (deleted since), where a late fence
+  // change of an older hold would otherwise land and hand out an old, lower token.
+  if (!storage_->set_fence(options_.collection, options_.key, identity_.uuid, fence, created,
+                           token)) {
     // Someone took the lock between our claim and now: our lease must have expired.
     log(LogLevel::Warning, "lock " + options_.key + " was taken over while its fence was set",
         log_fields(LogEvent::None, fence));
@@ -239,18 +252,32 @@ std::optional<std::int64_t> Locker::token() {
     if (hold_->fence >= kEpochUnit) return hold_->fence;
   }
   const std::unique_lock<std::mutex> io = lock_hold_io();
-  std::int64_t fence;
+  std::int64_t fence, created;
   std::uint64_t gen;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!hold_) return std::nullopt;
     if (hold_->fence >= kEpochUnit) return hold_->fence;
     fence = hold_->fence;
+    created = hold_->created_ms;
     gen = hold_gen_;
   }
   // The epoch is bumped while the hold is ours (the fence change below proves it), so
   // this token is above every earlier hold's and below every later one's.
-  const std::optional<std::int64_t> token = anchor_epoch(fence);
+  std::optional<std::int64_t> token;
+  try {
+    token = anchor_epoch(fence, created);
+  } catch (...) {
+    // The fence change may still land: the hold's name (its fence) is unknown from now
+    // on, so no write may name it by its counter. In doubt: given up locally, settled by
+    // what its claim wrote (locker.h, "holds in doubt").
+    std::lock_guard<std::mutex> g(mu_);
+    if (gen == hold_gen_ && hold_) {
+      strand_locked();
+      stranded_->fence = 0;
+    }
+    throw;
+  }
   std::lock_guard<std::mutex> g(mu_);
   if (gen != hold_gen_ || !hold_) return std::nullopt;  // replaced meanwhile
   if (!token) {  // taken over, released or deleted: the hold is gone
@@ -280,46 +307,58 @@ void Locker::clear_stranded(std::int64_t fence) {
   if (stranded_ && stranded_->fence == fence) stranded_.reset();
 }
 
+std::int64_t Locker::claim_stamp(std::int64_t earliest, std::int64_t avoid) {
+  // One millisecond earlier still compares conservatively (a claim takes what expired
+  // by then) and tells this claim from the earlier one stamped in the same millisecond.
+  return earliest == avoid ? earliest - 1 : earliest;
+}
+
+bool Locker::wrote(const LockDoc& doc, std::int64_t created_ms) const {
+  return doc.locked && doc.uuid == identity_.uuid && doc.ts_created &&
+         doc.ts_created->ms == created_ms && doc.fence != 0;
+}
+
 std::optional<std::int64_t> Locker::settle_stranded() {
   std::optional<Hold> s;
   {
     std::lock_guard<std::mutex> g(mu_);
+    if (stranded_) stranded_->release_sent = true;
     s = stranded_;
   }
   if (!s) return std::nullopt;
-  std::int64_t fence = s->fence;
-  if (fence == 0) {  // the claim's reply was lost: is the document ours?
-    std::optional<LockDoc> doc = storage_->read(options_.collection, options_.key);
-    if (!doc || doc->uuid != identity_.uuid || !doc->locked || doc->fence == 0) {
-      clear_stranded(0);
-      return std::nullopt;
-    }
-    fence = doc->fence;
-  }
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (stranded_ && stranded_->fence == s->fence) stranded_->release_sent = true;
-  }
   const ServerTime t = server_clock_.estimate_sampling();
   // A minimum hold that has not surely passed (the server's earliest possible now is
   // before it): the lock stays taken until then, its expiry set exactly, shorter or
   // longer. The hold was given up locally before this write (release_min_hold).
   const bool keep = s->keep_until_ms > t.earliest_ms();
-  bool kept = false;
-  try {
-    if (keep) {
-      kept = storage_->set_expiry(options_.collection, options_.key, identity_.uuid, fence,
-                                  t.now_ms, s->keep_until_ms);
-    } else {
-      storage_->release(options_.collection, options_.key, identity_.uuid, fence, t.now_ms,
-                        options_.delete_on_release);
+  bool matched = false;
+  std::int64_t tried = 0;
+  for (;;) {
+    std::int64_t fence = s->fence;
+    if (fence == 0) {
+      // Name unknown (a lost claim reply, a token() in doubt): the hold is the document
+      // its claim wrote -- our uuid AND that claim's ts_created -- under whatever fence it
+      // carries now; never an earlier hold of ours (a minimum hold) that is still there.
+      const std::optional<LockDoc> doc = storage_->read(options_.collection, options_.key);
+      if (!doc || !wrote(*doc, s->created_ms) || doc->fence == tried) break;
+      fence = doc->fence;
     }
-  } catch (...) {
-    note_release_in_doubt();  // a late write of it must not meet a new hold's fence
-    throw;
+    try {
+      matched = keep ? storage_->set_expiry(options_.collection, options_.key, identity_.uuid,
+                                            fence, t.now_ms, s->keep_until_ms)
+                     : storage_->release(options_.collection, options_.key, identity_.uuid,
+                                         fence, t.now_ms, options_.delete_on_release);
+    } catch (...) {
+      note_release_in_doubt();  // a late write of it must not meet a new hold's fence
+      throw;
+    }
+    // A known name is the hold's only one. An unknown one may have changed since the
+    // read (a late fence change: once at most, counter -> token): look again.
+    if (matched || s->fence != 0) break;
+    tried = fence;
   }
   clear_stranded(s->fence);
-  if (!kept) return std::nullopt;
+  if (!(keep && matched)) return std::nullopt;
   return s->keep_until_ms;
 }
 
@@ -409,6 +448,11 @@ std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
       // back with this fence (the write may land late, after a newer renewal).
       strand_locked();
       stranded_->release_sent = true;
+    } else if (stranded_ && !stranded_->release_sent && stranded_->acquired_latest_ms > 0) {
+      // A hold given up in doubt (a token() whose fence change may land, a clock jump)
+      // that nothing released yet: still the caller's, so its minimum hold counts too.
+      fence = stranded_->fence;
+      if (min_hold > 0) stranded_->keep_until_ms = stranded_->acquired_latest_ms + min_hold;
     }
   }
   // Sends the write (or, once the bound has surely passed, a fenced release); a failed
@@ -442,16 +486,25 @@ std::optional<std::int64_t> Locker::claim_window(double window_s) {
   // which would end the window this sample's uncertainty early and let a node with a
   // better sample claim it again. Claims compare with the claimant's earliest, which is
   // below the window's end whenever its estimate falls in the window.
-  const LockClaim claim{marker, identity_.uuid, identity_.host, identity_.pid, t.earliest_ms(),
-                        end};
+  std::int64_t created;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    created = claim_stamp(t.earliest_ms(), won_marker_ == marker ? won_created_ms_ : 0);
+  }
+  const LockClaim claim{marker, identity_.uuid, identity_.host, identity_.pid, created, end};
   try {
     if (!storage_->claim(options_.collection, claim, /*force=*/false)) return std::nullopt;
+    std::lock_guard<std::mutex> g(mu_);
+    won_marker_ = marker;
+    won_created_ms_ = created;
   } catch (...) {
-    // The claim may have been applied (a lost reply): free the marker if it is ours, so
-    // that the window is not lost to everyone. Fenced: a newer claim is never touched.
+    // The claim may have been applied (a lost reply): free the marker if THIS claim wrote
+    // it, so that the window is not lost to everyone -- never a marker this locker won
+    // before (a claim of a won window is refused; only its reply was lost). Fenced: a
+    // newer claim is never touched.
     try {
       const std::optional<LockDoc> doc = storage_->read(options_.collection, marker);
-      if (doc && doc->locked && doc->uuid == identity_.uuid)
+      if (doc && wrote(*doc, created))
         storage_->release(options_.collection, marker, identity_.uuid, doc->fence,
                           server_clock_.now_ms(), options_.delete_on_release);
     } catch (const std::exception& ex) {

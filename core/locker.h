@@ -27,6 +27,21 @@
 //    a failed release, a step-down on a missed deadline, a clock jump) is kept as
 //    STRANDED: the next acquire releases it (fenced) first, so the owner is never locked
 //    out of its own lock; an elector may re-take it instead (retake()).
+//  * Holds in doubt, by name. A hold is what its claim wrote: our uuid and the claim's
+//    ts_created (its `now`, which only a claim or a hand-over rewrites), under a fence
+//    that changes at most once (counter -> token, set_fence). Its NAME is {uuid, fence};
+//    the fence change itself also names ts_created, so a late one cannot land on a later
+//    incarnation of the document (deleted and re-created: the counter restarts) and hand
+//    out an old, lower token. When the name is unknown -- the claim's reply was lost, or
+//    a token()'s fence change may still land -- the hold is stranded with fence 0 and
+//    settling reads the document first: it acts only on the document THIS claim wrote
+//    (uuid AND ts_created; a Locker never stamps two claims of one document alike,
+//    claim_stamp), never on an earlier hold of ours that is still there (a minimum hold,
+//    a window already won). A write that then matches nothing looks again, since a late
+//    fence change may have renamed the hold meanwhile; only when the document no longer
+//    carries the hold is it reported gone. So release_min_hold never reports "released
+//    now" for a hold that may still be ours under another name: a hold in doubt keeps
+//    its minimum hold like a held one.
 #pragma once
 
 #include <cstdint>
@@ -263,9 +278,16 @@ class Locker {
   std::string held_message(const std::optional<LockDoc>& holder) const;
   // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
   // when the hold {uuid, fence} is gone.
-  std::optional<std::int64_t> anchor_epoch(std::int64_t fence);
-  // Claim, then anchor: the token, nullopt when held; errors strand what the claim wrote.
-  std::optional<std::int64_t> claim_and_anchor(bool force, std::int64_t sent, const ServerTime& t);
+  std::optional<std::int64_t> anchor_epoch(std::int64_t fence, std::int64_t created);
+  // Claim (stamped `created`), then anchor: the token, nullopt when held; errors strand
+  // what the claim wrote.
+  std::optional<std::int64_t> claim_and_anchor(bool force, std::int64_t sent, const ServerTime& t,
+                                               std::int64_t created);
+  // The ts_created of a claim sent when the server's clock reads at least `earliest`:
+  // never `avoid`, the stamp of the earlier claim of ours the document may still carry.
+  static std::int64_t claim_stamp(std::int64_t earliest, std::int64_t avoid);
+  // `doc` is what our claim stamped `created_ms` wrote (locked, our uuid, its ts_created).
+  bool wrote(const LockDoc& doc, std::int64_t created_ms) const;
   // Releases a stranded hold (reading its fence first if unknown), or, for a hold given
   // up with a minimum hold that has not surely passed, sets its expiry to that bound.
   // Returns the bound when the lock stays taken until then, nullopt when released or
@@ -299,6 +321,11 @@ class Locker {
   // A hold of ours that may still be on the server; fence 0 when unknown (the reply of
   // the claim was lost).
   std::optional<Hold> stranded_;
+  // The ts_created of our latest claim of the key known to be applied, and of the window
+  // marker we last won: a new claim is stamped differently (claim_stamp).
+  std::int64_t known_created_ms_ = 0;
+  std::string won_marker_;
+  std::int64_t won_created_ms_ = 0;
   std::optional<std::int64_t> time_verified_mono_;
   double verified_offset_s_ = 0;  // what the cached check measured
   bool safety_checked_ = false;

@@ -166,6 +166,12 @@ struct ServerInfo {
   bool atomic_find_and_modify = false;
 };
 
+// For backends that edit documents themselves (memory, SQLite): set_fence's filter and
+// write on `doc`. False (doc untouched) unless it is {uuid, fence: old_fence, ts_created:
+// created_ms}.
+bool set_fence_on(Document& doc, const std::string& uuid, std::int64_t old_fence,
+                  std::int64_t created_ms, std::int64_t new_fence);
+
 class Storage;
 // `*storage`, or InvalidArgument for a null one (before anything binds a reference to it).
 Storage& require_storage(const std::shared_ptr<Storage>& storage);
@@ -211,10 +217,13 @@ class Storage {
   // at 1). Only on the rare path where a lock document had to be created.
   virtual std::int64_t bump_epoch(const std::string& collection, const std::string& key) = 0;
 
-  // Sets fence = new_fence if the lock is still {uuid, fence: old_fence}. True if matched.
+  // Sets fence = new_fence if the lock is still {uuid, fence: old_fence, ts_created:
+  // created_ms}. True if matched. ts_created names the claim (and so the document's
+  // incarnation): after a deletion the counter restarts, and {uuid, old_fence} alone
+  // would let a late fence change of an earlier hold land on a new one (set_fence_on).
   virtual bool set_fence(const std::string& collection, const std::string& key,
                          const std::string& uuid, std::int64_t old_fence,
-                         std::int64_t new_fence) = 0;
+                         std::int64_t created_ms, std::int64_t new_fence) = 0;
 
   // Renewal: if the lock is {locked: true, uuid, fence} and unexpired (ts_expire >
   // now_ms), moves ts_expire to expire_ms unless it is later already (MONOTONIC: $max,

@@ -266,7 +266,7 @@ std::optional<std::int64_t> Semaphore::try_acquire_locked() {
       const std::int64_t sent = clock_->mono_ms();  // before the estimate (see locker.h)
       const ServerTime t = server_time_for_write();
       SemaphoreClaim c{options_.key,   options_.limit,  0,
-                       0,              epoch * kEpochUnit, identity_.uuid,
+                       0,              std::max(epoch * kEpochUnit, attempted_fence() + 1), identity_.uuid,
                        identity_.host, identity_.pid,   t.earliest_ms(),
                        t.earliest_ms() + ttl_ms()};
       if (write_claim(c, /*create=*/true, sent)) {
@@ -291,7 +291,7 @@ std::optional<std::int64_t> Semaphore::try_acquire_locked() {
     }
     if (claims >= max_claims) return std::nullopt;  // lost every race: held, this time
     ++claims;
-    const std::int64_t new_fence = next_fence(doc->fence);
+    const std::int64_t new_fence = next_fence(std::max(doc->fence, attempted_fence()));
     const std::int64_t sent = clock_->mono_ms();
     const ServerTime t = server_time_for_write();
     SemaphoreClaim c{options_.key,   options_.limit, slot,
@@ -312,7 +312,16 @@ std::optional<std::int64_t> Semaphore::try_acquire_locked() {
   }
 }
 
+std::int64_t Semaphore::attempted_fence() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return attempted_fence_;
+}
+
 bool Semaphore::write_claim(const SemaphoreClaim& c, bool create, std::int64_t sent) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    attempted_fence_ = std::max(attempted_fence_, c.new_fence);
+  }
   try {
     return create ? storage_->create_semaphore(options_.collection, c)
                   : storage_->claim_semaphore(options_.collection, c);

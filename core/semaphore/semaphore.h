@@ -21,7 +21,9 @@
 //  * Lease (invariant 3): counted from the moment the successful write was SENT, on the
 //    host's monotonic clock (read before the server-time estimate the write carries).
 //  * Every write that assumes a hold names it by slot, uuid AND fence (renew, release):
-//    a request that runs late at the server cannot touch a newer hold. Renewals are
+//    a request that runs late at the server cannot touch a newer hold. An instance never
+//    sends two claims with one fence (attempted_fence_), so a name is never reused, not
+//    even after a claim that failed and never landed. Renewals are
 //    monotonic (Storage::renew_semaphore): a late one cannot shorten the slot's lease.
 //  * A hold whose state on the server is unknown (an error after the claim may have been
 //    applied, a failed release, a lost keep-alive lease) is kept as STRANDED and released
@@ -171,6 +173,7 @@ class Semaphore {
   void check_doc(const SemaphoreDoc& doc) const;
   // The token after `fence` (F+1, or a fresh epoch when F+1 would enter the next one).
   std::int64_t next_fence(std::int64_t fence);
+  std::int64_t attempted_fence() const;  // see attempted_fence_
   // Writes a claim (claim_semaphore, or create_semaphore when `create`): true when
   // written. Errors strand the claim's hold and propagate.
   bool write_claim(const SemaphoreClaim& claim, bool create, std::int64_t sent);
@@ -195,6 +198,12 @@ class Semaphore {
   std::optional<SemaphoreHold> hold_;
   std::uint64_t hold_gen_ = 0;  // changes whenever hold_ is replaced or dropped
   std::optional<SemaphoreHold> stranded_;
+  // The highest fence this instance sent in a claim. A claim never reuses one: a claim
+  // that failed may never land while the release of its stranded hold (named by slot,
+  // uuid and that fence) is still in flight, and would free a new hold with the same
+  // name. So a new claim's fence is above it (tokens still strictly increase; gaps are
+  // fine).
+  std::int64_t attempted_fence_ = 0;
   // The document as this instance last wrote or read it: lets the next claim skip the
   // read (one round trip) while nobody else claimed since.
   std::optional<SemaphoreDoc> cache_;

@@ -130,14 +130,10 @@ std::int64_t MemoryStorage::bump_epoch(const std::string& collection, const std:
 
 bool MemoryStorage::set_fence(const std::string& collection, const std::string& key,
                               const std::string& uuid, std::int64_t old_fence,
-                              std::int64_t new_fence) {
+                              std::int64_t created_ms, std::int64_t new_fence) {
   return call("set_fence", [=] {
     Document* doc = find_lock(collection, key);
-    if (!doc) return false;
-    LockDoc cur = LockDoc::from_document(*doc);
-    if (cur.uuid != uuid || cur.fence != old_fence) return false;
-    doc->set("fence", new_fence);
-    return true;
+    return doc != nullptr && set_fence_on(*doc, uuid, old_fence, created_ms, new_fence);
   });
 }
 

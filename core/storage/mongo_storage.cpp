@@ -270,11 +270,12 @@ std::int64_t MongoStorage::bump_epoch(const std::string& collection, const std::
 
 bool MongoStorage::set_fence(const std::string& collection, const std::string& key,
                              const std::string& uuid, std::int64_t old_fence,
-                             std::int64_t new_fence) {
+                             std::int64_t created_ms, std::int64_t new_fence) {
   Bson filter, update;
   append_key(filter.get(), key);
   mongo_bson::append_utf8(filter.get(), "uuid", uuid);
   BSON_APPEND_INT64(filter.get(), "fence", old_fence);
+  BSON_APPEND_DATE_TIME(filter.get(), "ts_created", created_ms);
   bson_t set;
   BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
   BSON_APPEND_INT64(&set, "fence", new_fence);

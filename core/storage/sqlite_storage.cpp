@@ -558,16 +558,14 @@ std::int64_t SqliteStorage::bump_epoch(const std::string& collection, const std:
 
 bool SqliteStorage::set_fence(const std::string& collection, const std::string& key,
                               const std::string& uuid, std::int64_t old_fence,
-                              std::int64_t new_fence) {
+                              std::int64_t created_ms, std::int64_t new_fence) {
   check_collection_name(collection);
   const std::string id = id_of_key(key);
   return call("set_fence", [&](sqlite3* db) {
     const std::string what = "set_fence " + key;
     Txn txn(db, what);
     std::optional<Document> cur = load(db, collection, id, what);
-    if (!cur || !string_equals(*cur, "uuid", uuid) || numeric(*cur, "fence") != old_fence)
-      return false;
-    cur->set("fence", new_fence);
+    if (!cur || !set_fence_on(*cur, uuid, old_fence, created_ms, new_fence)) return false;
     store(db, collection, id, *cur, what);
     txn.commit();
     return true;

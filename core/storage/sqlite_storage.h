@@ -115,7 +115,8 @@ class SqliteStorage final : public Storage {
                                bool force) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
-                 std::int64_t old_fence, std::int64_t new_fence) override;
+                 std::int64_t old_fence, std::int64_t created_ms,
+                 std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   // ONE `BEGIN IMMEDIATE` transaction: renew()'s read-decide-write for each request.

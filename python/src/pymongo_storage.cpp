@@ -408,12 +408,13 @@ std::int64_t PyMongoStorage::bump_epoch(const std::string& collection, const std
 
 bool PyMongoStorage::set_fence(const std::string& collection, const std::string& key,
                                const std::string& uuid, std::int64_t old_fence,
-                               std::int64_t new_fence) {
+                               std::int64_t created_ms, std::int64_t new_fence) {
   return with_python([&] {
     py::dict filter;
     filter["_id"] = key;
     filter["uuid"] = uuid;
     filter["fence"] = old_fence;
+    filter["ts_created"] = datetime_from_ms(created_ms);
     py::dict update;
     update["$set"] = py::dict(py::arg("fence") = new_fence);
     py::object r = this->collection(collection).attr("update_one")(filter, update);

@@ -243,15 +243,29 @@ TEST_F(LockOps, BumpEpochStartsAtOneAndIncrementsPerKey) {
   EXPECT_EQ(s->bump_epoch(coll, "k"), 4);
 }
 
+// A fence change names the claim by its ts_created: after the document was deleted and
+// re-created by the same owner (the counter restarts at 1), a late fence change of the
+// earlier incarnation does not match.
+TEST_F(LockOps, SetFenceNamesTheIncarnation) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
+  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 1, now + 1, true));  // deleted
+  ASSERT_EQ(s->claim(coll, claim_by("a", now + 5), false)->fence, 1);
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, now, std::int64_t{1} << 32));
+  EXPECT_EQ(s->read(coll, "k")->fence, 1);
+  EXPECT_TRUE(s->set_fence(coll, "k", "uuid-a", 1, now + 5, std::int64_t{2} << 32));
+  EXPECT_EQ(s->read(coll, "k")->fence, std::int64_t{2} << 32);
+}
+
 TEST_F(LockOps, SetFenceIsACompareAndSet) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
-  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-b", 1, 7));  // other uuid
-  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 2, 7));  // wrong old fence
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-b", 1, now, 7));  // other uuid
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 2, now, 7));  // wrong old fence
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, now - 1, 7));  // another claim's
   EXPECT_EQ(s->read(coll, "k")->fence, 1);
-  EXPECT_TRUE(s->set_fence(coll, "k", "uuid-a", 1, 7));
+  EXPECT_TRUE(s->set_fence(coll, "k", "uuid-a", 1, now, 7));
   EXPECT_EQ(s->read(coll, "k")->fence, 7);
-  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, 8));  // already moved on
-  EXPECT_FALSE(s->set_fence(coll, "absent", "uuid-a", 0, 1));
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, now, 8));  // already moved on
+  EXPECT_FALSE(s->set_fence(coll, "absent", "uuid-a", 0, now, 1));
   // The next claim increments from the value set.
   ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now, false));
   EXPECT_EQ(s->claim(coll, claim_by("b", now), false)->fence, 8);
@@ -392,7 +406,7 @@ TEST_F(LockOps, RoundTripsCountOneCommandPerOperation) {
   step("claim (held)", [&] { ASSERT_FALSE(fresh->claim(coll, claim_by("b", now), false)); });
   step("renew", [&] { ASSERT_TRUE(fresh->renew(coll, "k", "uuid-a", 1, now, now + 20000)); });
   step("read", [&] { ASSERT_TRUE(fresh->read(coll, "k")); });
-  step("set_fence", [&] { ASSERT_TRUE(fresh->set_fence(coll, "k", "uuid-a", 1, 2)); });
+  step("set_fence", [&] { ASSERT_TRUE(fresh->set_fence(coll, "k", "uuid-a", 1, now, 2)); });
   step("release", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::string("uuid-a"), 0, now, false)); });
   step("release (delete)", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::nullopt, 0, now, true)); });
   step("bump_epoch", [&] { ASSERT_EQ(fresh->bump_epoch(coll, "k"), 1); });

@@ -175,7 +175,7 @@ TEST(WriteConcern, LockAndFenceWritesAskForMajority) {
   auto doc = s.claim("wclocks", claim, false);
   ASSERT_TRUE(doc.has_value());
   s.bump_epoch("wclocks", "wc");
-  s.set_fence("wclocks", "wc", "u1", doc->fence, std::int64_t{1} << 32);
+  s.set_fence("wclocks", "wc", "u1", doc->fence, 1000, std::int64_t{1} << 32);
   s.renew("wclocks", "wc", "u1", std::int64_t{1} << 32, 1000, 200000);
   s.release("wclocks", "wc", std::string("u1"), std::int64_t{1} << 32, 2000, false);
   s.claim("wclocks", LockClaim{"wc", "u2", "h", 1, 3000, 100000}, false);

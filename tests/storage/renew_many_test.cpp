@@ -45,7 +45,7 @@ TEST_F(RenewMany, EachRequestIsAnsweredAloneAndOnlyRenewedHoldsChange) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now - ttl, ttl, "expires-now"), false));
   // Re-fenced: still a's, but a newer hold (fence 1 -> 7).
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, ttl, "refenced"), false));
-  ASSERT_TRUE(s->set_fence(coll, "refenced", "uuid-a", 1, 7));
+  ASSERT_TRUE(s->set_fence(coll, "refenced", "uuid-a", 1, now, 7));
   // "missing" has no document at all.
 
   const std::vector<std::string> keys{"ok-fenced", "stolen",      "released", "expired",

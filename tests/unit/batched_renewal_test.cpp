@@ -107,7 +107,8 @@ TEST_F(BatchedRenewalTest, APartialBatchRenewsExactlyTheHoldsStillOurs) {
   ASSERT_TRUE(storage->set_expiry("mongolocker", "expired", "uuid-me-expired",
                                   by_key["expired"]->fence(), now - 1, now));
   ASSERT_TRUE(storage->set_fence("mongolocker", "refenced", "uuid-me-refenced",
-                                 by_key["refenced"]->fence(), by_key["refenced"]->fence() + 7));
+                                 by_key["refenced"]->fence(), storage->read("mongolocker", "refenced")->ts_created->ms,
+                                 by_key["refenced"]->fence() + 7));
 
   const std::int64_t rt = storage->round_trips();
   step();  // one batch carries all six

@@ -74,5 +74,6 @@ TEST_F(FencingTest, StalledCreatorLosesItsClaimSafely) {
   auto tb = b->try_acquire();
   ASSERT_TRUE(tb);
   EXPECT_GT(*tb, *t);
-  EXPECT_FALSE(storage->set_fence("mongolocker", "k", "uuid-a", *t, *t + 1));
+  EXPECT_FALSE(storage->set_fence("mongolocker", "k", "uuid-a", *t,
+                                  storage->read("mongolocker", "k")->ts_created->ms, *t + 1));
 }

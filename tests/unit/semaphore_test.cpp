@@ -42,8 +42,8 @@ class NonAtomic final : public Storage {
     return s_->bump_epoch(c, k);
   }
   bool set_fence(const std::string& c, const std::string& k, const std::string& u,
-                 std::int64_t o, std::int64_t n) override {
-    return s_->set_fence(c, k, u, o, n);
+                 std::int64_t o, std::int64_t cr, std::int64_t n) override {
+    return s_->set_fence(c, k, u, o, cr, n);
   }
   bool renew(const std::string& c, const std::string& k, const std::string& u, std::int64_t f,
              std::int64_t n, std::int64_t e) override {

@@ -1,0 +1,677 @@
+// The workload: what each simulated node does with the real core classes, and what each
+// of them BELIEVES at any instant (the probes the checker reads after every step).
+//
+// Beliefs (a node "believes it holds" when):
+//  * elector: leader_fence() (is_leader() and its token, read in one critical section);
+//  * keep-alive lease / semaphore lease: not lost() and not being closed;
+//  * plain Locker / Semaphore hold: the actor took it and has not started to release it,
+//    the library still has that hold, and its lease end (lease_deadline_mono, the send of
+//    the last successful write + ttl) minus the documented margin max(ttl/10,
+//    2 x clock uncertainty + 50 ms) has not passed. The uncertainty is the larger of the
+//    one when the hold was last written and the current one (a better sample taken later
+//    does not shorten what the write risked).
+#include <algorithm>
+
+#include "exceptions.h"
+#include "lease/lease.h"
+#include "locker.h"
+#include "semaphore/semaphore.h"
+#include "semaphore/semaphore_lease.h"
+#include "world.h"
+
+namespace sim {
+
+using namespace mongoelector;
+
+namespace {
+std::string ms(std::int64_t v) { return std::to_string(v); }
+
+struct Unregister {
+  std::function<void()> fn;
+  ~Unregister() {
+    if (fn) fn();
+  }
+};
+
+// The belief rule of a plain hold (Locker or Semaphore), see the file comment.
+template <class Holder>
+bool plain_believes(Holder& holder, bool holding, std::int64_t fence, std::int64_t u, std::int64_t now) {
+  if (!holding) return false;
+  const auto h = holder.hold();
+  if (!h || h->fence != fence) return false;
+  const std::int64_t margin =
+      renew_margin_ms(holder.ttl_ms(), std::max(u, holder.server_clock().uncertainty_ms()));
+  return now < h->lease_start_mono + holder.ttl_ms() - margin;
+}
+
+Believer believer(int node, Kind kind, const char* coll, const std::string& key, const std::string& uuid,
+                  const std::string& label, std::function<std::optional<BeliefState>()> probe) {
+  Believer b;
+  b.node = node;
+  b.kind = kind;
+  b.coll = coll;
+  b.key = key;
+  b.uuid = uuid;
+  b.label = label;
+  b.probe = std::move(probe);
+  return b;
+}
+}  // namespace
+
+// A lease's close() waits in real time for a renewal step of it that is running (in a
+// storage call) and for its on_lost callback: wait for both on the fake clock first.
+void World::wait_quiet(NodeClock& c, const bool& in_callback) {
+  for (;;) {
+    if (sched_.free_running()) return;
+    SimThread* rt = c.renewer_thread();
+    const std::optional<std::int64_t> ends = rt ? sched_.call_ends_at(rt) : std::nullopt;
+    if (!ends && !in_callback) return;
+    c.sleep_until(std::max(sched_.mono() + 1, ends.value_or(0)));
+  }
+}
+
+// How a lease is acquired (blocking or not), and its on_lost: sometimes slow, on the
+// node's timer thread, flagged in `in_callback` while it runs.
+KeepAliveOptions World::lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
+                                      const std::string& what, bool& in_callback) {
+  const std::int64_t T = p_.ttl;
+  KeepAliveOptions ko;
+  ko.blocking = r.chance(0.5);
+  if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
+  ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
+  ko.cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
+  const std::int64_t slow = (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
+  bool* flag = &in_callback;
+  ko.on_lost = [this, flag, slow, &c, node, key, what] {
+    *flag = true;
+    trace(node, key, what + " on " + Scheduler::self_label() + (slow ? " (slow callback: " + ms(slow) + " ms)" : ""));
+    if (slow) c.sleep_ms(slow);
+    *flag = false;
+  };
+  return ko;
+}
+
+// ---- electors ---------------------------------------------------------------------------
+
+void World::elector_actor(Node& n, const std::string& key, int idx) {
+  Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xE1EC, static_cast<std::uint64_t>(idx)));
+  NodeClock& c = *n.clock;
+  const std::int64_t T = p_.ttl;
+  struct St {
+    std::mutex mu;
+    Rng rng;
+    Elector* e = nullptr;
+    std::string uuid;
+    bool stop = false;      // restart: the loop stops itself from on_loop
+    bool in_loss = false;   // on_leader_loss is running
+    explicit St(std::uint64_t s) : rng(s) {}
+  };
+  auto st = std::make_shared<St>(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xCB, static_cast<std::uint64_t>(idx)));
+  ElectorOptions o;
+  o.key = key;
+  o.ttl_s = static_cast<double>(T) / 1000.0;
+  o.report_status = r.chance(0.7);
+  o.delete_on_release = r.chance(0.3);
+  const std::string label = n.name + ".elector." + key;
+  const int node = n.id;
+  ElectorCallbacks cb;
+  cb.on_leader = [this, node, key, label] { trace(node, key, label + ": on_leader"); };
+  cb.on_leader_loss = [this, st, &c, node, key, label, T] {
+    std::int64_t d = 0;
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      if (p_.p_slow_cb > 0 && st->rng.chance(p_.p_slow_cb)) d = st->rng.range(T / 10, p_.slow_cb_max);
+      st->in_loss = true;
+    }
+    trace(node, key, label + ": on_leader_loss on " + Scheduler::self_label() +
+                         (d ? " (slow callback: " + ms(d) + " ms)" : ""));
+    if (d) c.sleep_ms(d);
+    std::lock_guard<std::mutex> g(st->mu);
+    st->in_loss = false;
+  };
+  // resign(), transfer() and a restart's stop() from the loop's own callback: another
+  // thread would wait, in real time, for the loop's poll mutex or thread while the loop
+  // waits on the fake clock.
+  cb.on_loop = [this, st, node, key, label, T] {
+    Elector* e = st->e;
+    if (!e || stopping()) return;
+    bool stop;
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      stop = st->stop;
+    }
+    if (stop) {
+      trace(node, key, label + ": stop() (the process restarts)");
+      e->stop();
+      return;
+    }
+    if (sched_.mono() >= p_.F || !e->is_leader()) return;
+    bool resign;
+    std::int64_t hold = 0;
+    std::string target;
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      if (!st->rng.chance(p_.p_handover)) return;
+      resign = st->rng.chance(0.5);
+      hold = st->rng.range(0, T);
+      std::vector<std::string> others;
+      {
+        std::lock_guard<std::mutex> g2(mu_);
+        for (const auto& u : elector_uuids_.at(key))
+          if (u != st->uuid) others.push_back(u);
+      }
+      if (others.empty()) resign = true;
+      else target = st->rng.pick(others);
+    }
+    try {
+      if (resign) {
+        trace(node, key, label + ": resign(hold_off " + ms(hold) + " ms)");
+        e->resign(static_cast<double>(hold) / 1000.0);
+      } else {
+        trace(node, key, label + ": transfer(" + target + ")");
+        e->transfer(target);
+        trace(node, key, label + ": transfer returned");
+      }
+    } catch (const std::exception& ex) {
+      trace(node, key, label + (resign ? ": resign: " : ": transfer: ") + ex.what());
+    }
+  };
+  for (int gen = 0;; ++gen) {
+    const std::string uuid = uuid_for(n.id, key) + (gen ? "-r" + std::to_string(gen) : "");
+    const std::string loop_label = label + (gen ? "-r" + std::to_string(gen) : "");
+    if (gen) {
+      std::lock_guard<std::mutex> g(mu_);
+      elector_uuids_[key].push_back(uuid);
+    }
+    std::shared_ptr<Elector> e;
+    while (!e) {
+      if (stopping() || (gen == 0 && sched_.mono() >= p_.P)) return;  // a restart completes
+      try {
+        e = std::make_shared<Elector>(n.storage, o, cb, n.clock, Identity{uuid, "host-" + n.name, 1000 + n.id});
+      } catch (const std::exception& ex) {
+        trace(node, key, label + ": constructor: " + ex.what());
+        c.sleep_ms(r.range(10, T / 4));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      st->e = e.get();
+      st->uuid = uuid;
+      st->stop = false;
+    }
+    Elector* ep = e.get();
+    const std::uint64_t bid =
+        add_believer(believer(node, Kind::Elector, kElectColl, key, uuid, loop_label, [ep]() -> std::optional<BeliefState> {
+          const std::optional<std::int64_t> f = ep->leader_fence();
+          if (!f) return std::nullopt;
+          return BeliefState{*f, -1};
+        }));
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      n.electors.push_back(e);
+    }
+    sched_.set_spawn_label(node, loop_label);
+    e->start();
+    sched_.await_registered();
+    // A crash and restart of the process, now and then, before the faults end: the
+    // loop stops itself (releasing, fenced), and a new process with a new uuid stands.
+    if (p_.p_restart <= 0) return;
+    for (;;) {
+      c.sleep_ms(r.range(T, 3 * T));
+      if (stopping() || sched_.mono() >= p_.F - T) return;  // restarted well before F
+      if (r.chance(p_.p_restart)) break;
+    }
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      st->stop = true;
+    }
+    // ~Elector joins the loop thread and waits for a deadline task that runs: both in
+    // real time, so wait for them on the fake clock first.
+    for (;;) {
+      bool loss;
+      {
+        std::lock_guard<std::mutex> g(st->mu);
+        loss = st->in_loss;
+      }
+      if (stopping()) return;  // teardown stops it
+      if (!sched_.find(loop_label) && !loss) break;
+      c.sleep_ms(5);
+    }
+    remove_believer(bid);
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      st->e = nullptr;
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      n.electors.erase(std::remove(n.electors.begin(), n.electors.end(), e), n.electors.end());
+    }
+    e.reset();
+    trace(node, key, label + ": process restarted");
+    c.sleep_ms(r.range(1, T / 2));
+  }
+}
+
+// ---- plain lockers ----------------------------------------------------------------------
+
+void World::locker_actor(Node& n, int idx) {
+  Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x10C, static_cast<std::uint64_t>(idx)));
+  NodeClock& c = *n.clock;
+  const std::int64_t T = p_.ttl;
+  const int node = n.id;
+  const std::string key = r.pick(p_.lock_keys);
+  const std::string uuid = uuid_for(node, "lk" + std::to_string(idx));
+  const std::string label = n.name + ".locker" + std::to_string(idx);
+  LockerOptions o;
+  o.key = key;
+  o.ttl_s = static_cast<double>(T) / 1000.0;
+  o.delete_on_release = r.chance(0.2);
+  o.ensure_indexes = r.chance(0.5);
+  // Deferred tokens: the hold is named by the document's counter until token() is asked.
+  o.lazy_token = r.chance(0.3);
+  auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
+  std::shared_ptr<Locker> lk;
+  while (!lk) {
+    if (cancel()) return;
+    try {
+      lk = std::make_shared<Locker>(n.storage, o, n.clock, Identity{uuid, "host-" + n.name, 1000 + node});
+    } catch (const std::exception& ex) {
+      trace(node, key, label + ": constructor: " + ex.what());
+      c.sleep_ms(r.range(10, T / 4));
+    }
+  }
+  struct {
+    bool holding = false, in_token = false;
+    std::int64_t fence = 0, u = 0, acq = 0;
+  } st;
+  auto believes = [&] { return plain_believes(*lk, st.holding, st.fence, st.u, sched_.mono()); };
+  const std::uint64_t bid =
+      add_believer(believer(node, Kind::Lock, kLockColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+        if (!believes()) return std::nullopt;
+        return BeliefState{st.fence, -1, st.in_token};
+      }));
+  Unregister unreg{[this, bid] { remove_believer(bid); }};
+  auto took = [&](std::int64_t token, const std::string& how) {
+    const std::optional<Hold> h = lk->hold();
+    st.holding = true;
+    st.fence = h ? h->fence : token;
+    st.u = lk->server_clock().uncertainty_ms();
+    st.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
+    trace(node, key, label + " " + how + ": token " + ms(token) + ", clock uncertainty " + ms(st.u) + " ms");
+    if (token == 0 && r.chance(0.7)) {  // deferred: the user asks for it (two round trips)
+      trace(node, key, label + ": token()");
+      st.in_token = true;
+      std::optional<std::int64_t> t;
+      try {
+        t = lk->token();
+      } catch (...) {
+        st.in_token = false;
+        throw;
+      }
+      st.in_token = false;
+      trace(node, key, label + ": token() -> " + (t ? ms(*t) : "none (the hold is gone)"));
+      if (t) st.fence = *t;
+      else st.holding = false;
+    }
+  };
+  auto window = [&] {
+    const std::int64_t w = p_.window_of.at(key);
+    trace(node, key, label + ": claim_window(" + ms(w) + " ms)");
+    const std::optional<std::int64_t> start = lk->claim_window(static_cast<double>(w) / 1000.0);
+    trace(node, key, label + ": claim_window -> " + (start ? "won window " + ms(*start) : "not won"));
+    if (start) note_window(key, *start, w, uuid, node);
+  };
+  while (!cancel()) {
+    c.sleep_ms(r.range(1, T / 3));
+    if (cancel()) break;
+    const double u = r.unit();
+    try {
+      if (!st.holding) {
+        if (u < 0.15) {
+          window();
+        } else if (u < 0.5) {
+          trace(node, key, label + ": acquire(non-blocking)");
+          took(lk->acquire(false), "acquired");
+        } else if (u < 0.85) {
+          const std::int64_t timeout = r.range(T / 4, 2 * T), step = r.range(20, T / 5);
+          trace(node, key, label + ": acquire(blocking, timeout " + ms(timeout) + ", step " + ms(step) + ")");
+          took(lk->acquire(true, static_cast<double>(timeout) / 1000.0, static_cast<double>(step) / 1000.0,
+                           false, cancel),
+               "acquired");
+        }
+      } else {
+        if (u < 0.35) {
+          trace(node, key, label + ": touch()");
+          const std::optional<std::int64_t> e = lk->touch();
+          if (!e) {
+            st.holding = false;
+            trace(node, key, label + ": touch -> not ours any more");
+          } else {
+            st.u = std::max(st.u, lk->server_clock().uncertainty_ms());
+            trace(node, key, label + ": touch -> ts_expire " + ms(*e));
+          }
+        } else if (u < 0.6) {
+          st.holding = false;  // the user stops using it before the release is sent
+          trace(node, key, label + ": release()");
+          lk->release();
+          trace(node, key, label + ": released");
+        } else if (u < 0.8) {
+          const std::int64_t m = r.range(0, 2 * T);
+          const bool valid = believes();
+          st.holding = false;
+          const std::uint64_t id = valid ? begin_min_hold(key, uuid, st.acq, m) : 0;
+          trace(node, key, label + ": release_min_hold(" + ms(m) + " ms), acquired at server time " + ms(st.acq));
+          try {
+            const std::optional<std::int64_t> until = lk->release_min_hold(static_cast<double>(m) / 1000.0);
+            trace(node, key, label + ": release_min_hold -> " + (until ? "taken until " + ms(*until) : "released now"));
+            if (id) end_min_hold(id, true);
+          } catch (...) {
+            if (id) end_min_hold(id, false);
+            throw;
+          }
+        } else if (u < 0.9) {
+          window();
+        }
+        // else: keeps the hold without renewing (it lapses at its deadline)
+      }
+    } catch (const std::exception& ex) {
+      trace(node, key, label + ": " + ex.what());
+    }
+  }
+  if (st.holding) {
+    st.holding = false;
+    try {
+      lk->release();
+    } catch (const std::exception& ex) {
+      trace(node, key, label + ": final release: " + ex.what());
+    }
+  }
+}
+
+// ---- keep-alive leases (several per node: batched renewals) ---------------------------------
+
+void World::lease_actor(Node& n) {
+  Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x1EA5E));
+  NodeClock& c = *n.clock;
+  const std::int64_t T = p_.ttl;
+  const int node = n.id;
+  const std::string label = n.name + ".leases";
+  struct Slot {
+    std::string key, uuid;
+    std::shared_ptr<Locker> locker;
+    std::unique_ptr<KeepAliveLease> lease;
+    bool closing = false;
+    bool in_cb = false;
+    std::uint64_t bid = 0;
+    int gen = 0;
+    std::int64_t acq = 0;
+  };
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<std::string> keys = p_.lock_keys;
+  for (std::size_t i = keys.size(); i > 1; --i) std::swap(keys[i - 1], keys[r.next() % i]);
+  const std::size_t nslots = static_cast<std::size_t>(r.range(2, static_cast<std::int64_t>(keys.size())));
+  for (std::size_t i = 0; i < nslots; ++i) {
+    slots.push_back(std::make_unique<Slot>());
+    slots.back()->key = keys[i];
+  }
+  auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
+  // close() waits in real time for a renewal step of the lease that is running, and for
+  // its on_lost: wait for both on the fake clock first.
+  auto quiet = [&](Slot& s) { wait_quiet(c, s.in_cb); };
+  auto close = [&](Slot& s, bool min_hold) {
+    s.closing = true;  // the user stops relying on it before closing
+    quiet(s);
+    const bool lost = s.lease->lost();
+    std::int64_t m = 0;
+    if (min_hold && !lost) {
+      m = r.range(1, 2 * T);
+      busy_until(s.key, s.acq + m + 2 * p_.bound);
+    }
+    trace(node, s.key, label + ": close lease " + s.key + " (" + s.uuid + ")" + (lost ? " [lost: " + s.lease->lost_reason() + "]" : "") +
+                           (m ? " with min_hold " + ms(m) + " ms" : ""));
+    try {
+      s.lease->close(static_cast<double>(m) / 1000.0);
+    } catch (const std::exception& ex) {
+      trace(node, s.key, label + ": close: " + ex.what());
+    }
+    s.lease.reset();
+    remove_believer(s.bid);
+    s.bid = 0;
+    s.closing = false;
+    s.locker.reset();
+  };
+  auto open = [&](Slot& s) {
+    ++s.gen;
+    s.uuid = uuid_for(node, "ka-" + s.key + "-" + std::to_string(s.gen));
+    LockerOptions o;
+    o.key = s.key;
+    o.ttl_s = static_cast<double>(T) / 1000.0;
+    o.ensure_indexes = false;
+    o.delete_on_release = r.chance(0.2);
+    s.locker = std::make_shared<Locker>(n.storage, o, n.clock, Identity{s.uuid, "host-" + n.name, 1000 + node});
+    Slot* sp = &s;
+    KeepAliveOptions ko = lease_options(r, c, node, s.key, label + ": on_lost of lease " + s.key + " (" + s.uuid + ")", sp->in_cb);
+    trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") acquire(" +
+                           (ko.blocking ? "blocking" : "non-blocking") + ")");
+    try {
+      s.lease = KeepAliveLease::acquire(s.locker, ko);
+    } catch (const std::exception& ex) {
+      trace(node, s.key, label + ": lease " + s.key + ": " + ex.what());
+      s.locker.reset();
+      return;
+    }
+    const std::optional<Hold> h = s.locker->hold();
+    s.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
+    trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") held, token " + ms(s.lease->fence()) +
+                           ", renew deadline " + ms(s.lease->renew_deadline_mono()));
+    s.bid = add_believer(believer(node, Kind::Lease, kLockColl, s.key, s.uuid, label, [sp]() -> std::optional<BeliefState> {
+      if (!sp->lease || sp->closing || sp->lease->lost()) return std::nullopt;
+      return BeliefState{sp->lease->fence(), sp->lease->renew_deadline_mono()};
+    }));
+  };
+  while (!cancel()) {
+    c.sleep_ms(r.range(1, T / 3));
+    if (cancel()) break;
+    Slot& s = *slots[static_cast<std::size_t>(r.next() % slots.size())];
+    try {
+      if (!s.lease) {
+        open(s);
+      } else if (s.lease->lost() || r.chance(0.3)) {
+        close(s, r.chance(0.3));
+      }
+    } catch (const std::exception& ex) {
+      trace(node, s.key, label + ": " + ex.what());
+    }
+  }
+  for (auto& s : slots)
+    if (s->lease) close(*s, false);
+}
+
+// ---- semaphores -------------------------------------------------------------------------------
+
+void World::semaphore_actor(Node& n) {
+  Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x5E3A));
+  NodeClock& c = *n.clock;
+  const std::int64_t T = p_.ttl;
+  const int node = n.id;
+  const std::string key = "s0";
+  const std::string label = n.name + ".semaphore";
+  auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
+  auto options = [&] {
+    SemaphoreOptions o;
+    o.key = key;
+    o.limit = p_.sem_limit;
+    o.ttl_s = static_cast<double>(T) / 1000.0;
+    return o;
+  };
+  // A plain hold.
+  const std::string uuid = uuid_for(node, "sem");
+  auto sem = std::make_shared<Semaphore>(n.storage, options(), n.clock, Identity{uuid, "host-" + n.name, 1000 + node});
+  struct {
+    bool holding = false;
+    std::int64_t fence = 0, u = 0;
+  } st;
+  const std::uint64_t bid =
+      add_believer(believer(node, Kind::Sem, kSemColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+        if (!plain_believes(*sem, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
+        return BeliefState{st.fence, -1};
+      }));
+  Unregister unreg{[this, bid] { remove_believer(bid); }};
+  // A lease hold (its own instance per hold).
+  struct LeaseSlot {
+    std::shared_ptr<Semaphore> sem;
+    std::unique_ptr<SemaphoreLease> lease;
+    std::string uuid;
+    bool closing = false, in_cb = false;
+    std::uint64_t bid = 0;
+    int gen = 0;
+  } ls;
+  auto quiet = [&] { wait_quiet(c, ls.in_cb); };
+  auto close_lease = [&] {
+    ls.closing = true;
+    quiet();
+    trace(node, key, label + ": close semaphore lease (" + ls.uuid + ")" +
+                         (ls.lease->lost() ? " [lost: " + ls.lease->lost_reason() + "]" : ""));
+    ls.lease->close();
+    ls.lease.reset();
+    remove_believer(ls.bid);
+    ls.bid = 0;
+    ls.closing = false;
+    ls.sem.reset();
+  };
+  while (!cancel()) {
+    c.sleep_ms(r.range(1, T / 3));
+    if (cancel()) break;
+    const double u = r.unit();
+    try {
+      if (u < 0.5) {  // the plain hold
+        if (!st.holding) {
+          const bool blocking = r.chance(0.5);
+          trace(node, key, label + ": acquire(" + (blocking ? "blocking" : "non-blocking") + ")");
+          const std::int64_t f = blocking ? sem->acquire(true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
+                                                         static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
+                                          : sem->acquire(false);
+          const std::optional<SemaphoreHold> h = sem->hold();
+          st.holding = true;
+          st.fence = h ? h->fence : f;
+          st.u = sem->server_clock().uncertainty_ms();
+          trace(node, key, label + ": acquired slot " + ms(h ? h->slot : -1) + ", token " + ms(f));
+        } else if (r.chance(0.5)) {
+          trace(node, key, label + ": touch()");
+          const std::optional<std::int64_t> e = sem->touch();
+          if (!e) st.holding = false;
+          else st.u = std::max(st.u, sem->server_clock().uncertainty_ms());
+          trace(node, key, label + ": touch -> " + (e ? ms(*e) : "not ours any more"));
+        } else {
+          st.holding = false;
+          trace(node, key, label + ": release()");
+          sem->release();
+        }
+      } else {  // the lease
+        if (!ls.lease) {
+          ++ls.gen;
+          ls.uuid = uuid_for(node, "seml-" + std::to_string(ls.gen));
+          ls.sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
+                                               Identity{ls.uuid, "host-" + n.name, 1000 + node});
+          KeepAliveOptions ko = lease_options(r, c, node, key, label + ": on_lost of semaphore lease (" + ls.uuid + ")", ls.in_cb);
+          trace(node, key, label + ": semaphore lease (" + ls.uuid + ") acquire");
+          try {
+            ls.lease = SemaphoreLease::acquire(ls.sem, ko);
+          } catch (...) {
+            ls.sem.reset();
+            throw;
+          }
+          trace(node, key, label + ": semaphore lease held, token " + ms(ls.lease->fence()));
+          ls.bid = add_believer(believer(node, Kind::SemLease, kSemColl, key, ls.uuid, label, [&ls]() -> std::optional<BeliefState> {
+            if (!ls.lease || ls.closing || ls.lease->lost()) return std::nullopt;
+            return BeliefState{ls.lease->fence(), ls.lease->renew_deadline_mono()};
+          }));
+        } else if (ls.lease->lost() || r.chance(0.4)) {
+          close_lease();
+        }
+      }
+    } catch (const std::exception& ex) {
+      trace(node, key, label + ": " + ex.what());
+    }
+  }
+  if (ls.lease) close_lease();
+  if (st.holding) {
+    st.holding = false;
+    try {
+      sem->release();
+    } catch (const std::exception& ex) {
+      trace(node, key, label + ": final release: " + ex.what());
+    }
+  }
+}
+
+// ---- liveness probe -----------------------------------------------------------------------------
+
+void World::prober(Node& n) {
+  NodeClock& c = *n.clock;
+  const int node = n.id;
+  c.sleep_until(p_.P2);
+  // Locks kept taken on purpose (minimum holds) are free only once those end.
+  for (;;) {
+    if (stopping()) return;
+    std::int64_t until = 0;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (const auto& [k, t] : busy_until_) until = std::max(until, t);
+    }
+    std::int64_t stepped = 0;
+    for (const auto& st : p_.steps) stepped += st.second < 0 ? -st.second : st.second;
+    if (sched_.wall() >= until + p_.bound + stepped) break;
+    c.sleep_ms(50);
+  }
+  const std::int64_t T = p_.ttl;
+  for (const auto& key : p_.lock_keys) {
+    LockerOptions o;
+    o.key = key;
+    o.ttl_s = static_cast<double>(T) / 1000.0;
+    o.ensure_indexes = false;
+    Locker lk(n.storage, o, n.clock, Identity{"probe-" + key, "host-probe", 1});
+    try {
+      const std::optional<std::int64_t> t = lk.try_acquire();
+      if (!t) {
+        const std::optional<LockDoc> d = mem_->read(kLockColl, key);
+        violate("I6", key,
+                "lock " + key + " cannot be acquired at " + ms(sched_.mono()) + " although every holder stopped at " +
+                    ms(p_.P) + " and faults at " + ms(p_.F) + "; the server has " +
+                    (d ? "{uuid=" + d->uuid + " locked=" + std::to_string(d->locked) + " fence=" + ms(d->fence) +
+                             " ts_expire=" + ms(d->ts_expire ? d->ts_expire->ms : 0) + "} at server time " +
+                             ms(sched_.wall())
+                       : std::string("no document")));
+      } else {
+        trace(node, key, "probe acquired " + key + " (token " + ms(*t) + ")");
+        lk.release();
+      }
+    } catch (const std::exception& ex) {
+      violate("I6", key, "probe of lock " + key + " failed on a quiet network: " + std::string(ex.what()));
+    }
+  }
+  bool sem_used = false;
+  for (int i = 0; i < p_.nodes; ++i) sem_used = sem_used || p_.roles[static_cast<std::size_t>(i)].semaphore;
+  if (sem_used) {
+    SemaphoreOptions o;
+    o.key = "s0";
+    o.limit = p_.sem_limit;
+    o.ttl_s = static_cast<double>(T) / 1000.0;
+    Semaphore sem(n.storage, o, n.clock, Identity{"probe-s0", "host-probe", 1});
+    try {
+      const std::optional<std::int64_t> t = sem.try_acquire();
+      if (!t) {
+        violate("I6", "s0", "semaphore s0 has no free slot at " + ms(sched_.mono()) +
+                                " although every holder stopped at " + ms(p_.P));
+      } else {
+        trace(node, "s0", "probe acquired a slot of s0 (token " + ms(*t) + ")");
+        sem.release();
+      }
+    } catch (const std::exception& ex) {
+      violate("I6", "s0", std::string("probe of semaphore s0 failed on a quiet network: ") + ex.what());
+    }
+  }
+  probed_ = true;
+}
+
+}  // namespace sim

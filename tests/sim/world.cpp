@@ -1,0 +1,943 @@
+#include "world.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <limits>
+#include <sstream>
+
+#include "exceptions.h"
+#include "lease/lease.h"
+#include "locker.h"
+#include "log.h"
+#include "semaphore/semaphore.h"
+#include "semaphore/semaphore_lease.h"
+
+namespace sim {
+
+using namespace mongoelector;
+
+namespace {
+World* g_world = nullptr;
+std::mutex g_world_mu;
+
+std::string ms(std::int64_t v) { return std::to_string(v); }
+}  // namespace
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Lock: return "lock";
+    case Kind::Elector: return "leader";
+    case Kind::Lease: return "lease";
+    case Kind::Sem: return "slot";
+    case Kind::SemLease: return "slot-lease";
+  }
+  return "?";
+}
+
+// ---- schedule parameters ---------------------------------------------------------------
+
+Params make_params(std::uint64_t seed, bool calm) {
+  Rng r(hash64(seed, 0x5EED));
+  Params p;
+  p.seed = seed;
+  p.nodes = static_cast<int>(r.range(3, 7));
+  p.ttl = r.pick(std::vector<std::int64_t>{1000, 1500, 2000, 3000});
+  p.bound = std::max<std::int64_t>(20, r.range(p.ttl / 20, p.ttl * 3 / 10));
+  const std::int64_t T = p.ttl;
+  p.harsh = r.unit();
+  const double h = p.harsh;
+  p.p_fail = h * 0.06 * r.unit();
+  p.p_lost = h * 0.06 * r.unit();
+  p.p_held = h * 0.12 * r.unit();
+  p.p_slow = h * 0.15 * r.unit();
+  p.p_asym = 0.8;
+  p.hold_max = r.range(T / 4, 2 * T);
+  p.F = r.range(3 * T, 5 * T);
+  const auto window_in = [&](std::int64_t min_len, std::int64_t max_len, int node) {
+    Window w;
+    w.node = node;
+    w.a = r.range(T / 4, p.F - T / 2);
+    w.b = std::min(w.a + r.range(min_len, max_len), p.F - 1);
+    return w;
+  };
+  for (auto n = r.range(0, h > 0.5 ? 2 : 1); n > 0; --n) p.freezes.push_back(window_in(T / 20, T * 6 / 5, -1));
+  for (auto n = r.range(0, h > 0.3 ? 3 : 1); n > 0; --n)
+    p.partitions.push_back(window_in(T / 20, T * 3 / 2, static_cast<int>(r.range(0, p.nodes - 1))));
+  for (auto n = r.range(0, 2); n > 0; --n)
+    p.pauses.push_back(window_in(T / 50, T, static_cast<int>(r.range(0, p.nodes - 1))));
+  if (r.chance(0.3)) {
+    const std::int64_t d = r.range(1, p.step_ok_ms) * (r.chance(0.5) ? 1 : -1);
+    p.steps.emplace_back(r.range(T / 4, p.F - 1), d);
+  }
+  if (r.chance(0.03)) {  // outside the timing assumption: only fencing is checked after it
+    const std::int64_t d = r.range(T / 5, 2 * T) * (r.chance(0.5) ? 1 : -1);
+    const std::int64_t at = r.range(T / 4, p.F - 1);
+    p.steps.emplace_back(at, d);
+    p.beyond_at = at;
+  }
+  std::sort(p.steps.begin(), p.steps.end());
+  if (r.chance(0.5)) {
+    const std::int64_t every = r.range(T / 2, 3 * T);
+    for (std::int64_t t = r.range(1, every); t < p.F + 6 * T; t += every) p.ttl_sweeps.push_back(t);
+  }
+  p.p_slow_cb = r.chance(0.6) ? 0.1 + 0.6 * r.unit() : 0;
+  p.slow_cb_max = T;
+  p.p_handover = r.chance(0.7) ? 0.05 + 0.3 * r.unit() : 0;
+  p.p_restart = r.chance(0.3) ? 0.3 : 0;
+  p.sem_limit = static_cast<int>(r.range(1, 3));
+  p.lock_keys = r.chance(0.5) ? std::vector<std::string>{"k0", "k1"}
+                              : std::vector<std::string>{"k0", "k1", "k2"};
+  // One window length per key, as a user's schedule has (markers are named by the start only).
+  for (const auto& k : p.lock_keys) p.window_of[k] = r.pick(std::vector<std::int64_t>{1500, 2000, 3000, 5000});
+  p.roles.resize(static_cast<std::size_t>(p.nodes) + 1);
+  int e0 = 0;
+  for (int i = 0; i < p.nodes; ++i) {
+    NodeRoles& nr = p.roles[static_cast<std::size_t>(i)];
+    if (r.chance(0.6)) {
+      nr.electors.push_back("e0");
+      ++e0;
+    }
+    if (r.chance(0.25)) nr.electors.push_back("e1");
+    nr.lockers = r.chance(0.6) ? static_cast<int>(r.range(1, 2)) : 0;
+    nr.leases = r.chance(0.5);
+    nr.semaphore = r.chance(0.4);
+    nr.bad_sampler = r.chance(0.2 + 0.5 * h);
+    nr.wall_offset = r.range(-100, 100);
+  }
+  for (int i = 0; e0 < 2 && i < p.nodes; ++i) {
+    auto& el = p.roles[static_cast<std::size_t>(i)].electors;
+    if (std::find(el.begin(), el.end(), "e0") == el.end()) {
+      el.insert(el.begin(), "e0");
+      ++e0;
+    }
+  }
+  // A step of the server's clock delays expiries by up to its size for the nodes whose
+  // clock sample predates it: the liveness bounds grow by as much.
+  std::int64_t stepped = 0;
+  for (const auto& st : p.steps) stepped += st.second < 0 ? -st.second : st.second;
+  p.P = p.F + T;
+  p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500 + stepped;
+  p.P2 = p.P + T + 2 * p.bound + 300 + stepped;
+  p.E = std::max(p.P2 + 3 * p.bound + 200, p.L + T / 2);
+  if (calm) {
+    p.p_fail = p.p_lost = p.p_held = p.p_slow = 0;
+    p.freezes.clear();
+    p.partitions.clear();
+    p.pauses.clear();
+    p.steps.clear();
+    p.beyond_at = -1;
+    p.ttl_sweeps.clear();
+    p.p_slow_cb = 0;
+    for (auto& nr : p.roles) nr.bad_sampler = false;
+  }
+  p.wall0 = 1700000000000 + r.range(0, 1000000000);
+  return p;
+}
+
+std::string Params::describe() const {
+  std::ostringstream o;
+  o << "seed " << seed << ": " << nodes << " nodes, ttl " << ttl << " ms, call bound " << bound
+    << " ms, faults until " << F << ", actors stop at " << P << ", probe at " << P2
+    << ", leader required from " << L << ", end " << E << "\n";
+  o << "  per call before " << F << ": fail " << p_fail << ", lost reply " << p_lost << ", held "
+    << p_held << " (up to " << hold_max << " ms past the bound), slow " << p_slow << "\n";
+  for (const auto& w : freezes) o << "  server frozen [" << w.a << ", " << w.b << ")\n";
+  for (const auto& w : partitions) o << "  n" << w.node << " partitioned [" << w.a << ", " << w.b << ")\n";
+  for (const auto& w : pauses) o << "  n" << w.node << " paused [" << w.a << ", " << w.b << ")\n";
+  for (const auto& s : steps) o << "  server clock steps by " << s.second << " ms at " << s.first << "\n";
+  if (!ttl_sweeps.empty())
+    o << "  TTL monitor deletes expired lock documents every " << (ttl_sweeps.size() > 1 ? ttl_sweeps[1] - ttl_sweeps[0] : 0)
+      << " ms from " << ttl_sweeps[0] << "\n";
+  o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max << " ms), resign/transfer "
+    << p_handover << " per leader loop, elector restarts " << p_restart << ", semaphore limit " << sem_limit << "\n";
+  for (int i = 0; i < nodes; ++i) {
+    const auto& nr = roles[static_cast<std::size_t>(i)];
+    o << "  n" << i << ":";
+    for (const auto& e : nr.electors) o << " elector(" << e << ")";
+    if (nr.lockers) o << " lockers(" << nr.lockers << ")";
+    if (nr.leases) o << " leases";
+    if (nr.semaphore) o << " semaphore";
+    if (nr.bad_sampler) o << " [lopsided clock samples]";
+    o << " wall" << (nr.wall_offset >= 0 ? "+" : "") << nr.wall_offset << "\n";
+  }
+  return o.str();
+}
+
+// ---- world --------------------------------------------------------------------------------
+
+World::World(const Params& p, const RunOptions& o)
+    : p_(p), o_(o), sched_(p.seed, p.wall0, o.shuffle, o.stall_ms) {
+  trace_.reserve(1 << 14);
+  mem_ = std::make_shared<MemoryStorage>();
+  mem_->set_server_time_source([this] { return sched_.wall(); });
+  mem_->set_call_bound_ms(p.bound);
+  sched_.paused = [this](int node) { return paused(node, sched_.mono()); };
+}
+
+World::~World() {
+  std::lock_guard<std::mutex> g(g_world_mu);
+  if (g_world == this) g_world = nullptr;
+}
+
+void install_log_sink(World* w) {
+  {
+    std::lock_guard<std::mutex> g(g_world_mu);
+    g_world = w;
+  }
+  set_log_sink(
+      [](const LogRecord& rec) {
+        std::lock_guard<std::mutex> g(g_world_mu);
+        if (!g_world) return;
+        SimThread* t = Scheduler::self();
+        g_world->trace(t ? t->node : -1, rec.fields.key,
+                       "[" + Scheduler::self_label() + " log] " + rec.message);
+      },
+      LogLevel::Info);
+}
+
+void World::trace(int node, const std::string& key, const std::string& text) {
+  if (stopping_.load()) return;  // teardown: errors of the stopping network are noise
+  std::lock_guard<std::mutex> g(mu_);
+  trace_.push_back(TraceEntry{sched_.mono(), node, key, text});
+}
+
+bool World::paused(int node, std::int64_t t) const {
+  for (const auto& w : p_.pauses)
+    if (w.node == node && t >= w.a && t < w.b) return true;
+  return false;
+}
+
+bool World::excused() const { return p_.beyond_at >= 0 && sched_.mono() >= p_.beyond_at; }
+
+std::int64_t World::server_time_at(std::int64_t mono) const {
+  std::int64_t t = p_.wall0 + mono;
+  for (const auto& s : p_.steps)
+    if (s.first <= mono) t += s.second;
+  return t;
+}
+
+std::int64_t World::step_slack() const {
+  std::int64_t slack = 0;
+  for (const auto& st : p_.steps)
+    if (st.first <= sched_.mono()) slack += st.second < 0 ? -st.second : st.second;
+  return slack;
+}
+
+std::string World::uuid_for(int node, const std::string& what) {
+  return "n" + std::to_string(node) + "-" + what;
+}
+
+std::uint64_t World::add_believer(Believer b) {
+  std::lock_guard<std::mutex> g(mu_);
+  b.id = next_believer_++;
+  b.gk = b.coll + "/" + b.key;
+  const std::uint64_t id = b.id;
+  believers_.emplace(id, std::move(b));
+  return id;
+}
+
+void World::remove_believer(std::uint64_t id) {
+  std::lock_guard<std::mutex> g(mu_);
+  believers_.erase(id);
+  believed_fence_.erase(id);
+}
+
+void World::violate(const std::string& inv, const std::string& key, const std::string& what,
+                    std::vector<std::string> tags) {
+  if (inv != "I3" && inv != "I6" && excused()) {
+    trace(-1, key, "(not a violation: the server's clock stepped outside the timing assumption) " + inv + ": " + what);
+    return;
+  }
+  {
+    // With --all-violations a broken state shows at every step: report each invariant
+    // once per key.
+    std::lock_guard<std::mutex> g(mu_);
+    for (const Violation& v : violations_)
+      if (v.inv == inv && v.key == key) return;
+  }
+  Violation v{inv, sched_.mono(), key, what, std::move(tags)};
+  std::string line = "VIOLATION " + inv + ": " + what;
+  for (const auto& t : v.tags) line += "\n    diagnosis: " + t;
+  trace(-1, key, line);
+  std::lock_guard<std::mutex> g(mu_);
+  violations_.push_back(std::move(v));
+}
+
+void World::spawn(Node& n, const std::string& label, std::function<void()> body) {
+  sched_.set_spawn_label(n.id, label);
+  std::thread t = start_clock_thread(*n.clock, [this, label, body = std::move(body), node = n.id] {
+    try {
+      body();
+    } catch (const std::exception& ex) {
+      trace(node, "", label + " died: " + ex.what());
+    }
+  });
+  sched_.await_registered();
+  std::lock_guard<std::mutex> g(mu_);
+  actor_threads_.push_back(std::move(t));
+}
+
+// ---- server-side records ---------------------------------------------------------------
+
+LockSnap World::snap_lock(const std::string& coll, const std::string& key) {
+  LockSnap s;
+  const std::optional<LockDoc> d = mem_->read(coll, key);
+  if (!d) return s;
+  s.exists = true;
+  s.locked = d->locked;
+  s.uuid = d->uuid;
+  s.fence = d->fence;
+  s.expire = d->ts_expire ? d->ts_expire->ms : 0;
+  return s;
+}
+
+WriteRec World::write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
+                          const std::string& uuid_after, std::int64_t fence_before, std::int64_t fence_after,
+                          std::int64_t expire_before, std::int64_t expire_after) {
+  WriteRec w;
+  w.t = sched_.mono();
+  w.node = c.node;
+  w.seq = c.seq;
+  w.op = op;
+  w.send = c.send;
+  w.who = c.who;
+  w.uuid_before = uuid_before;
+  w.uuid_after = uuid_after;
+  w.fence_before = fence_before;
+  w.fence_after = fence_after;
+  w.expire_before = expire_before;
+  w.expire_after = expire_after;
+  w.late = !c.fate.success && w.t >= c.fate.return_at;  // its caller had already given up
+  w.unacked = !c.fate.success && w.t < c.fate.return_at;
+  return w;
+}
+
+void World::note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
+                            const std::string& key, const LockSnap& before, const LockSnap& after,
+                            const std::string& from_uuid) {
+  if (before == after) return;
+  WriteRec w = write_rec(c, op, before.uuid, after.uuid, before.fence, after.fence, before.expire, after.expire);
+  w.from_uuid = from_uuid;
+  {
+    Str o;
+    o << "doc " << coll << "/" << key << ": uuid " << (before.uuid.empty() ? "-" : before.uuid)
+      << "->" << (after.uuid.empty() ? "-" : after.uuid) << " fence " << before.fence << "->"
+      << after.fence << " locked " << before.locked << "->" << after.locked << " ts_expire "
+      << before.expire << "->" << after.expire << " (server now " << sched_.wall() << ")";
+    if (after.expire < before.expire && after.locked && before.locked && after.uuid == before.uuid &&
+        std::string(op).rfind("renew", 0) == 0)
+      o << "  EXPIRY MOVED EARLIER";
+    trace(-1, key, o.str());
+  }
+  const bool claimed = std::string(op) == "claim" && after.exists &&
+                       (after.uuid != before.uuid || after.fence != before.fence);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto& h = history_[coll + "/" + key];
+    h.push_back(w);
+    if (h.size() > 48) h.pop_front();
+  }
+  if (claimed) on_claim_applied(coll, key, after.uuid, sched_.wall());
+}
+
+void World::note_sem_write(const CallCtx& c, const char* op, const std::string& key,
+                           const std::optional<SemaphoreDoc>& before,
+                           const std::optional<SemaphoreDoc>& after) {
+  if (!after) return;
+  for (std::size_t i = 0; i < after->slots.size(); ++i) {
+    SemaphoreSlot b;
+    if (before && i < before->slots.size()) b = before->slots[i];
+    const SemaphoreSlot& a = after->slots[i];
+    const std::int64_t be = b.ts_expire ? b.ts_expire->ms : 0, ae = a.ts_expire ? a.ts_expire->ms : 0;
+    if (b.uuid == a.uuid && b.fence == a.fence && be == ae) continue;
+    const WriteRec w = write_rec(c, op, b.uuid, a.uuid, b.fence, a.fence, be, ae);
+    Str o;
+    o << "doc " << kSemColl << "/" << key << " slot " << i << ": uuid "
+      << (b.uuid.empty() ? "-" : b.uuid) << "->" << (a.uuid.empty() ? "-" : a.uuid) << " fence "
+      << b.fence << "->" << a.fence << " ts_expire " << be << "->" << ae << " (server now "
+      << sched_.wall() << ")";
+    if (ae < be && a.uuid == b.uuid && std::string(op) == "renew_semaphore") o << "  EXPIRY MOVED EARLIER";
+    trace(-1, key, o.str());
+    std::lock_guard<std::mutex> g(mu_);
+    auto& h = history_[std::string(kSemColl) + "/" + key];
+    h.push_back(w);
+    if (h.size() > 48) h.pop_front();
+  }
+}
+
+void World::on_claim_applied(const std::string& coll, const std::string& key,
+                             const std::string& uuid, std::int64_t t) {
+  if (coll != kLockColl) return;
+  std::vector<MinHold> hit;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    claims_[key].push_back(Claim{t, sched_.mono(), uuid});
+    // A step of the server's clock (inside the assumption) moves every estimate by as much.
+    for (const MinHold& m : min_holds_)
+      if (m.key == key && m.confirmed && t < m.acq + m.min_hold - step_slack()) hit.push_back(m);
+  }
+  for (const MinHold& m : hit) min_hold_violated(m, uuid, t);
+}
+
+std::uint64_t World::begin_min_hold(const std::string& key, const std::string& uuid,
+                                    std::int64_t acq, std::int64_t m) {
+  std::lock_guard<std::mutex> g(mu_);
+  MinHold mh;
+  mh.key = key;
+  mh.uuid = uuid;
+  mh.acq = acq;
+  mh.min_hold = m;
+  mh.registered = sched_.wall();
+  mh.registered_mono = sched_.mono();
+  mh.id = next_min_hold_++;
+  min_holds_.push_back(mh);
+  auto& b = busy_until_[key];
+  b = std::max(b, acq + m);
+  return mh.id;
+}
+
+void World::end_min_hold(std::uint64_t id, bool kept) {
+  MinHold m;
+  std::vector<std::pair<std::int64_t, std::string>> early;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = std::find_if(min_holds_.begin(), min_holds_.end(), [&](const MinHold& x) { return x.id == id; });
+    if (it == min_holds_.end()) return;
+    if (!kept) {
+      min_holds_.erase(it);
+      return;
+    }
+    it->confirmed = true;
+    m = *it;
+    for (const auto& c : claims_[m.key])
+      if (c.mono >= m.registered_mono && c.t < m.acq + m.min_hold - step_slack()) early.emplace_back(c.t, c.uuid);
+  }
+  for (const auto& c : early) min_hold_violated(m, c.second, c.first);
+}
+
+void World::min_hold_violated(const MinHold& m, const std::string& claimant, std::int64_t t) {
+  violate("I5", m.key,
+          "lock " + m.key + " released by " + m.uuid + " with min_hold " + ms(m.min_hold) +
+              " ms (acquired at server time " + ms(m.acq) + ") was claimed by " + claimant +
+              " at server time " + ms(t) + ", " + ms(m.acq + m.min_hold - t) + " ms before the minimum hold ended",
+          min_hold_tags(m, t));
+}
+
+std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t claim_t) {
+  std::vector<std::string> tags;
+  std::deque<WriteRec> h;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    h = history_[std::string(kLockColl) + "/" + m.key];
+  }
+  // The write that kept it taken: the holder's fenced renew to ts_created + min_hold.
+  std::int64_t until = -1;
+  bool first = true;
+  for (const WriteRec& r : h) {
+    if (r.t < m.registered_mono) continue;
+    if (first && r.uuid_before == m.uuid) {
+      first = false;
+      if (r.op == "renew") {
+        until = r.expire_after;
+        continue;
+      }
+      if (r.op == "release") {
+        tags.push_back("release_min_hold judged the minimum hold over and released at once (ts_created + "
+                       "min_hold <= its estimate of now at server time " + ms(claim_t) + "), " +
+                       "although acquire + min_hold is " + ms(m.acq + m.min_hold) +
+                       ": ts_created is the earliest estimate of the server's clock (hole 3)");
+        break;
+      }
+    }
+    if (until >= 0 && r.op.rfind("renew", 0) == 0 && r.uuid_after == m.uuid && r.expire_after < r.expire_before &&
+        (r.late || r.unacked))
+      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " + r.op + " by " +
+                     r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) + " after the minimum hold was "
+                     "written, moved ts_expire EARLIER " + ms(r.expire_before) + " -> " + ms(r.expire_after) + " (hole 1)");
+    if (until >= 0 && r.op == "release" && r.uuid_before == m.uuid)
+      tags.push_back("the minimum hold was cut short by a release of its own owner " + m.uuid + " (n" +
+                     std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who + " sent at " +
+                     ms(r.send) + ", applied at " + ms(r.t) +
+                     "): a later claim of that locker failed, and clearing the hold it stranded released "
+                     "the document that still carries its uuid (min-hold/stranded-claim)");
+  }
+  if (tags.empty() && until < 0 && !h.empty() && h.back().op == "claim" && h.back().uuid_before == m.uuid)
+    until = h.back().expire_before;  // its write changed nothing (ts_created + min_hold == ts_expire)
+  if (tags.empty() && until >= 0 && claim_t + step_slack() >= until)
+    tags.push_back("the lock was written to stay taken until " + ms(until) + " (ts_created + min_hold), " +
+                   ms(m.acq + m.min_hold - until) +
+                   " ms before acquire + min_hold: ts_created is the earliest estimate of the server's clock "
+                   "(hole 3)");
+  if (tags.empty() && until < 0) {
+    for (const WriteRec& r : h)
+      if (r.op == "set_fence" && r.uuid_after == m.uuid && r.fence_before < kEpochUnit && (r.late || r.unacked)) {
+        tags.push_back("release_min_hold's fenced write named the hold by its counter " + ms(r.fence_before) +
+                       ", but a token() whose set_fence had failed at the caller (n" + std::to_string(r.node) + "#" +
+                       std::to_string(r.seq) + ", applied at " + ms(r.t) + ") had moved it to " + ms(r.fence_after) +
+                       ": nothing matched, the lock kept its old ts_expire and freed before acquire + min_hold "
+                       "(lazy-token-in-doubt)");
+        break;
+      }
+  }
+  if (tags.empty()) {
+    // --all-violations: the hold may already have been lost to an earlier violation.
+    std::lock_guard<std::mutex> g(mu_);
+    for (const Violation& v : violations_)
+      if (v.key == m.key && (v.inv == "I1" || v.inv == "I2")) {
+        tags.push_back("the lock had already been lost (" + v.inv + " at " + ms(v.t) +
+                       ") when release_min_hold was called (consequence)");
+        break;
+      }
+  }
+  if (tags.empty()) tags.push_back("min hold ended early (no known mechanism in the history)");
+  return tags;
+}
+
+void World::busy_until(const std::string& key, std::int64_t server_t) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto& b = busy_until_[key];
+  b = std::max(b, server_t);
+}
+
+void World::note_window(const std::string& key, std::int64_t start, std::int64_t window,
+                        const std::string& uuid, int node) {
+  std::vector<std::string> winners;
+  std::vector<std::string> tags;
+  const std::string marker = key + "@window:" + std::to_string(start);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto& w = windows_won_[{key, start}];
+    // A step of the server's clock (inside the assumption) moves every estimate by as much:
+    // a win that close to the window's end is not a second win of the same window.
+    if (!w.empty() && sched_.wall() >= start + window - step_slack()) return;
+    w.push_back(uuid + " (n" + std::to_string(node) + " at server time " + ms(sched_.wall()) + ")");
+    winners = w;
+    if (winners.size() > 1) {
+      std::vector<std::string> early;
+      for (const WriteRec& r : history_[std::string(kLockColl) + "/" + marker]) {
+        if (r.op == "release")
+          tags.push_back("the window marker " + marker + " was released by " + r.uuid_before + " (n" +
+                         std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who + " sent at " +
+                         ms(r.send) + ", applied at " + ms(r.t) +
+                         "): a failed claim of the marker stranded a hold that, cleared, released the marker "
+                         "its owner had already won (window/stranded-claim)");
+        if (r.op != "claim") continue;
+        if (r.expire_after < start + window)
+          early.push_back("window marker of " + r.uuid_after + " was written to expire at " +
+                          ms(r.expire_after) + ", " + ms(start + window - r.expire_after) +
+                          " ms before its window ends at " + ms(start + window) + " (hole 3)");
+      }
+      // Released: that is what reopened the window, whatever its expiry said.
+      if (tags.empty() && !early.empty()) tags.push_back(early.front());
+    }
+  }
+  if (winners.size() > 1) {
+    std::string who;
+    for (const auto& s : winners) who += (who.empty() ? "" : ", ") + s;
+    violate("I5", key,
+            "window [" + ms(start) + ", " + ms(start + window) + ") of " + key + " won " +
+                std::to_string(winners.size()) + " times: " + who,
+            tags);
+  }
+}
+
+// ---- invariants -------------------------------------------------------------------------
+
+void World::token_check(const Believer& b, const BeliefState& s) {
+  if (s.fence < kEpochUnit) return;  // a deferred token's counter (lazy_token): not a token yet
+  const std::string gk = b.coll + "/" + b.key;
+  if (b.kind == Kind::Sem || b.kind == Kind::SemLease) {
+    std::string other;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto& m = sem_tokens_[gk];
+      auto it = m.find(s.fence);
+      if (it == m.end()) {
+        m.emplace(s.fence, b.uuid);
+        return;
+      }
+      if (it->second == b.uuid) return;
+      other = it->second;
+    }
+    violate("I3", b.key, "token " + ms(s.fence) + " of semaphore " + b.key + " believed by " + b.uuid +
+                             " was already believed by " + other);
+    return;
+  }
+  TokenState prev;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    TokenState& ts = tokens_[gk];
+    if (s.fence > ts.max || (s.fence == ts.max && b.uuid == ts.owner)) {
+      ts.max = s.fence;
+      ts.owner = b.uuid;
+      return;
+    }
+    prev = ts;
+  }
+  std::vector<std::string> tags;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const WriteRec& r : history_[gk]) {
+      if (r.op == "set_fence" && (r.late || r.unacked) && r.fence_after < prev.max)
+        tags.push_back("late set_fence: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who +
+                       " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                       (r.late ? " after its caller gave up" : " with its reply lost") + ", moved the fence of a "
+                       "re-created document " + ms(r.fence_before) + " -> " + ms(r.fence_after) +
+                       ", below token " + ms(prev.max) + " handed out before: {uuid, fence} of a document's own "
+                       "counter does not name one incarnation of the document (late-set-fence)");
+      if (r.op == "ttl-delete" || (r.op == "release" && !r.uuid_after.empty() && r.fence_after == 0))
+        tags.push_back("the document was deleted at " + ms(r.t) + " by " + (r.op == "ttl-delete" ? "the TTL monitor" : "a release"));
+    }
+  }
+  violate("I3", b.key,
+          std::string(kind_name(b.kind)) + " " + b.key + " believed by " + b.uuid + " with token " +
+              ms(s.fence) + " after token " + ms(prev.max) + " of " + prev.owner,
+          tags);
+}
+
+std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s) {
+  std::vector<std::string> tags;
+  const std::int64_t now = sched_.mono();
+  if ((b.kind == Kind::Lease || b.kind == Kind::SemLease) && s.renew_deadline >= 0 &&
+      now >= s.renew_deadline)
+    tags.push_back(std::string(kind_name(b.kind)) + " of " + b.uuid + " still not lost " +
+                   ms(now - s.renew_deadline) +
+                   " ms after its own renew deadline: the loss waits for the node's timer thread (hole 4)");
+  std::deque<WriteRec> h;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    h = history_[b.coll + "/" + b.key];
+  }
+  for (const WriteRec& r : h) {
+    const bool renewal = r.op.rfind("renew", 0) == 0;
+    if (renewal && r.uuid_after == b.uuid && r.uuid_before == b.uuid &&
+        r.expire_after < r.expire_before && (r.late || r.unacked))
+      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " +
+                     r.op + " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                     (r.late ? " after its caller gave up" : " with its reply lost") +
+                     ", moved ts_expire EARLIER " + ms(r.expire_before) + " -> " + ms(r.expire_after) +
+                     " (hole 1)");
+    if ((r.op == "release" || r.op == "release_semaphore") && r.uuid_before == b.uuid &&
+        r.fence_before == s.fence && (r.late || r.unacked))
+      tags.push_back("late release: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " + r.op + " by " +
+                     r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                     (r.late ? " after its caller gave up" : " with its reply lost") +
+                     ", freed a hold with the same uuid and fence " + ms(s.fence) +
+                     " that began after it was sent: a failed claim's name was used again (late-release)");
+    if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == s.fence && s.fence < kEpochUnit &&
+        (r.late || r.unacked))
+      tags.push_back("a token() whose set_fence failed at the caller (n" + std::to_string(r.node) + "#" +
+                     std::to_string(r.seq) + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                     ") moved the document to token " + ms(r.fence_after) + " while the hold is still named by "
+                     "its counter " + ms(s.fence) + ": its fenced writes (touch, release, release_min_hold) "
+                     "no longer match (lazy-token-in-doubt)");
+    if (r.op == "hand_over" && r.from_uuid == b.uuid && (r.late || r.unacked))
+      tags.push_back("late hand-over: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
+                     " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                     (r.late ? " after its caller gave up" : " with its reply lost") + ", moved " +
+                     b.key + " from " + b.uuid + " (fence " + ms(r.fence_before) + ") to " +
+                     r.uuid_after + " (fence " + ms(r.fence_after) + ") (hole 2)");
+  }
+  return tags;
+}
+
+void World::check() {
+  const std::int64_t now = sched_.mono();
+  const std::int64_t T = sched_.wall();
+  const bool exc = excused();
+  struct Item {
+    const Believer* b;
+    BeliefState s;
+  };
+  // Few keys: a vector searched linearly beats a map built at every step.
+  std::vector<std::pair<const std::string*, std::vector<Item>>> groups;
+  auto group_of = [&](const std::string& gk) -> std::vector<Item>& {
+    for (auto& g : groups)
+      if (*g.first == gk) return g.second;
+    groups.emplace_back(&gk, std::vector<Item>{});
+    return groups.back().second;
+  };
+  std::vector<std::pair<const Believer*, BeliefState>> started;
+  {
+    // Every sim thread waits now: nobody changes believers_ while they are probed (no lock
+    // held across a probe: the library may log, and the log sink traces).
+    for (auto& [id, b] : believers_) {
+      if (paused(b.node, now)) continue;  // a paused process believes nothing new
+      const std::optional<BeliefState> s = b.probe();
+      std::optional<std::int64_t> before;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = believed_fence_.find(id);
+        if (it != believed_fence_.end()) before = it->second;
+        if (!s) believed_fence_.erase(id);
+        else believed_fence_[id] = s->fence;
+      }
+      if (!s) {
+        if (before) trace(b.node, b.key, "belief ends: " + b.label + " " + kind_name(b.kind) + " " + b.key);
+        continue;
+      }
+      if (!before || *before != s->fence) {
+        trace(b.node, b.key,
+              "belief begins: " + b.label + " " + kind_name(b.kind) + " " + b.key + " fence " + ms(s->fence));
+        started.emplace_back(&b, *s);
+      }
+      group_of(b.gk).push_back({&b, *s});
+    }
+    for (auto& [b, s] : started) token_check(*b, s);
+    for (auto& [gk, items] : groups) {
+      const Believer& b0 = *items[0].b;
+      const bool sem = b0.kind == Kind::Sem || b0.kind == Kind::SemLease;
+      if (exc) continue;
+      if ((!sem && items.size() > 1) || (sem && items.size() > static_cast<std::size_t>(p_.sem_limit))) {
+        std::string who;
+        std::vector<std::string> tags;
+        for (const auto& it : items) {
+          who += (who.empty() ? "" : ", ") + it.b->label + " (" + kind_name(it.b->kind) + " " +
+                 it.b->uuid + ", fence " + ms(it.s.fence) + ")";
+          for (auto& t : diagnose(*it.b, it.s)) tags.push_back(t);
+        }
+        violate(sem ? "I4" : "I1", b0.key,
+                std::to_string(items.size()) + " believe they hold " + b0.key +
+                    (sem ? " (limit " + std::to_string(p_.sem_limit) + ")" : "") + ": " + who,
+                tags);
+      }
+      std::optional<LockDoc> lock_doc;
+      std::optional<SemaphoreDoc> sem_doc;
+      if (!sem) lock_doc = mem_->read(b0.coll, b0.key);
+      else sem_doc = mem_->read_semaphore(b0.coll, b0.key);
+      for (const auto& it : items) {
+        const Believer& b = *it.b;
+        bool ok = false;
+        std::string state;
+        if (!sem) {
+          const std::optional<LockDoc>& d = lock_doc;
+          ok = d && d->locked && d->uuid == b.uuid && d->fence == it.s.fence && d->ts_expire &&
+               d->ts_expire->ms > T;
+          // A deferred token being assigned (lazy_token: token() in flight): its set_fence
+          // may have landed before the holder heard of it.
+          if (!ok && it.s.refencing && d && d->locked && d->uuid == b.uuid && it.s.fence < kEpochUnit &&
+              d->ts_expire && d->ts_expire->ms > T) {
+            std::lock_guard<std::mutex> g(mu_);
+            for (const WriteRec& r : history_[b.gk])
+              if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == it.s.fence &&
+                  r.fence_after == d->fence)
+                ok = true;
+          }
+          if (!ok) {
+            Str o;
+            if (d)
+              o << "{uuid=" << d->uuid << " locked=" << d->locked << " fence=" << d->fence
+                << " ts_expire=" << (d->ts_expire ? d->ts_expire->ms : 0) << "}";
+            else
+              o << "no document";
+            state = o.str();
+          }
+        } else {
+          const std::optional<SemaphoreDoc>& d = sem_doc;
+          state = "no slot of it";
+          if (d) {  // every slot of ours: found means checked
+            for (const auto& sl : d->slots) {
+              if (sl.uuid != b.uuid || sl.fence != it.s.fence) continue;
+              ok = sl.held_at(T);
+              if (!ok)
+                state = "slot {uuid=" + sl.uuid + " fence=" + ms(sl.fence) +
+                        " ts_expire=" + ms(sl.ts_expire ? sl.ts_expire->ms : 0) + "}";
+            }
+          }
+        }
+        if (!ok)
+          violate("I2", b.key,
+                  b.label + " believes it holds " + b.key + " as " + kind_name(b.kind) + " (uuid " + b.uuid +
+                      ", fence " + ms(it.s.fence) + ") but at server time " + ms(T) + " the server has " + state,
+                  diagnose(b, it.s));
+      }
+    }
+  }
+  if (now >= p_.L) {
+    for (const auto& [key, uuids] : elector_uuids_) {
+      if (uuids.empty()) continue;
+      const std::string gk = std::string(kElectColl) + "/" + key;
+      bool led = false;
+      for (const auto& g : groups) led = led || *g.first == gk;
+      if (led) continue;
+      if (exc) continue;
+      violate("I6", key,
+              "no leader of " + key + " at " + ms(now) + " although faults stopped at " + ms(p_.F) +
+                  " (required from " + ms(p_.L) + ")");
+    }
+  }
+}
+
+// ---- the driver -----------------------------------------------------------------------------
+
+void World::setup() {
+  for (int i = 0; i <= p_.nodes; ++i) {
+    auto n = std::make_unique<Node>();
+    n->id = i;
+    n->prober = i == p_.nodes;
+    n->name = n->prober ? "probe" : "n" + std::to_string(i);
+    const std::int64_t off = n->prober ? 0 : p_.roles[static_cast<std::size_t>(i)].wall_offset;
+    n->clock = std::make_shared<NodeClock>(sched_, i, off, p_.seed);
+    n->storage = std::make_shared<NodeStorage>(*this, i, n->clock);
+    n->clock->start(n->name);
+    nodes_.push_back(std::move(n));
+  }
+  for (int i = 0; i < p_.nodes; ++i)
+    for (const auto& key : p_.roles[static_cast<std::size_t>(i)].electors)
+      elector_uuids_[key].push_back(uuid_for(i, key));
+  for (int i = 0; i < p_.nodes; ++i) {
+    Node& n = *nodes_[static_cast<std::size_t>(i)];
+    const NodeRoles& nr = p_.roles[static_cast<std::size_t>(i)];
+    int k = 0;
+    for (const auto& key : nr.electors) {
+      const int idx = k++;
+      spawn(n, n.name + ".start." + key, [this, &n, key, idx] { elector_actor(n, key, idx); });
+    }
+    for (int j = 0; j < nr.lockers; ++j)
+      spawn(n, n.name + ".locker" + std::to_string(j), [this, &n, j] { locker_actor(n, j); });
+    if (nr.leases) spawn(n, n.name + ".leases", [this, &n] { lease_actor(n); });
+    if (nr.semaphore) spawn(n, n.name + ".semaphore", [this, &n] { semaphore_actor(n); });
+  }
+  Node& probe = *nodes_.back();
+  spawn(probe, "probe", [this, &probe] { prober(probe); });
+}
+
+Result World::run() {
+  install_log_sink(this);
+  Result res;
+  res.seed = p_.seed;
+  trace(-1, "", p_.describe());
+  try {
+    setup();
+    for (;;) {
+      sched_.run_instant();
+      ++steps_;
+      check();
+      bool stop;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        stop = !violations_.empty() && o_.stop_at_first;
+      }
+      if (stop) break;
+      const std::int64_t now = sched_.mono();
+      if (now >= p_.E && probed_) break;
+      if (now >= p_.E + 20 * p_.ttl) {
+        violate("I6", "", "the liveness probe did not finish by " + ms(now));
+        break;
+      }
+      std::int64_t next = std::numeric_limits<std::int64_t>::max();
+      if (auto d = sched_.next_deadline()) next = *d;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!events_.empty()) next = std::min(next, std::get<0>(events_.begin()->first));
+      }
+      for (const auto& w : p_.pauses)
+        if (w.b > now) next = std::min(next, w.b);
+      for (const auto& s : p_.steps)
+        if (s.first > now) next = std::min(next, s.first);
+      for (const auto t : p_.ttl_sweeps)
+        if (t > now) next = std::min(next, t);
+      if (now < p_.E) next = std::min(next, p_.E);
+      if (next == std::numeric_limits<std::int64_t>::max()) break;
+      sched_.set_now(next);
+      for (const auto& s : p_.steps) {
+        if (s.first != next) continue;
+        sched_.jump_wall(s.second);
+        trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
+                          (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
+      }
+      if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
+      for (;;) {
+        std::function<void()> fn;
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          if (events_.empty() || std::get<0>(events_.begin()->first) > next) break;
+          fn = std::move(events_.begin()->second);
+          events_.erase(events_.begin());
+        }
+        fn();
+      }
+    }
+  } catch (const Stall& s) {
+    res.status = "stall";
+    res.error = s.what();
+    trace(-1, "", std::string("STALL: ") + s.what());
+    res.end_t = sched_.mono();
+    return res;  // threads are stuck: the caller exits without tearing down
+  }
+  res.end_t = sched_.mono();
+  {
+    std::string g = "grants by role:";
+    for (const auto& [role, n] : sched_.grants_by_role()) g += " " + role + "=" + std::to_string(n);
+    trace(-1, "", g + " (steps " + std::to_string(steps_) + ", contended wake checks " +
+                      std::to_string(sched_.contended()) + ", foreign threads " + std::to_string(sched_.foreign_threads()) + ")");
+  }
+  res.steps = steps_;
+  res.grants = sched_.grants();
+  res.calls = calls.load();
+  teardown();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    res.violations = violations_;
+    std::uint64_t h = 0;
+    for (const auto& e : trace_) {
+      std::uint64_t x = hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
+      for (char ch : e.text) x = mix64(x ^ static_cast<unsigned char>(ch));
+      h = mix64(h ^ x);
+    }
+    res.trace_hash = h;
+  }
+  if (!res.violations.empty()) res.status = "violation";
+  return res;
+}
+
+// MongoDB's TTL monitor: deletes every lock document whose ts_expire has passed (never a
+// semaphore's: their TTL index must not exist).
+void World::ttl_sweep() {
+  std::vector<std::string> gks;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& [gk, h] : history_)
+      if (gk.rfind(kSemColl, 0) != 0) gks.push_back(gk);
+  }
+  const std::int64_t now = sched_.wall();
+  for (const std::string& gk : gks) {
+    const auto slash = gk.find('/');
+    const std::string coll = gk.substr(0, slash), key = gk.substr(slash + 1);
+    const LockSnap s = snap_lock(coll, key);
+    if (!s.exists || s.expire > now) continue;
+    mem_->delete_lock(coll, key);
+    trace(-1, key, "TTL monitor deletes " + gk + " (ts_expire " + ms(s.expire) + " <= server now " + ms(now) + ")");
+    CallCtx c;
+    c.node = -1;
+    c.who = "ttl-monitor";
+    c.fate.success = true;
+    note_lock_write(c, "ttl-delete", coll, key, s, LockSnap{});
+  }
+}
+
+void World::teardown() {
+  stopping_.store(true);
+  sched_.free_run();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    threads.swap(actor_threads_);
+  }
+  for (auto& t : threads)
+    if (t.joinable()) t.join();
+  for (auto& n : nodes_) {
+    for (auto& e : n->electors) e->stop();
+    n->electors.clear();
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    believers_.clear();
+  }
+  keep_.clear();
+  for (auto& n : nodes_) n->clock->stop();
+}
+
+const std::vector<TraceEntry>& World::trace_entries() const { return trace_; }
+
+}  // namespace sim

@@ -1,0 +1,371 @@
+// One simulated schedule: nodes running the real core classes on a deterministic fake
+// clock (sched.h), a network model between each node and ONE in-memory server, a seeded
+// workload, and the invariant checks run after every step. See README.md.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "election/elector.h"
+#include "lease/lease.h"
+#include "sched.h"
+#include "server_clock.h"
+#include "storage.h"
+#include "storage/memory_storage.h"
+
+namespace sim {
+
+// A string builder for the trace, cheaper than std::ostringstream (no locale).
+struct Str {
+  std::string s;
+  Str& operator<<(const std::string& v) { s += v; return *this; }
+  Str& operator<<(const char* v) { s += v; return *this; }
+  Str& operator<<(char v) { s += v; return *this; }
+  Str& operator<<(bool v) { s += v ? '1' : '0'; return *this; }
+  Str& operator<<(int v) { s += std::to_string(v); return *this; }
+  Str& operator<<(unsigned v) { s += std::to_string(v); return *this; }
+  Str& operator<<(long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(unsigned long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(long long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(unsigned long long v) { s += std::to_string(v); return *this; }
+  const std::string& str() const { return s; }
+};
+
+inline const char* const kLockColl = "mongolocker";
+inline const char* const kElectColl = "elector.locks";
+inline const char* const kSemColl = "mongosemaphore";
+inline constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
+
+struct Window {
+  int node = -1;  // -1: the server
+  std::int64_t a = 0, b = 0;  // [a, b) in fake mono ms
+};
+
+struct NodeRoles {
+  std::vector<std::string> electors;  // election keys this node stands for
+  int lockers = 0;                    // plain locker actors
+  bool leases = false;                // one actor holding several keep-alive leases
+  bool semaphore = false;             // one semaphore actor (plain holds and leases)
+  bool bad_sampler = false;           // its clock samples may come from slow, lopsided round trips
+  std::int64_t wall_offset = 0;       // host wall clock minus the server's
+};
+
+// Everything a schedule does, drawn from its seed (make_params).
+struct Params {
+  std::uint64_t seed = 0;
+  int nodes = 0;  // workload nodes 0..nodes-1; node `nodes` is the liveness prober
+  std::int64_t ttl = 0;    // ms, every key
+  std::int64_t bound = 0;  // call bound (ms) of every node's storage
+  // Phases (fake mono ms): faults until F; actors stop at P; the prober tries every key
+  // at P2 (or later, after the last minimum hold); electors must have a leader from L;
+  // the schedule ends at E.
+  std::int64_t F = 0, P = 0, P2 = 0, L = 0, E = 0;
+  double harsh = 0;
+  // Per call, before F: fail before applying, apply and lose the reply, hold and apply
+  // after the caller's timeout (reordered with its later calls), slow both ways.
+  double p_fail = 0, p_lost = 0, p_held = 0, p_slow = 0;
+  double p_asym = 0;  // a bad sampler's server_time_ms: slow and lopsided
+  std::int64_t hold_max = 0;
+  std::vector<Window> freezes;     // the server queues requests, applies them at b
+  std::vector<Window> partitions;  // a node's calls fail, vanish or wait for b
+  std::vector<Window> pauses;      // a node's threads do not run
+  std::vector<std::pair<std::int64_t, std::int64_t>> steps;  // (when, delta): server clock
+  std::vector<std::int64_t> ttl_sweeps;  // MongoDB's TTL monitor deletes expired lock documents
+  std::int64_t step_ok_ms = 20;  // |step| up to this is inside the timing assumption
+  std::int64_t beyond_at = -1;   // first larger step: I1, I2, I4, I5 excused from then on
+  double p_slow_cb = 0;          // a loss callback sleeps (on the thread that runs it)
+  std::int64_t slow_cb_max = 0;
+  double p_handover = 0;  // per election loop as leader: resign() or transfer()
+  double p_restart = 0;   // an elector's process restarts (new uuid), checked every 1-3 ttl
+  int sem_limit = 2;
+  std::vector<std::string> lock_keys;
+  std::map<std::string, std::int64_t> window_of;  // claim_window length (ms) of each lock key
+  std::vector<NodeRoles> roles;
+  std::int64_t wall0 = 0;
+  std::string describe() const;
+};
+// calm: the same workload on a network without faults (a check of the checks).
+Params make_params(std::uint64_t seed, bool calm = false);
+
+struct Violation {
+  std::string inv;  // I1 .. I6
+  std::int64_t t = 0;
+  std::string key;
+  std::string what;
+  std::vector<std::string> tags;  // which known mechanism the trace shows (if any)
+};
+
+struct TraceEntry {
+  std::int64_t t = 0;
+  int node = -1;    // -1: server / world
+  std::string key;  // "" when not about one key
+  std::string text;
+};
+
+struct Result {
+  std::uint64_t seed = 0;
+  std::string status = "ok";  // ok | violation | stall | error
+  std::vector<Violation> violations;
+  std::string error;
+  std::uint64_t steps = 0, grants = 0, calls = 0;
+  std::uint64_t trace_hash = 0;
+  std::int64_t end_t = 0;
+};
+
+struct RunOptions {
+  bool stop_at_first = true;  // end the schedule at the first violating step
+  bool shuffle = true;        // seeded order of threads runnable at one instant
+  std::int64_t stall_ms = 5000;
+};
+
+struct Fate {
+  const char* kind = "ok";
+  std::int64_t apply_at = -1;  // -1: never applied
+  std::int64_t arrival = 0;    // server arrival order among calls applied together
+  std::int64_t return_at = 0;
+  bool success = false;  // the caller gets the result (else StorageUnavailable)
+};
+
+struct CallCtx {
+  int node = 0;
+  std::uint64_t seq = 0;
+  std::int64_t send = 0;
+  Fate fate;
+  std::string who;
+};
+
+class World;
+
+// A node's client: every Storage operation crosses the network model.
+class NodeStorage final : public me::Storage {
+ public:
+  NodeStorage(World& w, int node, std::shared_ptr<NodeClock> clock);
+
+  me::ServerInfo server_info() override;
+  std::shared_ptr<me::Clock> clock() override { return clock_; }
+  std::int64_t call_bound_ms() const override;
+  std::int64_t server_time_ms() override;
+  void ensure_lock_indexes(const std::string& collection) override;
+  std::optional<me::LockDoc> claim(const std::string& collection, const me::LockClaim& claim,
+                                   bool force) override;
+  std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
+  bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
+                 std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
+  bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
+             std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+  std::vector<bool> renew_many(const std::string& collection,
+                               const std::vector<me::RenewRequest>& requests,
+                               std::int64_t now_ms) override;
+  std::shared_ptr<me::ClockSampleBoard> clock_sample_board() override { return board_; }
+  bool release(const std::string& collection, const std::string& key,
+               const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
+               bool delete_document) override;
+  std::optional<me::LockDoc> read(const std::string& collection, const std::string& key) override;
+  std::optional<me::SemaphoreDoc> read_semaphore(const std::string& collection,
+                                                 const std::string& key) override;
+  bool create_semaphore(const std::string& collection, const me::SemaphoreClaim& claim) override;
+  bool claim_semaphore(const std::string& collection, const me::SemaphoreClaim& claim) override;
+  bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                       const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
+                       std::int64_t expire_ms) override;
+  bool release_semaphore(const std::string& collection, const std::string& key,
+                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
+  void put_status(const std::string& collection, const me::Document& doc) override;
+  std::vector<me::Document> list_status(const std::string& collection,
+                                        const std::string& key) override;
+  bool hand_over(const std::string& collection, const HandOver& h) override;
+
+ private:
+  template <class R>
+  R rpc(const char* op, const std::string& key, const std::string& what,
+        std::function<R(const CallCtx&)> apply);
+  World& w_;
+  int node_;
+  std::shared_ptr<NodeClock> clock_;
+  std::shared_ptr<me::ClockSampleBoard> board_;
+  std::mutex mu_;
+  std::uint64_t seq_ = 0;
+};
+
+struct Node {
+  int id = 0;
+  std::string name;
+  bool prober = false;
+  std::shared_ptr<NodeClock> clock;
+  std::shared_ptr<NodeStorage> storage;
+  std::vector<std::shared_ptr<me::Elector>> electors;
+};
+
+enum class Kind { Lock, Elector, Lease, Sem, SemLease };
+const char* kind_name(Kind k);
+
+struct BeliefState {
+  std::int64_t fence = 0;
+  std::int64_t renew_deadline = -1;  // leases: the library's own renew deadline (mono)
+  bool refencing = false;  // a deferred token is being assigned (token() in flight)
+};
+
+// Something that may believe it holds a key; probed by the driver after every step.
+struct Believer {
+  std::uint64_t id = 0;
+  int node = 0;
+  Kind kind = Kind::Lock;
+  std::string coll, key, uuid, label;
+  std::string gk;  // coll + "/" + key
+  std::function<std::optional<BeliefState>()> probe;
+};
+
+// What the server did to a lock document or semaphore slot (for the trace's diagnosis).
+struct WriteRec {
+  std::int64_t t = 0;
+  int node = 0;
+  std::uint64_t seq = 0;
+  std::string op;
+  std::int64_t send = 0;
+  std::string who;  // the calling thread
+  std::string uuid_before, uuid_after;
+  std::int64_t fence_before = 0, fence_after = 0;
+  std::int64_t expire_before = 0, expire_after = 0;
+  std::string from_uuid;  // hand_over
+  bool late = false;      // applied after its caller had given up (error returned)
+  bool unacked = false;   // applied, but the caller got an error
+};
+
+struct LockSnap {
+  bool exists = false, locked = false;
+  std::string uuid;
+  std::int64_t fence = 0, expire = 0;
+  bool operator==(const LockSnap& o) const {
+    return exists == o.exists && locked == o.locked && uuid == o.uuid && fence == o.fence &&
+           expire == o.expire;
+  }
+};
+
+class World {
+ public:
+  World(const Params& p, const RunOptions& o);
+  ~World();
+  Result run();
+  const std::vector<TraceEntry>& trace_entries() const;
+
+  // ---- used by NodeStorage and actors ----
+  const Params& params() const { return p_; }
+  Scheduler& sched() { return sched_; }
+  bool stopping() const { return stopping_.load(); }
+  Fate draw_fate(int node, std::uint64_t seq, const char* op, std::int64_t t);
+  void enqueue(std::int64_t at, std::int64_t arrival, int node, std::uint64_t seq,
+               std::function<void()> fn);
+  void trace(int node, const std::string& key, const std::string& text);
+  const std::shared_ptr<me::MemoryStorage>& mem() { return mem_; }
+  LockSnap snap_lock(const std::string& coll, const std::string& key);
+  WriteRec write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
+                     const std::string& uuid_after, std::int64_t fence_before, std::int64_t fence_after,
+                     std::int64_t expire_before, std::int64_t expire_after);
+  void note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
+                       const std::string& key, const LockSnap& before, const LockSnap& after,
+                       const std::string& from_uuid = "");
+  void note_sem_write(const CallCtx& c, const char* op, const std::string& key,
+                      const std::optional<me::SemaphoreDoc>& before,
+                      const std::optional<me::SemaphoreDoc>& after);
+  std::int64_t server_time_at(std::int64_t mono) const;
+  std::atomic<std::uint64_t> calls{0};
+
+ private:
+  friend class Actors;
+  using EventKey = std::tuple<std::int64_t, std::int64_t, int, std::uint64_t>;
+
+  void setup();
+  void teardown();
+  void spawn(Node& n, const std::string& label, std::function<void()> body);
+  std::uint64_t add_believer(Believer b);
+  void remove_believer(std::uint64_t id);
+  void violate(const std::string& inv, const std::string& key, const std::string& what,
+               std::vector<std::string> tags = {});
+  bool paused(int node, std::int64_t t) const;
+  bool excused() const;
+  std::int64_t step_slack() const;  // sum of the server clock's steps so far (inside the assumption)
+  void check();
+  void ttl_sweep();
+  std::vector<std::string> diagnose(const Believer& b, const BeliefState& s);
+  void token_check(const Believer& b, const BeliefState& s);
+  void on_claim_applied(const std::string& coll, const std::string& key, const std::string& uuid,
+                        std::int64_t t);
+  // Workload.
+  void elector_actor(Node& n, const std::string& key, int idx);
+  void locker_actor(Node& n, int idx);
+  void lease_actor(Node& n);
+  void semaphore_actor(Node& n);
+  void prober(Node& n);
+  void wait_quiet(NodeClock& c, const bool& in_callback);
+  me::KeepAliveOptions lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
+                                     const std::string& what, bool& in_callback);
+  void note_window(const std::string& key, std::int64_t start, std::int64_t window,
+                   const std::string& uuid, int node);
+  struct MinHold {
+    std::string key, uuid;
+    std::int64_t acq = 0, min_hold = 0, registered = 0, registered_mono = 0;
+    bool confirmed = false;
+    std::uint64_t id = 0;
+  };
+  // Why a minimum hold ended before acquire + min_hold (history of the lock document).
+  std::vector<std::string> min_hold_tags(const MinHold& m, std::int64_t claim_server_t);
+  void min_hold_violated(const MinHold& m, const std::string& claimant, std::int64_t claim_server_t);
+  std::uint64_t begin_min_hold(const std::string& key, const std::string& uuid,
+                               std::int64_t acq, std::int64_t m);
+  void end_min_hold(std::uint64_t id, bool kept);
+  void busy_until(const std::string& key, std::int64_t server_t);
+  std::string uuid_for(int node, const std::string& what);
+
+  Params p_;
+  RunOptions o_;
+  Scheduler sched_;
+  std::shared_ptr<me::MemoryStorage> mem_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::atomic<bool> stopping_{false};
+  std::map<EventKey, std::function<void()>> events_;
+  std::mutex mu_;  // believers, trace, records (sim threads run one at a time; the
+                   // library's log sink may still be called from a teardown thread)
+  std::vector<TraceEntry> trace_;
+  std::map<std::uint64_t, Believer> believers_;
+  std::uint64_t next_believer_ = 1;
+  std::map<std::uint64_t, std::int64_t> believed_fence_;  // believer -> fence at last step
+  struct TokenState {
+    std::int64_t max = 0;
+    std::string owner;
+  };
+  std::map<std::string, TokenState> tokens_;                         // exclusive keys
+  std::map<std::string, std::map<std::int64_t, std::string>> sem_tokens_;
+  std::map<std::string, std::deque<WriteRec>> history_;              // "coll/key"
+  std::map<std::pair<std::string, std::int64_t>, std::vector<std::string>> windows_won_;
+  std::vector<MinHold> min_holds_;
+  std::uint64_t next_min_hold_ = 1;
+  struct Claim {
+    std::int64_t t = 0, mono = 0;  // server time, fake mono time
+    std::string uuid;
+  };
+  std::map<std::string, std::vector<Claim>> claims_;  // successful claims of lock keys
+  std::map<std::string, std::int64_t> busy_until_;  // server time a key stays taken (min holds)
+  std::vector<Violation> violations_;
+  std::map<std::string, std::int64_t> last_leader_seen_;
+  std::vector<std::thread> actor_threads_;
+  std::map<std::string, std::vector<std::string>> elector_uuids_;  // key -> uuids
+  std::vector<std::shared_ptr<void>> keep_;  // objects kept until teardown
+  std::uint64_t steps_ = 0;
+  std::atomic<bool> probed_{false};
+};
+
+// The library's log sink for the world running in this process.
+void install_log_sink(World* w);
+
+}  // namespace sim
