@@ -41,7 +41,12 @@
 //    fence change may have renamed the hold meanwhile; only when the document no longer
 //    carries the hold is it reported gone. So release_min_hold never reports "released
 //    now" for a hold that may still be ours under another name: a hold in doubt keeps
-//    its minimum hold like a held one.
+//    its minimum hold like a held one. Renewals and releases name {uuid, fence} only: a
+//    late one of a counter fence (lazy_token) could meet a later incarnation of the
+//    document at the same counter; a renewal then only lengthens a hold of ours (never
+//    early), and a release or minimum-hold write in doubt makes this locker assign its
+//    tokens at acquire from then on (eager_token_), so no new hold of ours carries that
+//    counter as its fence.
 #pragma once
 
 #include <cstdint>
