@@ -326,7 +326,12 @@ void NodeTimer::loop() {
 // ---- NodeClock ----------------------------------------------------------------------
 
 NodeClock::NodeClock(Scheduler& s, int node, std::int64_t wall_offset_ms, std::uint64_t seed)
-    : s_(s), node_(node), wall_offset_(wall_offset_ms), seed_(seed), timer_(*this) {}
+    : s_(s),
+      node_(node),
+      wall_offset_(wall_offset_ms),
+      seed_(seed),
+      timer_(*this),
+      dispatcher_(std::make_unique<me::ThreadedDispatcher>(*this)) {}
 
 NodeClock::~NodeClock() { stop(); }
 
@@ -374,6 +379,7 @@ void NodeClock::start(const std::string& name) {
 
 void NodeClock::stop() {
   renewer_.reset();
+  dispatcher_.reset();  // joins its threads (jobs left queued are their owners' to finish)
   timer_.stop();
 }
 

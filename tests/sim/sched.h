@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "callback_dispatcher.h"
 #include "clock.h"
 #include "deadline_timer.h"
 #include "lease/keepalive.h"
@@ -215,6 +216,11 @@ class NodeClock final : public me::Clock {
   me::DeadlineTimer& timer() override { return timer_; }
   bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
   me::Renewer* renewer() override { return renewer_.get(); }
+  // Each node's callback dispatcher: its threads wait on this node's fake time, as the
+  // process-wide one's wait on the real clock (threads start on first use).
+  me::CallbackDispatcher& dispatcher() override {
+    return dispatcher_ ? *dispatcher_ : stopped_dispatcher_;  // after stop(): owners finish jobs
+  }
   std::optional<std::uint64_t> next_random_seed() override;
   void worker_spawning() override { s_.spawning(node_); }
   void worker_spawn_failed() override { s_.spawn_failed(); }
@@ -238,6 +244,8 @@ class NodeClock final : public me::Clock {
   std::uint64_t seeds_ = 0;
   NodeTimer timer_;
   std::unique_ptr<me::Renewer> renewer_;
+  std::unique_ptr<me::ThreadedDispatcher> dispatcher_;
+  me::CallbackDispatcher stopped_dispatcher_;  // thread-less
   SimThread* renewer_thread_ = nullptr;
 };
 
