@@ -336,6 +336,9 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
     auto& h = history_[coll + "/" + key];
     h.push_back(w);
     if (h.size() > 48) h.pop_front();
+    if (after.exists && after.fence >= kEpochUnit &&
+        (after.uuid != before.uuid || after.fence != before.fence))
+      grants_[coll + "/" + key].emplace(std::make_pair(after.uuid, after.fence), ++grant_seq_);
   }
   if (claimed) on_claim_applied(coll, key, after.uuid, sched_.wall());
 }
@@ -572,6 +575,15 @@ void World::token_check(const Believer& b, const BeliefState& s) {
       ts.owner = b.uuid;
       return;
     }
+    // Invariant 2 orders tokens by when their holds BEGAN at the server, not by when a
+    // belief started: a claim whose reply came late (past a clock step) may be believed
+    // after a newer hold's token; a fenced resource refuses it, so it is no violation.
+    const auto& granted = grants_[gk];
+    const auto mine = granted.find({b.uuid, s.fence});
+    const auto newest = granted.find({ts.owner, ts.max});
+    if (s.fence < ts.max && mine != granted.end() && newest != granted.end() &&
+        mine->second < newest->second)
+      return;
     prev = ts;
   }
   std::vector<std::string> tags;

@@ -345,6 +345,10 @@ class World {
     std::string owner;
   };
   std::map<std::string, TokenState> tokens_;                         // exclusive keys
+  // When each (uuid, token) of a key was granted at the server (order of the writes that
+  // gave a document that uuid and token): the order in which holds began.
+  std::map<std::string, std::map<std::pair<std::string, std::int64_t>, std::uint64_t>> grants_;
+  std::uint64_t grant_seq_ = 0;
   std::map<std::string, std::map<std::int64_t, std::string>> sem_tokens_;
   std::map<std::string, std::deque<WriteRec>> history_;              // "coll/key"
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::string>> windows_won_;
