@@ -35,7 +35,7 @@ LockDoc LockDoc::from_document(const Document& raw) {
 bool set_fence_on(Document& doc, const std::string& uuid, std::int64_t old_fence,
                   std::int64_t created_ms, std::int64_t new_fence) {
   const LockDoc cur = LockDoc::from_document(doc);
-  if (cur.uuid != uuid || cur.fence != old_fence || !cur.ts_created ||
+  if (!cur.locked || cur.uuid != uuid || cur.fence != old_fence || !cur.ts_created ||
       cur.ts_created->ms != created_ms)
     return false;
   doc.set("fence", new_fence);

@@ -217,10 +217,13 @@ class Storage {
   // at 1). Only on the rare path where a lock document had to be created.
   virtual std::int64_t bump_epoch(const std::string& collection, const std::string& key) = 0;
 
-  // Sets fence = new_fence if the lock is still {uuid, fence: old_fence, ts_created:
-  // created_ms}. True if matched. ts_created names the claim (and so the document's
-  // incarnation): after a deletion the counter restarts, and {uuid, old_fence} alone
-  // would let a late fence change of an earlier hold land on a new one (set_fence_on).
+  // Sets fence = new_fence if the lock is still {locked: true, uuid, fence: old_fence,
+  // ts_created: created_ms}. True if matched. ts_created names the claim (and so the
+  // document's incarnation): after a deletion the counter restarts, and {uuid, old_fence}
+  // alone would let a late fence change of an earlier hold land on a new one
+  // (set_fence_on). `locked` makes the token a proof that the hold was still live: a
+  // late release of an earlier incarnation with the same counter fence may have freed
+  // this one, and a token must never be handed out for a hold that is gone.
   virtual bool set_fence(const std::string& collection, const std::string& key,
                          const std::string& uuid, std::int64_t old_fence,
                          std::int64_t created_ms, std::int64_t new_fence) = 0;

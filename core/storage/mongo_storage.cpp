@@ -273,6 +273,7 @@ bool MongoStorage::set_fence(const std::string& collection, const std::string& k
                              std::int64_t created_ms, std::int64_t new_fence) {
   Bson filter, update;
   append_key(filter.get(), key);
+  BSON_APPEND_BOOL(filter.get(), "locked", true);
   mongo_bson::append_utf8(filter.get(), "uuid", uuid);
   BSON_APPEND_INT64(filter.get(), "fence", old_fence);
   BSON_APPEND_DATE_TIME(filter.get(), "ts_created", created_ms);

@@ -412,6 +412,7 @@ bool PyMongoStorage::set_fence(const std::string& collection, const std::string&
   return with_python([&] {
     py::dict filter;
     filter["_id"] = key;
+    filter["locked"] = true;
     filter["uuid"] = uuid;
     filter["fence"] = old_fence;
     filter["ts_created"] = datetime_from_ms(created_ms);

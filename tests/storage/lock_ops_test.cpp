@@ -256,6 +256,16 @@ TEST_F(LockOps, SetFenceNamesTheIncarnation) {
   EXPECT_EQ(s->read(coll, "k")->fence, std::int64_t{2} << 32);
 }
 
+// A late release of an earlier incarnation (same uuid, same counter fence: the document
+// was deleted and re-created) may free the new hold before its token is assigned: the
+// fence change must then refuse, or a token is handed out for a hold that is gone.
+TEST_F(LockOps, SetFenceRefusesAReleasedHold) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
+  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 1, now + 1, false));
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, now, std::int64_t{1} << 32));
+  EXPECT_EQ(s->read(coll, "k")->fence, 1);
+}
+
 TEST_F(LockOps, SetFenceIsACompareAndSet) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
   EXPECT_FALSE(s->set_fence(coll, "k", "uuid-b", 1, now, 7));  // other uuid
