@@ -7,6 +7,7 @@ package mongoelector
 /*
 #include <stdlib.h>
 #include "mongoelector.h"
+#include "mongoelector/testing.h"
 */
 import "C"
 

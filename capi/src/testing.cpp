@@ -9,6 +9,7 @@
 
 #include "exceptions.h"
 #include "handles.h"
+#include "mongoelector/testing.h"
 #include "identity.h"
 #include "log.h"
 #include "storage/memory_storage.h"

@@ -19,7 +19,7 @@ unset CGO_CFLAGS CGO_LDFLAGS
 
 PCDIR="$(mktemp -d "${TMPDIR:-/tmp}/mongoelector-go-pc.XXXXXX")"
 trap 'rm -rf "$PCDIR"' EXIT
-version="$(sed -n 's/^#define MONGOELECTOR_VERSION_STRING "\(.*\)"/\1/p' "$REPO/capi/include/mongoelector.h")"
+version="$(sed -n 's/^#define MONGOELECTOR_VERSION_STRING "\(.*\)"/\1/p' "$REPO/capi/include/mongoelector/common.h")"
 cat >"$PCDIR/mongoelector.pc" <<EOF
 Name: mongoelector
 Description: libmongoelector build tree $BUILD (written by tests/bindings/run_go.sh)

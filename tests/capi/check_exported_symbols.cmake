@@ -1,9 +1,11 @@
 # cmake -DLIBRARY=... -DWHITELIST=... -DNM=nm -DREADELF=readelf -DEXPECTED_SONAME=...
-#       -P check_exported_symbols.cmake
+#       -DCC=cc -DINCLUDE_DIR=<capi/include> -DWORK_DIR=<dir> -P check_exported_symbols.cmake
 # Fails if the library exports a symbol that is not in WHITELIST (a leaked C++ or core
-# symbol), lacks one that is (a lost API function), or has another SONAME.
+# symbol), lacks one that is (a lost API function), or has another SONAME; and if
+# WHITELIST (derived from the headers' text at build time) differs from the functions
+# the preprocessed headers declare with default visibility (MONGOELECTOR_API).
 cmake_minimum_required(VERSION 3.18)  # IN_LIST
-foreach(var LIBRARY WHITELIST NM READELF EXPECTED_SONAME)
+foreach(var LIBRARY WHITELIST NM READELF EXPECTED_SONAME CC INCLUDE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "check_exported_symbols: -D${var}=... is required")
   endif()
@@ -38,6 +40,42 @@ foreach(line IN LISTS wl_lines)
   list(APPEND allowed "${line}")
 endforeach()
 
+# The declarations as the compiler sees them: every public header, preprocessed.
+file(GLOB topic_headers "${INCLUDE_DIR}/mongoelector/*.h")
+set(all_c "#include \"mongoelector.h\"\n")
+foreach(h IN LISTS topic_headers)
+  get_filename_component(h "${h}" NAME)
+  string(APPEND all_c "#include \"mongoelector/${h}\"\n")
+endforeach()
+file(WRITE "${WORK_DIR}/exported_symbols_all_headers.c" "${all_c}")
+execute_process(COMMAND ${CC} -E -P -I${INCLUDE_DIR} "${WORK_DIR}/exported_symbols_all_headers.c"
+  OUTPUT_VARIABLE pp RESULT_VARIABLE pp_rc ERROR_VARIABLE pp_err)
+if(NOT pp_rc EQUAL 0)
+  message(FATAL_ERROR "preprocessing the headers failed (${pp_rc}): ${pp_err}")
+endif()
+string(REGEX REPLACE "[ \t\n]+" " " pp "${pp}")
+string(REGEX MATCHALL "visibility ?\\( ?\"default\" ?\\) ?\\) ?\\)[^;(]*[ *]mongoelector_[a-z0-9_]+ ?\\("
+       decls "${pp}")
+set(declared "")
+foreach(decl IN LISTS decls)
+  string(REGEX MATCH "mongoelector_[a-z0-9_]+ ?\\($" name "${decl}")
+  string(REGEX REPLACE " ?\\($" "" name "${name}")
+  list(APPEND declared "${name}")
+endforeach()
+list(REMOVE_DUPLICATES declared)
+set(undeclared_in_list "")
+foreach(sym IN LISTS declared)
+  if(NOT sym IN_LIST allowed)
+    list(APPEND undeclared_in_list "${sym}")
+  endif()
+endforeach()
+set(listed_not_declared "")
+foreach(sym IN LISTS allowed)
+  if(NOT sym IN_LIST declared)
+    list(APPEND listed_not_declared "${sym}")
+  endif()
+endforeach()
+
 set(unexpected "")
 foreach(sym IN LISTS exported)
   if(NOT sym IN_LIST allowed)
@@ -68,11 +106,21 @@ if(missing)
   string(REPLACE ";" "\n  " txt "${missing}")
   string(APPEND errors "in ${WHITELIST} but not exported:\n  ${txt}\n")
 endif()
+if(undeclared_in_list)
+  string(REPLACE ";" "\n  " txt "${undeclared_in_list}")
+  string(APPEND errors "declared in the headers but not in ${WHITELIST}:\n  ${txt}\n")
+endif()
+if(listed_not_declared)
+  string(REPLACE ";" "\n  " txt "${listed_not_declared}")
+  string(APPEND errors "in ${WHITELIST} but not declared in the preprocessed headers:\n  ${txt}\n")
+endif()
 if(NOT soname STREQUAL EXPECTED_SONAME)
   string(APPEND errors "SONAME is '${soname}', expected '${EXPECTED_SONAME}'\n")
 endif()
 if(errors)
   message(FATAL_ERROR "check_exported_symbols: ${LIBRARY}\n${errors}")
 endif()
-message(STATUS "${n_exported} exported symbols, all mongoelector_* and whitelisted "
-               "(${n_allowed}); SONAME ${soname}")
+list(LENGTH declared n_declared)
+message(STATUS "${n_exported} exported symbols, all mongoelector_*, exactly the "
+               "${n_allowed} of the list derived from the headers and the ${n_declared} "
+               "functions the preprocessed headers declare; SONAME ${soname}")

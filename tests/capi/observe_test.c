@@ -26,6 +26,7 @@
 #define CHECK_PROGRAM "observe_test"
 #include "check.h"
 #include "mongoelector.h"
+#include "mongoelector/testing.h"
 
 #define MAX_EVENTS 64
 #define INTERVAL 0.05 /* the observers' poll interval (seconds) */

@@ -24,6 +24,7 @@
 #define CHECK_PROGRAM "testing_kit_test"
 #include "check.h"
 #include "mongoelector.h"
+#include "mongoelector/testing.h"
 
 /* 2030-01-01T00:00:00Z */
 #define WALL_START INT64_C(1893456000000)

@@ -3,6 +3,7 @@
  * Exit 0 when the runtime version equals the header's and, with MONGOELECTOR_TEST_URI
  * set, a lock round trip succeeds. */
 #include <mongoelector.h>
+#include <mongoelector/testing.h> /* the opt-in testing kit is installed too */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,9 @@ int main(void) {
     fprintf(stderr, "consumer: runtime and header versions differ\n");
     return 1;
   }
+  mongoelector_fake_clock *clock = NULL;
+  if (mongoelector_fake_clock_new(0, 0, &clock) != MONGOELECTOR_OK) return fail("fake_clock_new");
+  mongoelector_fake_clock_free(clock);
   const char *uri = getenv("MONGOELECTOR_TEST_URI");
   if (uri == NULL || *uri == '\0') {
     printf("consumer: MONGOELECTOR_TEST_URI not set, lock round trip skipped\n");

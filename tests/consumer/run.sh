@@ -56,6 +56,9 @@ echo "installed into $PREFIX (library in ${LIBDIR#"$PREFIX"/})"
 
 # ---- installed tree ------------------------------------------------------------------
 check "header installed" test -f "$PREFIX/include/mongoelector.h"
+for topic in common log metrics cancel client locker lease elector observer semaphore deprecated testing; do
+  check "topic header mongoelector/$topic.h installed" test -f "$PREFIX/include/mongoelector/$topic.h"
+done
 REAL="$(readlink -f "$LIBDIR/libmongoelector.so")"
 check "libmongoelector.so -> libmongoelector.so.1" test "$(readlink "$LIBDIR/libmongoelector.so")" = "libmongoelector.so.1"
 check "libmongoelector.so.1 -> libmongoelector.so.1.<minor>.<patch>" \
@@ -98,7 +101,7 @@ export PKG_CONFIG_PATH="$(dirname "$PC")"
 if pkg-config --exists mongoelector; then
   ok "pkg-config finds mongoelector $(pkg-config --modversion mongoelector)"
   check "pkg-config version matches the header" \
-    test "$(pkg-config --modversion mongoelector)" = "$(sed -n 's/^#define MONGOELECTOR_VERSION_STRING "\(.*\)"/\1/p' "$PREFIX/include/mongoelector.h")"
+    test "$(pkg-config --modversion mongoelector)" = "$(sed -n 's/^#define MONGOELECTOR_VERSION_STRING "\(.*\)"/\1/p' "$PREFIX/include/mongoelector/common.h")"
   # shellcheck disable=SC2046
   if cc -std=c99 -Wall -Wextra -Werror -o "$WORK/consumer_pc" "$WORK/src/consumer.c" \
       $(pkg-config --cflags --libs mongoelector); then
