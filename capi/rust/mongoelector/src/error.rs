@@ -126,9 +126,11 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// The error of a C status (not OK) with `detail`.
-    pub fn from_status(status: sys::mongoelector_status, detail: ErrorDetail) -> Error {
-        match status {
+    /// The error of a C status (not OK) with `detail`. A C `mongoelector_status` is an
+    /// `int` on the wire; the -sys crate types it as bindgen does (`c_uint`), this API
+    /// keeps `i32`.
+    pub fn from_status(status: i32, detail: ErrorDetail) -> Error {
+        match status as sys::mongoelector_status {
             sys::MONGOELECTOR_ERR_INVALID_ARGUMENT => Error::InvalidArgument(detail),
             sys::MONGOELECTOR_ERR_LOCK_EXISTS => Error::LockHeld(detail),
             sys::MONGOELECTOR_ERR_TIMEOUT => Error::Timeout(detail),
@@ -141,10 +143,7 @@ impl Error {
             sys::MONGOELECTOR_ERR_SERVER => Error::Server(detail),
             sys::MONGOELECTOR_ERR_UNSAFE_SERVER => Error::UnsafeServer(detail),
             sys::MONGOELECTOR_ERR_INTERNAL => Error::Internal(detail),
-            other => Error::Unknown {
-                status: other,
-                detail,
-            },
+            _ => Error::Unknown { status, detail },
         }
     }
 
@@ -172,8 +171,8 @@ impl Error {
     }
 
     /// The C status code of this error (`MONGOELECTOR_ERR_*`; an unknown one as given).
-    pub fn status(&self) -> sys::mongoelector_status {
-        match self {
+    pub fn status(&self) -> i32 {
+        let status = match self {
             Error::InvalidArgument(_) => sys::MONGOELECTOR_ERR_INVALID_ARGUMENT,
             Error::LockHeld(_) => sys::MONGOELECTOR_ERR_LOCK_EXISTS,
             Error::Timeout(_) => sys::MONGOELECTOR_ERR_TIMEOUT,
@@ -183,8 +182,9 @@ impl Error {
             Error::Server(_) => sys::MONGOELECTOR_ERR_SERVER,
             Error::UnsafeServer(_) => sys::MONGOELECTOR_ERR_UNSAFE_SERVER,
             Error::Internal(_) => sys::MONGOELECTOR_ERR_INTERNAL,
-            Error::Unknown { status, .. } => *status,
-        }
+            Error::Unknown { status, .. } => return *status,
+        };
+        status as i32
     }
 
     pub fn detail(&self) -> &ErrorDetail {
@@ -236,7 +236,7 @@ impl fmt::Display for Error {
         match self {
             Error::Unknown { status, .. } => write!(f, "unknown status {status}")?,
             _ => {
-                let name = unsafe { CStr::from_ptr(sys::mongoelector_status_name(self.status())) };
+                let name = unsafe { CStr::from_ptr(sys::mongoelector_status_name(self.status() as sys::mongoelector_status)) };
                 f.write_str(&name.to_string_lossy())?;
             }
         }
@@ -292,7 +292,7 @@ pub(crate) fn check(status: sys::mongoelector_status) -> Result<()> {
     if status == sys::MONGOELECTOR_OK {
         return Ok(());
     }
-    Err(Error::from_status(status, last_error_detail()))
+    Err(Error::from_status(status as i32, last_error_detail()))
 }
 
 pub(crate) fn cstring(what: &str, s: &str) -> Result<std::ffi::CString> {

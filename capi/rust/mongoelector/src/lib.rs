@@ -120,8 +120,9 @@ mod tests {
 
     #[test]
     fn version_matches_the_header() {
-        assert_eq!(version(), sys::MONGOELECTOR_VERSION_STRING);
-        assert_eq!(version_number(), sys::MONGOELECTOR_VERSION_NUMBER);
+        let header = std::ffi::CStr::from_bytes_with_nul(sys::MONGOELECTOR_VERSION_STRING);
+        assert_eq!(version(), header.unwrap().to_str().unwrap());
+        assert_eq!(version_number() as u32, sys::MONGOELECTOR_VERSION_NUMBER);
     }
 
     #[test]
@@ -147,7 +148,7 @@ mod tests {
             "DuplicateKey",
             ["RetryableWriteError"],
         );
-        let e = Error::from_status(sys::MONGOELECTOR_ERR_SERVER, d);
+        let e = Error::from_status(sys::MONGOELECTOR_ERR_SERVER as i32, d);
         assert_eq!(e.server_code(), Some(11000));
         assert_eq!(e.code_name(), Some("DuplicateKey"));
         assert!(e.has_label("RetryableWriteError") && !e.has_label("x"));

@@ -85,7 +85,8 @@ impl LeaderState {
     /// `s` is a state filled by the library (version 2) whose strings are still valid.
     unsafe fn from_c(s: &sys::mongoelector_leader_state) -> LeaderState {
         let text = |p: *const c_char| CStr::from_ptr(p).to_string_lossy().into_owned();
-        let status = match s.status {
+        // `status` is an int field holding a mongoelector_leader_status.
+        let status = match s.status as sys::mongoelector_leader_status {
             sys::MONGOELECTOR_LEADER_LEADS => LeaderStatus::Leads,
             sys::MONGOELECTOR_LEADER_PENDING => LeaderStatus::HandoverPending,
             sys::MONGOELECTOR_LEADER_UNKNOWN => LeaderStatus::Unknown,
