@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -131,6 +132,18 @@ static std::string storage_hint(const std::string& uri) {
          "reachable; set it with --uri or MONGOELECTOR_URI";
 }
 
+// The command's documented default database, "mongoelector", for a MongoDB URI that
+// names none; "" otherwise (the library then takes the URI's, decoded and checked by its
+// parser). The C API has no default of its own, so only whether the URI's path is empty
+// is read here.
+static const char* default_database_for(const std::string& uri) {
+  const auto scheme = uri.find("://");
+  if (uri.rfind("mongodb", 0) != 0 || scheme == std::string::npos) return "";
+  const std::string rest = uri.substr(scheme + 3, uri.find('?') - std::min(uri.find('?'), scheme + 3));
+  const auto slash = rest.find('/');
+  return slash == std::string::npos || slash + 1 == rest.size() ? "mongoelector" : "";
+}
+
 ClientPtr open_client(const std::string& uri, int& exit_code) {
   if (uri.rfind("memory:", 0) == 0) {  // one process's memory: no lock between processes
     msg("%s lives in this process only, so it cannot lock anything between processes; use "
@@ -139,8 +152,8 @@ ClientPtr open_client(const std::string& uri, int& exit_code) {
     return nullptr;
   }
   mongoelector_client* client = nullptr;
-  // Database "": the URI's, else "mongoelector" (the library's rule, README "Storage").
-  mongoelector_status st = mongoelector_client_new(uri.c_str(), "", &client);
+  mongoelector_status st =
+      mongoelector_client_new(uri.c_str(), default_database_for(uri), &client);
   if (st != MONGOELECTOR_OK) {
     msg("cannot open %s: %s\n  %s", redact_uri(uri).c_str(), mongoelector_last_error(),
         storage_hint(uri).c_str());

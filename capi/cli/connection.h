@@ -1,6 +1,6 @@
-// Which storage the command uses and how it opens it. The URI itself is parsed by the
-// library (mongoelector_client_new: backend, database, path; the rules of every binding),
-// never here.
+// Which storage the command uses and how it opens it. The URI is parsed by the library
+// (mongoelector_client_new: backend, database, path; the rules of every binding); the
+// command only supplies its default database when a MongoDB URI names none.
 #pragma once
 
 #include <mongoelector.h>

@@ -3,7 +3,7 @@
 //
 //   mongodb://... , mongodb+srv://...   MongoClient (mongo_client.h): shared libmongoc
 //                                       pools; `database` names the database (empty:
-//                                       the URI's, else "mongoelector": uri.h).
+//                                       the URI's: database_for in uri.h).
 //   sqlite:///absolute/path/locks.db    SqliteClient (sqlite_storage.h): one SQLite file
 //                                       on this host; `database` is ignored (collections
 //                                       are namespaced inside the file).

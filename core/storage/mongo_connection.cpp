@@ -235,8 +235,7 @@ ClientUri parse_client_uri(const std::string& uri_string, const std::string& dat
   if (!parsed.uri) throw InvalidArgument(std::string("invalid MongoDB URI: ") + error.message);
   mongoc_uri_t* uri = parsed.uri.get();
 
-  // The database by the rule every entry point shares (uri.h): given, else the URI's,
-  // else the default.
+  // The database by the rule every entry point shares (uri.h): given, else the URI's.
   parsed.database = database_for(parse_storage_uri(uri_string), database);
   check_database_name(parsed.database);
 

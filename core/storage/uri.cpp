@@ -155,7 +155,7 @@ StorageUri parse_storage_uri(const std::string& uri) {
 std::string database_for(const StorageUri& uri, const std::string& given) {
   if (uri.backend != UriBackend::MongoDB) return "";
   if (!given.empty()) return given;
-  return uri.database.empty() ? kDefaultDatabase : uri.database;
+  return uri.database;
 }
 
 std::string redact_uri(const std::string& uri) {

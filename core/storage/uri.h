@@ -37,19 +37,15 @@ struct StorageUri {
   const char* backend_name() const;
 };
 
-// The database a MongoDB client uses when its URI names none and none is given. The
-// `mongoelector` command documents it; the C API applies it (mongoelector_client_new
-// with database ""). The Python package refuses such a URI instead (its documented
-// contract: "the MongoDB URI names no database").
-inline constexpr const char* kDefaultDatabase = "mongoelector";
-
 // InvalidArgument naming the URI (password hidden) for: an empty URI, an unknown
 // scheme, a mongodb URI without a host, a malformed percent-escape or option, a SQLite
 // URI whose path is not absolute or names a directory, options on sqlite:// or memory://.
 StorageUri parse_storage_uri(const std::string& uri);
 
-// The database of a MongoDB client: `given` if not empty, else the URI's, else
-// kDefaultDatabase. "" for the other backends (they have none).
+// The database of a MongoDB client: `given` if not empty, else the URI's ("" when it
+// names none: MongoClient then refuses, "no database name"). "" for the other backends.
+// The library has no default database (the C API's tests hold it to that); the
+// `mongoelector` command supplies its documented "mongoelector" itself.
 std::string database_for(const StorageUri& uri, const std::string& given);
 
 // The URI with its password replaced by "***" (for messages and status output).

@@ -31,12 +31,12 @@ struct Accepted {
 
 const Accepted kAccepted[] = {
     // uri, scheme, backend, hosts, database, database_for(""), path, user, password, options
-    {"mongodb://h", "mongodb", "mongodb", "h", "", "mongoelector", "", "", "", {}},
-    {"mongodb://h/", "mongodb", "mongodb", "h", "", "mongoelector", "", "", "", {}},
+    {"mongodb://h", "mongodb", "mongodb", "h", "", "", "", "", "", {}},
+    {"mongodb://h/", "mongodb", "mongodb", "h", "", "", "", "", "", {}},
     {"mongodb://h:27017/app", "mongodb", "mongodb", "h:27017", "app", "app", "", "", "", {}},
     {"mongodb://h1:1,h2:2/app?replicaSet=rs0", "mongodb", "mongodb", "h1:1,h2:2", "app", "app",
      "", "", "", {{"replicaSet", "rs0"}}},
-    {"mongodb://h/?w=majority&appname=a%20b&", "mongodb", "mongodb", "h", "", "mongoelector", "",
+    {"mongodb://h/?w=majority&appname=a%20b&", "mongodb", "mongodb", "h", "", "", "",
      "", "", {{"w", "majority"}, {"appname", "a b"}}},
     {"mongodb://h/my%2Ddb?maxPoolSize=5", "mongodb", "mongodb", "h", "my-db", "my-db", "", "", "",
      {{"maxPoolSize", "5"}}},
@@ -55,7 +55,7 @@ const Accepted kAccepted[] = {
     {"mongodb+srv://u:p@cluster0.example.net/app?retryWrites=true", "mongodb+srv", "mongodb",
      "cluster0.example.net", "app", "app", "", "u", "p", {{"retryWrites", "true"}}},
     {"mongodb+srv://cluster0.example.net", "mongodb+srv", "mongodb", "cluster0.example.net", "",
-     "mongoelector", "", "", "", {}},
+     "", "", "", "", {}},
     {"sqlite:///var/lib/app/locks.db", "sqlite", "sqlite", "", "", "", "/var/lib/app/locks.db", "",
      "", {}},
     {"sqlite:///tmp/with%20space/50%25.db", "sqlite", "sqlite", "", "", "",
@@ -144,6 +144,7 @@ TEST(Uri, ErrorsHideThePassword) {
 
 TEST(Uri, GivenDatabaseWinsForMongoDBOnly) {
   EXPECT_EQ(database_for(parse_storage_uri("mongodb://h/app"), "other"), "other");
+  EXPECT_EQ(database_for(parse_storage_uri("mongodb://h/?w=1"), "other"), "other");
   EXPECT_EQ(database_for(parse_storage_uri("sqlite:///x.db"), "other"), "");
   EXPECT_EQ(database_for(parse_storage_uri("memory://m"), "other"), "");
 }
