@@ -5,6 +5,7 @@
 #include "memory_storage.h"
 #include "mongo_client.h"
 #include "sqlite_storage.h"
+#include "uri.h"
 
 namespace mongoelector {
 
@@ -15,11 +16,14 @@ bool is_mongodb_uri(const std::string& uri) {
 }
 
 std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database) {
-  if (is_sqlite_uri(uri)) return SqliteClient::open(uri);  // `database` is not used
-  if (is_memory_uri(uri)) return MemoryClient::open(uri);  // nor here
-  // Everything else goes to libmongoc, whose parser names what is wrong with the URI
-  // (as before the SQLite backend existed).
-  return MongoClient::open(uri, database);
+  const StorageUri parsed = parse_storage_uri(uri);  // InvalidArgument naming what is wrong
+  switch (parsed.backend) {
+    case UriBackend::Sqlite: return SqliteClient::open(uri);  // `database` is not used
+    case UriBackend::Memory: return MemoryClient::open(uri);  // nor here
+    case UriBackend::MongoDB: break;
+  }
+  // libmongoc reads the hosts and options again itself; the database is ours.
+  return MongoClient::open(uri, database_for(parsed, database));
 }
 
 }  // namespace mongoelector

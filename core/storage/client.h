@@ -3,7 +3,7 @@
 //
 //   mongodb://... , mongodb+srv://...   MongoClient (mongo_client.h): shared libmongoc
 //                                       pools; `database` names the database (empty:
-//                                       the URI's).
+//                                       the URI's: database_for in uri.h).
 //   sqlite:///absolute/path/locks.db    SqliteClient (sqlite_storage.h): one SQLite file
 //                                       on this host; `database` is ignored (collections
 //                                       are namespaced inside the file).
@@ -38,8 +38,8 @@ class StorageClient {
   virtual const std::string& database() const = 0;
 };
 
-// Chooses the backend by the URI's scheme. InvalidArgument for an unknown scheme or a
-// URI the backend refuses; a MongoDB client does not connect here, a SQLite client opens
+// Chooses the backend by the URI's scheme (parse_storage_uri, uri.h). InvalidArgument for
+// a malformed URI, an unknown scheme or a URI the backend refuses; a MongoDB client does not connect here, a SQLite client opens
 // (and if needed creates) its file here, so a bad path fails at once.
 std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database);
 

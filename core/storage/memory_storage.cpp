@@ -9,6 +9,7 @@
 #include "../exceptions.h"
 #include "../semaphore/semaphore_doc.h"
 #include "../server_clock.h"
+#include "uri.h"
 
 namespace mongoelector {
 
@@ -323,10 +324,9 @@ std::shared_ptr<Clock> MemoryStorage::clock() {
 
 std::shared_ptr<MemoryClient> MemoryClient::open(const std::string& uri,
                                                  std::shared_ptr<Clock> clock) {
-  if (!is_memory_uri(uri)) throw InvalidArgument("not a memory:// URI: " + uri);
-  const std::string name = uri.substr(std::string("memory://").size());
-  if (name.find_first_of("?#") != std::string::npos)
-    throw InvalidArgument("memory://NAME takes no options (got '" + uri + "')");
+  const StorageUri parsed = parse_storage_uri(uri);
+  if (parsed.backend != UriBackend::Memory) throw InvalidArgument("not a memory:// URI: " + redact_uri(uri));
+  const std::string& name = parsed.path;
   // name -> the shared storage, kept only while someone uses it.
   static std::mutex registry_mu;
   static std::map<std::string, std::weak_ptr<MemoryStorage>> registry;

@@ -49,8 +49,8 @@ class MongoClient final : public StorageClient,
  public:
   static constexpr int kDefaultPoolSize = 10;
 
-  // Parses the URI and checks the database name (empty: the URI's); InvalidArgument
-  // when either is unusable. Does not connect.
+  // Parses the URI and checks the database name (empty: the URI's, database_for in
+  // uri.h); InvalidArgument when either is unusable. Does not connect.
   static std::shared_ptr<MongoClient> open(const std::string& uri, const std::string& database);
   ~MongoClient() override;
   MongoClient(const MongoClient&) = delete;

@@ -14,6 +14,7 @@
 #include "../exceptions.h"
 #include "../log.h"
 #include "mongo_bson.h"
+#include "uri.h"
 
 namespace mongoelector {
 
@@ -234,10 +235,8 @@ ClientUri parse_client_uri(const std::string& uri_string, const std::string& dat
   if (!parsed.uri) throw InvalidArgument(std::string("invalid MongoDB URI: ") + error.message);
   mongoc_uri_t* uri = parsed.uri.get();
 
-  parsed.database = database;
-  if (parsed.database.empty() && mongoc_uri_get_database(uri) != nullptr) {
-    parsed.database = mongoc_uri_get_database(uri);
-  }
+  // The database by the rule every entry point shares (uri.h): given, else the URI's.
+  parsed.database = database_for(parse_storage_uri(uri_string), database);
   check_database_name(parsed.database);
 
   for (const char* opt : {MONGOC_URI_RETRYWRITES, MONGOC_URI_RETRYREADS}) {

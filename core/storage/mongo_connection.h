@@ -50,7 +50,7 @@ bool is_server_error(const bson_error_t& e, std::uint32_t code);
 // unless the URI turns them on, appname "mongoelector").
 struct ClientUri {
   std::unique_ptr<mongoc_uri_t, void (*)(mongoc_uri_t*)> uri{nullptr, mongoc_uri_destroy};
-  std::string database;  // the one given, else the URI's
+  std::string database;  // database_for (uri.h): given, else the URI's
   int pool_size = 0;     // maxPoolSize, else the default given
 };
 // InvalidArgument for a malformed URI or database name. Does not connect.

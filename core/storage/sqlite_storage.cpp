@@ -30,13 +30,13 @@
 #include "../server_clock.h"
 #include "../utf8.h"
 #include "document_json.h"
+#include "uri.h"
 #include "../semaphore/semaphore_doc.h"
 
 namespace mongoelector {
 
 namespace {
 
-constexpr const char* kScheme = "sqlite://";
 // Budget of the one-off work at open (journal mode, schema): other processes may be
 // writing.
 constexpr int kOpenBusyTimeoutMs = 5000;
@@ -202,28 +202,6 @@ bool string_equals(const Document& doc, const std::string& name, const std::stri
 }
 
 // ------------------------------------------------------------------ opening -----
-
-std::string percent_decode(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    auto hex = [&](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    if (i + 2 >= s.size()) throw InvalidArgument("bad percent-escape in SQLite URI");
-    int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
-    if (hi < 0 || lo < 0) throw InvalidArgument("bad percent-escape in SQLite URI");
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
-}
 
 void close_quietly(sqlite3* db) {
   if (db) sqlite3_close_v2(db);
@@ -392,22 +370,9 @@ struct SqliteClient::Impl {
 };
 
 std::string SqliteClient::path_from_uri(const std::string& uri) {
-  if (uri.rfind(kScheme, 0) != 0) throw InvalidArgument("not a sqlite:// URI: " + uri);
-  std::string rest = uri.substr(std::strlen(kScheme));
-  if (rest.find('?') != std::string::npos || rest.find('#') != std::string::npos) {
-    throw InvalidArgument("SQLite URI takes no options: " + uri +
-                          " (form: sqlite:///absolute/path/locks.db)");
-  }
-  if (rest.empty() || rest[0] != '/') {
-    throw InvalidArgument("SQLite URI must name an absolute path, as in "
-                          "sqlite:///absolute/path/locks.db (three slashes), not " + uri);
-  }
-  std::string path = percent_decode(rest);
-  if (path.find('\0') != std::string::npos)
-    throw InvalidArgument("SQLite path cannot contain NUL characters");
-  if (path.size() < 2 || path.back() == '/')
-    throw InvalidArgument("SQLite URI names a directory, not a file: " + uri);
-  return path;
+  const StorageUri parsed = parse_storage_uri(uri);
+  if (parsed.backend != UriBackend::Sqlite) throw InvalidArgument("not a sqlite:// URI: " + redact_uri(uri));
+  return parsed.path;
 }
 
 std::shared_ptr<SqliteClient> SqliteClient::open(const std::string& uri) {

@@ -22,7 +22,6 @@ import inspect
 import threading
 import weakref
 from typing import Any, Dict, Optional, Tuple, Union, cast
-from urllib.parse import unquote
 
 from pymongo.database import Database
 
@@ -133,12 +132,10 @@ def _shared_client_use(uri: str, database: str) -> Tuple[_native.StorageClient, 
 
 
 def database_from_uri(uri: str) -> Optional[str]:
-    """The database named in the URI's path (``mongodb://host/dbname?opts``), or None."""
-    rest = uri.split("://", 1)[1].split("?", 1)[0]
-    if "/" not in rest:
-        return None
-    name = unquote(rest.split("/", 1)[1])
-    return name or None
+    """The database named in the URI's path (``mongodb://host/dbname?opts``), decoded, or
+    None. Read by the core's URI parser (the one of every binding); ValueError naming the
+    URI when it is malformed."""
+    return cast(Optional[str], _native.parse_uri(uri)["database"])
 
 
 def check_db(db: object, database: Optional[str] = None) -> None:

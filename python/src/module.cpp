@@ -30,6 +30,7 @@
 #include "log_bridge.h"
 #include "metrics_binding.h"
 #include "testing_binding.h"
+#include "uri_binding.h"
 #include "observer_binding.h"
 #include "pymongo_storage.h"
 #include "semaphore/semaphore.h"
@@ -447,6 +448,7 @@ PYBIND11_MODULE(_native, m) {
   bind_metrics(m);
   bind_testing(m);
   bind_observer(m);
+  bind_uri(m);
 
   // Who a locker is. Python passes the original's values (uuid.uuid4(), socket.getfqdn(),
   // os.getpid()) so documents and messages match what the original writes.

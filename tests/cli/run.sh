@@ -146,6 +146,13 @@ t_cli_basics() {
   [[ $rc == 78 ]] && grep -q "does not exist" "$T/e" || fail "bad sqlite path: $rc $(cat "$T/e")"
 }
 
+t_uri_parser() {  # the URI is read by the library's parser (core/storage/uri.h), not by the command
+  local rc=0; "$BIN" status k --uri "sqlite:$T/x.db" 2>"$T/e" || rc=$?
+  [[ $rc == 78 ]] && grep -q "three slashes" "$T/e" || fail "sqlite: without //: $rc $(cat "$T/e")"
+  rc=0; "$BIN" status k --uri "postgres://h/db" 2>"$T/e" || rc=$?
+  [[ $rc == 78 ]] && grep -q "unknown scheme" "$T/e" || fail "unknown scheme: $rc $(cat "$T/e")"
+}
+
 t_default_uri() {  # no --uri, no MONGOELECTOR_URI: the per-user SQLite file, directory created
   local home="$T/home-$RANDOM"
   mkdir "$home"
@@ -512,6 +519,7 @@ t_demo() {
 
 echo "mongoelector command tests on $STORAGE ($URI)"
 [[ $STORAGE == sqlite ]] && run_test "basics: --version, --help, usage errors, CMD status" t_cli_basics
+[[ $STORAGE == sqlite ]] && run_test "URI read by the library's parser (errors of core/storage/uri.h)" t_uri_parser
 [[ $STORAGE == sqlite ]] && run_test "default URI: per-user SQLite file, XDG_STATE_HOME" t_default_uri
 run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
 run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status

@@ -1,0 +1,49 @@
+// Which storage the command uses and how it opens it. The URI is parsed by the library
+// (mongoelector_client_new: backend, database, path; the rules of every binding); the
+// command only supplies its default database when a MongoDB URI names none.
+#pragma once
+
+#include <mongoelector.h>
+
+#include <memory>
+#include <string>
+
+#include "options.h"
+
+namespace cli {
+
+// --uri, else $MONGOELECTOR_URI, else sqlite:/// + default_state_path() (its directory
+// created). Prints the error and returns false when the default path cannot be made.
+bool resolve_uri(const Args& args, std::string& uri, int& exit_code);
+// $XDG_STATE_HOME/mongoelector/locks.db or ~/.local/state/mongoelector/locks.db.
+std::string default_state_path();
+// Display helpers only (the library decides what a URI means): the URI with any
+// password replaced by "***" for messages and status, and whether it looks like a
+// SQLite one (which hint to print, how often to poll).
+std::string redact_uri(const std::string& uri);
+bool is_sqlite_uri(const std::string& uri);
+
+// Exit code for a failed library call.
+int exit_code_for(mongoelector_status st);
+// Sends the library's warnings and errors to stderr as "mongoelector[pid]: warning: ...".
+void install_log_callback();
+struct ClientDeleter {
+  void operator()(mongoelector_client* c) const { mongoelector_client_free(c); }
+};
+struct LockerDeleter {
+  void operator()(mongoelector_locker* l) const { mongoelector_locker_free(l); }
+};
+using ClientPtr = std::unique_ptr<mongoelector_client, ClientDeleter>;
+using LockerPtr = std::unique_ptr<mongoelector_locker, LockerDeleter>;
+// Opens the client (mongoelector_client_new parses the URI); on failure prints what was
+// wrong and what to do. memory:// is refused: it cannot lock between processes.
+ClientPtr open_client(const std::string& uri, int& exit_code);
+// The collection `run` locks in (the C API's default) and the elector's.
+constexpr const char* kRunCollection = "mongolocker";
+constexpr const char* kElectCollection = "elector.locks";
+LockerPtr open_locker(mongoelector_client* client, const std::string& key,
+                      const char* collection, double ttl, int& exit_code);
+// "held by HOST pid PID (fence F, expires in X s)" or "" if free / unreadable.
+std::string describe_holder(mongoelector_locker* locker);
+
+}  // namespace cli
