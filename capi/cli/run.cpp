@@ -155,7 +155,10 @@ bool parse_grace(const std::string& sub, Args& a, double ttl, double& grace, int
 // How often the main loop reads the lease's (or leadership's) state itself, besides the
 // callback's wake-up: the library decides loss from the clock, so a callback that comes
 // late (its thread busy writing a log line to a stuck stderr) cannot delay SIGTERM by
-// more than this. Within ttl/40: half of what the grace rule leaves.
+// more than this. ttl/40 (10..250 ms) is half of what the grace rule leaves when the
+// clock uncertainty is small (ttl/10 - u - ttl/20); in the worst case the rule leaves
+// only 25 ms, so this bound is a fallback, not part of the guarantee: that needs the
+// callback's prompt wake-up.
 int state_check_ms(double ttl) {
   const double ms = ttl * 1000 / 40;
   return static_cast<int>(std::max(10.0, std::min(250.0, ms)));
@@ -167,7 +170,8 @@ int loop_timeout_ms(int kill_ms, int check_ms) {
 }
 
 void on_lease_lost(void* user_data) {
-  // The library's timer thread: one byte into the main loop's pipe.
+  // A library callback thread: one byte into the main loop's pipe (a hint; the loop also
+  // reads the lease's state itself, see state_check_ms).
   char c = 'L';
   write_all_nb(*static_cast<int*>(user_data), &c, 1);
 }

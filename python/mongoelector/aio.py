@@ -50,6 +50,7 @@ import os
 import sys
 import threading
 import uuid as _uuid
+import weakref
 from datetime import datetime
 from socket import getfqdn
 from time import monotonic
@@ -850,7 +851,11 @@ class AsyncLease:
         if self.locker.closed:
             raise ClosedError(f"the locker of lease {self.key!r} is closed")
         core = await self.locker._opened()
-        on_lost = functools.partial(_lease_lost, asyncio.get_running_loop(), self.lost)
+        # A weak reference: self.lost reads the native lease, which holds this callback;
+        # a strong one would keep a dropped lease renewing forever (a cycle through C++
+        # that the garbage collector cannot see).
+        on_lost = functools.partial(_lease_lost, asyncio.get_running_loop(),
+                                    weakref.ref(self.lost))
         step = float(self._step)
         start = monotonic()
         try:
@@ -939,9 +944,13 @@ class AsyncLease:
         return f"<AsyncLease {self.key!r} fence={self.fence} {state}>"
 
 
-def _lease_lost(loop: asyncio.AbstractEventLoop, event: AsyncLossEvent) -> None:
+def _lease_lost(loop: asyncio.AbstractEventLoop,
+                event_ref: "weakref.ReferenceType[AsyncLossEvent]") -> None:
     """on_lost of a lease (a core callback thread): wakes the waits at once. Only a hint:
     the loss itself is read from the native lease."""
+    event = event_ref()
+    if event is None:  # the lease was dropped: nobody waits
+        return
     try:
         loop.call_soon_threadsafe(event._wake)
     except RuntimeError:  # the loop is closed: nobody waits

@@ -68,7 +68,8 @@ class Lease:
     #: The locker whose lock the lease keeps alive.
     locker: MongoLocker
     #: Set once the lease is lost (read from the native lease: true from its renew
-    #: deadline on); ``lost.wait(timeout)`` is ``wait_lost(timeout)``.
+    #: deadline on); ``lost.wait(timeout)`` is ``wait_lost(timeout)``. Only the library
+    #: decides it: ``lost.set()`` and ``lost.clear()`` raise ``RuntimeError``.
     lost: LossEvent
 
     def __init__(self, db: DatabaseArg, key: str, *, ttl: float = 30,

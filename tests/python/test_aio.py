@@ -180,6 +180,33 @@ def test_sqlite_uri():
     asyncio.run(main())
 
 
+def test_dropped_async_lease_is_released():
+    """An AsyncLease dropped without release() is closed when collected, as a synchronous
+    lease is: its native lease must not be kept alive by its own on_lost callback (which
+    refers to ``lease.lost``, which reads the native lease), or it renews forever and the
+    lock is never freed."""
+    path = os.path.join(tempfile.mkdtemp(), "locks.db")
+    uri = f"sqlite:///{path}"
+
+    async def main():
+        held = aio.lease(uri, "dropped", ttl=30, timeout=2)
+        await held.acquire()
+        other = AsyncMongoLocker("dropped", uri, ttl=30)
+        with pytest.raises(LockExists):
+            await other.acquire(blocking=False)
+        locker = held.locker
+        del held
+        gc.collect()
+        try:
+            assert await other.acquire(blocking=False)  # released by the collected lease
+            await other.release()
+        finally:
+            await other.close()
+            await locker.close()
+
+    asyncio.run(main())
+
+
 # ----------------------------------------------- contention and loop lag ----
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
