@@ -1,6 +1,5 @@
 #include "callback_dispatcher.h"
 
-#include <cxxabi.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "user_code.h"
 
 namespace mongoelector {
 
@@ -40,21 +40,10 @@ void CallbackJob::run_claimed() {
   } mark{this};
   std::function<void()> fn = std::move(fn_);
   fn_ = nullptr;
-  try {
-    if (fn) fn();
-#if defined(__GLIBCXX__)
-  } catch (abi::__forced_unwind&) {
-    throw;  // thread cancellation, not an error of the callback: must unwind
-#endif
-  } catch (const std::exception& ex) {
-    log(LogLevel::Error, std::string("a callback raised: ") + ex.what());
-  } catch (...) {
-#if !defined(__GLIBCXX__)
-    // libc++abi shows thread cancellation's forced unwind as a foreign exception.
-    if (!abi::__cxa_current_exception_type()) throw;
-#endif
-    log(LogLevel::Error, "a callback raised an unknown exception");
-  }
+  call_user_code(fn, [](const char* what) {
+    log(LogLevel::Error, what ? std::string("a callback raised: ") + what
+                              : std::string("a callback raised an unknown exception"));
+  });
 }
 
 void CallbackJob::finish() {

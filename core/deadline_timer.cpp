@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "log.h"
+#include "user_code.h"
 
 namespace mongoelector {
 
@@ -48,11 +49,8 @@ void DeadlineTimer::run_due(std::int64_t now_mono_ms) {
       deadline_of_.erase(id);
       running_[id] = std::this_thread::get_id();
     }
-    try {
-      task();
-    } catch (...) {
-      log(LogLevel::Error, "a deadline task raised; ignored");
-    }
+    // A task may reach user code (a log sink); its cancellation unwinds (user_code.h).
+    call_user_code(task, [](const char*) { log(LogLevel::Error, "a deadline task raised; ignored"); });
     {
       std::lock_guard<std::mutex> g(mu_);
       running_.erase(id);

@@ -1,6 +1,5 @@
 #include "log.h"
-
-#include <cxxabi.h>
+#include "user_code.h"
 
 #include <atomic>
 #include <cstdio>
@@ -64,19 +63,8 @@ void log(LogLevel level, const std::string& message, const LogFields& fields) {
   }
   // The sink runs outside the mutex: it may log again or take the GIL.
   if (sink) {
-    try {
-      (*sink)(LogRecord{level, message, fields});
-#if defined(__GLIBCXX__)
-    } catch (abi::__forced_unwind&) {
-      throw;  // thread cancellation (CPython ends threads this way at exit): let it unwind
-#endif
-    } catch (...) {
-#if !defined(__GLIBCXX__)
-      // libc++abi shows thread cancellation's forced unwind as a foreign exception.
-      if (!abi::__cxa_current_exception_type()) throw;
-#endif
-      // A failing sink must not break the caller (often the election loop).
-    }
+    // A failing sink must not break the caller (often the election loop).
+    call_user_code([&] { (*sink)(LogRecord{level, message, fields}); }, nullptr);
     return;
   }
   if (level >= LogLevel::Warning) std::fprintf(stderr, "mongoelector: %s\n", message.c_str());

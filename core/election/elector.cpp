@@ -2,7 +2,6 @@
 
 #include "../metrics.h"
 
-#include <cxxabi.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,7 @@
 
 #include "../exceptions.h"
 #include "../log.h"
+#include "../user_code.h"
 
 namespace mongoelector {
 
@@ -583,24 +583,12 @@ void Elector::fire(Event e) {
 }
 
 void Elector::call(const std::function<void()>& fn, const char* name) {
-  if (!fn) return;
-  try {
-    fn();
-#if defined(__GLIBCXX__)
-  } catch (abi::__forced_unwind&) {
-    throw;  // thread cancellation, not an error of the callback: must unwind
-#endif
-  } catch (const std::exception& ex) {
-    log(LogLevel::Error, std::string(name) + " callback raised: " + ex.what(),
+  call_user_code(fn, [&](const char* what) {
+    log(LogLevel::Error,
+        std::string(name) + (what ? std::string(" callback raised: ") + what
+                                  : std::string(" callback raised an unknown exception")),
         log_fields(LogEvent::CallbackFailed));
-  } catch (...) {
-#if !defined(__GLIBCXX__)
-    // libc++abi shows thread cancellation's forced unwind as a foreign exception.
-    if (!abi::__cxa_current_exception_type()) throw;
-#endif
-    log(LogLevel::Error, std::string(name) + " callback raised an unknown exception",
-        log_fields(LogEvent::CallbackFailed));
-  }
+  });
 }
 
 bool Elector::running() const {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "../user_code.h"
+
 namespace mongoelector {
 
 namespace {
@@ -57,15 +59,11 @@ std::shared_ptr<CallbackJob> HoldLoss::announce_locked() {
     auto s = self.lock();
     if (!s) return;
     if (s->hooks_.log) s->hooks_.log(LogLevel::Warning, s->hooks_.what + " lost: " + why, LogEvent::LeaseLost);
-    if (!s->on_lost_) return;
-    try {
-      s->on_lost_();
-    } catch (const std::exception& ex) {
+    call_user_code(s->on_lost_, [&](const char* what) {
       if (s->hooks_.log)
-        s->hooks_.log(LogLevel::Error, std::string("on_lost raised: ") + ex.what(), LogEvent::CallbackFailed);
-    } catch (...) {
-      if (s->hooks_.log) s->hooks_.log(LogLevel::Error, "on_lost raised", LogEvent::CallbackFailed);
-    }
+        s->hooks_.log(LogLevel::Error, what ? std::string("on_lost raised: ") + what : "on_lost raised",
+                      LogEvent::CallbackFailed);
+    });
   });
   return job_;
 }

@@ -3,6 +3,7 @@
 // doing: another lease's on_lost that blocks, or a fork()ed child that has none of them.
 // User callbacks run where a slow one delays nobody else's loss (callback_dispatcher.h).
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -211,3 +212,25 @@ TEST(LossFork, ChildSeesAnInheritedSemaphoreLeaseLostAfterItsDeadline) {
 }
 
 }  // namespace
+
+// CPython ends a thread that waits for the GIL at interpreter exit with pthread_exit: an
+// on_lost written in Python can be cancelled that way. The cancellation must unwind
+// through the library (a catch that swallows it makes glibc abort the process), and the
+// lease must still close.
+TEST_F(LossTest, AnOnLostEndedByThreadCancellationUnwindsAndTheLeaseCloses) {
+  EXPECT_EXIT(
+      {
+        std::atomic<bool> entered{false};
+        auto lease = KeepAliveLease::acquire(locker("cancelled", 10), options([&] {
+                                               entered = true;
+                                               pthread_exit(nullptr);
+                                             }));
+        storage->set_unavailable(true);
+        clock->advance(lease->renew_deadline_mono() - clock->mono_ms());
+        if (!eventually([&] { return entered.load(); })) std::_Exit(2);
+        if (!lease->lost()) std::_Exit(3);
+        lease->close();
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
