@@ -461,6 +461,13 @@ int main(int argc, char** argv) {
   int zst = 0;
   waitpid(zpid, &zst, 0);
   const double secs = elapsed();
+  // Per-schedule results, for comparing two builds (same outcomes and stats).
+  if (const char* path = std::getenv("MONGOELECTOR_SIM_STATS")) {
+    std::ofstream f(path);
+    for (const auto& o : outcomes)
+      f << o.seed << " " << o.status << " " << o.steps << " " << o.grants << " " << o.calls << " "
+        << o.end_t << " " << std::hex << o.hash << std::dec << " " << o.violations.size() << "\n";
+  }
 
   if (single) {
     const Outcome& o = outcomes.front();
