@@ -90,6 +90,7 @@ SimThread* Scheduler::register_locked(int node, const std::string& label) {
   auto* t = new SimThread;
   t->id = next_id_++;
   t->label = label;
+  t->role = label.substr(label.find('.') + 1);
   t->node = node;
   t->sched = this;
   threads_.push_back(t);
@@ -175,6 +176,7 @@ void Scheduler::exited(SimThread* t) {
   {
     std::lock_guard<std::mutex> g(m_);
     threads_.erase(std::remove(threads_.begin(), threads_.end(), t), threads_.end());
+    if (t->grants) by_role_[t->role] += t->grants;
     if (current_ == t) {
       current_ = nullptr;
       if (!free_.load()) next = pass_locked();
@@ -200,8 +202,17 @@ SimThread* Scheduler::pass_locked() {
   std::vector<SimThread*>& runnable = runnable_;
   runnable.clear();
   const std::int64_t now = mono();
+  // Pauses depend on the node and the instant only: asked once per node.
+  paused_cache_.assign(paused_cache_.size(), -1);
   for (SimThread* t : threads_) {
-    if (paused && paused(t->node)) continue;
+    if (paused && t->node >= 0) {
+      const auto n = static_cast<std::size_t>(t->node);
+      if (n >= paused_cache_.size()) paused_cache_.resize(n + 1, -1);
+      if (paused_cache_[n] < 0) paused_cache_[n] = paused(t->node) ? 1 : 0;
+      if (paused_cache_[n]) continue;
+    } else if (paused && paused(t->node)) {
+      continue;
+    }
     if (!t->waiting || t->deadline <= now) {
       runnable.push_back(t);
       continue;
@@ -222,7 +233,7 @@ SimThread* Scheduler::pass_locked() {
     i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) % runnable.size());
   SimThread* pick = runnable[i];
   ++grants_;
-  ++by_role_[pick->label.substr(pick->label.find('.') + 1)];
+  ++pick->grants;
   current_ = pick;
   pick->waiting = false;
   pick->wake = nullptr;
@@ -269,7 +280,10 @@ SimThread* Scheduler::find(const std::string& label) {
 
 std::map<std::string, std::uint64_t> Scheduler::grants_by_role() {
   std::lock_guard<std::mutex> g(m_);
-  return by_role_;
+  std::map<std::string, std::uint64_t> out = by_role_;
+  for (const SimThread* t : threads_)
+    if (t->grants) out[t->role] += t->grants;
+  return out;
 }
 
 std::optional<std::int64_t> Scheduler::call_ends_at(SimThread* t) {

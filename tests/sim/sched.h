@@ -91,6 +91,8 @@ struct SimThread {
   std::atomic<int> go{0};  // 1: granted the baton (a futex word: no mutex on the handoff)
   // Set by the storage wrapper while this thread is inside a storage call.
   std::atomic<bool> in_call{false};
+  std::string role;          // label without its node (grants by role)
+  std::uint64_t grants = 0;  // guarded by the scheduler's mutex
 };
 
 class Scheduler {
@@ -170,7 +172,8 @@ class Scheduler {
   std::map<int, int> spawned_per_node_;
   std::uint64_t next_id_ = 1;
   std::uint64_t grants_ = 0;
-  std::map<std::string, std::uint64_t> by_role_;
+  std::map<std::string, std::uint64_t> by_role_;  // of threads that exited
+  std::vector<signed char> paused_cache_;         // per node, during one pass_locked
   std::uint64_t foreign_ = 0;
   std::uint64_t contended_ = 0;
 };

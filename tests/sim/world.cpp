@@ -239,7 +239,6 @@ std::uint64_t World::add_believer(Believer b) {
 void World::remove_believer(std::uint64_t id) {
   std::lock_guard<std::mutex> g(mu_);
   believers_.erase(id);
-  believed_fence_.erase(id);
 }
 
 void World::violate(const std::string& inv, const std::string& key, const std::string& what,
@@ -673,17 +672,13 @@ void World::check() {
   {
     // Every sim thread waits now: nobody changes believers_ while they are probed (no lock
     // held across a probe: the library may log, and the log sink traces).
-    for (auto& [id, b] : believers_) {
+    for (auto& entry : believers_) {
+      Believer& b = entry.second;
       if (paused(b.node, now)) continue;  // a paused process believes nothing new
       const std::optional<BeliefState> s = b.probe();
-      std::optional<std::int64_t> before;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        auto it = believed_fence_.find(id);
-        if (it != believed_fence_.end()) before = it->second;
-        if (!s) believed_fence_.erase(id);
-        else believed_fence_[id] = s->fence;
-      }
+      const std::optional<std::int64_t> before = b.believed;
+      if (!s) b.believed.reset();
+      else b.believed = s->fence;
       if (!s) {
         if (before) trace(b.node, b.key, "belief ends: " + b.label + " " + kind_name(b.kind) + " " + b.key);
         continue;
@@ -713,10 +708,14 @@ void World::check() {
                     (sem ? " (limit " + std::to_string(p_.sem_limit) + ")" : "") + ": " + who,
                 tags);
       }
-      std::optional<LockDoc> lock_doc;
-      std::optional<SemaphoreDoc> sem_doc;
-      if (!sem) lock_doc = mem_->read(b0.coll, b0.key);
-      else sem_doc = mem_->read_semaphore(b0.coll, b0.key);
+      DocCache& cached = doc_cache_[*gk];
+      if (cached.gen != server_gen_) {
+        cached.gen = server_gen_;
+        if (!sem) cached.lock = mem_->read(b0.coll, b0.key);
+        else cached.sem = mem_->read_semaphore(b0.coll, b0.key);
+      }
+      const std::optional<LockDoc>& lock_doc = cached.lock;
+      const std::optional<SemaphoreDoc>& sem_doc = cached.sem;
       for (const auto& it : items) {
         const Believer& b = *it.b;
         bool ok = false;
@@ -867,6 +866,7 @@ Result World::run() {
           fn = std::move(events_.begin()->second);
           events_.erase(events_.begin());
         }
+        ++server_gen_;
         fn();
       }
     }
@@ -918,6 +918,7 @@ void World::ttl_sweep() {
     const std::string coll = gk.substr(0, slash), key = gk.substr(slash + 1);
     const LockSnap s = snap_lock(coll, key);
     if (!s.exists || s.expire > now) continue;
+    ++server_gen_;
     mem_->delete_lock(coll, key);
     trace(-1, key, "TTL monitor deletes " + gk + " (ts_expire " + ms(s.expire) + " <= server now " + ms(now) + ")");
     CallCtx c;

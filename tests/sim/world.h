@@ -224,6 +224,9 @@ struct Believer {
   std::string coll, key, uuid, label;
   std::string gk;  // coll + "/" + key
   std::function<std::optional<BeliefState>()> probe;
+  // The fence believed at the last step (checked only by the driver, while every sim
+  // thread waits).
+  std::optional<std::int64_t> believed;
 };
 
 // What the server did to a lock document or semaphore slot (for the trace's diagnosis).
@@ -339,7 +342,15 @@ class World {
   std::vector<TraceEntry> trace_;
   std::map<std::uint64_t, Believer> believers_;
   std::uint64_t next_believer_ = 1;
-  std::map<std::uint64_t, std::int64_t> believed_fence_;  // believer -> fence at last step
+  // The server's documents as check() last read them, by "coll/key": read again only
+  // after the server applied something (server_gen_ moved).
+  struct DocCache {
+    std::uint64_t gen = 0;
+    std::optional<me::LockDoc> lock;
+    std::optional<me::SemaphoreDoc> sem;
+  };
+  std::map<std::string, DocCache> doc_cache_;
+  std::uint64_t server_gen_ = 1;  // moves whenever the server may have changed a document
   struct TokenState {
     std::int64_t max = 0;
     std::string owner;
