@@ -19,6 +19,12 @@ struct ThreadMark {
   }
 };
 thread_local ThreadMark t_mark;
+thread_local bool t_driving = false;  // this sim thread runs the driver's idle_step
+
+struct Driving {
+  Driving() { t_driving = true; }
+  ~Driving() { t_driving = false; }
+};
 
 constexpr std::int64_t kFarMs = std::int64_t{1} << 50;
 
@@ -47,10 +53,10 @@ Scheduler::~Scheduler() {
   for (SimThread* t : threads_) t->sched = nullptr;  // leaked on purpose: a stalled thread may hold it
 }
 
-SimThread* Scheduler::self() { return t_mark.self; }
+SimThread* Scheduler::self() { return t_driving ? nullptr : t_mark.self; }
 
 std::string Scheduler::self_label() {
-  SimThread* t = t_mark.self;
+  SimThread* t = self();
   return t ? t->label : std::string("driver");
 }
 
@@ -148,7 +154,7 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
   SimThread* next = nullptr;
   bool idle = false;
   {
-    std::lock_guard<std::mutex> g(m_);
+    std::unique_lock<std::mutex> g(m_);
     if (!me || me->sched != this) {
       // A thread the library started some other way: it becomes a sim thread now.
       ++foreign_;
@@ -159,9 +165,31 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
     me->wake = wake;
     me->deadline = deadline;
     if (current_ == me) {
-      current_ = nullptr;
-      next = pass_locked();
-      idle = next == nullptr;
+      for (;;) {
+        current_ = nullptr;
+        next = pass_locked();
+        if (next) break;
+        if (!idle_step || spawning_ > 0 || halted_ || free_.load()) {
+          idle = true;
+          break;
+        }
+        // Nothing runnable: the driver's step, here (no handoff to the driver and back).
+        current_ = me;
+        ++progress_;
+        g.unlock();
+        bool go_on;
+        {
+          Driving d;
+          go_on = idle_step();
+        }
+        g.lock();
+        if (!go_on) {
+          halted_ = true;
+          current_ = nullptr;
+          idle = true;
+          break;
+        }
+      }
     }
   }
   if (next) grant(next);
@@ -188,9 +216,15 @@ void Scheduler::exited(SimThread* t) {
 }
 
 void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
-  if (driver_cv_.wait_for(g, std::chrono::milliseconds(stall_ms_),
-                          [&] { return current_ == nullptr && spawning_ == 0; }))
-    return;
+  // Sim threads may run many steps without the driver: stalled only when nothing moved
+  // for the whole bound.
+  for (;;) {
+    const std::uint64_t seen = progress_;
+    if (driver_cv_.wait_for(g, std::chrono::milliseconds(stall_ms_),
+                            [&] { return current_ == nullptr && spawning_ == 0; }))
+      return;
+    if (progress_ == seen) break;
+  }
   std::string who = current_ ? current_->label : "a thread being spawned";
   throw Stall("sim thread " + who + " did not come back to the clock within " +
               std::to_string(stall_ms_) + " ms of real time at t=" + std::to_string(mono()) +
@@ -198,6 +232,7 @@ void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
 }
 
 SimThread* Scheduler::pass_locked() {
+  ++progress_;
   if (spawning_ > 0) return nullptr;  // the driver waits for it to register
   std::vector<SimThread*>& runnable = runnable_;
   runnable.clear();
@@ -245,6 +280,7 @@ void Scheduler::run_instant() {
   std::unique_lock<std::mutex> g(m_);
   for (;;) {
     wait_idle(g);
+    if (halted_) return;
     SimThread* next = pass_locked();
     if (!next) return;
     g.unlock();

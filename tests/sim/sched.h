@@ -133,6 +133,17 @@ class Scheduler {
   bool free_running() const { return free_.load(); }
   // Whether `node`'s threads may run now (pauses). Set by the world before running.
   std::function<bool(int node)> paused;
+  // The driver's work between two instants (checks, time moves, the server applies
+  // calls), run by the sim thread that finds no thread runnable, so that a step costs
+  // one handoff instead of two (to the driver and back). False: the schedule is over
+  // (the driver takes over). While it runs, self() is null and self_label() "driver":
+  // it runs as the driver would.
+  std::function<bool()> idle_step;
+  // Whether an idle_step ended the schedule.
+  bool halted() {
+    std::lock_guard<std::mutex> g(m_);
+    return halted_;
+  }
   SimThread* find(const std::string& label);
   // When `t`, waiting inside a storage call, gets its answer (nullopt: not in a call).
   std::optional<std::int64_t> call_ends_at(SimThread* t);
@@ -176,6 +187,8 @@ class Scheduler {
   std::vector<signed char> paused_cache_;         // per node, during one pass_locked
   std::uint64_t foreign_ = 0;
   std::uint64_t contended_ = 0;
+  bool halted_ = false;
+  std::uint64_t progress_ = 0;  // moves at every pass and step: the driver's stall bound
 };
 
 class NodeClock;

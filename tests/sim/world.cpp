@@ -813,6 +813,60 @@ void World::setup() {
   spawn(probe, "probe", [this, &probe] { prober(probe); });
 }
 
+// The driver's work between two instants: checks, then time moves to the next instant
+// something is due and the server applies what arrives then. False: the schedule is over.
+// Runs on the driver or on the sim thread that found nothing runnable (Scheduler::idle_step).
+bool World::step() {
+  ++steps_;
+  check();
+  bool stop;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop = !violations_.empty() && o_.stop_at_first;
+  }
+  if (stop) return false;
+  const std::int64_t now = sched_.mono();
+  if (now >= p_.E && probed_) return false;
+  if (now >= p_.E + 20 * p_.ttl) {
+    violate("I6", "", "the liveness probe did not finish by " + ms(now));
+    return false;
+  }
+  std::int64_t next = std::numeric_limits<std::int64_t>::max();
+  if (auto d = sched_.next_deadline()) next = *d;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!events_.empty()) next = std::min(next, std::get<0>(events_.begin()->first));
+  }
+  for (const auto& w : p_.pauses)
+    if (w.b > now) next = std::min(next, w.b);
+  for (const auto& s : p_.steps)
+    if (s.first > now) next = std::min(next, s.first);
+  for (const auto t : p_.ttl_sweeps)
+    if (t > now) next = std::min(next, t);
+  if (now < p_.E) next = std::min(next, p_.E);
+  if (next == std::numeric_limits<std::int64_t>::max()) return false;
+  sched_.set_now(next);
+  for (const auto& s : p_.steps) {
+    if (s.first != next) continue;
+    sched_.jump_wall(s.second);
+    trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
+                      (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
+  }
+  if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (events_.empty() || std::get<0>(events_.begin()->first) > next) break;
+      fn = std::move(events_.begin()->second);
+      events_.erase(events_.begin());
+    }
+    ++server_gen_;
+    fn();
+  }
+  return true;
+}
+
 Result World::run() {
   install_log_sink(this);
   Result res;
@@ -820,56 +874,21 @@ Result World::run() {
   trace(-1, "", p_.describe());
   try {
     setup();
+    // An exception of a step run by a sim thread ends the schedule and is thrown here.
+    sched_.idle_step = [this] {
+      try {
+        return step();
+      } catch (...) {
+        step_error_ = std::current_exception();
+        return false;
+      }
+    };
     for (;;) {
       sched_.run_instant();
-      ++steps_;
-      check();
-      bool stop;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        stop = !violations_.empty() && o_.stop_at_first;
-      }
-      if (stop) break;
-      const std::int64_t now = sched_.mono();
-      if (now >= p_.E && probed_) break;
-      if (now >= p_.E + 20 * p_.ttl) {
-        violate("I6", "", "the liveness probe did not finish by " + ms(now));
-        break;
-      }
-      std::int64_t next = std::numeric_limits<std::int64_t>::max();
-      if (auto d = sched_.next_deadline()) next = *d;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        if (!events_.empty()) next = std::min(next, std::get<0>(events_.begin()->first));
-      }
-      for (const auto& w : p_.pauses)
-        if (w.b > now) next = std::min(next, w.b);
-      for (const auto& s : p_.steps)
-        if (s.first > now) next = std::min(next, s.first);
-      for (const auto t : p_.ttl_sweeps)
-        if (t > now) next = std::min(next, t);
-      if (now < p_.E) next = std::min(next, p_.E);
-      if (next == std::numeric_limits<std::int64_t>::max()) break;
-      sched_.set_now(next);
-      for (const auto& s : p_.steps) {
-        if (s.first != next) continue;
-        sched_.jump_wall(s.second);
-        trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
-                          (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
-      }
-      if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
-      for (;;) {
-        std::function<void()> fn;
-        {
-          std::lock_guard<std::mutex> g(mu_);
-          if (events_.empty() || std::get<0>(events_.begin()->first) > next) break;
-          fn = std::move(events_.begin()->second);
-          events_.erase(events_.begin());
-        }
-        ++server_gen_;
-        fn();
-      }
+      if (sched_.halted()) break;
+      if (!step()) break;
     }
+    if (step_error_) std::rethrow_exception(step_error_);
   } catch (const Stall& s) {
     res.status = "stall";
     res.error = s.what();

@@ -299,6 +299,8 @@ class World {
   bool excused() const;
   std::int64_t step_slack() const;  // sum of the server clock's steps so far (inside the assumption)
   void check();
+  bool step();
+  std::exception_ptr step_error_;  // of a step run by a sim thread
   void ttl_sweep();
   std::vector<std::string> diagnose(const Believer& b, const BeliefState& s);
   void token_check(const Believer& b, const BeliefState& s);
