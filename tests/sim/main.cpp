@@ -41,6 +41,7 @@ enum Flags : std::uint32_t {
   kNoShuffle = 2,
   kAllViolations = 4,
   kCalm = 8,
+  kHash = 16,  // hash the trace of a schedule that passes too (reruns compare it)
 };
 
 struct Cmd {
@@ -104,7 +105,8 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   o.shuffle = (c.flags & kNoShuffle) == 0;
   o.stop_at_first = (c.flags & kAllViolations) == 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
-  const sim::Result r = w->run();
+  sim::Result r = w->run();
+  if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
   {
     std::ofstream f(path_for(c.tag, ".res.tmp"));
     f << "status " << r.status << "\n";
@@ -386,6 +388,7 @@ int main(int argc, char** argv) {
     }
   }
   if (single) flags |= kFullTrace;
+  if (repeat > 1 || std::getenv("MONGOELECTOR_SIM_STATS")) flags |= kHash;
   jobs = std::min(jobs, 200L);
 
   const auto t0 = std::chrono::steady_clock::now();

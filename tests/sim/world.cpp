@@ -910,13 +910,6 @@ Result World::run() {
   {
     std::lock_guard<std::mutex> g(mu_);
     res.violations = violations_;
-    std::uint64_t h = 0;
-    for (const auto& e : trace_) {
-      std::uint64_t x = hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
-      for (char ch : e.text) x = mix64(x ^ static_cast<unsigned char>(ch));
-      h = mix64(h ^ x);
-    }
-    res.trace_hash = h;
   }
   if (!res.violations.empty()) res.status = "violation";
   return res;
@@ -971,5 +964,16 @@ void World::teardown() {
 }
 
 const std::vector<TraceEntry>& World::trace_entries() const { return trace_; }
+
+std::uint64_t World::trace_hash() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::uint64_t h = 0;
+  for (const auto& e : trace_) {
+    std::uint64_t x = hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
+    for (char ch : e.text) x = mix64(x ^ static_cast<unsigned char>(ch));
+    h = mix64(h ^ x);
+  }
+  return h;
+}
 
 }  // namespace sim

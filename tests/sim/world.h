@@ -118,7 +118,7 @@ struct Result {
   std::vector<Violation> violations;
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0;
-  std::uint64_t trace_hash = 0;
+  std::uint64_t trace_hash = 0;  // 0 when not asked for (see World::trace_hash)
   std::int64_t end_t = 0;
 };
 
@@ -261,6 +261,9 @@ class World {
   ~World();
   Result run();
   const std::vector<TraceEntry>& trace_entries() const;
+  // A hash of the whole trace (replays and reruns compare it). Not part of run(): a
+  // schedule that passes needs it only when its runs are compared.
+  std::uint64_t trace_hash();
 
   // ---- used by NodeStorage and actors ----
   const Params& params() const { return p_; }
