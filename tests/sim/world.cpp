@@ -195,10 +195,10 @@ void install_log_sink(World* w) {
       LogLevel::Info);
 }
 
-void World::trace(int node, const std::string& key, const std::string& text) {
+void World::trace(int node, const std::string& key, std::string text) {
   if (stopping_.load()) return;  // teardown: errors of the stopping network are noise
   std::lock_guard<std::mutex> g(mu_);
-  trace_.push_back(TraceEntry{sched_.mono(), node, key, text});
+  trace_.push_back(TraceEntry{sched_.mono(), node, key, std::move(text)});
 }
 
 bool World::paused(int node, std::int64_t t) const {
@@ -326,7 +326,7 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
     if (after.expire < before.expire && after.locked && before.locked && after.uuid == before.uuid &&
         std::string(op).rfind("renew", 0) == 0)
       o << "  EXPIRY MOVED EARLIER";
-    trace(-1, key, o.str());
+    trace(-1, key, std::move(o.s));
   }
   const bool claimed = std::string(op) == "claim" && after.exists &&
                        (after.uuid != before.uuid || after.fence != before.fence);
@@ -359,7 +359,7 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
       << b.fence << "->" << a.fence << " ts_expire " << be << "->" << ae << " (server now "
       << sched_.wall() << ")";
     if (ae < be && a.uuid == b.uuid && std::string(op) == "renew_semaphore") o << "  EXPIRY MOVED EARLIER";
-    trace(-1, key, o.str());
+    trace(-1, key, std::move(o.s));
     std::lock_guard<std::mutex> g(mu_);
     auto& h = history_[std::string(kSemColl) + "/" + key];
     h.push_back(w);
@@ -656,19 +656,21 @@ void World::check() {
   const std::int64_t now = sched_.mono();
   const std::int64_t T = sched_.wall();
   const bool exc = excused();
-  struct Item {
-    const Believer* b;
-    BeliefState s;
-  };
-  // Few keys: a vector searched linearly beats a map built at every step.
-  std::vector<std::pair<const std::string*, std::vector<Item>>> groups;
+  using Item = CheckItem;
+  // Few keys: a vector searched linearly beats a map built at every step. Its buffers
+  // are kept from step to step (no allocation per step).
+  std::size_t ngroups = 0;
   auto group_of = [&](const std::string& gk) -> std::vector<Item>& {
-    for (auto& g : groups)
-      if (*g.first == gk) return g.second;
-    groups.emplace_back(&gk, std::vector<Item>{});
-    return groups.back().second;
+    for (std::size_t i = 0; i < ngroups; ++i)
+      if (*groups_[i].first == gk) return groups_[i].second;
+    if (ngroups == groups_.size()) groups_.emplace_back();
+    auto& g = groups_[ngroups++];
+    g.first = &gk;
+    g.second.clear();
+    return g.second;
   };
-  std::vector<std::pair<const Believer*, BeliefState>> started;
+  auto& started = started_;
+  started.clear();
   {
     // Every sim thread waits now: nobody changes believers_ while they are probed (no lock
     // held across a probe: the library may log, and the log sink traces).
@@ -691,7 +693,9 @@ void World::check() {
       group_of(b.gk).push_back({&b, *s});
     }
     for (auto& [b, s] : started) token_check(*b, s);
-    for (auto& [gk, items] : groups) {
+    for (std::size_t gi = 0; gi < ngroups; ++gi) {
+      const std::string* gk = groups_[gi].first;
+      const std::vector<Item>& items = groups_[gi].second;
       const Believer& b0 = *items[0].b;
       const bool sem = b0.kind == Kind::Sem || b0.kind == Kind::SemLease;
       if (exc) continue;
@@ -769,7 +773,7 @@ void World::check() {
       if (uuids.empty()) continue;
       const std::string gk = std::string(kElectColl) + "/" + key;
       bool led = false;
-      for (const auto& g : groups) led = led || *g.first == gk;
+      for (std::size_t gi = 0; gi < ngroups; ++gi) led = led || *groups_[gi].first == gk;
       if (led) continue;
       if (exc) continue;
       violate("I6", key,

@@ -272,7 +272,7 @@ class World {
   Fate draw_fate(int node, std::uint64_t seq, const char* op, std::int64_t t);
   void enqueue(std::int64_t at, std::int64_t arrival, int node, std::uint64_t seq,
                std::function<void()> fn);
-  void trace(int node, const std::string& key, const std::string& text);
+  void trace(int node, const std::string& key, std::string text);
   const std::shared_ptr<me::MemoryStorage>& mem() { return mem_; }
   LockSnap snap_lock(const std::string& coll, const std::string& key);
   WriteRec write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
@@ -356,6 +356,13 @@ class World {
   };
   std::map<std::string, DocCache> doc_cache_;
   std::uint64_t server_gen_ = 1;  // moves whenever the server may have changed a document
+  // check()'s buffers, kept from step to step.
+  struct CheckItem {
+    const Believer* b;
+    BeliefState s;
+  };
+  std::vector<std::pair<const std::string*, std::vector<CheckItem>>> groups_;
+  std::vector<std::pair<const Believer*, BeliefState>> started_;
   struct TokenState {
     std::int64_t max = 0;
     std::string owner;
