@@ -192,6 +192,11 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
       }
     }
   }
+  if (next == me) {
+    // It picked itself (its wait is over after the step it ran): no wake-up to send.
+    lk.lock();
+    return wake ? (*wake)() : false;
+  }
   if (next) grant(next);
   if (idle) driver_cv_.notify_all();
   await_grant(me);  // the granter cleared the wait's fields
