@@ -41,6 +41,7 @@ enum Flags : std::uint32_t {
   kNoShuffle = 2,
   kAllViolations = 4,
   kCalm = 8,
+  kHash = 16,  // hash the trace of a schedule that passes too (reruns compare it)
 };
 
 struct Cmd {
@@ -104,7 +105,8 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   o.shuffle = (c.flags & kNoShuffle) == 0;
   o.stop_at_first = (c.flags & kAllViolations) == 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
-  const sim::Result r = w->run();
+  sim::Result r = w->run();
+  if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
   {
     std::ofstream f(path_for(c.tag, ".res.tmp"));
     f << "status " << r.status << "\n";
@@ -386,6 +388,7 @@ int main(int argc, char** argv) {
     }
   }
   if (single) flags |= kFullTrace;
+  if (repeat > 1 || std::getenv("MONGOELECTOR_SIM_STATS")) flags |= kHash;
   jobs = std::min(jobs, 200L);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -461,6 +464,13 @@ int main(int argc, char** argv) {
   int zst = 0;
   waitpid(zpid, &zst, 0);
   const double secs = elapsed();
+  // Per-schedule results, for comparing two builds (same outcomes and stats).
+  if (const char* path = std::getenv("MONGOELECTOR_SIM_STATS")) {
+    std::ofstream f(path);
+    for (const auto& o : outcomes)
+      f << o.seed << " " << o.status << " " << o.steps << " " << o.grants << " " << o.calls << " "
+        << o.end_t << " " << std::hex << o.hash << std::dec << " " << o.violations.size() << "\n";
+  }
 
   if (single) {
     const Outcome& o = outcomes.front();

@@ -202,7 +202,7 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
     o << c.who << " -> " << op << "(" << what << ") #" << c.seq << " [" << f.kind;
     if (f.apply_at >= 0) o << ", apply@" << f.apply_at;
     o << (f.success ? ", reply@" : ", error@") << f.return_at << "]";
-    w_.trace(node_, key, o.str());
+    w_.trace(node_, key, std::move(o.s));
   }
   if (f.apply_at >= 0) {
     w_.enqueue(f.apply_at, f.arrival, node_, c.seq, [this, box, apply, c, op, key] {
@@ -225,7 +225,7 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
         o << describe(*box->value);
       }
       if (!c.fate.success) o << (w_.sched().mono() >= c.fate.return_at ? "  (LATE: caller gave up)" : "  (reply will be lost)");
-      w_.trace(-1, key, o.str());
+      w_.trace(-1, key, std::move(o.s));
     });
   }
   {

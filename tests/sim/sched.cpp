@@ -19,6 +19,12 @@ struct ThreadMark {
   }
 };
 thread_local ThreadMark t_mark;
+thread_local bool t_driving = false;  // this sim thread runs the driver's idle_step
+
+struct Driving {
+  Driving() { t_driving = true; }
+  ~Driving() { t_driving = false; }
+};
 
 constexpr std::int64_t kFarMs = std::int64_t{1} << 50;
 
@@ -47,10 +53,10 @@ Scheduler::~Scheduler() {
   for (SimThread* t : threads_) t->sched = nullptr;  // leaked on purpose: a stalled thread may hold it
 }
 
-SimThread* Scheduler::self() { return t_mark.self; }
+SimThread* Scheduler::self() { return t_driving ? nullptr : t_mark.self; }
 
 std::string Scheduler::self_label() {
-  SimThread* t = t_mark.self;
+  SimThread* t = self();
   return t ? t->label : std::string("driver");
 }
 
@@ -90,6 +96,7 @@ SimThread* Scheduler::register_locked(int node, const std::string& label) {
   auto* t = new SimThread;
   t->id = next_id_++;
   t->label = label;
+  t->role = label.substr(label.find('.') + 1);
   t->node = node;
   t->sched = this;
   threads_.push_back(t);
@@ -147,7 +154,7 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
   SimThread* next = nullptr;
   bool idle = false;
   {
-    std::lock_guard<std::mutex> g(m_);
+    std::unique_lock<std::mutex> g(m_);
     if (!me || me->sched != this) {
       // A thread the library started some other way: it becomes a sim thread now.
       ++foreign_;
@@ -158,10 +165,37 @@ bool Scheduler::wait(int node, std::unique_lock<std::mutex>& lk, std::int64_t de
     me->wake = wake;
     me->deadline = deadline;
     if (current_ == me) {
-      current_ = nullptr;
-      next = pass_locked();
-      idle = next == nullptr;
+      for (;;) {
+        current_ = nullptr;
+        next = pass_locked();
+        if (next) break;
+        if (!idle_step || spawning_ > 0 || halted_ || free_.load()) {
+          idle = true;
+          break;
+        }
+        // Nothing runnable: the driver's step, here (no handoff to the driver and back).
+        current_ = me;
+        ++progress_;
+        g.unlock();
+        bool go_on;
+        {
+          Driving d;
+          go_on = idle_step();
+        }
+        g.lock();
+        if (!go_on) {
+          halted_ = true;
+          current_ = nullptr;
+          idle = true;
+          break;
+        }
+      }
     }
+  }
+  if (next == me) {
+    // It picked itself (its wait is over after the step it ran): no wake-up to send.
+    lk.lock();
+    return wake ? (*wake)() : false;
   }
   if (next) grant(next);
   if (idle) driver_cv_.notify_all();
@@ -175,6 +209,7 @@ void Scheduler::exited(SimThread* t) {
   {
     std::lock_guard<std::mutex> g(m_);
     threads_.erase(std::remove(threads_.begin(), threads_.end(), t), threads_.end());
+    if (t->grants) by_role_[t->role] += t->grants;
     if (current_ == t) {
       current_ = nullptr;
       if (!free_.load()) next = pass_locked();
@@ -186,9 +221,15 @@ void Scheduler::exited(SimThread* t) {
 }
 
 void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
-  if (driver_cv_.wait_for(g, std::chrono::milliseconds(stall_ms_),
-                          [&] { return current_ == nullptr && spawning_ == 0; }))
-    return;
+  // Sim threads may run many steps without the driver: stalled only when nothing moved
+  // for the whole bound.
+  for (;;) {
+    const std::uint64_t seen = progress_;
+    if (driver_cv_.wait_for(g, std::chrono::milliseconds(stall_ms_),
+                            [&] { return current_ == nullptr && spawning_ == 0; }))
+      return;
+    if (progress_ == seen) break;
+  }
   std::string who = current_ ? current_->label : "a thread being spawned";
   throw Stall("sim thread " + who + " did not come back to the clock within " +
               std::to_string(stall_ms_) + " ms of real time at t=" + std::to_string(mono()) +
@@ -196,12 +237,22 @@ void Scheduler::wait_idle(std::unique_lock<std::mutex>& g) {
 }
 
 SimThread* Scheduler::pass_locked() {
+  ++progress_;
   if (spawning_ > 0) return nullptr;  // the driver waits for it to register
   std::vector<SimThread*>& runnable = runnable_;
   runnable.clear();
   const std::int64_t now = mono();
+  // Pauses depend on the node and the instant only: asked once per node.
+  paused_cache_.assign(paused_cache_.size(), -1);
   for (SimThread* t : threads_) {
-    if (paused && paused(t->node)) continue;
+    if (paused && t->node >= 0) {
+      const auto n = static_cast<std::size_t>(t->node);
+      if (n >= paused_cache_.size()) paused_cache_.resize(n + 1, -1);
+      if (paused_cache_[n] < 0) paused_cache_[n] = paused(t->node) ? 1 : 0;
+      if (paused_cache_[n]) continue;
+    } else if (paused && paused(t->node)) {
+      continue;
+    }
     if (!t->waiting || t->deadline <= now) {
       runnable.push_back(t);
       continue;
@@ -222,7 +273,7 @@ SimThread* Scheduler::pass_locked() {
     i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) % runnable.size());
   SimThread* pick = runnable[i];
   ++grants_;
-  ++by_role_[pick->label.substr(pick->label.find('.') + 1)];
+  ++pick->grants;
   current_ = pick;
   pick->waiting = false;
   pick->wake = nullptr;
@@ -234,6 +285,7 @@ void Scheduler::run_instant() {
   std::unique_lock<std::mutex> g(m_);
   for (;;) {
     wait_idle(g);
+    if (halted_) return;
     SimThread* next = pass_locked();
     if (!next) return;
     g.unlock();
@@ -269,7 +321,10 @@ SimThread* Scheduler::find(const std::string& label) {
 
 std::map<std::string, std::uint64_t> Scheduler::grants_by_role() {
   std::lock_guard<std::mutex> g(m_);
-  return by_role_;
+  std::map<std::string, std::uint64_t> out = by_role_;
+  for (const SimThread* t : threads_)
+    if (t->grants) out[t->role] += t->grants;
+  return out;
 }
 
 std::optional<std::int64_t> Scheduler::call_ends_at(SimThread* t) {

@@ -9,7 +9,10 @@
 // driver picks the next runnable thread (deadline reached, or its wake condition true --
 // evaluated under the waiter's own mutex, so a notify is never needed and never lost) in
 // an order drawn from the schedule's seed. Time moves only in the driver, to the next
-// instant something is due. So a schedule's execution depends on its seed alone.
+// instant something is due. So a schedule's execution depends on its seed alone. The
+// driver's work between two instants (checks, moving time, the server applying calls)
+// is done by the sim thread that finds nothing runnable, acting as the driver
+// (idle_step): a step then costs one handoff instead of two.
 //
 // Why not the testing kit's ManualClock: it runs every deadline-timer task on the
 // advancing thread (so a slow loss callback could not delay other leases of one process
@@ -91,6 +94,8 @@ struct SimThread {
   std::atomic<int> go{0};  // 1: granted the baton (a futex word: no mutex on the handoff)
   // Set by the storage wrapper while this thread is inside a storage call.
   std::atomic<bool> in_call{false};
+  std::string role;          // label without its node (grants by role)
+  std::uint64_t grants = 0;  // guarded by the scheduler's mutex
 };
 
 class Scheduler {
@@ -131,6 +136,17 @@ class Scheduler {
   bool free_running() const { return free_.load(); }
   // Whether `node`'s threads may run now (pauses). Set by the world before running.
   std::function<bool(int node)> paused;
+  // The driver's work between two instants (checks, time moves, the server applies
+  // calls), run by the sim thread that finds no thread runnable, so that a step costs
+  // one handoff instead of two (to the driver and back). False: the schedule is over
+  // (the driver takes over). While it runs, self() is null and self_label() "driver":
+  // it runs as the driver would.
+  std::function<bool()> idle_step;
+  // Whether an idle_step ended the schedule.
+  bool halted() {
+    std::lock_guard<std::mutex> g(m_);
+    return halted_;
+  }
   SimThread* find(const std::string& label);
   // When `t`, waiting inside a storage call, gets its answer (nullopt: not in a call).
   std::optional<std::int64_t> call_ends_at(SimThread* t);
@@ -170,9 +186,12 @@ class Scheduler {
   std::map<int, int> spawned_per_node_;
   std::uint64_t next_id_ = 1;
   std::uint64_t grants_ = 0;
-  std::map<std::string, std::uint64_t> by_role_;
+  std::map<std::string, std::uint64_t> by_role_;  // of threads that exited
+  std::vector<signed char> paused_cache_;         // per node, during one pass_locked
   std::uint64_t foreign_ = 0;
   std::uint64_t contended_ = 0;
+  bool halted_ = false;
+  std::uint64_t progress_ = 0;  // moves at every pass and step: the driver's stall bound
 };
 
 class NodeClock;

@@ -195,10 +195,10 @@ void install_log_sink(World* w) {
       LogLevel::Info);
 }
 
-void World::trace(int node, const std::string& key, const std::string& text) {
+void World::trace(int node, const std::string& key, std::string text) {
   if (stopping_.load()) return;  // teardown: errors of the stopping network are noise
   std::lock_guard<std::mutex> g(mu_);
-  trace_.push_back(TraceEntry{sched_.mono(), node, key, text});
+  trace_.push_back(TraceEntry{sched_.mono(), node, key, std::move(text)});
 }
 
 bool World::paused(int node, std::int64_t t) const {
@@ -239,7 +239,6 @@ std::uint64_t World::add_believer(Believer b) {
 void World::remove_believer(std::uint64_t id) {
   std::lock_guard<std::mutex> g(mu_);
   believers_.erase(id);
-  believed_fence_.erase(id);
 }
 
 void World::violate(const std::string& inv, const std::string& key, const std::string& what,
@@ -327,7 +326,7 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
     if (after.expire < before.expire && after.locked && before.locked && after.uuid == before.uuid &&
         std::string(op).rfind("renew", 0) == 0)
       o << "  EXPIRY MOVED EARLIER";
-    trace(-1, key, o.str());
+    trace(-1, key, std::move(o.s));
   }
   const bool claimed = std::string(op) == "claim" && after.exists &&
                        (after.uuid != before.uuid || after.fence != before.fence);
@@ -360,7 +359,7 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
       << b.fence << "->" << a.fence << " ts_expire " << be << "->" << ae << " (server now "
       << sched_.wall() << ")";
     if (ae < be && a.uuid == b.uuid && std::string(op) == "renew_semaphore") o << "  EXPIRY MOVED EARLIER";
-    trace(-1, key, o.str());
+    trace(-1, key, std::move(o.s));
     std::lock_guard<std::mutex> g(mu_);
     auto& h = history_[std::string(kSemColl) + "/" + key];
     h.push_back(w);
@@ -657,33 +656,31 @@ void World::check() {
   const std::int64_t now = sched_.mono();
   const std::int64_t T = sched_.wall();
   const bool exc = excused();
-  struct Item {
-    const Believer* b;
-    BeliefState s;
-  };
-  // Few keys: a vector searched linearly beats a map built at every step.
-  std::vector<std::pair<const std::string*, std::vector<Item>>> groups;
+  using Item = CheckItem;
+  // Few keys: a vector searched linearly beats a map built at every step. Its buffers
+  // are kept from step to step (no allocation per step).
+  std::size_t ngroups = 0;
   auto group_of = [&](const std::string& gk) -> std::vector<Item>& {
-    for (auto& g : groups)
-      if (*g.first == gk) return g.second;
-    groups.emplace_back(&gk, std::vector<Item>{});
-    return groups.back().second;
+    for (std::size_t i = 0; i < ngroups; ++i)
+      if (*groups_[i].first == gk) return groups_[i].second;
+    if (ngroups == groups_.size()) groups_.emplace_back();
+    auto& g = groups_[ngroups++];
+    g.first = &gk;
+    g.second.clear();
+    return g.second;
   };
-  std::vector<std::pair<const Believer*, BeliefState>> started;
+  auto& started = started_;
+  started.clear();
   {
     // Every sim thread waits now: nobody changes believers_ while they are probed (no lock
     // held across a probe: the library may log, and the log sink traces).
-    for (auto& [id, b] : believers_) {
+    for (auto& entry : believers_) {
+      Believer& b = entry.second;
       if (paused(b.node, now)) continue;  // a paused process believes nothing new
       const std::optional<BeliefState> s = b.probe();
-      std::optional<std::int64_t> before;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        auto it = believed_fence_.find(id);
-        if (it != believed_fence_.end()) before = it->second;
-        if (!s) believed_fence_.erase(id);
-        else believed_fence_[id] = s->fence;
-      }
+      const std::optional<std::int64_t> before = b.believed;
+      if (!s) b.believed.reset();
+      else b.believed = s->fence;
       if (!s) {
         if (before) trace(b.node, b.key, "belief ends: " + b.label + " " + kind_name(b.kind) + " " + b.key);
         continue;
@@ -696,7 +693,9 @@ void World::check() {
       group_of(b.gk).push_back({&b, *s});
     }
     for (auto& [b, s] : started) token_check(*b, s);
-    for (auto& [gk, items] : groups) {
+    for (std::size_t gi = 0; gi < ngroups; ++gi) {
+      const std::string* gk = groups_[gi].first;
+      const std::vector<Item>& items = groups_[gi].second;
       const Believer& b0 = *items[0].b;
       const bool sem = b0.kind == Kind::Sem || b0.kind == Kind::SemLease;
       if (exc) continue;
@@ -713,10 +712,14 @@ void World::check() {
                     (sem ? " (limit " + std::to_string(p_.sem_limit) + ")" : "") + ": " + who,
                 tags);
       }
-      std::optional<LockDoc> lock_doc;
-      std::optional<SemaphoreDoc> sem_doc;
-      if (!sem) lock_doc = mem_->read(b0.coll, b0.key);
-      else sem_doc = mem_->read_semaphore(b0.coll, b0.key);
+      DocCache& cached = doc_cache_[*gk];
+      if (cached.gen != server_gen_) {
+        cached.gen = server_gen_;
+        if (!sem) cached.lock = mem_->read(b0.coll, b0.key);
+        else cached.sem = mem_->read_semaphore(b0.coll, b0.key);
+      }
+      const std::optional<LockDoc>& lock_doc = cached.lock;
+      const std::optional<SemaphoreDoc>& sem_doc = cached.sem;
       for (const auto& it : items) {
         const Believer& b = *it.b;
         bool ok = false;
@@ -770,7 +773,7 @@ void World::check() {
       if (uuids.empty()) continue;
       const std::string gk = std::string(kElectColl) + "/" + key;
       bool led = false;
-      for (const auto& g : groups) led = led || *g.first == gk;
+      for (std::size_t gi = 0; gi < ngroups; ++gi) led = led || *groups_[gi].first == gk;
       if (led) continue;
       if (exc) continue;
       violate("I6", key,
@@ -814,6 +817,60 @@ void World::setup() {
   spawn(probe, "probe", [this, &probe] { prober(probe); });
 }
 
+// The driver's work between two instants: checks, then time moves to the next instant
+// something is due and the server applies what arrives then. False: the schedule is over.
+// Runs on the driver or on the sim thread that found nothing runnable (Scheduler::idle_step).
+bool World::step() {
+  ++steps_;
+  check();
+  bool stop;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop = !violations_.empty() && o_.stop_at_first;
+  }
+  if (stop) return false;
+  const std::int64_t now = sched_.mono();
+  if (now >= p_.E && probed_) return false;
+  if (now >= p_.E + 20 * p_.ttl) {
+    violate("I6", "", "the liveness probe did not finish by " + ms(now));
+    return false;
+  }
+  std::int64_t next = std::numeric_limits<std::int64_t>::max();
+  if (auto d = sched_.next_deadline()) next = *d;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!events_.empty()) next = std::min(next, std::get<0>(events_.begin()->first));
+  }
+  for (const auto& w : p_.pauses)
+    if (w.b > now) next = std::min(next, w.b);
+  for (const auto& s : p_.steps)
+    if (s.first > now) next = std::min(next, s.first);
+  for (const auto t : p_.ttl_sweeps)
+    if (t > now) next = std::min(next, t);
+  if (now < p_.E) next = std::min(next, p_.E);
+  if (next == std::numeric_limits<std::int64_t>::max()) return false;
+  sched_.set_now(next);
+  for (const auto& s : p_.steps) {
+    if (s.first != next) continue;
+    sched_.jump_wall(s.second);
+    trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
+                      (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
+  }
+  if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (events_.empty() || std::get<0>(events_.begin()->first) > next) break;
+      fn = std::move(events_.begin()->second);
+      events_.erase(events_.begin());
+    }
+    ++server_gen_;
+    fn();
+  }
+  return true;
+}
+
 Result World::run() {
   install_log_sink(this);
   Result res;
@@ -821,55 +878,21 @@ Result World::run() {
   trace(-1, "", p_.describe());
   try {
     setup();
+    // An exception of a step run by a sim thread ends the schedule and is thrown here.
+    sched_.idle_step = [this] {
+      try {
+        return step();
+      } catch (...) {
+        step_error_ = std::current_exception();
+        return false;
+      }
+    };
     for (;;) {
       sched_.run_instant();
-      ++steps_;
-      check();
-      bool stop;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        stop = !violations_.empty() && o_.stop_at_first;
-      }
-      if (stop) break;
-      const std::int64_t now = sched_.mono();
-      if (now >= p_.E && probed_) break;
-      if (now >= p_.E + 20 * p_.ttl) {
-        violate("I6", "", "the liveness probe did not finish by " + ms(now));
-        break;
-      }
-      std::int64_t next = std::numeric_limits<std::int64_t>::max();
-      if (auto d = sched_.next_deadline()) next = *d;
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        if (!events_.empty()) next = std::min(next, std::get<0>(events_.begin()->first));
-      }
-      for (const auto& w : p_.pauses)
-        if (w.b > now) next = std::min(next, w.b);
-      for (const auto& s : p_.steps)
-        if (s.first > now) next = std::min(next, s.first);
-      for (const auto t : p_.ttl_sweeps)
-        if (t > now) next = std::min(next, t);
-      if (now < p_.E) next = std::min(next, p_.E);
-      if (next == std::numeric_limits<std::int64_t>::max()) break;
-      sched_.set_now(next);
-      for (const auto& s : p_.steps) {
-        if (s.first != next) continue;
-        sched_.jump_wall(s.second);
-        trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
-                          (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
-      }
-      if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
-      for (;;) {
-        std::function<void()> fn;
-        {
-          std::lock_guard<std::mutex> g(mu_);
-          if (events_.empty() || std::get<0>(events_.begin()->first) > next) break;
-          fn = std::move(events_.begin()->second);
-          events_.erase(events_.begin());
-        }
-        fn();
-      }
+      if (sched_.halted()) break;
+      if (!step()) break;
     }
+    if (step_error_) std::rethrow_exception(step_error_);
   } catch (const Stall& s) {
     res.status = "stall";
     res.error = s.what();
@@ -891,13 +914,6 @@ Result World::run() {
   {
     std::lock_guard<std::mutex> g(mu_);
     res.violations = violations_;
-    std::uint64_t h = 0;
-    for (const auto& e : trace_) {
-      std::uint64_t x = hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
-      for (char ch : e.text) x = mix64(x ^ static_cast<unsigned char>(ch));
-      h = mix64(h ^ x);
-    }
-    res.trace_hash = h;
   }
   if (!res.violations.empty()) res.status = "violation";
   return res;
@@ -918,6 +934,7 @@ void World::ttl_sweep() {
     const std::string coll = gk.substr(0, slash), key = gk.substr(slash + 1);
     const LockSnap s = snap_lock(coll, key);
     if (!s.exists || s.expire > now) continue;
+    ++server_gen_;
     mem_->delete_lock(coll, key);
     trace(-1, key, "TTL monitor deletes " + gk + " (ts_expire " + ms(s.expire) + " <= server now " + ms(now) + ")");
     CallCtx c;
@@ -951,5 +968,16 @@ void World::teardown() {
 }
 
 const std::vector<TraceEntry>& World::trace_entries() const { return trace_; }
+
+std::uint64_t World::trace_hash() {
+  std::lock_guard<std::mutex> g(mu_);
+  std::uint64_t h = 0;
+  for (const auto& e : trace_) {
+    std::uint64_t x = hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
+    for (char ch : e.text) x = mix64(x ^ static_cast<unsigned char>(ch));
+    h = mix64(h ^ x);
+  }
+  return h;
+}
 
 }  // namespace sim

@@ -118,7 +118,7 @@ struct Result {
   std::vector<Violation> violations;
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0;
-  std::uint64_t trace_hash = 0;
+  std::uint64_t trace_hash = 0;  // 0 when not asked for (see World::trace_hash)
   std::int64_t end_t = 0;
 };
 
@@ -224,6 +224,9 @@ struct Believer {
   std::string coll, key, uuid, label;
   std::string gk;  // coll + "/" + key
   std::function<std::optional<BeliefState>()> probe;
+  // The fence believed at the last step (checked only by the driver, while every sim
+  // thread waits).
+  std::optional<std::int64_t> believed;
 };
 
 // What the server did to a lock document or semaphore slot (for the trace's diagnosis).
@@ -258,6 +261,9 @@ class World {
   ~World();
   Result run();
   const std::vector<TraceEntry>& trace_entries() const;
+  // A hash of the whole trace (replays and reruns compare it). Not part of run(): a
+  // schedule that passes needs it only when its runs are compared.
+  std::uint64_t trace_hash();
 
   // ---- used by NodeStorage and actors ----
   const Params& params() const { return p_; }
@@ -266,7 +272,7 @@ class World {
   Fate draw_fate(int node, std::uint64_t seq, const char* op, std::int64_t t);
   void enqueue(std::int64_t at, std::int64_t arrival, int node, std::uint64_t seq,
                std::function<void()> fn);
-  void trace(int node, const std::string& key, const std::string& text);
+  void trace(int node, const std::string& key, std::string text);
   const std::shared_ptr<me::MemoryStorage>& mem() { return mem_; }
   LockSnap snap_lock(const std::string& coll, const std::string& key);
   WriteRec write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
@@ -296,6 +302,8 @@ class World {
   bool excused() const;
   std::int64_t step_slack() const;  // sum of the server clock's steps so far (inside the assumption)
   void check();
+  bool step();
+  std::exception_ptr step_error_;  // of a step run by a sim thread
   void ttl_sweep();
   std::vector<std::string> diagnose(const Believer& b, const BeliefState& s);
   void token_check(const Believer& b, const BeliefState& s);
@@ -339,7 +347,22 @@ class World {
   std::vector<TraceEntry> trace_;
   std::map<std::uint64_t, Believer> believers_;
   std::uint64_t next_believer_ = 1;
-  std::map<std::uint64_t, std::int64_t> believed_fence_;  // believer -> fence at last step
+  // The server's documents as check() last read them, by "coll/key": read again only
+  // after the server applied something (server_gen_ moved).
+  struct DocCache {
+    std::uint64_t gen = 0;
+    std::optional<me::LockDoc> lock;
+    std::optional<me::SemaphoreDoc> sem;
+  };
+  std::map<std::string, DocCache> doc_cache_;
+  std::uint64_t server_gen_ = 1;  // moves whenever the server may have changed a document
+  // check()'s buffers, kept from step to step.
+  struct CheckItem {
+    const Believer* b;
+    BeliefState s;
+  };
+  std::vector<std::pair<const std::string*, std::vector<CheckItem>>> groups_;
+  std::vector<std::pair<const Believer*, BeliefState>> started_;
   struct TokenState {
     std::int64_t max = 0;
     std::string owner;
