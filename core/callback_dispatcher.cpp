@@ -46,7 +46,7 @@ void CallbackJob::run_claimed() {
   });
 }
 
-void CallbackJob::finish() {
+void CallbackJob::finish(Clock& clock) {
   std::unique_lock<std::mutex> lk(mu_);
   if (claim_locked()) {
     lk.unlock();
@@ -54,7 +54,7 @@ void CallbackJob::finish() {
     return;
   }
   if (running_here_locked()) return;
-  done_.wait(lk, [this] {
+  clock.wait_for_work(lk, done_, [this] {
     // A job that was running in the parent at fork() has no thread here.
     return state_ == State::Done || runner_pid_ != getpid();
   });

@@ -50,9 +50,10 @@ class CallbackJob {
   CallbackJob(const CallbackJob&) = delete;
   CallbackJob& operator=(const CallbackJob&) = delete;
 
-  // Runs the job on this thread unless it has begun elsewhere, then waits until it has
-  // returned; returns at once if it is running on this very thread.
-  void finish();
+  // Runs the job on this thread unless it has begun elsewhere, then waits (on `clock`:
+  // the job may wait on it) until it has returned; returns at once if it is running on
+  // this very thread.
+  void finish(Clock& clock);
   // The dispatcher's side: runs it unless someone has.
   void run_if_pending();
   // True while it runs on the calling thread.

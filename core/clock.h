@@ -32,6 +32,15 @@ class Clock {
                           std::int64_t deadline_mono_ms, const std::function<bool()>& wake) = 0;
   // Sleeps without a condition (blocking acquire's step).
   virtual void sleep_ms(std::int64_t ms) = 0;
+  // Blocks until `done()` holds (checked after a notify on `cv`, under the caller's `lk`)
+  // for work another thread of the library is finishing: a renewal in flight, a callback
+  // being run. That thread may itself wait on this clock (a storage call's timeout, a
+  // slow callback), so a clock whose threads run one at a time (the simulation's) must
+  // let time move meanwhile. Default: a plain wait on `cv`.
+  virtual void wait_for_work(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                             const std::function<bool()>& done) {
+    cv.wait(lk, done);
+  }
   // Timers on this clock's mono time. Default: the process-wide steady-clock timer.
   virtual DeadlineTimer& timer() { return system_deadline_timer(); }
   // Where user callbacks announced by those timers run (callback_dispatcher.h): never on

@@ -111,7 +111,7 @@ Elector::~Elector() {
       log(LogLevel::Error, "Elector destroyed from its own on_leader_loss; aborting");
       std::abort();
     }
-    job->finish();
+    job->finish(*clock_);
   }
 }
 

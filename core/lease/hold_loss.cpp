@@ -191,7 +191,7 @@ std::optional<bool> HoldLoss::close() {
   if (task) clock_->timer().cancel(task, /*wait=*/false);
   // on_lost has run when close() returns: here, if no dispatcher thread has begun it
   // (not when this IS on_lost's thread).
-  if (job) job->finish();
+  if (job) job->finish(*clock_);
   return lost;
 }
 

@@ -93,7 +93,7 @@ void Renewer::remove(const Renewable* r) {
   }
   // A step is running: it drops the slot when it returns.
   it->second.removed = true;
-  done_cv_.wait(lk, [&] { return slots_.find(r) == slots_.end(); });
+  clock_->wait_for_work(lk, done_cv_, [&] { return slots_.find(r) == slots_.end(); });
 }
 
 std::shared_ptr<Renewable> Renewer::pop_due_locked(std::int64_t now) {

@@ -395,6 +395,17 @@ bool NodeClock::wait_until(std::unique_lock<std::mutex>& lk, std::condition_vari
   return s_.wait(node_, lk, deadline_mono_ms, wake ? &wake : nullptr);
 }
 
+void NodeClock::wait_for_work(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                              const std::function<bool()>& done) {
+  while (!done()) {
+    if (s_.free_running()) {  // teardown: threads run freely, a real wait is enough
+      cv.wait(lk, done);
+      return;
+    }
+    s_.wait(node_, lk, s_.mono() + kFarMs, &done);
+  }
+}
+
 void NodeClock::sleep_ms(std::int64_t ms) {
   if (ms <= 0) return;
   sleep_until(mono_ms() + ms);

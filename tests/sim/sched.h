@@ -5,10 +5,10 @@
 // timer, the workload's actors) is a "sim thread": it is started through
 // start_clock_thread() on its node's clock and then runs only when the driver grants it
 // the baton. Exactly one sim thread runs at a time; it runs until it waits on the clock
-// (every wait of the library goes through Clock::wait_until / sleep_ms) or exits. The
-// driver picks the next runnable thread (deadline reached, or its wake condition true --
-// evaluated under the waiter's own mutex, so a notify is never needed and never lost) in
-// an order drawn from the schedule's seed. Time moves only in the driver, to the next
+// (every wait of the library goes through Clock::wait_until / sleep_ms / wait_for_work)
+// or exits. The driver picks the next runnable thread (deadline reached, or its wake
+// condition true -- evaluated under the waiter's own mutex, so a notify is never needed
+// and never lost) in an order drawn from the schedule's seed. Time moves only in the driver, to the next
 // instant something is due. So a schedule's execution depends on its seed alone. The
 // driver's work between two instants (checks, moving time, the server applying calls)
 // is done by the sim thread that finds nothing runnable, acting as the driver
@@ -230,6 +230,9 @@ class NodeClock final : public me::Clock {
   bool wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
                   std::int64_t deadline_mono_ms, const std::function<bool()>& wake) override;
   void sleep_ms(std::int64_t ms) override;
+  // The thread finishing that work runs only once this one gives the baton up.
+  void wait_for_work(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                     const std::function<bool()>& done) override;
   // Sleeps until mono time `t` (nothing if past).
   void sleep_until(std::int64_t t);
   me::DeadlineTimer& timer() override { return timer_; }
