@@ -24,7 +24,8 @@ class _NativeLoss(Protocol):
 class LossEvent(threading.Event):
     """A ``threading.Event`` that reads a lease's loss: ``is_set()`` is true once the lease
     is lost (at its renew deadline at the latest), ``wait(timeout)`` is the lease's
-    ``wait_lost(timeout)`` (on the lease's clock: fake time on a testing ``FakeClock``).
+    ``wait_lost(timeout)`` (on the lease's clock: fake time on a testing ``FakeClock``;
+    only a wait that begins before the lease exists spends that part in real time).
     It is set by the library only: ``set()`` and ``clear()`` raise ``RuntimeError``."""
 
     def __init__(self) -> None:
