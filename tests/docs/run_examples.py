@@ -8,8 +8,9 @@ Every fenced code block is one of:
 * a **complete program**, run by this script (the default for ```python, ```c and ```sh):
     - ``python``: run with the interpreter given by ``--python`` (the installed package),
       and checked with ``mypy --strict``. Use ``memory://NAME`` or ``sqlite:///...`` URIs,
-      or ``os.environ["MONGOELECTOR_TEST_URI"]`` for a real server (then mark it
-      ``needs-server``, below).
+      or ``os.environ.get("MONGO_URI", "mongodb://localhost:27017")`` for a real server
+      (then mark it ``needs-server``, below: this script sets MONGO_URI to
+      $MONGOELECTOR_TEST_URI).
     - ``c``: compiled with gcc against the built library (``--include-dir``,
       ``--lib-dir``, with an rpath), then run.
     - ``sh`` / ``bash`` / ``shell``: run with ``bash -eu`` in an empty temporary directory,
@@ -136,6 +137,8 @@ def main() -> int:
     (tmp / "home").mkdir()
     (tmp / "state").mkdir()
     env.pop("MONGOELECTOR_URI", None)
+    if server:  # the examples that need a server read MONGO_URI
+        env["MONGO_URI"] = server
     if args.cli_dir:
         env["PATH"] = str(Path(args.cli_dir).resolve()) + os.pathsep + env["PATH"]
     typed: list[tuple[Block, Path]] = []
@@ -157,6 +160,10 @@ def main() -> int:
             continue
         if "needs-server" in b.markers and not server:
             count(lang, "skipped")
+            if lang == "python" and "no-mypy" not in b.markers:  # type-checked all the same
+                src = tmp / f"example_{n}.py"
+                src.write_text(b.code)
+                typed.append((b, src))
             continue
         expect = int(b.markers.get("expect-exit", "0") or 0)
         work = tmp / f"b{n}"
