@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every suite: unit, build checks (exported
 # symbols, header, ABI, install consumer), the C++ and C integration suites against
-# mongo-java-server AND FerretDB, the Python suite, and the Go and Rust bindings.
+# mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
+# Go and Rust bindings.
 # Also against $MONGOELECTOR_TEST_URI when set (a real MongoDB of yours).
 # Exits non-zero if any suite fails. Idempotent.
 set -euo pipefail
@@ -66,6 +67,11 @@ if [[ -n "$USER_URI" ]]; then
   run_suite "Python suite on \$MONGOELECTOR_TEST_URI" \
     env MONGOELECTOR_TEST_URI="$USER_URI" "${PYTEST[@]}" "$ROOT/tests/python"
 fi
+
+# The documentation: mkdocs build --strict and every example of README.md and docs/
+# (Python with the package just installed, C against the build tree, the command).
+run_suite "documentation (mkdocs --strict, examples of README.md and docs/)" \
+  with_server java -- bash "$ROOT/tests/docs/run.sh" "$PY_VENV" "$BUILD_DIR"
 
 run_suite "fault suite (CI profile) on java" bash "$ROOT/tests/faults/run.sh" --profile ci
 
