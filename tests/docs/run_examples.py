@@ -200,19 +200,21 @@ def main() -> int:
     if typed and not args.no_mypy:
         # One mypy process for all blocks: each file is its own module.
         mypy = [args.python, "-m", "mypy", "--strict", "--no-error-summary",
-                "--cache-dir", str(tmp / "mypy-cache"), *[str(p) for _, p in typed]]
+                "--cache-dir", str(tmp / "mypy-cache"),
+                *[str(p.relative_to(tmp)) for _, p in typed]]
         p = subprocess.run(mypy, capture_output=True, text=True, cwd=tmp)
         by_file: dict[str, list[str]] = {}
         for ln in (p.stdout + p.stderr).splitlines():
             by_file.setdefault(ln.split(":", 1)[0], []).append(ln)
-        if p.returncode not in (0, 1):
+        if p.returncode not in (0, 1) or (p.returncode == 1 and not any(
+                ": error:" in ln for ln in p.stdout.splitlines())):
             failures.append("FAIL mypy did not run: " + (p.stdout + p.stderr)[-500:])
         for b, src in typed:
-            msgs = [m for m in by_file.get(str(src), []) if ": error:" in m]
+            msgs = [m for m in by_file.get(str(src.relative_to(tmp)), []) if ": error:" in m]
             if msgs:
                 count("python", "mypy failed")
                 failures.append(f"FAIL {b.where} (mypy --strict):\n    " + "\n    ".join(
-                    m.replace(str(src), "line") for m in msgs))
+                    m.replace(str(src.relative_to(tmp)), "line") for m in msgs))
             else:
                 count("python", "mypy ok")
 
