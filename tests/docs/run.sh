@@ -8,7 +8,8 @@
 # Needs: VENV, a virtualenv with the mongoelector package installed (`pip install .[test]`,
 # which brings mypy); mkdocs and the Material theme are installed into it here, at pinned
 # versions. BUILD_DIR, a build tree with libmongoelector.so.1 and the mongoelector command
-# (C examples link against the first, shell examples run the second). Examples marked
+# (C and Go examples link against the first, shell examples run the second; Go examples
+# run when `go` is on PATH, Rust examples are fragments for now). Examples marked
 # needs-server run only when MONGOELECTOR_TEST_URI is set (run_all.sh runs this suite
 # under a fresh mongo-java-server).
 set -euo pipefail
@@ -29,6 +30,8 @@ SITE="$(mktemp -d)"
 trap 'rm -rf "$SITE"' EXIT
 status=0
 (cd "$ROOT" && "$PY" -m mkdocs build --strict --quiet --site-dir "$SITE") || status=1
+GO=()
+command -v go >/dev/null && GO=(--go)  # Go blocks need the toolchain run_all.sh installs
 "$PY" "$ROOT/tests/docs/run_examples.py" --python "$PY" --lib-dir "$(dirname "$LIB")" \
-  --cli-dir "$(dirname "$CLI")" || status=1
+  --cli-dir "$(dirname "$CLI")" "${GO[@]}" || status=1
 exit $status

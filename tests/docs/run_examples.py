@@ -16,7 +16,10 @@ Every fenced code block is one of:
     - ``sh`` / ``bash`` / ``shell``: run with ``bash -eu`` in an empty temporary directory,
       with the ``mongoelector`` command (``--cli-dir``) first on PATH and a private HOME
       and XDG_STATE_HOME.
-    - ``go``, ``rust``: not run yet (listed as "not run" in the table; they do not fail).
+    - ``go``: a block that starts with ``package main`` is built in a temporary module
+      (``replace`` pointing at capi/go, ``-tags mongoelector_dev``, linked against
+      ``--lib-dir`` with an rpath) and run; any other Go block must be a fragment.
+    - ``rust``: not run yet (listed as "not run" in the table; they do not fail).
 * a **fragment**: part of a program, or a command that installs or builds something.
   Put an HTML comment on the line right before the fence:
 
@@ -34,7 +37,7 @@ More markers, same place (several may share one comment line or stand on consecu
 Usage::
 
     python3 tests/docs/run_examples.py --python VENV/bin/python \
-        --lib-dir BUILD/capi --cli-dir BUILD/capi/cli [--no-mypy] [FILES...]
+        --lib-dir BUILD/capi --cli-dir BUILD/capi/cli [--go] [--no-mypy] [FILES...]
 
 Prints one line per failure and a table of blocks per language (run / fragment /
 skipped / not run / failed); exits 1 if any block failed.
@@ -57,7 +60,8 @@ FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)[^\n]*$")
 MARKER = re.compile(r"<!--\s*([\w-]+)(?:\s*:\s*(.*?))?\s*-->")
 LANGS = {"python": "python", "py": "python", "c": "c", "sh": "sh", "bash": "sh",
          "shell": "sh", "go": "go", "rust": "rust"}
-TIMEOUT = 120
+TIMEOUT = 300
+GO_MODULE = "github.com/mongoelector/mongoelector/capi/go"
 
 
 @dataclass
@@ -123,6 +127,8 @@ def main() -> int:
     ap.add_argument("--include-dir", default=str(ROOT / "capi" / "include"))
     ap.add_argument("--cli-dir", default="", help="directory of the mongoelector command")
     ap.add_argument("--no-mypy", action="store_true", help="skip mypy --strict")
+    ap.add_argument("--go", action="store_true",
+                    help="build and run Go blocks (needs go and --lib-dir)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every block run")
     args = ap.parse_args()
 
@@ -155,7 +161,7 @@ def main() -> int:
         if "fragment" in b.markers:
             count(lang, "fragment")
             continue
-        if lang in ("go", "rust"):
+        if lang == "rust" or (lang == "go" and not args.go):
             count(lang, "not run")
             continue
         if "needs-server" in b.markers and not server:
@@ -186,6 +192,25 @@ def main() -> int:
                 err = run(["gcc", "-std=c99", "-Wall", "-Werror", "-o", "example",
                            "example.c", "-I", args.include_dir, "-L", lib,
                            "-lmongoelector", "-Wl,-rpath," + lib], work, env, 0)
+                if err is None:
+                    err = run(["./example"], work, env, expect)
+        elif lang == "go":
+            if not b.code.lstrip().startswith("package main"):
+                err = "a Go block must be a complete program (package main) or a fragment"
+            elif not args.lib_dir:
+                err = "no --lib-dir (or MONGOELECTOR_LIB_DIR) to link Go examples against"
+            else:
+                lib = str(Path(args.lib_dir).resolve())
+                (work / "main.go").write_text(b.code)
+                (work / "go.mod").write_text(
+                    "module example\n\ngo 1.22\n\n"
+                    f"require {GO_MODULE} v0.0.0\n\n"
+                    f"replace {GO_MODULE} => {ROOT / 'capi' / 'go'}\n")
+                genv = dict(env, CGO_ENABLED="1", HOME=os.environ.get("HOME", env["HOME"]),
+                            CGO_CFLAGS=f"-I{args.include_dir}",
+                            CGO_LDFLAGS=f"-L{lib} -Wl,-rpath,{lib}")
+                err = run(["go", "build", "-tags", "mongoelector_dev", "-o", "example", "."],
+                          work, genv, 0)
                 if err is None:
                     err = run(["./example"], work, env, expect)
         else:  # sh
