@@ -102,6 +102,20 @@ struct SemaphoreDoc {
   std::vector<SemaphoreSlot> slots;
 };
 
+// One renewal of a batch (Storage::renew_semaphores): what renew_semaphore() takes.
+struct SemaphoreRenewRequest {
+  std::string key;
+  std::int64_t slot = 0;
+  std::string uuid;
+  std::int64_t fence = 0;
+  std::int64_t expire_ms = 0;  // the slot's new ts_expire, at least (monotonic)
+  // The document, read after the batch's write, shows this slot kept at least as long
+  // as asked: slot `slot` is {uuid, fence} with ts_expire >= expire_ms. Sound for the
+  // reasons RenewRequest::renewed_by gives (only its holder shortens or empties a slot,
+  // after letting go; a claim changes the slot's fence for good).
+  bool renewed_by(const SemaphoreDoc& doc) const;
+};
+
 // What a claiming node writes: slot `slot` becomes {uuid, host, pid, fence: new_fence,
 // ts_created: now_ms, ts_expire: expire_ms}, the document's fence new_fence.
 struct SemaphoreClaim {
@@ -316,6 +330,16 @@ class Storage {
   virtual bool renew_semaphore(const std::string& collection, const std::string& key,
                                std::int64_t slot, const std::string& uuid, std::int64_t fence,
                                std::int64_t now_ms, std::int64_t expire_ms);
+  // Batched renew_semaphore (keep-alive leases over semaphore slots, as renew_many for
+  // locks): renews every request as renew_semaphore() would at server time now_ms
+  // (monotonic) and returns, per request in order, whether its slot is renewed, decided
+  // by reading the documents back (SemaphoreRenewRequest::renewed_by), never by counts.
+  // Requests may name the same key (several slots of one client). Throws when the batch
+  // fails as a whole: the caller then treats none of it as renewed. Default:
+  // renew_semaphore() one by one.
+  virtual std::vector<bool> renew_semaphores(const std::string& collection,
+                                             const std::vector<SemaphoreRenewRequest>& requests,
+                                             std::int64_t now_ms);
   // If slot `slot` is {uuid, fence}, empties it (the document and its fence stay).
   // True if matched.
   virtual bool release_semaphore(const std::string& collection, const std::string& key,

@@ -20,6 +20,25 @@ bool Storage::renew_semaphore(const std::string&, const std::string&, std::int64
                               const std::string&, std::int64_t, std::int64_t, std::int64_t) {
   throw StorageError("this storage backend does not implement semaphores");
 }
+std::vector<bool> Storage::renew_semaphores(const std::string& collection,
+                                            const std::vector<SemaphoreRenewRequest>& requests,
+                                            std::int64_t now_ms) {
+  std::vector<bool> renewed;
+  renewed.reserve(requests.size());
+  for (const SemaphoreRenewRequest& r : requests)
+    renewed.push_back(
+        renew_semaphore(collection, r.key, r.slot, r.uuid, r.fence, now_ms, r.expire_ms));
+  return renewed;
+}
+
+bool SemaphoreRenewRequest::renewed_by(const SemaphoreDoc& doc) const {
+  if (doc.key != key || slot < 0 || slot >= static_cast<std::int64_t>(doc.slots.size()))
+    return false;
+  const SemaphoreSlot& s = doc.slots[static_cast<std::size_t>(slot)];
+  return s.uuid == uuid && s.fence == fence && s.ts_expire.has_value() &&
+         s.ts_expire->ms >= expire_ms;
+}
+
 bool Storage::release_semaphore(const std::string&, const std::string&, std::int64_t,
                                 const std::string&, std::int64_t) {
   throw StorageError("this storage backend does not implement semaphores");
