@@ -174,6 +174,11 @@ free_port() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# mongo-java-server listens before it has warmed up; it prints READY once it has.
+said_ready() {
+    [[ "$1" != java ]] || grep -q '^READY ' "$2/log" 2>/dev/null
+}
+
 pid_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
 
 # Accepts 27017, mongodb://127.0.0.1:27017/, 127.0.0.1:27017, ...
@@ -280,7 +285,7 @@ cmd_start() {
             if ! pid_alive "$STARTED_PID"; then
                 break
             fi
-            if port_open "$port"; then
+            if port_open "$port" && said_ready "$kind" "$state"; then
                 uri="mongodb://127.0.0.1:$port/"
                 echo "$uri" >"$state/uri"
                 log "$kind listening on $uri (pid $STARTED_PID, log $state/log)"
