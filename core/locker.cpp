@@ -534,13 +534,13 @@ std::optional<std::int64_t> Locker::renew() {
 
 std::optional<std::int64_t> Locker::renew_once() {
   RenewTicket t = begin_renew(clock_->mono_ms());  // `sent` before the estimate (try_acquire)
-  const bool ok = storage_->renew(options_.collection, options_.key, identity_.uuid, t.fence,
-                                  t.at.now_ms, t.request.expire_ms);
+  const bool ok = renew_one(*storage_, options_.collection, t);
   return finish_renew(t, ok);
 }
 
 Locker::RenewTicket Locker::begin_renew(std::int64_t sent) {
   RenewTicket t;
+  t.kind = RenewTicket::Kind::Lock;
   t.io = lock_hold_io();
   {
     std::lock_guard<std::mutex> g(mu_);

@@ -57,6 +57,7 @@
 #include <string>
 
 #include "clock.h"
+#include "hold/holdable.h"
 #include "identity.h"
 #include "log.h"
 #include "server_clock.h"
@@ -126,13 +127,7 @@ struct Hold {
   std::int64_t keep_until_ms = 0;
 };
 
-// A hold as the elector sees it, read in one critical section.
-struct Lease {
-  std::int64_t fence = 0;
-  std::int64_t end_mono = 0;  // lease_start_mono + ttl
-};
-
-class Locker {
+class Locker : public Holdable {
  public:
   Locker(std::shared_ptr<Storage> storage, LockerOptions options,
          std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
@@ -153,7 +148,8 @@ class Locker {
 
   // Releases this instance's hold, fenced (any holder's with force). Not holding is not
   // an error (no round trip then). On failure the hold is kept as stranded.
-  void release(bool force = false);
+  void release(bool force);
+  void release() override { release(false); }
   // Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this instance's hold but
   // keeps the lock taken until at least `min_hold_s` after the server took it, so that a
   // node whose schedule or clock differs cannot run the same job again within that time.
@@ -203,7 +199,7 @@ class Locker {
   double verify_time();
   // Takes a new server-time sample (one round trip). On a jump of the server's clock the
   // hold is treated as lost (stranded) and true is returned.
-  bool refresh_clock();
+  bool refresh_clock() override;
   // The contract's retry rule (see _acquireretry): may a blocking/non-blocking loop try
   // attempt number `count` at mono time `now_ms` having started at `start_ms`?
   static bool acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t now_ms,
@@ -221,20 +217,23 @@ class Locker {
   // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
   std::optional<std::int64_t> lease_deadline_mono() const;
   // fence and lease end of the current hold, in one read.
-  std::optional<Lease> lease() const;
+  std::optional<Lease> lease() const override;
   bool has_stranded() const;
 
   // Structured fields of a log record about this lock (key, uuid, host).
-  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const override;
+  std::string describe() const override { return options_.key; }
+  const char* unit() const override { return "lock"; }
+  const std::string& collection() const override { return options_.collection; }
 
   const LockerOptions& options() const { return options_; }
   const Identity& identity() const { return identity_; }
   const std::string& key() const { return options_.key; }
   double ttl_s() const { return options_.ttl_s; }
-  std::int64_t ttl_ms() const;
-  ServerClock& server_clock() { return server_clock_; }
-  Storage& storage() { return *storage_; }
-  Clock& clock() { return *clock_; }
+  std::int64_t ttl_ms() const override;
+  ServerClock& server_clock() override { return server_clock_; }
+  Storage& storage() override { return *storage_; }
+  Clock& clock() override { return *clock_; }
 
   // Server time now (estimate): for status timestamps.
   std::int64_t server_now_ms() { return server_clock_.now_ms(); }
@@ -252,23 +251,18 @@ class Locker {
   // sharing a clock sample and a ttl get the same expiry); finish_renew() applies the
   // outcome exactly as renew() does and releases the io lock. Between them the caller
   // sends request() (or the same write some other way). No metrics are recorded.
-  struct RenewTicket {
-    std::unique_lock<std::mutex> io;
-    std::int64_t fence = 0;
-    std::uint64_t gen = 0;
-    std::int64_t sent = 0;  // host mono
-    ServerTime at;          // server time estimate at `sent`
-    RenewRequest request;
-  };
-  RenewTicket begin_renew(std::int64_t sent);
-  std::optional<std::int64_t> finish_renew(RenewTicket& ticket, bool renewed);
+  // (Holdable; the ticket's kind is Lock, its io the hold's io lock.)
+  using RenewTicket = mongoelector::RenewTicket;
+  RenewTicket begin_renew(std::int64_t sent) override;
+  std::optional<std::int64_t> finish_renew(RenewTicket& ticket, bool renewed) override;
 
   // For the elector: gives up the hold locally but remembers it as stranded (it may still
   // be ours on the server). Only a hold with `fence` when it is not 0. With `in_doubt`
   // the caller is about to send a write that gives the hold away (a hand-over): the
   // stranded hold is then only ever released, never retaken (Hold::release_sent).
   // Returns the fence stranded, 0 if none.
-  std::int64_t strand(std::int64_t fence = 0, bool in_doubt = false);
+  std::int64_t strand(std::int64_t fence, bool in_doubt);
+  std::int64_t strand(std::int64_t fence = 0) override { return strand(fence, false); }
   // For the elector: if a stranded hold is still ours on the server, takes it back with
   // one renewal (same fence; the lease never left this owner) and returns the new lease
   // end; otherwise releases what is left of it (fenced) and returns nullopt.

@@ -13,9 +13,9 @@
 #include "exceptions.h"
 #include "handles.h"
 #include "json.h"
+#include "lease/lease.h"
 #include "mongoelector.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_lease.h"
 #include "utf8.h"
 
 using mongoelector::capi::checked;

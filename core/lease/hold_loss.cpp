@@ -13,6 +13,22 @@ namespace {
 constexpr std::int64_t kWaitSliceMs = 60 * 60 * 1000;
 }  // namespace
 
+std::shared_ptr<HoldLoss> HoldLoss::watch(const std::shared_ptr<Clock>& clock, std::int64_t ttl_ms,
+                                          std::function<void()> on_lost,
+                                          const std::shared_ptr<Holdable>& holder,
+                                          std::int64_t fence, const std::string& what,
+                                          std::int64_t lease_end, std::int64_t margin) {
+  Hooks hooks;
+  hooks.strand = [holder, fence] { holder->strand(fence); };
+  hooks.log = [holder, fence](LogLevel level, const std::string& message, LogEvent event) {
+    log(level, message, holder->log_fields(event, fence));
+  };
+  hooks.what = what + " (fence " + std::to_string(fence) + ")";
+  auto loss = std::make_shared<HoldLoss>(clock, ttl_ms, std::move(on_lost), std::move(hooks));
+  loss->start(lease_end, margin);
+  return loss;
+}
+
 HoldLoss::HoldLoss(std::shared_ptr<Clock> clock, std::int64_t ttl_ms,
                    std::function<void()> on_lost, Hooks hooks)
     : clock_(std::move(clock)), ttl_ms_(ttl_ms), on_lost_(std::move(on_lost)),

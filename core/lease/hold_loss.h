@@ -1,5 +1,5 @@
-// The loss of a hold kept alive in the background: a keep-alive lease (lease.h) or a
-// semaphore lease (semaphore/semaphore_lease.h). One rule, one place for both.
+// The loss of a hold kept alive in the background by a keep-alive lease (lease.h), of a
+// lock or a semaphore slot alike. One rule, one place.
 //
 //  * LOST IS READ FROM THE CLOCK, not set by a thread (protocol notes, "derive, don't
 //    flag"): lost() is true once this host's monotonic clock reaches the renew deadline
@@ -33,6 +33,7 @@
 #include <string>
 
 #include "../clock.h"
+#include "../hold/holdable.h"
 #include "../log.h"
 
 namespace mongoelector {
@@ -40,7 +41,7 @@ namespace mongoelector {
 class HoldLoss : public std::enable_shared_from_this<HoldLoss> {
  public:
   struct Hooks {
-    std::function<void()> strand;  // gives the hold up locally (Locker/Semaphore::strand)
+    std::function<void()> strand;  // gives the hold up locally (Holdable::strand)
     std::function<void(LogLevel, const std::string&, LogEvent)> log;  // with the hold's fields
     std::string what;  // "keep-alive lease of KEY (fence F)", for messages
   };
@@ -54,24 +55,13 @@ class HoldLoss : public std::enable_shared_from_this<HoldLoss> {
 
   // Watches a hold whose lease ends at host mono `lease_end`, with `margin`. Once, first.
   void start(std::int64_t lease_end, std::int64_t margin);
-  // A started HoldLoss for the hold `fence` of `holder` (a Locker or a Semaphore: its
-  // strand(fence) and log_fields(event, fence)); `what` names it in messages.
-  template <class Holder>
+  // A started HoldLoss for the hold `fence` of `holder` (its strand(fence) and
+  // log_fields(event, fence)); `what` names it in messages.
   static std::shared_ptr<HoldLoss> watch(const std::shared_ptr<Clock>& clock, std::int64_t ttl_ms,
                                          std::function<void()> on_lost,
-                                         const std::shared_ptr<Holder>& holder, std::int64_t fence,
+                                         const std::shared_ptr<Holdable>& holder, std::int64_t fence,
                                          const std::string& what, std::int64_t lease_end,
-                                         std::int64_t margin) {
-    Hooks hooks;
-    hooks.strand = [holder, fence] { holder->strand(fence); };
-    hooks.log = [holder, fence](LogLevel level, const std::string& message, LogEvent event) {
-      log(level, message, holder->log_fields(event, fence));
-    };
-    hooks.what = what + " (fence " + std::to_string(fence) + ")";
-    auto loss = std::make_shared<HoldLoss>(clock, ttl_ms, std::move(on_lost), std::move(hooks));
-    loss->start(lease_end, margin);
-    return loss;
-  }
+                                         std::int64_t margin);
 
   // A renewal step at `now`: closed, lost (its deadline passed, or declared), or live
   // with its deadline.

@@ -153,6 +153,26 @@ void Renewer::pop_batch_locked(const void* domain, std::int64_t now,
   }
 }
 
+namespace {
+// One call for renewals of one kind and collection at server time now_ms: per ticket,
+// whether its hold is renewed. A single one goes alone (one command instead of update +
+// find).
+std::vector<bool> renew_batch(Storage& via, const std::string& collection,
+                              const std::vector<RenewTicket>& tickets, std::int64_t now_ms) {
+  if (tickets.size() == 1) return {renew_one(via, collection, tickets[0])};
+  if (tickets[0].kind == RenewTicket::Kind::Lock) {
+    std::vector<RenewRequest> requests;
+    requests.reserve(tickets.size());
+    for (const auto& t : tickets) requests.push_back(t.request);
+    return via.renew_many(collection, requests, now_ms);
+  }
+  std::vector<SemaphoreRenewRequest> requests;
+  requests.reserve(tickets.size());
+  for (const auto& t : tickets) requests.push_back(t.semaphore);
+  return via.renew_semaphores(collection, requests, now_ms);
+}
+}  // namespace
+
 void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
   const std::size_t n = batch.size();
   std::vector<std::optional<std::int64_t>> next(n);
@@ -167,51 +187,52 @@ void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
       ok = true;
       return starts[i].next;
     });
-    if (!ok) starts[i].request.reset();
+    if (!ok) starts[i].ticket = nullptr;
   }
-  // Requests by collection, in chunks of the storage's batch size.
-  std::map<std::string, std::vector<std::size_t>> by_collection;
+  // Renewals by kind (one batch call each) and collection, in chunks of the storage's
+  // batch size.
+  std::map<std::pair<RenewTicket::Kind, std::string>, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < n; ++i)
-    if (starts[i].request) by_collection[starts[i].collection].push_back(i);
+    if (starts[i].ticket) groups[{starts[i].ticket->kind, starts[i].collection}].push_back(i);
   std::uint64_t sent_batches = 0, carried = 0;
-  for (const auto& [collection, members] : by_collection) {
+  for (const auto& [group, members] : groups) {
+    const auto& [kind, collection] = group;
     const std::size_t chunk = std::max<std::size_t>(1, starts[members[0]].storage->max_renew_batch());
     for (std::size_t from = 0; from < members.size(); from += chunk) {
       const std::size_t to = std::min(members.size(), from + chunk);
-      std::vector<RenewRequest> requests;
-      requests.reserve(to - from);
       // Sent through the member with the shortest call bound, so that no member's call
       // runs longer than its own bound allows; filtered at the latest estimate of now.
       Storage* via = starts[members[from]].storage;
-      std::int64_t now_ms = starts[members[from]].now_ms;
+      std::int64_t now_ms = starts[members[from]].ticket->at.now_ms;
       for (std::size_t j = from; j < to; ++j) {
         const auto& st = starts[members[j]];
-        requests.push_back(*st.request);
-        now_ms = std::max(now_ms, st.now_ms);
+        now_ms = std::max(now_ms, st.ticket->at.now_ms);
         const std::int64_t b = st.storage->call_bound_ms();
         if (b > 0 && (via->call_bound_ms() <= 0 || b < via->call_bound_ms())) via = st.storage;
       }
-      // Leases whose lockers sampled the server's clock apart compute expiries a few ms
+      // Leases whose holders sampled the server's clock apart compute expiries a few ms
       // apart: each is raised to the batch's latest now + its own lease length, so that
       // one ttl makes one update. Only ever LATER than the lease's own computation: the
-      // server keeps the lock at least as long as the holder counts on it.
+      // server keeps the hold at least as long as the holder counts on it.
+      std::vector<RenewTicket> tickets;  // copies of the requests, raised
+      tickets.reserve(to - from);
       for (std::size_t j = from; j < to; ++j) {
-        const auto& st = starts[members[j]];
-        RenewRequest& r = requests[j - from];
-        r.expire_ms = std::max(r.expire_ms, now_ms + (r.expire_ms - st.now_ms));
+        const RenewTicket& t = *starts[members[j]].ticket;
+        RenewTicket& c = tickets.emplace_back();
+        c.kind = t.kind;
+        c.at = t.at;
+        c.request = t.request;
+        c.semaphore = t.semaphore;
+        c.raise_expire(now_ms + (t.expire_ms() - t.at.now_ms));
+        c.at.now_ms = now_ms;
       }
       std::vector<bool> renewed;
       std::string error;
       try {
-        if (requests.size() == 1) {  // one command instead of update + find
-          const RenewRequest& r = requests[0];
-          renewed.push_back(via->renew(collection, r.key, r.uuid, r.fence, now_ms, r.expire_ms));
-        } else {
-          renewed = via->renew_many(collection, requests, now_ms);
-        }
-        if (renewed.size() != requests.size())
+        renewed = renew_batch(*via, collection, tickets, now_ms);
+        if (renewed.size() != tickets.size())
           error = "the storage answered " + std::to_string(renewed.size()) + " results for " +
-                  std::to_string(requests.size()) + " renewals";
+                  std::to_string(tickets.size()) + " renewals";
       } catch (const std::exception& ex) {
         error = ex.what();
         if (error.empty()) error = "batched renewal failed";
@@ -219,7 +240,7 @@ void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
         error = "batched renewal failed";
       }
       ++sent_batches;
-      carried += requests.size();
+      carried += tickets.size();
       for (std::size_t j = from; j < to; ++j) {
         const std::size_t i = members[j];
         const bool ok = error.empty() && renewed[j - from];

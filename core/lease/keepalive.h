@@ -10,9 +10,10 @@
 //
 // Batching: renewals are not sent one by one. When a batchable renewable falls due, the
 // worker takes with it every queued renewable of the same storage domain (one client,
-// Storage::batch_domain()) whose early-ok time has passed, and sends all their renewals
-// in Storage::renew_many calls of at most max_renew_batch() requests (2 commands per
-// chunk on MongoDB). A renewable renewed early is due again a full interval after THIS
+// Storage::batch_domain()) whose early-ok time has passed, and sends their renewals by
+// kind and collection -- locks in Storage::renew_many, semaphore slots in
+// Storage::renew_semaphores -- in calls of at most max_renew_batch() requests (2
+// commands per chunk on MongoDB). A renewable renewed early is due again a full interval after THIS
 // send, so after one round a client's renewals are aligned: a process holding N keys
 // sends about 2 * ceil(N / batch) commands per renew interval instead of N. Each
 // renewable keeps its own deadline (measured from the batch's send), and learns its
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "../clock.h"
+#include "../hold/holdable.h"
 #include "../storage.h"
 
 namespace mongoelector {
@@ -44,17 +46,17 @@ class Renewable {
   virtual std::optional<std::int64_t> renew_step() = 0;
 
   // ---- Batching (optional; the defaults never batch) ----
-  // Renewables with the same non-null domain may share one Storage::renew_many.
+  // Renewables with the same non-null domain may share one batch call.
   virtual const void* batch_domain() const { return nullptr; }
   // Host mono ms from which the step due at `due` may run early to join a batch.
   virtual std::int64_t early_ok(std::int64_t due) const { return due; }
   // What begin_batched() decided.
   struct BatchStart {
-    // Set: send this request in a batch, then call finish_batched().
-    std::optional<RenewRequest> request;
+    // Set: send this renewal in a batch, then call finish_batched(). The renewable
+    // keeps the ticket until then; the renewer only reads it.
+    const RenewTicket* ticket = nullptr;
     std::string collection;
     Storage* storage = nullptr;   // may carry the batch
-    std::int64_t now_ms = 0;      // server time the request was computed at
     // Otherwise: the step is over (no request); the next due, as renew_step() returns.
     std::optional<std::int64_t> next;
   };
@@ -62,7 +64,7 @@ class Renewable {
   // before this call). Anything renew_step() would do without the renewal call it does
   // here (stale clock sample, loss, clean-up) and returns `next` instead of a request.
   virtual BatchStart begin_batched(std::int64_t /*sent*/) {
-    return BatchStart{{}, {}, nullptr, 0, renew_step()};
+    return BatchStart{nullptr, {}, nullptr, renew_step()};
   }
   // The batch's outcome for this request: renewed, or the failure of the whole call
   // (error set). Returns the next due, as renew_step() does.

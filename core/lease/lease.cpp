@@ -17,12 +17,12 @@ std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms) {
 
 class KeepAliveLease::State final : public Renewable {
  public:
-  State(std::shared_ptr<Locker> l, std::shared_ptr<Clock> c)
-      : locker(std::move(l)), clock(std::move(c)) {
-    ttl_ms = locker->ttl_ms();
-    call_bound_ms = locker->storage().call_bound_ms();
+  State(std::shared_ptr<Holdable> h, std::shared_ptr<Clock> c)
+      : hold(std::move(h)), clock(std::move(c)) {
+    ttl_ms = hold->ttl_ms();
+    call_bound_ms = hold->storage().call_bound_ms();
     backoff_ms = std::max<std::int64_t>(1, std::min<std::int64_t>(ttl_ms / 20, 250));
-    domain = locker->storage().batch_domain();
+    domain = hold->storage().batch_domain();
   }
 
   std::optional<std::int64_t> renew_step() override;
@@ -35,15 +35,15 @@ class KeepAliveLease::State final : public Renewable {
   // The common start of a renewal: a value when the step ends without one (closed,
   // lost, past the deadline, a clock jump or a failed sample), nullopt to renew now.
   std::optional<std::optional<std::int64_t>> before_renewal(bool may_sample);
-  // The common end: the locker's new lease end (nullopt: not ours any more).
+  // The common end: the holder's new lease end (nullopt: not ours any more).
   std::optional<std::int64_t> after_renewal(std::optional<std::int64_t> end);
   std::optional<std::int64_t> after_failure(const char* what);
-  // After loss: releases (fenced) whatever the locker may still hold of this lease.
+  // After loss: releases (fenced) whatever the holder may still hold of this lease.
   std::optional<std::int64_t> clean_up(std::int64_t now) {
-    return loss->clean_up(now, [this] { locker->release(); }, backoff_ms);
+    return loss->clean_up(now, [this] { hold->release(); }, backoff_ms);
   }
 
-  const std::shared_ptr<Locker> locker;
+  const std::shared_ptr<Holdable> hold;
   const std::shared_ptr<Clock> clock;
   std::int64_t ttl_ms = 0;
   std::int64_t call_bound_ms = 0;
@@ -51,7 +51,7 @@ class KeepAliveLease::State final : public Renewable {
   std::int64_t fence = 0;  // set once, before the lease is shared
   const void* domain = nullptr;
   std::shared_ptr<HoldLoss> loss;  // set once, before the lease is shared
-  std::optional<Locker::RenewTicket> ticket;  // between begin_batched and finish_batched
+  std::optional<RenewTicket> ticket;  // between begin_batched and finish_batched
 };
 
 std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal(bool may_sample) {
@@ -64,10 +64,10 @@ std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal
   // A stale clock sample is refreshed as a call of its own, only when it and the
   // renewal both fit before the deadline (as the elector does). Several leases of one
   // client share one sample (ClockSampleBoard): one round trip for all of them.
-  if (may_sample && locker->server_clock().stale() &&
+  if (may_sample && hold->server_clock().stale() &&
       (call_bound_ms <= 0 || now + 2 * call_bound_ms <= v.deadline)) {
     try {
-      if (locker->refresh_clock()) {  // a jump: the lease was written on the old base
+      if (hold->refresh_clock()) {  // a jump: the lease was written on the old base
         loss->declare_lost("the server's clock jumped");
         return std::optional<std::int64_t>(clock->mono_ms() + backoff_ms);
       }
@@ -81,8 +81,10 @@ std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal
 std::optional<std::int64_t> KeepAliveLease::State::after_renewal(std::optional<std::int64_t> end) {
   // Started whenever the deadline had not passed, even if it could still be running
   // then: the lease was lost at the deadline whatever the call did.
-  const std::int64_t margin = renew_margin_ms(ttl_ms, locker->server_clock().uncertainty_ms());
-  switch (loss->renewed(end, margin, "the lock is no longer ours (taken over, expired or released)")) {
+  const std::int64_t margin = renew_margin_ms(ttl_ms, hold->server_clock().uncertainty_ms());
+  const std::string not_ours = std::string("the ") + hold->unit() +
+                               " is no longer ours (taken over, expired or released)";
+  switch (loss->renewed(end, margin, not_ours)) {
     case HoldLoss::Outcome::Extended:
       return (*end - ttl_ms) + interval_ms();  // an interval after the send
     case HoldLoss::Outcome::NowLost:
@@ -97,18 +99,24 @@ std::optional<std::int64_t> KeepAliveLease::State::after_renewal(std::optional<s
 
 std::optional<std::int64_t> KeepAliveLease::State::after_failure(const char* what) {
   log(LogLevel::Warning,
-      "renewal of the keep-alive lease of " + locker->key() + " failed: " + what,
-      locker->log_fields(LogEvent::RenewFailed, fence));
+      "renewal of the keep-alive lease of " + hold->describe() + " failed: " + what,
+      hold->log_fields(LogEvent::RenewFailed, fence));
   return clock->mono_ms() + backoff_ms;
 }
 
 std::optional<std::int64_t> KeepAliveLease::State::renew_step() {
   if (auto done = before_renewal(/*may_sample=*/true)) return *done;
+  std::optional<std::int64_t> end;
   try {
-    return after_renewal(locker->renew());
+    RenewTicket t = hold->begin_renew(clock->mono_ms());  // `sent` before the estimate
+    const bool ok = renew_one(hold->storage(), hold->collection(), t);
+    end = hold->finish_renew(t, ok);
   } catch (const std::exception& ex) {
+    metrics::record_renewal(false);
     return after_failure(ex.what());
   }
+  metrics::record_renewal(end.has_value());
+  return after_renewal(end);
 }
 
 Renewable::BatchStart KeepAliveLease::State::begin_batched(std::int64_t sent) {
@@ -117,26 +125,49 @@ Renewable::BatchStart KeepAliveLease::State::begin_batched(std::int64_t sent) {
     start.next = *done;
     return start;
   }
-  ticket = locker->begin_renew(sent);
-  start.request = ticket->request;
-  start.collection = locker->options().collection;
-  start.storage = &locker->storage();
-  start.now_ms = ticket->at.now_ms;
+  ticket = hold->begin_renew(sent);
+  start.ticket = &*ticket;
+  start.collection = hold->collection();
+  start.storage = &hold->storage();
   return start;
 }
 
 std::optional<std::int64_t> KeepAliveLease::State::finish_batched(bool renewed, const char* error) {
   if (!ticket) return clock->mono_ms() + backoff_ms;
-  Locker::RenewTicket t = std::move(*ticket);
+  RenewTicket t = std::move(*ticket);
   ticket.reset();
   if (error) {  // the hold stays as it was; the io lock goes with `t`
     metrics::record_renewal(false);
     return after_failure(error);
   }
-  const std::optional<std::int64_t> end = locker->finish_renew(t, renewed);
+  const std::optional<std::int64_t> end = hold->finish_renew(t, renewed);
   metrics::record_renewal(end.has_value());
   return after_renewal(end);
 }
+
+namespace {
+// A lazy_token locker's deferred token is assigned before its lease starts (the lease
+// hands it out); a hold that cannot get one is released, not kept.
+std::shared_ptr<Holdable> with_token(const std::shared_ptr<Locker>& locker) {
+  if (!locker) throw InvalidArgument("locker must not be null");
+  try {
+    locker->token();
+  } catch (...) {
+    try {
+      locker->release();  // not kept: the caller gets no lease to release it with
+    } catch (const std::exception& ex) {
+      log(LogLevel::Warning, "could not release " + locker->key() + ": " + ex.what());
+    }
+    throw;
+  }
+  return locker;
+}
+
+std::shared_ptr<Holdable> require_semaphore(const std::shared_ptr<Semaphore>& semaphore) {
+  if (!semaphore) throw InvalidArgument("semaphore must not be null");
+  return semaphore;
+}
+}  // namespace
 
 std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Locker> locker,
                                                         KeepAliveOptions options,
@@ -147,41 +178,55 @@ std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Locker> 
   return std::make_unique<KeepAliveLease>(std::move(locker), std::move(options.on_lost), renewer);
 }
 
+std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Semaphore> semaphore,
+                                                        KeepAliveOptions options,
+                                                        Renewer* renewer) {
+  if (!semaphore) throw InvalidArgument("semaphore must not be null");
+  if (options.force) throw InvalidArgument("a semaphore slot cannot be forced");
+  semaphore->acquire(options.blocking, options.timeout_s, options.step_s, options.cancel);
+  return std::make_unique<KeepAliveLease>(std::move(semaphore), std::move(options.on_lost),
+                                          renewer);
+}
+
 KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<void()> on_lost,
                                Renewer* renewer)
-    : renewer_(renewer ? renewer : locker ? &Renewer::for_clock(locker->clock()) : &Renewer::system()) {
-  if (!locker) throw InvalidArgument("locker must not be null");
-  if (&locker->clock() != &renewer_->clock())
-    throw InvalidArgument("the renewer must run on the locker's clock");
-  try {
-    locker->token();  // a deferred token (lazy_token) is assigned now: the lease hands it out
-  } catch (...) {
-    try {
-      locker->release();  // not kept: the caller gets no lease to release it with
-    } catch (const std::exception& ex) {
-      log(LogLevel::Warning, "could not release " + locker->key() + ": " + ex.what());
-    }
-    throw;
-  }
-  auto lease = locker->lease();
-  if (!lease) throw InvalidArgument("the locker of " + locker->key() + " holds no lock to keep alive");
-  auto state = std::make_shared<State>(locker, renewer_->clock_ptr());
-  const std::int64_t margin =
-      renew_margin_ms(state->ttl_ms, locker->server_clock().uncertainty_ms());
+    : KeepAliveLease(with_token(locker), locker, nullptr, std::move(on_lost), renewer) {}
+
+KeepAliveLease::KeepAliveLease(std::shared_ptr<Semaphore> semaphore,
+                               std::function<void()> on_lost, Renewer* renewer)
+    : KeepAliveLease(require_semaphore(semaphore), nullptr, semaphore, std::move(on_lost),
+                     renewer) {}
+
+KeepAliveLease::KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<Locker> locker,
+                               std::shared_ptr<Semaphore> semaphore,
+                               std::function<void()> on_lost, Renewer* renewer)
+    : locker_(std::move(locker)),
+      semaphore_(std::move(semaphore)),
+      renewer_(renewer ? renewer : &Renewer::for_clock(hold->clock())) {
+  if (&hold->clock() != &renewer_->clock())
+    throw InvalidArgument(std::string("the renewer must run on the ") +
+                          (locker_ ? "locker's" : "semaphore's") + " clock");
+  auto lease = hold->lease();
+  if (!lease)
+    throw InvalidArgument("the " + std::string(locker_ ? "locker of " : "") + hold->describe() +
+                          " holds no " + hold->unit() + " to keep alive");
+  auto state = std::make_shared<State>(hold, renewer_->clock_ptr());
+  const std::int64_t margin = renew_margin_ms(state->ttl_ms, hold->server_clock().uncertainty_ms());
   const std::int64_t now = state->clock->mono_ms();
   if (now >= lease->end_mono - margin) {
     // Won too late (a slow claim): its renew deadline has passed. Not announced.
     try {
-      locker->release();
+      hold->release();
     } catch (const std::exception& ex) {
-      log(LogLevel::Warning, "could not release a lock won too late: " + std::string(ex.what()));
+      log(LogLevel::Warning, "could not release a " + std::string(hold->unit()) +
+                                 " won too late: " + ex.what());
     }
-    throw StorageUnavailable("the lock " + locker->key() +
+    throw StorageUnavailable("the " + std::string(hold->unit()) + " of " + hold->describe() +
                              " was won too late to keep (its renew deadline had passed)");
   }
   state->fence = lease->fence;
-  state->loss = HoldLoss::watch(state->clock, state->ttl_ms, std::move(on_lost), locker, lease->fence,
-                                "keep-alive lease of " + locker->key(), lease->end_mono, margin);
+  state->loss = HoldLoss::watch(state->clock, state->ttl_ms, std::move(on_lost), hold, lease->fence,
+                                "keep-alive lease of " + hold->describe(), lease->end_mono, margin);
   state_ = state;
   renewer_->add(state, lease->end_mono - state->ttl_ms + state->interval_ms());
 }
@@ -192,8 +237,6 @@ KeepAliveLease::~KeepAliveLease() {
   } catch (...) {
   }
 }
-
-const std::shared_ptr<Locker>& KeepAliveLease::locker() const { return state_->locker; }
 
 std::int64_t KeepAliveLease::fence() const { return state_->fence; }
 
@@ -210,6 +253,8 @@ bool KeepAliveLease::wait_lost(std::optional<std::int64_t> timeout_ms) {
 void KeepAliveLease::close(double min_hold_s) {
   if (!std::isfinite(min_hold_s) || min_hold_s < 0 || min_hold_s > 1e9)
     throw InvalidArgument("min_hold must be a finite number of seconds >= 0");
+  if (min_hold_s > 0 && !locker_)
+    throw InvalidArgument("min_hold applies to locks: a semaphore slot is released at close");
   if (!state_) return;
   State& s = *state_;
   // Decided first (a deadline already passed: lost, not released); on_lost has run.
@@ -217,17 +262,17 @@ void KeepAliveLease::close(double min_hold_s) {
   if (!closed) return;  // closed before
   const bool lost = *closed;
   renewer_->remove(&s);  // waits for a renewal in flight (bounded by the call bound)
-  if (lost) return;  // a lost lease is not released (its hold stays stranded in the locker)
+  if (lost) return;  // a lost lease is not released (its hold stays stranded in the holder)
   try {
     if (min_hold_s > 0)
-      s.locker->release_min_hold(min_hold_s);
+      locker_->release_min_hold(min_hold_s);
     else
-      s.locker->release();
+      s.hold->release();
   } catch (const std::exception& ex) {
     log(LogLevel::Warning,
-        "releasing the keep-alive lease of " + s.locker->key() +
+        "releasing the keep-alive lease of " + s.hold->describe() +
             " failed (it expires at its ttl): " + ex.what(),
-        s.locker->log_fields(LogEvent::ReleaseFailed, s.fence));
+        s.hold->log_fields(LogEvent::ReleaseFailed, s.fence));
   }
 }
 

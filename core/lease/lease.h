@@ -1,5 +1,7 @@
-// Keep-alive leases: a held lock renewed in the background until closed, with loss
-// announced on the holder's own clock (README, "Keep-alive leases").
+// Keep-alive leases: a held lock or semaphore slot (any Holdable, core/hold/holdable.h)
+// renewed in the background until closed, with loss announced on the holder's own clock
+// (README, "Keep-alive leases"). ONE lease for every kind of hold: the rules below exist
+// here only.
 //
 // Rules (invariant numbers from the protocol notes):
 //  * Renewals run on a Renewer (keepalive.h: a fixed pool per process) about every ttl/3
@@ -11,13 +13,14 @@
 //    against it (hold_loss.h), whatever a renewal call, the timer or a callback is doing,
 //    in a fork()ed child too (invariant 3: step-down before takeover, as no claimant can
 //    take the lock before the lease end).
-//  * A renewal that finds the lock no longer ours (taken, released behind our back, a jump
+//  * A renewal that finds the hold no longer ours (taken, released behind our back, a jump
 //    of the server's clock) declares the loss at once.
-//  * Loss is final. The locker's hold is stranded when the loss is announced (by the
+//  * Loss is final. The holder's hold is stranded when the loss is announced (by the
 //    clock's deadline timer); if a renewal started before it lands afterwards, or the
-//    server answers again, the renewer releases that hold, fenced (uuid AND fence), from
-//    the lease end on, instead of taking it back: a lost lease never resurrects.
-//  * close() stops the renewals and releases the lock (fenced) unless the lease was lost.
+//    server answers again, the renewer releases that hold, fenced (uuid AND fence; a
+//    slot also by its index), from the lease end on, instead of taking it back: a lost
+//    lease never resurrects.
+//  * close() stops the renewals and releases the hold (fenced) unless the lease was lost.
 //  * on_lost runs exactly once, never under a library lock, on the clock's callback
 //    dispatcher (callback_dispatcher.h), never on the timer's thread: a slow one delays
 //    no other lease's loss. close() returns after it.
@@ -29,7 +32,9 @@
 #include <optional>
 #include <string>
 
+#include "../hold/holdable.h"
 #include "../locker.h"
+#include "../semaphore/semaphore.h"
 #include "keepalive.h"
 
 namespace mongoelector {
@@ -56,9 +61,16 @@ class KeepAliveLease {
   static std::unique_ptr<KeepAliveLease> acquire(std::shared_ptr<Locker> locker,
                                                  KeepAliveOptions options = {},
                                                  Renewer* renewer = nullptr);
-  // Keeps alive the hold `locker` has now (InvalidArgument if none; StorageUnavailable,
-  // after releasing it, if its renew deadline has already passed).
+  // The same for a slot of `semaphore` (Semaphore::acquire with the options' blocking,
+  // timeout, step and cancel; `force` is refused).
+  static std::unique_ptr<KeepAliveLease> acquire(std::shared_ptr<Semaphore> semaphore,
+                                                 KeepAliveOptions options = {},
+                                                 Renewer* renewer = nullptr);
+  // Keeps alive the hold `locker` (or `semaphore`) has now (InvalidArgument if none;
+  // StorageUnavailable, after releasing it, if its renew deadline has already passed).
   KeepAliveLease(std::shared_ptr<Locker> locker, std::function<void()> on_lost,
+                 Renewer* renewer = nullptr);
+  KeepAliveLease(std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
                  Renewer* renewer = nullptr);
   // close(). Must not run inside on_lost.
   ~KeepAliveLease();
@@ -67,7 +79,7 @@ class KeepAliveLease {
 
   std::int64_t fence() const;  // the hold's token (kept after loss)
   // True from the renew deadline on (the clock is read: no thread has to say so), or
-  // once a renewal found the lock no longer ours.
+  // once a renewal found the hold no longer ours.
   bool lost() const;
   // Why the lease was lost ("" while it is not).
   std::string lost_reason() const;
@@ -78,18 +90,30 @@ class KeepAliveLease {
   std::int64_t renew_deadline_mono() const;
   // Stops renewing; waits for a running renewal or on_lost (runs on_lost here if it was
   // not begun, or if the deadline passed and nobody has announced it yet); releases the
-  // lock (fenced) unless lost. Idempotent. A failed release is logged, not thrown (the hold is then
-  // stranded in the locker: its next acquire releases it first, or it expires).
-  // min_hold_s > 0: the lock stays taken until min_hold_s after it was acquired
-  // (Locker::release_min_hold); InvalidArgument (lease untouched) for a bad value.
+  // hold (fenced) unless lost. Idempotent. A failed release is logged, not thrown (the
+  // hold is then stranded in its holder: its next acquire releases it first, or it
+  // expires). min_hold_s > 0 (locks only): the lock stays taken until min_hold_s after
+  // it was acquired (Locker::release_min_hold); InvalidArgument (lease untouched) for a
+  // bad value, or on a semaphore slot.
   void close(double min_hold_s = 0);
-  const std::shared_ptr<Locker>& locker() const;
+  // The holder: the Locker of a lock's lease, the Semaphore of a slot's (the other null).
+  const std::shared_ptr<Locker>& locker() const { return locker_; }
+  const std::shared_ptr<Semaphore>& semaphore() const { return semaphore_; }
 
   class State;
 
  private:
+  KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<Locker> locker,
+                 std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
+                 Renewer* renewer);
+
+  std::shared_ptr<Locker> locker_;
+  std::shared_ptr<Semaphore> semaphore_;
   std::shared_ptr<State> state_;
   Renewer* renewer_;
 };
+
+// A semaphore slot's keep-alive lease is the same lease.
+using SemaphoreLease = KeepAliveLease;
 
 }  // namespace mongoelector

@@ -163,10 +163,10 @@ std::string Semaphore::full_message(const std::optional<SemaphoreDoc>& doc) {
   return who.empty() ? msg : msg + " (by " + who + ")";
 }
 
-ServerTime Semaphore::server_time_for_write() {
-  if (auto t = server_clock_.estimate()) return *t;
+ServerTime Semaphore::server_time_for_write(std::optional<std::int64_t> at_mono) {
+  if (auto t = server_clock_.estimate(at_mono)) return *t;
   server_clock_.refresh();  // first use only
-  return server_clock_.estimate().value();
+  return server_clock_.estimate(at_mono).value();
 }
 
 void Semaphore::check_doc(const SemaphoreDoc& doc) const {
@@ -439,29 +439,42 @@ std::optional<std::int64_t> Semaphore::renew() {
 }
 
 std::optional<std::int64_t> Semaphore::renew_once() {
-  SemaphoreHold h;
-  std::uint64_t gen;
+  if (!hold()) return std::nullopt;
+  RenewTicket t = begin_renew(clock_->mono_ms());  // `sent` before the estimate (try_acquire)
+  const bool ok = renew_one(*storage_, options_.collection, t);
+  return finish_renew(t, ok);
+}
+
+RenewTicket Semaphore::begin_renew(std::int64_t sent) {
+  RenewTicket t;
+  t.kind = RenewTicket::Kind::Semaphore;
+  std::int64_t slot = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (!hold_) return std::nullopt;
-    h = *hold_;
-    gen = hold_gen_;
+    if (hold_) {
+      t.fence = hold_->fence;
+      slot = hold_->slot;
+    }
+    t.gen = hold_gen_;
   }
-  const std::int64_t sent = clock_->mono_ms();  // before the estimate (see try_acquire)
-  const ServerTime t = server_time_for_write();
-  const std::int64_t expire = t.now_ms + ttl_ms();
-  const bool ok = storage_->renew_semaphore(options_.collection, options_.key, h.slot,
-                                            identity_.uuid, h.fence, t.now_ms, expire);
+  t.sent = sent;
+  t.at = server_time_for_write(sent);
+  t.semaphore = SemaphoreRenewRequest{options_.key, slot, identity_.uuid, t.fence,
+                                      t.at.now_ms + ttl_ms()};
+  return t;
+}
+
+std::optional<std::int64_t> Semaphore::finish_renew(RenewTicket& t, bool ok) {
   std::lock_guard<std::mutex> g(mu_);
-  if (gen != hold_gen_ || !hold_) return std::nullopt;  // released or replaced meanwhile
+  if (t.gen != hold_gen_ || !hold_) return std::nullopt;  // released or replaced meanwhile
   if (!ok) {
     hold_.reset();
     ++hold_gen_;
     return std::nullopt;
   }
-  hold_->expire_ms = expire;
-  hold_->lease_start_mono = sent;
-  return sent + ttl_ms();
+  hold_->expire_ms = t.semaphore.expire_ms;
+  hold_->lease_start_mono = t.sent;
+  return t.sent + ttl_ms();
 }
 
 std::optional<std::int64_t> Semaphore::touch() {

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "../clock.h"
+#include "../hold/holdable.h"
 #include "../identity.h"
 #include "../locker.h"
 #include "../log.h"
@@ -96,7 +97,7 @@ struct SemaphoreHold {
   std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
 };
 
-class Semaphore {
+class Semaphore : public Holdable {
  public:
   Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
             std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
@@ -118,7 +119,7 @@ class Semaphore {
   // Releases this instance's hold (fenced: slot, uuid and fence). Not holding is not an
   // error (no round trip, unless a stranded hold is left to release). On failure the
   // hold is kept as stranded (released before the next claim) and the error raised.
-  void release();
+  void release() override;
 
   // Pushes this instance's slot to now+ttl if it still holds it unexpired: the new
   // expiry (server time, ms), else nullopt (the local hold is dropped).
@@ -127,6 +128,10 @@ class Semaphore {
   // slot is no longer ours (the hold is dropped) or the hold changed while the call ran.
   // Storage errors propagate and leave the hold as it was.
   std::optional<std::int64_t> renew();
+  // renew() in two halves, for the batched renewer (Holdable; kind Semaphore). No
+  // metrics are recorded.
+  RenewTicket begin_renew(std::int64_t sent) override;
+  std::optional<std::int64_t> finish_renew(RenewTicket& ticket, bool renewed) override;
 
   // The unexpired holders (one round trip), in slot order; "unexpired" at the earliest
   // the server's clock can read, as claimants see them. Checks the limit.
@@ -135,30 +140,33 @@ class Semaphore {
   std::optional<SemaphoreDoc> read();
 
   double verify_time();   // see Locker::verify_time
-  bool refresh_clock();   // see Locker::refresh_clock (a jump strands the hold)
-  ServerClock& server_clock() { return server_clock_; }
+  bool refresh_clock() override;  // see Locker::refresh_clock (a jump strands the hold)
+  ServerClock& server_clock() override { return server_clock_; }
 
   // Local state (no round trip).
   std::optional<SemaphoreHold> hold() const;
   std::int64_t fence() const;  // of the current hold, 0 when none
   // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
   std::optional<std::int64_t> lease_deadline_mono() const;
-  std::optional<Lease> lease() const;  // fence and lease end in one read
+  std::optional<Lease> lease() const override;  // fence and lease end in one read
   bool has_stranded() const;
   // For the keep-alive lease: gives the hold up locally, remembering it as stranded
   // (released, fenced, before the next claim or by release()). Only a hold with `fence`
   // when it is not 0. Returns the fence stranded, 0 if none.
-  std::int64_t strand(std::int64_t fence = 0);
+  std::int64_t strand(std::int64_t fence = 0) override;
 
-  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const override;
+  std::string describe() const override { return "semaphore " + options_.key; }
+  const char* unit() const override { return "slot"; }
+  const std::string& collection() const override { return options_.collection; }
   const SemaphoreOptions& options() const { return options_; }
   const Identity& identity() const { return identity_; }
   const std::string& key() const { return options_.key; }
   std::int64_t limit() const { return options_.limit; }
   double ttl_s() const { return options_.ttl_s; }
-  std::int64_t ttl_ms() const;
-  Storage& storage() { return *storage_; }
-  Clock& clock() { return *clock_; }
+  std::int64_t ttl_ms() const override;
+  Storage& storage() override { return *storage_; }
+  Clock& clock() override { return *clock_; }
   std::int64_t server_now_ms() { return server_clock_.now_ms(); }
 
  private:
@@ -183,7 +191,8 @@ class Semaphore {
   void settle_stranded();  // releases a stranded hold; throws on failure
   void settle_stranded_quietly();
   void strand_locked();  // mu_ held: hold_ -> stranded_
-  ServerTime server_time_for_write();
+  // Samples only when there is no sample yet. At host mono `at_mono` (default: now).
+  ServerTime server_time_for_write(std::optional<std::int64_t> at_mono = std::nullopt);
 
   std::shared_ptr<Storage> storage_;
   SemaphoreOptions options_;

@@ -34,7 +34,6 @@
 #include "observer_binding.h"
 #include "pymongo_storage.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_lease.h"
 #include "storage/client.h"
 #include "storage/memory_storage.h"
 #include "storage/mongo_storage.h"
@@ -426,7 +425,7 @@ std::optional<std::int64_t> live_semaphore_fence(me::Semaphore& s) {
 
 }  // namespace
 
-// A semaphore slot kept alive on the process's renewer (core/semaphore/semaphore_lease.h).
+// A semaphore slot kept alive on the process's renewer (core/lease/lease.h, the one keep-alive lease).
 struct PySemaphoreLease {
   std::unique_ptr<me::SemaphoreLease> lease;
 

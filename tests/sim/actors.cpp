@@ -16,7 +16,6 @@
 #include "lease/lease.h"
 #include "locker.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_lease.h"
 #include "world.h"
 
 namespace sim {

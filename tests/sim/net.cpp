@@ -393,6 +393,30 @@ bool NodeStorage::claim_semaphore(const std::string& collection, const Semaphore
   });
 }
 
+// The batch of semaphore slots as one call, as a backend that implements it in one round
+// trip: it lands (or runs late) as a whole.
+std::vector<bool> NodeStorage::renew_semaphores(const std::string& collection,
+                                                const std::vector<me::SemaphoreRenewRequest>& requests,
+                                                std::int64_t now_ms) {
+  World* w = &w_;
+  std::vector<std::string> parts;  // by key, as renew_many's
+  for (const auto& r : requests)
+    parts.push_back(r.key + " slot=" + std::to_string(r.slot) + " fence=" + std::to_string(r.fence) +
+                    " exp=" + std::to_string(r.expire_ms));
+  std::sort(parts.begin(), parts.end());
+  std::string what;
+  for (const auto& s : parts) what += (what.empty() ? "" : "; ") + s;
+  what += " now=" + std::to_string(now_ms);
+  return rpc<std::vector<bool>>("renew_semaphores", "", what, [=](const CallCtx& c) {
+    std::map<std::string, std::optional<me::SemaphoreDoc>> before;
+    for (const auto& r : requests) before.emplace(r.key, w->mem()->read_semaphore(collection, r.key));
+    auto out = w->mem()->renew_semaphores(collection, requests, now_ms);
+    for (const auto& [key, doc] : before)
+      w->note_sem_write(c, "renew_semaphores", key, doc, w->mem()->read_semaphore(collection, key));
+    return out;
+  });
+}
+
 bool NodeStorage::renew_semaphore(const std::string& collection, const std::string& key,
                                   std::int64_t slot, const std::string& uuid, std::int64_t fence,
                                   std::int64_t now_ms, std::int64_t expire_ms) {

@@ -10,7 +10,6 @@
 #include "locker.h"
 #include "log.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_lease.h"
 
 namespace sim {
 
@@ -358,7 +357,8 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
       << (b.uuid.empty() ? "-" : b.uuid) << "->" << (a.uuid.empty() ? "-" : a.uuid) << " fence "
       << b.fence << "->" << a.fence << " ts_expire " << be << "->" << ae << " (server now "
       << sched_.wall() << ")";
-    if (ae < be && a.uuid == b.uuid && std::string(op) == "renew_semaphore") o << "  EXPIRY MOVED EARLIER";
+    if (ae < be && a.uuid == b.uuid && std::string(op).rfind("renew_semaphore", 0) == 0)
+      o << "  EXPIRY MOVED EARLIER";
     trace(-1, key, std::move(o.s));
     std::lock_guard<std::mutex> g(mu_);
     auto& h = history_[std::string(kSemColl) + "/" + key];

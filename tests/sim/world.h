@@ -180,6 +180,9 @@ class NodeStorage final : public me::Storage {
                        std::int64_t expire_ms) override;
   bool release_semaphore(const std::string& collection, const std::string& key,
                          std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  std::vector<bool> renew_semaphores(const std::string& collection,
+                                     const std::vector<me::SemaphoreRenewRequest>& requests,
+                                     std::int64_t now_ms) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const me::Document& doc) override;
   std::vector<me::Document> list_status(const std::string& collection,

@@ -16,7 +16,6 @@
 
 #include "lease/lease.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_lease.h"
 #include "storage/memory_storage.h"
 #include "testing/manual_clock.h"
 

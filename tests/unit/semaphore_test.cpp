@@ -15,9 +15,9 @@
 #include "exceptions.h"
 #include "fixtures.h"
 #include "lease/keepalive.h"
+#include "lease/lease.h"
 #include "semaphore/semaphore.h"
 #include "semaphore/semaphore_doc.h"
-#include "semaphore/semaphore_lease.h"
 
 using namespace mongoelector;
 using mongoelector::testing::CoreTest;

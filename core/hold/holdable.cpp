@@ -1,0 +1,22 @@
+#include "holdable.h"
+
+#include <algorithm>
+
+namespace mongoelector {
+
+void RenewTicket::raise_expire(std::int64_t at_least_ms) {
+  std::int64_t& e = kind == Kind::Lock ? request.expire_ms : semaphore.expire_ms;
+  e = std::max(e, at_least_ms);
+}
+
+bool renew_one(Storage& storage, const std::string& collection, const RenewTicket& t) {
+  if (t.kind == RenewTicket::Kind::Lock) {
+    const RenewRequest& r = t.request;
+    return storage.renew(collection, r.key, r.uuid, r.fence, t.at.now_ms, r.expire_ms);
+  }
+  const SemaphoreRenewRequest& r = t.semaphore;
+  return storage.renew_semaphore(collection, r.key, r.slot, r.uuid, r.fence, t.at.now_ms,
+                                 r.expire_ms);
+}
+
+}  // namespace mongoelector
