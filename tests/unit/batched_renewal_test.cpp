@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fixtures.h"
+#include "renewer_steps.h"
 #include "lease/keepalive.h"
 #include "lease/lease.h"
 #include "server_clock.h"
@@ -49,17 +50,8 @@ class BatchedRenewalTest : public CoreTest {
     leases.push_back(KeepAliveLease::acquire(l, o, renewer.get()));
     return *leases.back();
   }
-  // Advances the fake time to the next due step (not past `limit`) and runs it.
-  void step(std::int64_t limit = INT64_MAX) {
-    auto due = renewer->next_due();
-    std::int64_t to = due ? std::min(*due, limit) : limit;
-    if (to > clock->mono_ms()) clock->advance(to - clock->mono_ms());
-    renewer->run_due();
-  }
-  void run_for(std::int64_t ms) {
-    const std::int64_t end = clock->mono_ms() + ms;
-    while (clock->mono_ms() < end) step(end);
-  }
+  void step(std::int64_t limit = INT64_MAX) { mongoelector::testing::step_renewer(*clock, *renewer, limit); }
+  void run_for(std::int64_t ms) { mongoelector::testing::run_renewer_for(*clock, *renewer, ms); }
   std::unique_ptr<Locker> thief(const std::string& key) { return make_locker("thief", 15, key); }
 
   std::unique_ptr<Renewer> renewer;

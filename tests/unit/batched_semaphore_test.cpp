@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fixtures.h"
+#include "renewer_steps.h"
 #include "lease/keepalive.h"
 #include "lease/lease.h"
 #include "semaphore/semaphore.h"
@@ -135,34 +136,27 @@ class BatchedSemaphoreTest : public CoreTest {
     o.key = key;
     o.limit = limit;
     o.ttl_s = ttl_s;
-    auto s = std::make_shared<Semaphore>(counting, o, clock, Identity{"uuid-" + name, "host-" + name, 100});
-    KeepAliveOptions ko;
-    ko.blocking = false;
-    ko.on_lost = [this, name] { lost.push_back(name); };
-    leases.push_back(SemaphoreLease::acquire(s, ko, renewer.get()));
-    return *leases.back();
+    return keep(std::make_shared<Semaphore>(counting, o, clock, Identity{"uuid-" + name, "host-" + name, 100}),
+                name);
   }
   KeepAliveLease& hold_lock(const std::string& key, double ttl_s = 15) {
     LockerOptions o;
     o.key = key;
     o.ttl_s = ttl_s;
-    auto l = std::make_shared<Locker>(counting, o, clock, Identity{"uuid-" + key, "host-" + key, 100});
+    return keep(std::make_shared<Locker>(counting, o, clock, Identity{"uuid-" + key, "host-" + key, 100}),
+                key);
+  }
+  // Keeps `holder`'s hold alive (acquired now, not blocking); its loss is noted as `name`.
+  template <class Holder>
+  KeepAliveLease& keep(std::shared_ptr<Holder> holder, const std::string& name) {
     KeepAliveOptions ko;
     ko.blocking = false;
-    ko.on_lost = [this, key] { lost.push_back(key); };
-    leases.push_back(KeepAliveLease::acquire(l, ko, renewer.get()));
+    ko.on_lost = [this, name] { lost.push_back(name); };
+    leases.push_back(KeepAliveLease::acquire(std::move(holder), ko, renewer.get()));
     return *leases.back();
   }
-  void step(std::int64_t limit = INT64_MAX) {
-    auto due = renewer->next_due();
-    std::int64_t to = due ? std::min(*due, limit) : limit;
-    if (to > clock->mono_ms()) clock->advance(to - clock->mono_ms());
-    renewer->run_due();
-  }
-  void run_for(std::int64_t ms) {
-    const std::int64_t end = clock->mono_ms() + ms;
-    while (clock->mono_ms() < end) step(end);
-  }
+  void step(std::int64_t limit = INT64_MAX) { mongoelector::testing::step_renewer(*clock, *renewer, limit); }
+  void run_for(std::int64_t ms) { mongoelector::testing::run_renewer_for(*clock, *renewer, ms); }
   // Storage commands over 12 renew intervals (5 s each, ttl 15 s) of 1,000 leases
   // acquired over 4 s, after a first round that aligns them.
   std::int64_t commands_for_1000(bool semaphores) {
