@@ -24,10 +24,10 @@
 
 /* ---- options ------------------------------------------------------------------------ */
 static struct {
-  const char *cmd, *uri, *other_uri, *db, *keys, *key, *clients, *mode;
+  const char *cmd, *uri, *other_uri, *db, *keys, *key, *clients, *mode, *kind;
   int unsafe, n, threads, warmup, rounds;
   double seconds, ttl, start_at, step, idle;
-} opt = {NULL, NULL, NULL, NULL, "k", "k", "shared", "batched", 0, 50, 1, 50, 5,
+} opt = {NULL, NULL, NULL, NULL, "k", "k", "shared", "batched", "lock", 0, 50, 1, 50, 5,
          5.0, 15.0, 0.0, 0.25, 60.0};
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -511,7 +511,8 @@ static void cmd_cost(void) {
 }
 
 /* ---- scale -------------------------------------------------------------------------- */
-/* Keep-alive leases on keys scale-0 .. scale-(N-1), one client. --mode batched (the
+/* Keep-alive leases on keys scale-0 .. scale-(N-1), one client: locks, or with --kind
+ * semaphore one slot of each key scale-sem-I (limit 2) held by a semaphore lease. --mode batched (the
  * library's default: one renewer batches the renewals of the client) or per-key (the
  * harness starts the process with MONGOELECTOR_BATCH_RENEWALS=0: each lease renews with
  * its own command); the mode is checked against the environment, so that a row is never
@@ -526,10 +527,41 @@ static struct {
   mongoelector_client *c;
   mongoelector_locker **lk;
   mongoelector_lease **le;
+  mongoelector_semaphore **sm;
+  mongoelector_semaphore_lease **sl;
   int next, target, failed;
   pthread_mutex_t mu;
   char error[256];
-} sc = {NULL, NULL, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, ""};
+} sc = {NULL, NULL, NULL, NULL, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, ""};
+
+#define SCALE_SEMAPHORE_LIMIT 2
+static void ev_lease_lost(void *p);
+/* One slot of scale-sem-I kept alive: the semaphore flavour of the loop below. */
+static mongoelector_status scale_grow_slot(int i) {
+  char key[64];
+  mongoelector_semaphore_config cfg;
+  mongoelector_acquire_options ao;
+  mongoelector_status st = MONGOELECTOR_OK;
+  int attempt;
+  snprintf(key, sizeof key, "scale-sem-%d", i);
+  mongoelector_semaphore_config_init(&cfg, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION);
+  cfg.limit = SCALE_SEMAPHORE_LIMIT;
+  cfg.ttl_seconds = opt.ttl;
+  cfg.allow_unsafe_server = opt.unsafe;
+  mongoelector_acquire_options_init(&ao, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION);
+  ao.blocking = 0;
+  for (attempt = 0; attempt < SCALE_GROW_ATTEMPTS; ++attempt) {
+    if (sc.sm[i] == NULL) st = mongoelector_semaphore_new(sc.c, key, &cfg, &sc.sm[i]);
+    if (sc.sm[i] != NULL)
+      st = mongoelector_semaphore_lease_acquire(sc.sm[i], &ao, ev_lease_lost, (void *)(intptr_t)i,
+                                                &sc.sl[i]);
+    if (st == MONGOELECTOR_OK) break;
+    fprintf(stderr, "bench_contender: %s: attempt %d: %s\n", key, attempt + 1,
+            mongoelector_last_error());
+    if (attempt + 1 < SCALE_GROW_ATTEMPTS) sleep_s(0.5);
+  }
+  return st;
+}
 
 static void ev_lease_lost(void *p) {
   say("EVENT lost %.6f scale-%ld", mono(), (long)(intptr_t)p);
@@ -550,6 +582,17 @@ static void *scale_grow(void *unused) {
     if (i < sc.target) ++sc.next;
     pthread_mutex_unlock(&sc.mu);
     if (i >= sc.target) return NULL;
+    if (strcmp(opt.kind, "semaphore") == 0) {
+      st = scale_grow_slot(i);
+      if (st == MONGOELECTOR_OK) continue;
+      pthread_mutex_lock(&sc.mu);
+      if (!sc.failed)
+        snprintf(sc.error, sizeof sc.error, "semaphore_lease_acquire scale-sem-%d: %s", i,
+                 mongoelector_last_error());
+      sc.failed = 1;
+      pthread_mutex_unlock(&sc.mu);
+      return NULL;
+    }
     snprintf(key, sizeof key, "scale-%d", i);
     mongoelector_locker_options_init(&o);
     o.ttl_seconds = opt.ttl;
@@ -595,6 +638,10 @@ static void cmd_scale(void) {
     say("ERROR unknown --mode %s (batched or per-key)", opt.mode);
     _exit(1);
   }
+  if (strcmp(opt.kind, "lock") != 0 && strcmp(opt.kind, "semaphore") != 0) {
+    say("ERROR unknown --kind %s (lock or semaphore)", opt.kind);
+    _exit(1);
+  }
   if (per_key_env != (strcmp(opt.mode, "per-key") == 0)) {
     say("ERROR --mode %s but MONGOELECTOR_BATCH_RENEWALS=%s", opt.mode, env ? env : "(unset)");
     _exit(1);
@@ -609,7 +656,10 @@ static void cmd_scale(void) {
       if (target > held) {
         sc.lk = realloc(sc.lk, (size_t)target * sizeof *sc.lk);
         sc.le = realloc(sc.le, (size_t)target * sizeof *sc.le);
-        if (sc.lk == NULL || sc.le == NULL) die("out of memory");
+        sc.sm = realloc(sc.sm, (size_t)target * sizeof *sc.sm);
+        sc.sl = realloc(sc.sl, (size_t)target * sizeof *sc.sl);
+        if (sc.lk == NULL || sc.le == NULL || sc.sm == NULL || sc.sl == NULL) die("out of memory");
+        for (t = held; t < target; ++t) sc.sm[t] = NULL;
         sc.next = held;
         sc.target = target;
         nt = target - held < SCALE_GROW_THREADS ? target - held : SCALE_GROW_THREADS;
@@ -629,12 +679,16 @@ static void cmd_scale(void) {
       memset(&st, 0, sizeof st);
       st.version = MONGOELECTOR_STATS_VERSION;
       CHECK(mongoelector_stats_get(&st), "stats_get");
-      for (i = 0; i < held; ++i)
-        if (mongoelector_lease_lost(sc.le[i], &lost) == MONGOELECTOR_OK && lost) ++lost_n;
-      say("RESULT {\"phase\":\"scale\",\"mode\":\"%s\",\"held\":%d,\"lost\":%d,\"threads\":%ld,"
+      for (i = 0; i < held; ++i) {
+        mongoelector_status ls = strcmp(opt.kind, "semaphore") == 0
+                                     ? mongoelector_semaphore_lease_lost(sc.sl[i], &lost)
+                                     : mongoelector_lease_lost(sc.le[i], &lost);
+        if (ls == MONGOELECTOR_OK && lost) ++lost_n;
+      }
+      say("RESULT {\"phase\":\"scale\",\"kind\":\"%s\",\"mode\":\"%s\",\"held\":%d,\"lost\":%d,\"threads\":%ld,"
           "\"rss_kib\":%ld,\"cpu_s\":%.4f,\"renewals\":%llu,\"renewal_failures\":%llu,"
           "\"round_trips\":%llu}",
-          opt.mode, held, lost_n, proc_status("Threads"), proc_status("VmRSS"), cpu_seconds(),
+          opt.kind, opt.mode, held, lost_n, proc_status("Threads"), proc_status("VmRSS"), cpu_seconds(),
           (unsigned long long)st.renewals, (unsigned long long)st.renewal_failures,
           (unsigned long long)st.round_trips);
     } else if (strncmp(line, "QUIT", 4) == 0) {
@@ -684,6 +738,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--key") == 0) opt.key = v;
     else if (strcmp(a, "--clients") == 0) opt.clients = v;
     else if (strcmp(a, "--mode") == 0) opt.mode = v;
+    else if (strcmp(a, "--kind") == 0) opt.kind = v;
     else if (strcmp(a, "--n") == 0) opt.n = atoi(v);
     else if (strcmp(a, "--threads") == 0) opt.threads = atoi(v);
     else if (strcmp(a, "--warmup") == 0) opt.warmup = atoi(v);

@@ -334,6 +334,10 @@ class Harness:
             self.p["scale_ttl"] = args.scale_ttl
         if args.scale_window:
             self.p["scale_window"] = args.scale_window
+        self.p["scale_kinds"] = (args.scale_kinds or "lock").split(",")
+        for k in self.p["scale_kinds"]:
+            if k not in ("lock", "semaphore"):
+                raise SystemExit(f"unknown --scale-kinds entry {k} (lock, semaphore)")
         if args.scale_modes:
             self.p["scale_modes"] = args.scale_modes.split(",")
             for m in self.p["scale_modes"]:
@@ -1193,17 +1197,24 @@ class Harness:
 
     # ---- scenario 7: scale --------------------------------------------------------------
     def scale_entries(self):
-        """(row label, contender, mode, extra environment) of every scale process: ours in
-        each renewal mode of --scale-modes (batched: the library's default; per-key: the
-        process runs with MONGOELECTOR_BATCH_RENEWALS=0, so each lease renews with its own
-        command), the original in its only one (a touch() loop)."""
+        """(row label, contender, mode, extra environment, kind) of every scale process:
+        ours in each renewal mode of --scale-modes (batched: the library's default;
+        per-key: the process runs with MONGOELECTOR_BATCH_RENEWALS=0, so each lease renews
+        with its own command) and each kind of --scale-kinds (lock leases; semaphore: one
+        slot of a limit-2 key per lease, C contender only), the original in its only one
+        (a touch() loop)."""
         out = []
         for c in self.runnable():
             if c.ours:
-                for mode in self.p["scale_modes"]:
-                    out.append((f"{c.id} {mode}", c, mode, SCALE_MODE_ENV[mode]))
+                for kind in self.p.get("scale_kinds", ["lock"]):
+                    if kind == "semaphore" and c.id != "c":
+                        continue
+                    for mode in self.p["scale_modes"]:
+                        label = f"{c.id} {mode}" + (" semaphore" if kind == "semaphore" else "")
+                        out.append((label, c, mode, SCALE_MODE_ENV[mode], kind))
             else:
-                out.append((f"{c.id} (touch() loop in a thread: no lease API)", c, "touch-thread", {}))
+                out.append((f"{c.id} (touch() loop in a thread: no lease API)", c, "touch-thread",
+                            {}, "lock"))
         return out
 
     def run_scale(self):
@@ -1218,14 +1229,16 @@ class Harness:
         settle = max(1.0, interval)
         self.p["scale_settle"] = settle
         res = {}
-        for label, c, mode, env in self.scale_entries():
+        for label, c, mode, env, kind in self.scale_entries():
             log(f"scale: {label} sizes {sizes}")
-            proxy = self.hub.new_proxy(*self.host_port(), f"scale-{c.id}-{mode}")
+            tag = f"{c.id}-{mode}" + ("-sem" if kind == "semaphore" else "")
+            proxy = self.hub.new_proxy(*self.host_port(), f"scale-{tag}")
             rows = []
             pr = None
             try:
-                pr = Proc(self, c, "scale", f"scale-{c.id}-{mode}", extra_env=env, uri=proxy.uri(),
-                          db=self.db("scale", c, "_" + mode.replace("-", "")), ttl=ttl, mode=mode)
+                pr = Proc(self, c, "scale", f"scale-{tag}", extra_env=env, uri=proxy.uri(),
+                          db=self.db("scale", c, "_" + mode.replace("-", "") + ("_sem" if kind == "semaphore" else "")),
+                          ttl=ttl, mode=mode, kind=None if kind == "lock" else kind)
                 pr.expect("READY", 90)
                 held = 0
                 for n in sizes:
@@ -1286,7 +1299,7 @@ class Harness:
                 if pr:
                     pr.stop(30)
                 proxy.close()
-            res[label] = {"contender": c.id, "mode": mode, "rows": rows}
+            res[label] = {"contender": c.id, "mode": mode, "kind": kind, "rows": rows}
             self.drop_dbs("scale")
             # What is measured so far goes to the results at once: a long run that is
             # interrupted still leaves its figures (marked partial).
@@ -1680,6 +1693,9 @@ def main():
     ap.add_argument("--contenders", help="comma-separated subset: original,py-db,py-uri,c,go")
     ap.add_argument("--trials", type=int, help="failover trials per contender and stop kind")
     ap.add_argument("--scale-sizes", help="comma-separated key counts for the scale scenario")
+    ap.add_argument("--scale-kinds",
+                    help="kinds of hold in the scale scenario: lock,semaphore (default lock; "
+                         "semaphore: C contender only)")
     ap.add_argument("--scale-modes",
                     help="renewal modes of ours in the scale scenario: batched,per-key (default both)")
     ap.add_argument("--scale-ttl", type=float, help="ttl of the scale scenario's leases (s)")
