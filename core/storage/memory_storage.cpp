@@ -289,6 +289,25 @@ bool MemoryStorage::renew_semaphore(const std::string& collection, const std::st
   });
 }
 
+// One round trip for the whole batch, like the one bulk command on a server.
+std::vector<bool> MemoryStorage::renew_semaphores(
+    const std::string& collection, const std::vector<SemaphoreRenewRequest>& requests,
+    std::int64_t now_ms) {
+  if (requests.empty()) return {};  // nothing to send
+  return call("renew_semaphores", [=] {
+    auto& coll = semaphores_[collection];
+    std::vector<bool> renewed;
+    renewed.reserve(requests.size());
+    for (const SemaphoreRenewRequest& r : requests) {
+      auto it = coll.find(r.key);
+      renewed.push_back(it != coll.end() &&
+                        semaphore_doc::renew_slot(it->second, r.slot, r.uuid, r.fence, now_ms,
+                                                  r.expire_ms));
+    }
+    return renewed;
+  });
+}
+
 bool MemoryStorage::release_semaphore(const std::string& collection, const std::string& key,
                                       std::int64_t slot, const std::string& uuid,
                                       std::int64_t fence) {

@@ -25,7 +25,7 @@ class MemoryStorage final : public Storage {
   // op: "server_info", "server_time_ms", "claim", "bump_epoch", "set_fence", "renew",
   // "renew_many", "set_expiry", "release", "read", "put_status", "list_status",
   // "ensure_indexes", "read_semaphore", "create_semaphore", "claim_semaphore",
-  // "renew_semaphore", "release_semaphore", "hand_over".
+  // "renew_semaphore", "renew_semaphores", "release_semaphore", "hand_over".
   // applied: false before the call reaches the "server", true after it was applied.
   using FaultHook = std::function<void(const std::string& op, bool applied)>;
 
@@ -88,6 +88,9 @@ class MemoryStorage final : public Storage {
                                              const std::string& key) override;
   bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
   bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  std::vector<bool> renew_semaphores(const std::string& collection,
+                                     const std::vector<SemaphoreRenewRequest>& requests,
+                                     std::int64_t now_ms) override;
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;

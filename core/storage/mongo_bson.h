@@ -21,6 +21,7 @@
 
 #include "../exceptions.h"
 #include "../value.h"
+#include "commands.h"
 
 namespace mongoelector {
 namespace mongo_bson {
@@ -126,6 +127,32 @@ inline void append_value(bson_t* b, const std::string& name, const Value& v) {
 
 inline void append_document(bson_t* b, const Document& doc) {
   for (const auto& f : doc.fields()) append_value(b, f.first, f.second);
+}
+
+// The children of a document or array node (commands.h) appended to `b`: arrays get
+// the keys "0", "1", ...
+inline void append_tree(bson_t* b, const commands::Node& parent);
+
+inline void append_node(bson_t* b, const std::string& name, const commands::Node& n) {
+  using Kind = commands::Node::Kind;
+  if (n.kind == Kind::scalar) return append_value(b, name, n.value);
+  bson_t child;
+  const bool ok = n.kind == Kind::array
+                      ? bson_append_array_begin(b, name.c_str(), static_cast<int>(name.size()), &child)
+                      : bson_append_document_begin(b, name.c_str(), static_cast<int>(name.size()), &child);
+  if (!ok) throw InvalidArgument("field " + name + " does not fit in a BSON document");
+  append_tree(&child, n);
+  if (!(n.kind == Kind::array ? bson_append_array_end(b, &child) : bson_append_document_end(b, &child)))
+    throw InvalidArgument("field " + name + " does not fit in a BSON document");
+}
+
+inline void append_tree(bson_t* b, const commands::Node& parent) {
+  if (parent.kind != commands::Node::Kind::array) {
+    for (const auto& c : parent.children) append_node(b, c.name, c);
+    return;
+  }
+  for (std::size_t i = 0; i < parent.children.size(); ++i)
+    append_node(b, std::to_string(i), parent.children[i]);
 }
 
 // The string at `path` ("name" or "sub.name") of a command reply, if it is one.

@@ -460,6 +460,29 @@ std::int64_t MongoConnection::Session::update_many(const std::string& collection
   return reply_int(reply.get(), "matchedCount");
 }
 
+void MongoConnection::Session::update_bulk(
+    const std::string& collection_name,
+    const std::vector<std::pair<const bson_t*, const bson_t*>>& statements,
+    const std::string& what) {
+  if (statements.empty()) return;
+  auto coll = collection(collection_name);
+  Bson opts, reply;
+  BSON_APPEND_BOOL(opts.get(), "ordered", false);
+  append_majority(opts.get());
+  using BulkPtr = std::unique_ptr<mongoc_bulk_operation_t, void (*)(mongoc_bulk_operation_t*)>;
+  BulkPtr bulk(mongoc_collection_create_bulk_operation_with_opts(coll.get(), opts.get()),
+               mongoc_bulk_operation_destroy);
+  bson_error_t error;
+  for (const auto& [filter, update] : statements) {
+    if (!mongoc_bulk_operation_update_one_with_opts(bulk.get(), filter, update, nullptr, &error))
+      throw InvalidArgument(what + ": " + error.message);
+  }
+  if (!mongoc_bulk_operation_execute(bulk.get(), reply.get(), &error)) {
+    note_failed_reply(reply.get());
+    throw_error(what, error);
+  }
+}
+
 bool MongoConnection::Session::delete_one(const std::string& collection_name,
                                           const bson_t* filter, const std::string& what) {
   auto coll = collection(collection_name);
@@ -490,13 +513,24 @@ std::vector<Document> MongoConnection::Session::find(const std::string& collecti
                                                      const bson_t* filter, bson_t* opts,
                                                      const std::string& what,
                                                      std::size_t max_docs) {
+  std::vector<Document> result;
+  find_each(collection_name, filter, opts, what, max_docs,
+            [&](const bson_t* doc) { result.push_back(mongo_bson::to_document(doc)); });
+  return result;
+}
+
+void MongoConnection::Session::find_each(const std::string& collection_name,
+                                         const bson_t* filter, bson_t* opts,
+                                         const std::string& what, std::size_t max_docs,
+                                         const std::function<void(const bson_t*)>& each) {
   BSON_APPEND_INT64(opts, "maxTimeMS", c_.op_timeout_ms());
   auto coll = collection(collection_name);
   CursorPtr cursor(mongoc_collection_find_with_opts(coll.get(), filter, opts, nullptr));
-  std::vector<Document> result;
+  std::size_t n = 0;
   const bson_t* doc = nullptr;
-  while (result.size() < max_docs && mongoc_cursor_next(cursor.get(), &doc)) {
-    result.push_back(mongo_bson::to_document(doc));
+  while (n < max_docs && mongoc_cursor_next(cursor.get(), &doc)) {
+    each(doc);
+    ++n;
   }
   bson_error_t error;
   const bson_t* error_doc = nullptr;
@@ -504,7 +538,6 @@ std::vector<Document> MongoConnection::Session::find(const std::string& collecti
     note_failed_reply(error_doc);
     throw_error(what, error);
   }
-  return result;
 }
 
 bool MongoConnection::Session::find_one_raw(const std::string& collection_name,

@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -143,12 +144,24 @@ class MongoConnection::Session {
   // One `update` command, one statement with multi: true; how many documents matched.
   std::int64_t update_many(const std::string& collection, const bson_t* filter,
                            const bson_t* update, const std::string& what);
+  // ONE `update` command carrying one single-document statement per (filter, update),
+  // unordered (a statement that matches nothing does not stop the others); its counts
+  // are not returned (they cannot say which statements matched).
+  void update_bulk(const std::string& collection,
+                   const std::vector<std::pair<const bson_t*, const bson_t*>>& statements,
+                   const std::string& what);
   bool delete_one(const std::string& collection, const bson_t* filter, const std::string& what);
   void replace_one(const std::string& collection, const bson_t* filter,
                    const bson_t* replacement, const bson_t* opts, const std::string& what);
   // At most `max_docs` documents of find(filter, opts + maxTimeMS).
   std::vector<Document> find(const std::string& collection, const bson_t* filter, bson_t* opts,
                              const std::string& what, std::size_t max_docs = SIZE_MAX);
+
+  // Each (raw, nested fields included) of at most `max_docs` documents of find(filter,
+  // opts + maxTimeMS), in the order the server sends them.
+  void find_each(const std::string& collection, const bson_t* filter, bson_t* opts,
+                 const std::string& what, std::size_t max_docs,
+                 const std::function<void(const bson_t*)>& each);
 
   // The first document of find(filter, {limit: 1, singleBatch: true, maxTimeMS}) copied
   // whole (nested fields included) into `out` (initialised by the callee); false when

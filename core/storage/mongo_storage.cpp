@@ -1,5 +1,6 @@
-// Storage over MongoDB (or a server speaking its protocol): the operations of storage.h
-// as filters and updates. The connection (bounds, round-trip counting, error mapping)
+// Storage over MongoDB (or a server speaking its protocol) through libmongoc: encodes and
+// sends the commands that commands.h builds (the filters and updates live there, shared
+// with the pymongo transport), and maps the replies. The connection (bounds, round-trip counting, error mapping)
 // is mongo_connection.h.
 //
 // - One call is one command on the wire (claim, renew, release, read, set_fence,
@@ -13,12 +14,13 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 
 #include "../exceptions.h"
 #include "../log.h"
+#include "commands.h"
 #include "mongo_bson.h"
 #include "mongo_connection.h"
-#include "../semaphore/semaphore_doc.h"
 
 namespace mongoelector {
 
@@ -29,8 +31,6 @@ namespace {
 constexpr std::uint32_t kDuplicateKey = 11000;
 
 std::atomic<bool> g_ttl_warned{false};
-
-void append_key(bson_t* b, const std::string& key) { mongo_bson::append_utf8(b, "_id", key); }
 
 // A TTL index is a clean-up aid only; servers that refuse the option are tolerated.
 bool is_ttl_rejection(const bson_error_t& e) {
@@ -44,15 +44,10 @@ bool is_index_conflict(const bson_error_t& e) {
          || is_server_error(e, 86);  // IndexKeySpecsConflict
 }
 
-struct IndexSpec {
-  std::string field;
-  std::optional<std::int64_t> expire_after_s;  // set: a TTL index
-};
-
 // Creates each index; on an index-spec conflict drops the collection's indexes and
 // starts over once (as the original does); tolerates servers refusing TTL options.
 void ensure_indexes(MongoConnection& conn, const std::string& collection,
-                    const std::vector<IndexSpec>& specs) {
+                    const std::vector<commands::IndexSpec>& specs) {
   auto s = conn.session();
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool conflict = false;
@@ -82,6 +77,36 @@ void ensure_indexes(MongoConnection& conn, const std::string& collection,
     }
     if (!conflict) return;
   }
+}
+
+// A command of commands.h, encoded (the transport adds only what libmongoc needs:
+// write concerns and maxTimeMS in the session, one batch for a limited find).
+struct Encoded {
+  explicit Encoded(const commands::Command& c) {
+    mongo_bson::append_tree(filter.get(), c.filter);
+    mongo_bson::append_tree(update.get(), c.update);
+    if (c.limit > 0) {
+      BSON_APPEND_INT64(opts.get(), "limit", c.limit);
+      BSON_APPEND_INT64(opts.get(), "batchSize", c.limit);
+      BSON_APPEND_BOOL(opts.get(), "singleBatch", true);  // no cursor left open
+    }
+    if (!c.sort.empty()) mongo_bson::append_node(opts.get(), "sort", c.sort);
+  }
+  Bson filter, update, opts;
+};
+
+// update_one / delete_one: whether a document matched (matched, not modified: for a
+// renewal, "matched but already later" is renewed too).
+bool matched(MongoConnection::Session s, const commands::Command& c) {
+  Encoded e(c);
+  if (c.op == commands::Op::delete_one) return s.delete_one(c.collection, e.filter.get(), c.what);
+  return s.update_one(c.collection, e.filter.get(), e.update.get(), c.what);
+}
+
+std::vector<Document> found(MongoConnection::Session& s, const commands::Command& c) {
+  Encoded e(c);
+  return s.find(c.collection, e.filter.get(), e.opts.get(), c.what,
+                c.limit > 0 ? static_cast<std::size_t>(c.limit) : SIZE_MAX);
 }
 
 }  // namespace
@@ -185,229 +210,103 @@ std::int64_t MongoStorage::server_time_ms() {
 }
 
 void MongoStorage::ensure_lock_indexes(const std::string& collection) {
-  ensure_indexes(impl_->conn, collection, {IndexSpec{"ts_expire", 0}});
+  ensure_indexes(impl_->conn, collection, commands::lock_indexes());
 }
 
 std::optional<LockDoc> MongoStorage::claim(const std::string& collection, const LockClaim& claim,
                                            bool force) {
-  Bson query, update;
-  append_key(query.get(), claim.key);
-  if (!force) {
-    // Not held: NOT (locked == true AND ts_expire > now), the negation of
-    // LockDoc::held_at. For the documents we and original nodes write this is "released
-    // or expired"; a document with an odd-typed or missing locked/ts_expire cannot block
-    // the key forever. When held, the upsert becomes an insert of the same _id, which
-    // fails with E11000: that is how "held" is reported atomically.
-    bson_t any, not_locked, ne, not_live, negated, gt;
-    BSON_APPEND_ARRAY_BEGIN(query.get(), "$or", &any);
-    BSON_APPEND_DOCUMENT_BEGIN(&any, "0", &not_locked);
-    BSON_APPEND_DOCUMENT_BEGIN(&not_locked, "locked", &ne);
-    BSON_APPEND_BOOL(&ne, "$ne", true);
-    bson_append_document_end(&not_locked, &ne);
-    bson_append_document_end(&any, &not_locked);
-    BSON_APPEND_DOCUMENT_BEGIN(&any, "1", &not_live);
-    BSON_APPEND_DOCUMENT_BEGIN(&not_live, "ts_expire", &negated);
-    BSON_APPEND_DOCUMENT_BEGIN(&negated, "$not", &gt);
-    BSON_APPEND_DATE_TIME(&gt, "$gt", claim.now_ms);
-    bson_append_document_end(&negated, &gt);
-    bson_append_document_end(&not_live, &negated);
-    bson_append_document_end(&any, &not_live);
-    bson_append_array_end(query.get(), &any);
-  }
-  bson_t set, inc;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_BOOL(&set, "locked", true);
-  mongo_bson::append_utf8(&set, "host", claim.host);
-  mongo_bson::append_utf8(&set, "uuid", claim.uuid);
-  BSON_APPEND_INT64(&set, "pid", claim.pid);
-  BSON_APPEND_DATE_TIME(&set, "ts_created", claim.now_ms);
-  BSON_APPEND_DATE_TIME(&set, "ts_expire", claim.expire_ms);
-  bson_append_document_end(update.get(), &set);
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$inc", &inc);
-  BSON_APPEND_INT64(&inc, "fence", 1);
-  bson_append_document_end(update.get(), &inc);
-
-  const std::string what = "findAndModify (claim " + claim.key + ")";
+  const commands::Command c = commands::claim(collection, claim, force);
+  Encoded e(c);
   std::optional<Document> value;
   bson_error_t error;
-  if (!impl_->conn.session().find_and_modify(collection, query.get(), update.get(), &value,
-                                             &error)) {
+  if (!impl_->conn.session().find_and_modify(c.collection, e.filter.get(), e.update.get(),
+                                             &value, &error)) {
     if (is_server_error(error, kDuplicateKey)) return std::nullopt;  // held by someone else
-    throw_error(what, error);
+    throw_error(c.what, error);
   }
-  if (!value) throw StorageError(what + " returned no document");
+  if (!value) throw StorageError(c.what + " returned no document");
   LockDoc doc = LockDoc::from_document(*value);
   if (doc.key != claim.key || doc.uuid != claim.uuid || !doc.locked || doc.fence < 1) {
-    throw StorageError(what + " returned a document that is not the claim just written");
+    throw StorageError(c.what + " returned a document that is not the claim just written");
   }
   return doc;
 }
 
 std::int64_t MongoStorage::bump_epoch(const std::string& collection, const std::string& key) {
-  Bson query, update;
-  append_key(query.get(), key);
-  bson_t inc;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$inc", &inc);
-  BSON_APPEND_INT64(&inc, "epoch", 1);
-  bson_append_document_end(update.get(), &inc);
-
-  const std::string what = "findAndModify (epoch of " + key + ")";
+  const commands::Command c = commands::bump_epoch(collection, key);
+  Encoded e(c);
   auto s = impl_->conn.session();
   for (int attempt = 0;; ++attempt) {
     std::optional<Document> value;
     bson_error_t error;
-    if (s.find_and_modify(collection + ".fences", query.get(), update.get(), &value, &error)) {
+    if (s.find_and_modify(c.collection, e.filter.get(), e.update.get(), &value, &error)) {
       auto epoch = value ? value->get_int("epoch") : std::nullopt;
-      if (!epoch || *epoch < 1) throw StorageError(what + " returned no valid epoch");
+      if (!epoch || *epoch < 1) throw StorageError(c.what + " returned no valid epoch");
       return *epoch;
     }
     // Two first upserts can race; the loser's retry finds the document and increments
     // it (MongoDB retries this itself; emulations may not).
     if (attempt == 0 && is_server_error(error, kDuplicateKey)) continue;
-    throw_error(what, error);
+    throw_error(c.what, error);
   }
 }
 
 bool MongoStorage::set_fence(const std::string& collection, const std::string& key,
                              const std::string& uuid, std::int64_t old_fence,
                              std::int64_t created_ms, std::int64_t new_fence) {
-  Bson filter, update;
-  append_key(filter.get(), key);
-  BSON_APPEND_BOOL(filter.get(), "locked", true);
-  mongo_bson::append_utf8(filter.get(), "uuid", uuid);
-  BSON_APPEND_INT64(filter.get(), "fence", old_fence);
-  BSON_APPEND_DATE_TIME(filter.get(), "ts_created", created_ms);
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_INT64(&set, "fence", new_fence);
-  bson_append_document_end(update.get(), &set);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (set_fence)");
+  return matched(impl_->conn.session(),
+                 commands::set_fence(collection, key, uuid, old_fence, created_ms, new_fence));
 }
-
-namespace {
-
-// renew()'s filter: {_id, locked: true, uuid, ts_expire: {$gt: now}, fence (unless 0)}
-// (renew_many() matches the same documents with $in lists).
-void append_renew_filter(bson_t* filter, const std::string& key, const std::string& uuid,
-                         std::int64_t fence, std::int64_t now_ms) {
-  append_key(filter, key);
-  BSON_APPEND_BOOL(filter, "locked", true);
-  mongo_bson::append_utf8(filter, "uuid", uuid);
-  bson_t gt;
-  BSON_APPEND_DOCUMENT_BEGIN(filter, "ts_expire", &gt);
-  BSON_APPEND_DATE_TIME(&gt, "$gt", now_ms);
-  bson_append_document_end(filter, &gt);
-  if (fence != 0) BSON_APPEND_INT64(filter, "fence", fence);
-}
-
-// {$max: {<field>: expire}}: a renewal never lowers an expiry (storage.h, renew()).
-void append_expiry_update(bson_t* update, const char* field, std::int64_t expire_ms,
-                          bool exact = false) {
-  bson_t op;
-  BSON_APPEND_DOCUMENT_BEGIN(update, exact ? "$set" : "$max", &op);
-  BSON_APPEND_DATE_TIME(&op, field, expire_ms);
-  bson_append_document_end(update, &op);
-}
-
-}  // namespace
 
 bool MongoStorage::renew(const std::string& collection, const std::string& key,
                          const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                          std::int64_t expire_ms) {
-  Bson filter, update;
-  append_renew_filter(filter.get(), key, uuid, fence, now_ms);
-  append_expiry_update(update.get(), "ts_expire", expire_ms);
-  // matchedCount: "matched but already later" is renewed too.
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (renew)");
+  return matched(impl_->conn.session(),
+                 commands::renew(collection, key, uuid, fence, now_ms, expire_ms));
 }
 
 bool MongoStorage::set_expiry(const std::string& collection, const std::string& key,
                               const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                               std::int64_t expire_ms) {
-  Bson filter, update;
-  append_renew_filter(filter.get(), key, uuid, fence, now_ms);
-  append_expiry_update(update.get(), "ts_expire", expire_ms, /*exact=*/true);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (set expiry)");
+  return matched(impl_->conn.session(),
+                 commands::renew(collection, key, uuid, fence, now_ms, expire_ms, /*exact=*/true));
 }
+
+namespace {
+// Bad strings are refused before anything is sent, not between two commands.
+template <class Request>
+void check_strings(const std::vector<Request>& requests) {
+  for (const Request& r : requests) {
+    mongo_bson::check_utf8(r.key, "_id");
+    mongo_bson::check_utf8(r.uuid, "uuid");
+  }
+}
+}  // namespace
 
 std::vector<bool> MongoStorage::renew_many(const std::string& collection,
                                            const std::vector<RenewRequest>& requests,
                                            std::int64_t now_ms) {
-  std::vector<bool> renewed(requests.size(), false);
-  if (requests.empty()) return renewed;
-  // Bad strings are refused before anything is sent, not between two commands.
-  for (const RenewRequest& r : requests) {
-    mongo_bson::check_utf8(r.key, "_id");
-    mongo_bson::check_utf8(r.uuid, "uuid");
-  }
-  const std::size_t chunk = std::max<std::size_t>(1, max_renew_batch());
+  if (requests.empty()) return {};
+  check_strings(requests);
   auto s = impl_->conn.session();  // every command of the call on one connection
-  for (std::size_t from = 0; from < requests.size(); from += chunk) {
-    const std::size_t to = std::min(requests.size(), from + chunk);
-    // One multi update per group (storage.h, renew_groups: $in lists, not an $or).
+  return commands::renew_in_chunks<LockDoc>(requests, max_renew_batch(), [&](std::size_t from,
+                                                                             std::size_t to) {
     for (const RenewGroup& g : renew_groups(requests, from, to)) {
-      const std::vector<std::size_t>& members = g.members;
-      Bson filter, update;
-      bson_t cond, list;
-      BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "_id", &cond);
-      BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
-      for (std::size_t j = 0; j < members.size(); ++j)
-        mongo_bson::append_utf8(&list, std::to_string(j).c_str(), requests[members[j]].key);
-      bson_append_array_end(&cond, &list);
-      bson_append_document_end(filter.get(), &cond);
-      BSON_APPEND_BOOL(filter.get(), "locked", true);
-      BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "uuid", &cond);
-      BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
-      for (std::size_t j = 0; j < members.size(); ++j)
-        mongo_bson::append_utf8(&list, std::to_string(j).c_str(), requests[members[j]].uuid);
-      bson_append_array_end(&cond, &list);
-      bson_append_document_end(filter.get(), &cond);
-      BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "ts_expire", &cond);
-      BSON_APPEND_DATE_TIME(&cond, "$gt", now_ms);
-      bson_append_document_end(filter.get(), &cond);
-      if (g.fenced) {
-        BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "fence", &cond);
-        BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &list);
-        for (std::size_t j = 0; j < members.size(); ++j)
-          BSON_APPEND_INT64(&list, std::to_string(j).c_str(), requests[members[j]].fence);
-        bson_append_array_end(&cond, &list);
-        bson_append_document_end(filter.get(), &cond);
-      }
-      append_expiry_update(update.get(), "ts_expire", g.expire_ms);
+      const commands::Command c = commands::renew_group(collection, requests, g, now_ms);
+      Encoded e(c);
       // The matched count is not used: it cannot say WHICH requests matched.
-      (void)s.update_many(collection, filter.get(), update.get(), "update (renew_many)");
+      (void)s.update_many(c.collection, e.filter.get(), e.update.get(), c.what);
     }
-    // Then what each document is now: one find of all the chunk's keys, in one batch
-    // (singleBatch: no getMore, no cursor left open).
-    Bson filter, opts;
-    bson_t id, keys;
-    BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "_id", &id);
-    BSON_APPEND_ARRAY_BEGIN(&id, "$in", &keys);
-    for (std::size_t i = from; i < to; ++i) {
-      const std::string index = std::to_string(i - from);
-      mongo_bson::append_utf8(&keys, index.c_str(), requests[i].key);
-    }
-    bson_append_array_end(&id, &keys);
-    bson_append_document_end(filter.get(), &id);
-    const auto n = static_cast<std::int64_t>(to - from);
-    BSON_APPEND_INT64(opts.get(), "limit", n);
-    BSON_APPEND_INT64(opts.get(), "batchSize", n);
-    BSON_APPEND_BOOL(opts.get(), "singleBatch", true);
-    std::map<std::string, LockDoc> found;
-    for (const Document& d : s.find(collection, filter.get(), opts.get(),
-                                    "find (renew_many)", to - from)) {
+    std::vector<std::string> keys;
+    keys.reserve(to - from);
+    for (std::size_t i = from; i < to; ++i) keys.push_back(requests[i].key);
+    std::map<std::string, LockDoc> docs;
+    for (const Document& d : found(s, commands::read_keys(collection, keys))) {
       LockDoc doc = LockDoc::from_document(d);
-      found.emplace(doc.key, std::move(doc));
+      docs.emplace(doc.key, std::move(doc));
     }
-    for (std::size_t i = from; i < to; ++i) {
-      auto it = found.find(requests[i].key);
-      renewed[i] = it != found.end() && requests[i].renewed_by(it->second);
-    }
-  }
-  return renewed;
+    return docs;
+  });
 }
 
 const void* MongoStorage::batch_domain() const { return impl_->domain.get(); }
@@ -419,88 +318,38 @@ std::shared_ptr<ClockSampleBoard> MongoStorage::clock_sample_board() {
 bool MongoStorage::release(const std::string& collection, const std::string& key,
                            const std::optional<std::string>& uuid, std::int64_t fence,
                            std::int64_t now_ms, bool delete_document) {
-  Bson filter;
-  append_key(filter.get(), key);
-  if (uuid) {
-    mongo_bson::append_utf8(filter.get(), "uuid", *uuid);
-    // Names the hold, not just the owner: a release that runs late (timed out at the
-    // client, applied later) cannot free a newer hold of the same owner.
-    if (fence != 0) BSON_APPEND_INT64(filter.get(), "fence", fence);
-  }
-  if (delete_document) {
-    return impl_->conn.session().delete_one(collection, filter.get(), "delete (release)");
-  }
-  Bson update;
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_BOOL(&set, "locked", false);
-  BSON_APPEND_DATE_TIME(&set, "ts_expire", now_ms);
-  bson_append_document_end(update.get(), &set);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (release)");
+  return matched(impl_->conn.session(),
+                 commands::release(collection, key, uuid, fence, now_ms, delete_document));
 }
 
 std::optional<LockDoc> MongoStorage::read(const std::string& collection, const std::string& key) {
-  Bson filter, opts;
-  append_key(filter.get(), key);
-  BSON_APPEND_INT64(opts.get(), "limit", 1);
-  BSON_APPEND_BOOL(opts.get(), "singleBatch", true);  // no cursor left open: one round trip
-  auto docs = impl_->conn.session().find(collection, filter.get(), opts.get(),
-                                         "find (read " + key + ")", 1);
+  auto s = impl_->conn.session();
+  auto docs = found(s, commands::read(collection, key));
   if (docs.empty()) return std::nullopt;
   return LockDoc::from_document(docs.front());
 }
 
 void MongoStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
-  if (ttl_s < 0) throw InvalidArgument("status TTL must not be negative");
-  ensure_indexes(impl_->conn, collection,
-                 {IndexSpec{"timestamp", ttl_s}, IndexSpec{"key", std::nullopt}});
+  ensure_indexes(impl_->conn, collection, commands::status_indexes(ttl_s));
 }
 
 void MongoStorage::put_status(const std::string& collection, const Document& doc) {
-  const Value* id = doc.get("_id");
-  if (id == nullptr) throw InvalidArgument("status document has no _id");
-  Bson filter, replacement, opts;
-  mongo_bson::append_value(filter.get(), "_id", *id);
-  mongo_bson::append_document(replacement.get(), doc);
-  BSON_APPEND_BOOL(opts.get(), "upsert", true);
-  impl_->conn.session().replace_one(collection, filter.get(), replacement.get(), opts.get(),
-                                    "replace (status)");
+  const commands::Command c = commands::put_status(collection, doc);
+  Encoded e(c);
+  BSON_APPEND_BOOL(e.opts.get(), "upsert", true);
+  impl_->conn.session().replace_one(c.collection, e.filter.get(), e.update.get(), e.opts.get(),
+                                    c.what);
 }
 
 std::vector<Document> MongoStorage::list_status(const std::string& collection,
                                                 const std::string& key) {
-  Bson filter, opts;
-  mongo_bson::append_utf8(filter.get(), "key", key);
-  bson_t sort;
-  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);
-  BSON_APPEND_INT32(&sort, "timestamp", -1);
-  bson_append_document_end(opts.get(), &sort);
-  return impl_->conn.session().find(collection, filter.get(), opts.get(),
-                                    "find (status of " + key + ")");
+  auto s = impl_->conn.session();
+  return found(s, commands::list_status(collection, key));
 }
 
 // ---------------------------------------------------------------- semaphores ----
 
 namespace {
-
-void append_slot(bson_t* parent, const char* name, const SemaphoreSlot& s) {
-  bson_t slot;
-  BSON_APPEND_DOCUMENT_BEGIN(parent, name, &slot);
-  mongo_bson::append_utf8(&slot, "uuid", s.uuid);
-  mongo_bson::append_utf8(&slot, "host", s.host);
-  BSON_APPEND_INT64(&slot, "pid", s.pid);
-  BSON_APPEND_INT64(&slot, "fence", s.fence);
-  BSON_APPEND_DATE_TIME(&slot, "ts_created", s.ts_created ? s.ts_created->ms : 0);
-  BSON_APPEND_DATE_TIME(&slot, "ts_expire", s.ts_expire ? s.ts_expire->ms : 0);
-  bson_append_document_end(parent, &slot);
-}
-
-std::string slot_path(std::int64_t slot, const char* field = nullptr) {
-  std::string p = "slots." + std::to_string(slot);
-  if (field) p += std::string(".") + field;
-  return p;
-}
 
 std::optional<std::int64_t> iter_int(const bson_iter_t* it) {
   if (BSON_ITER_HOLDS_INT32(it) || BSON_ITER_HOLDS_INT64(it)) return bson_iter_as_int64(it);
@@ -563,83 +412,77 @@ SemaphoreDoc parse_semaphore(const bson_t* b) {
 
 std::optional<SemaphoreDoc> MongoStorage::read_semaphore(const std::string& collection,
                                                          const std::string& key) {
-  Bson filter, out;
-  append_key(filter.get(), key);
-  if (!impl_->conn.session().find_one_raw(collection, filter.get(), out.get(),
-                                          "find (semaphore " + key + ")"))
+  const commands::Command c = commands::read(collection, key);
+  Encoded e(c);
+  Bson out;
+  if (!impl_->conn.session().find_one_raw(c.collection, e.filter.get(), out.get(), c.what))
     return std::nullopt;
   return parse_semaphore(out.get());
 }
 
-bool MongoStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& c) {
-  const SemaphoreDoc d = semaphore_doc::created_doc(c);
-  Bson doc;
-  append_key(doc.get(), c.key);
-  BSON_APPEND_INT64(doc.get(), "limit", d.limit);
-  BSON_APPEND_INT64(doc.get(), "fence", d.fence);
-  bson_t slots;
-  BSON_APPEND_ARRAY_BEGIN(doc.get(), "slots", &slots);
-  for (std::size_t i = 0; i < d.slots.size(); ++i)
-    append_slot(&slots, std::to_string(i).c_str(), d.slots[i]);
-  bson_append_array_end(doc.get(), &slots);
+bool MongoStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& claim) {
+  const commands::Command c = commands::create_semaphore(collection, claim);
+  Encoded e(c);
   bson_error_t error;
-  if (impl_->conn.session().insert_one(collection, doc.get(), &error)) return true;
+  if (impl_->conn.session().insert_one(c.collection, e.update.get(), &error)) return true;
   if (is_server_error(error, kDuplicateKey)) return false;  // created by someone else
-  throw_error("insert (create semaphore " + c.key + ")", error);
+  throw_error(c.what, error);
 }
 
-bool MongoStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
-  Bson filter, update;
-  append_key(filter.get(), c.key);
-  BSON_APPEND_INT64(filter.get(), "limit", c.limit);
-  BSON_APPEND_INT64(filter.get(), "fence", c.old_fence);
-  // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
-  const std::string expire_path = slot_path(c.slot, "ts_expire");
-  bson_t free, gt;
-  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), expire_path.c_str(), &free);
-  BSON_APPEND_DOCUMENT_BEGIN(&free, "$not", &gt);
-  BSON_APPEND_DATE_TIME(&gt, "$gt", c.now_ms);
-  bson_append_document_end(&free, &gt);
-  bson_append_document_end(filter.get(), &free);
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_INT64(&set, "fence", c.new_fence);
-  append_slot(&set, slot_path(c.slot).c_str(), semaphore_doc::claimed_slot(c));
-  bson_append_document_end(update.get(), &set);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (claim semaphore " + c.key + ")");
+bool MongoStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) {
+  return matched(impl_->conn.session(), commands::claim_semaphore(collection, claim));
 }
 
 bool MongoStorage::renew_semaphore(const std::string& collection, const std::string& key,
                                    std::int64_t slot, const std::string& uuid,
                                    std::int64_t fence, std::int64_t now_ms,
                                    std::int64_t expire_ms) {
-  Bson filter, update;
-  append_key(filter.get(), key);
-  mongo_bson::append_utf8(filter.get(), slot_path(slot, "uuid").c_str(), uuid);
-  BSON_APPEND_INT64(filter.get(), slot_path(slot, "fence").c_str(), fence);
-  bson_t gt;
-  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), slot_path(slot, "ts_expire").c_str(), &gt);
-  BSON_APPEND_DATE_TIME(&gt, "$gt", now_ms);
-  bson_append_document_end(filter.get(), &gt);
-  append_expiry_update(update.get(), slot_path(slot, "ts_expire").c_str(), expire_ms);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (renew semaphore " + key + ")");
+  return matched(impl_->conn.session(), commands::renew_semaphore(collection, key, slot, uuid,
+                                                                  fence, now_ms, expire_ms));
+}
+
+std::vector<bool> MongoStorage::renew_semaphores(
+    const std::string& collection, const std::vector<SemaphoreRenewRequest>& requests,
+    std::int64_t now_ms) {
+  if (requests.empty()) return {};
+  check_strings(requests);
+  auto s = impl_->conn.session();  // every command of the call on one connection
+  return commands::renew_in_chunks<SemaphoreDoc>(requests, max_renew_batch(), [&](std::size_t from,
+                                                                                  std::size_t to) {
+    const commands::Command c = commands::renew_semaphores(collection, requests, from, to, now_ms);
+    std::vector<std::unique_ptr<Bson>> encoded;  // owns what `statements` points at
+    std::vector<std::pair<const bson_t*, const bson_t*>> statements;
+    for (const commands::Statement& st : c.statements) {
+      encoded.push_back(std::make_unique<Bson>());
+      mongo_bson::append_tree(encoded.back()->get(), st.filter);
+      encoded.push_back(std::make_unique<Bson>());
+      mongo_bson::append_tree(encoded.back()->get(), st.update);
+      statements.emplace_back(encoded[encoded.size() - 2]->get(), encoded.back()->get());
+    }
+    s.update_bulk(c.collection, statements, c.what);
+    const auto read = commands::read_keys(collection, commands::semaphore_keys(requests, from, to));
+    Encoded e(read);
+    std::map<std::string, SemaphoreDoc> docs;
+    s.find_each(read.collection, e.filter.get(), e.opts.get(), read.what,
+                static_cast<std::size_t>(read.limit), [&](const bson_t* raw) {
+                  SemaphoreDoc d = parse_semaphore(raw);
+                  docs.emplace(d.key, std::move(d));
+                });
+    return docs;
+  });
 }
 
 bool MongoStorage::release_semaphore(const std::string& collection, const std::string& key,
                                      std::int64_t slot, const std::string& uuid,
                                      std::int64_t fence) {
-  Bson filter, update;
-  append_key(filter.get(), key);
-  mongo_bson::append_utf8(filter.get(), slot_path(slot, "uuid").c_str(), uuid);
-  BSON_APPEND_INT64(filter.get(), slot_path(slot, "fence").c_str(), fence);
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  append_slot(&set, slot_path(slot).c_str(), semaphore_doc::empty_slot());
-  bson_append_document_end(update.get(), &set);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (release semaphore " + key + ")");
+  return matched(impl_->conn.session(),
+                 commands::release_semaphore(collection, key, slot, uuid, fence));
+}
+
+bool MongoStorage::hand_over(const std::string& collection, const HandOver& h) {
+  mongo_bson::check_utf8(h.to_uuid, "uuid");
+  mongo_bson::check_utf8(h.to_host, "host");
+  return matched(impl_->conn.session(), commands::hand_over(collection, h));
 }
 
 std::int64_t op_timeout_ms_for_ttl(double ttl_s) {
@@ -648,24 +491,6 @@ std::int64_t op_timeout_ms_for_ttl(double ttl_s) {
   if (ms < 100) return 100;
   if (ms > 5000) return 5000;
   return static_cast<std::int64_t>(ms);
-}
-
-}  // namespace mongoelector
-
-namespace mongoelector {
-
-// Graceful handover: renew()'s filter (uuid, fence, unexpired), one atomic update_one.
-bool MongoStorage::hand_over(const std::string& collection, const HandOver& h) {
-  mongo_bson::check_utf8(h.to_uuid, "uuid");
-  mongo_bson::check_utf8(h.to_host, "host");
-  Bson filter, update;
-  append_renew_filter(filter.get(), h.key, h.from_uuid, h.from_fence, h.now_ms);
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  mongo_bson::append_document(&set, h.fields());
-  bson_append_document_end(update.get(), &set);
-  return impl_->conn.session().update_one(collection, filter.get(), update.get(),
-                                          "update (hand over " + h.key + ")");
 }
 
 }  // namespace mongoelector

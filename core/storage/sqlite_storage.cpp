@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "../exceptions.h"
 #include "../server_clock.h"
@@ -785,6 +786,46 @@ bool SqliteStorage::renew_semaphore(const std::string& collection, const std::st
     store(db, collection, id, semaphore_doc::to_flat(doc), what);
     txn.commit();
     return true;
+  });
+}
+
+// One transaction for the whole batch; each document loaded and stored once.
+std::vector<bool> SqliteStorage::renew_semaphores(
+    const std::string& collection, const std::vector<SemaphoreRenewRequest>& requests,
+    std::int64_t now_ms) {
+  check_collection_name(collection);
+  std::vector<std::string> ids;  // InvalidArgument before the call
+  ids.reserve(requests.size());
+  for (const SemaphoreRenewRequest& r : requests) ids.push_back(id_of_key(r.key));
+  if (requests.empty()) return {};
+  return call("renew_semaphores", [&](sqlite3* db) {
+    const std::string what = "renew_semaphores";
+    Txn txn(db, what);
+    std::vector<bool> renewed(requests.size(), false);
+    std::map<std::string, std::optional<SemaphoreDoc>> docs;  // by id, as loaded
+    std::map<std::string, bool> changed;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const SemaphoreRenewRequest& r = requests[i];
+      auto it = docs.find(ids[i]);
+      if (it == docs.end()) {
+        std::optional<SemaphoreDoc> doc;
+        if (std::optional<Document> cur = load(db, collection, ids[i], what)) {
+          doc = semaphore_doc::from_flat(*cur);
+          doc->key = r.key;
+        }
+        it = docs.emplace(ids[i], std::move(doc)).first;
+      }
+      if (!it->second) continue;
+      renewed[i] = semaphore_doc::renew_slot(*it->second, r.slot, r.uuid, r.fence, now_ms,
+                                             r.expire_ms);
+      if (renewed[i]) changed[ids[i]] = true;
+    }
+    // Nothing written: the rollback of the destructor ends it without a WAL commit.
+    if (changed.empty()) return renewed;
+    for (const auto& [id, yes] : changed)
+      store(db, collection, id, semaphore_doc::to_flat(*docs[id]), what);
+    txn.commit();
+    return renewed;
   });
 }
 

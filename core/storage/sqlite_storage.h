@@ -139,6 +139,9 @@ class SqliteStorage final : public Storage {
                                              const std::string& key) override;
   bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
   bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;
+  std::vector<bool> renew_semaphores(const std::string& collection,
+                                     const std::vector<SemaphoreRenewRequest>& requests,
+                                     std::int64_t now_ms) override;
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;

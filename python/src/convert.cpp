@@ -1,6 +1,9 @@
 #include "convert.h"
 
+#include <datetime.h>
+
 #include <string>
+#include <unordered_map>
 
 namespace mongoelector_py {
 
@@ -27,6 +30,8 @@ DateTypes& types() {
     d->utc = dt.attr("timezone").attr("utc");
     d->epoch = d->datetime_type(1970, 1, 1, py::arg("tzinfo") = d->utc);
     d->one_ms = d->timedelta(py::arg("milliseconds") = 1);
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == nullptr) throw py::error_already_set();
     d->datetime_ms_type = py::none();
     try {
       d->datetime_ms_type = py::module_::import("bson.datetime_ms").attr("DatetimeMS");
@@ -41,7 +46,21 @@ DateTypes& types() {
 
 py::object datetime_from_ms(std::int64_t ms) {
   DateTypes& t = types();
-  return t.epoch + t.timedelta(py::arg("milliseconds") = ms);
+  // epoch + timedelta(milliseconds=ms), built through the C API (no keyword call).
+  constexpr std::int64_t kDay = 86400000;
+  std::int64_t days = ms / kDay, rest = ms % kDay;
+  if (rest < 0) {
+    rest += kDay;
+    days -= 1;
+  }
+  if (days > 999999999 || days < -999999999) {  // as timedelta(milliseconds=ms) would
+    PyErr_SetString(PyExc_OverflowError, "date value out of range");
+    throw py::error_already_set();
+  }
+  py::object delta = py::reinterpret_steal<py::object>(PyDelta_FromDSU(
+      static_cast<int>(days), static_cast<int>(rest / 1000), static_cast<int>(rest % 1000) * 1000));
+  if (!delta) throw py::error_already_set();
+  return t.epoch + delta;
 }
 
 py::object utcnow() {
@@ -78,6 +97,58 @@ py::dict to_py(const me::Document& doc) {
   py::dict d;
   for (const auto& f : doc.fields()) d[py::str(f.first)] = to_py(f.second);
   return d;
+}
+
+namespace {
+// Interned field names by C++ name. Bounded: field names are the protocol's plus slot
+// paths ("slots.<i>.ts_expire"), so the table stays small; beyond the bound names are
+// made per call. Leaked like the types above.
+PyObject* field_name(const std::string& name) {
+  static auto* names = new std::unordered_map<std::string, PyObject*>();
+  auto it = names->find(name);
+  if (it != names->end()) {
+    Py_INCREF(it->second);
+    return it->second;
+  }
+  PyObject* s = PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), nullptr);
+  if (s == nullptr) throw py::error_already_set();
+  PyUnicode_InternInPlace(&s);
+  if (names->size() < 4096) {
+    Py_INCREF(s);
+    names->emplace(name, s);
+  }
+  return s;
+}
+
+py::object scalar_to_py(const me::Value& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) {
+    PyObject* o = PyUnicode_DecodeUTF8(s->data(), static_cast<Py_ssize_t>(s->size()), nullptr);
+    if (o == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(o);
+  }
+  if (const auto* i = std::get_if<std::int64_t>(&v)) {
+    return py::reinterpret_steal<py::object>(PyLong_FromLongLong(*i));
+  }
+  return to_py(v);
+}
+}  // namespace
+
+py::object to_py(const me::commands::Node& node) {
+  using Kind = me::commands::Node::Kind;
+  if (node.kind == Kind::scalar) return scalar_to_py(node.value);
+  if (node.kind == Kind::array) {
+    py::list list(node.children.size());
+    for (std::size_t i = 0; i < node.children.size(); ++i)
+      PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i), to_py(node.children[i]).release().ptr());
+    return std::move(list);
+  }
+  py::dict d;
+  for (const me::commands::Node& c : node.children) {
+    py::object key = py::reinterpret_steal<py::object>(field_name(c.name));
+    py::object value = to_py(c);
+    if (PyDict_SetItem(d.ptr(), key.ptr(), value.ptr()) != 0) throw py::error_already_set();
+  }
+  return std::move(d);
 }
 
 std::optional<me::Value> value_from_py(py::handle obj) {

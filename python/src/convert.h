@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "storage/commands.h"
 #include "value.h"
 
 namespace mongoelector_py {
@@ -26,6 +27,10 @@ py::object utcnow();
 
 py::object to_py(const mongoelector::Value& v);
 py::dict to_py(const mongoelector::Document& doc);
+// A command's filter/update tree (storage/commands.h): documents become dicts, arrays
+// lists. Cheap on purpose (every storage call encodes one or two): field names are
+// interned Python strings made once, values go through the C API.
+py::object to_py(const mongoelector::commands::Node& node);
 
 // Values of types core cannot hold (ObjectId, sub-documents, ...) give nullopt; the
 // document conversion skips such fields, exactly as the libmongoc backend does.

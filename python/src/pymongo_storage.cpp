@@ -10,7 +10,6 @@
 #include "exceptions.h"
 #include "gil.h"
 #include "log.h"
-#include "semaphore/semaphore_doc.h"
 #include "server_clock.h"
 
 namespace mongoelector_py {
@@ -71,6 +70,7 @@ struct PyMongoStorage::Refs {
   py::object duplicate_key_error;  // pymongo.errors.DuplicateKeyError
   py::object operation_failure;    // pymongo.errors.OperationFailure
   py::object timeout_fn;           // pymongo.timeout, or None
+  py::object update_one_op;        // pymongo.UpdateOne (a bulk_write statement)
   // Collection objects by name: db[name] builds a new Collection (name checks, codec
   // options) on every call; the lock, fences and status collections are asked for on
   // every poll.
@@ -108,27 +108,6 @@ std::shared_ptr<PyMongoStorage::Domain> domain_of(const py::object& db) {
   return d;
 }
 
-// {$max: {field: expire}}: renewals never lower an expiry (core/storage.h, renew()); with
-// `exact`, set_expiry's {$set: {field: expire}}.
-py::dict expiry_update(const std::string& field, std::int64_t expire_ms, bool exact = false) {
-  py::dict op;
-  op[py::str(field)] = datetime_from_ms(expire_ms);
-  py::dict update;
-  update[exact ? "$set" : "$max"] = op;
-  return update;
-}
-
-// renew()'s filter (and set_expiry's, hand_over's).
-py::dict renew_filter(const std::string& key, const std::string& uuid, std::int64_t fence,
-                      const py::object& now) {
-  py::dict filter;
-  filter["_id"] = key;
-  filter["locked"] = true;
-  filter["uuid"] = uuid;
-  if (fence != 0) filter["fence"] = fence;
-  filter["ts_expire"] = py::dict(py::arg("$gt") = now);
-  return filter;
-}
 }  // namespace
 
 PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
@@ -145,6 +124,7 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
   refs_->duplicate_key_error = errors.attr("DuplicateKeyError");
   refs_->operation_failure = errors.attr("OperationFailure");
   refs_->timeout_fn = py::getattr(pymongo, "timeout", py::none());
+  refs_->update_one_op = pymongo.attr("UpdateOne");
 
   py::object database_type = py::module_::import("pymongo.database").attr("Database");
   bool real = py::isinstance(refs_->db, database_type);
@@ -334,45 +314,45 @@ void PyMongoStorage::ensure_ttl_index(const py::object& coll, const char* field,
   }
 }
 
+bool PyMongoStorage::matched(const me::commands::Command& c) {
+  py::object coll = this->collection(c.collection);
+  py::object filter = to_py(c.filter);
+  if (c.op == me::commands::Op::delete_one)
+    return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;
+  // matched_count: for a renewal, "matched but already later" is renewed too.
+  return coll.attr("update_one")(filter, to_py(c.update)).attr("matched_count").cast<std::int64_t>() > 0;
+}
+
+py::object PyMongoStorage::find_one_and_update(const me::commands::Command& c) {
+  return this->collection(c.collection)
+      .attr("find_one_and_update")(to_py(c.filter), to_py(c.update), py::arg("upsert") = true,
+                                   py::arg("return_document") = refs_->return_after);
+}
+
+void PyMongoStorage::ensure_indexes(const std::string& collection,
+                                    const std::vector<me::commands::IndexSpec>& specs) {
+  with_python([&] {
+    py::object coll = this->collection(collection);
+    for (const auto& spec : specs) {
+      if (spec.expire_after_s) ensure_ttl_index(coll, spec.field.c_str(), *spec.expire_after_s);
+      else coll.attr("create_index")(spec.field);
+    }
+  });
+}
+
 void PyMongoStorage::ensure_lock_indexes(const std::string& collection) {
-  with_python([&] { ensure_ttl_index(this->collection(collection), "ts_expire", 0); });
+  ensure_indexes(collection, me::commands::lock_indexes());
 }
 
 std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
-                                                 const me::LockClaim& c, bool force) {
+                                                 const me::LockClaim& claim, bool force) {
+  const me::commands::Command c = me::commands::claim(collection, claim, force);
   return with_python([&]() -> std::optional<me::LockDoc> {
-    py::object now = datetime_from_ms(c.now_ms);
-    py::dict filter;
-    filter["_id"] = c.key;
-    if (!force) {
-      // "Free or expired": absent / released / no usable expiry / expired. A held lock
-      // matches nothing, so the upsert becomes an insert of an existing _id: E11000.
-      py::dict not_locked, expired, gt, not_gt;
-      not_locked["locked"] = py::dict(py::arg("$ne") = true);
-      gt["$gt"] = now;
-      not_gt["$not"] = gt;
-      expired["ts_expire"] = not_gt;
-      py::list any;
-      any.append(not_locked);
-      any.append(expired);
-      filter["$or"] = any;
-    }
-    py::dict set;
-    set["locked"] = true;
-    set["host"] = c.host;
-    set["uuid"] = c.uuid;
-    set["pid"] = c.pid;
-    set["ts_created"] = now;
-    set["ts_expire"] = datetime_from_ms(c.expire_ms);
-    py::dict update;
-    update["$set"] = set;
-    update["$inc"] = py::dict(py::arg("fence") = 1);
     py::object result;
     try {
-      result = this->collection(collection).attr("find_one_and_update")(
-          filter, update, py::arg("upsert") = true, py::arg("return_document") = refs_->return_after);
+      result = find_one_and_update(c);
     } catch (py::error_already_set& e) {
-      if (e.matches(refs_->duplicate_key_error)) return std::nullopt;
+      if (e.matches(refs_->duplicate_key_error)) return std::nullopt;  // held
       if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
         return std::nullopt;
       throw;
@@ -383,15 +363,11 @@ std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
 }
 
 std::int64_t PyMongoStorage::bump_epoch(const std::string& collection, const std::string& key) {
+  const me::commands::Command c = me::commands::bump_epoch(collection, key);
   return with_python([&]() -> std::int64_t {
-    py::object fences = this->collection(collection + ".fences");
-    py::dict update;
-    update["$inc"] = py::dict(py::arg("epoch") = 1);
     for (int attempt = 0;; ++attempt) {
       try {
-        py::object doc = fences.attr("find_one_and_update")(
-            py::dict(py::arg("_id") = key), update, py::arg("upsert") = true,
-            py::arg("return_document") = refs_->return_after);
+        py::object doc = find_one_and_update(c);
         if (doc.is_none()) throw me::StorageError("epoch upsert returned no document");
         auto v = value_from_py(py::getattr(doc, "get")("epoch"));
         if (!v || !std::holds_alternative<std::int64_t>(*v))
@@ -409,42 +385,22 @@ std::int64_t PyMongoStorage::bump_epoch(const std::string& collection, const std
 bool PyMongoStorage::set_fence(const std::string& collection, const std::string& key,
                                const std::string& uuid, std::int64_t old_fence,
                                std::int64_t created_ms, std::int64_t new_fence) {
-  return with_python([&] {
-    py::dict filter;
-    filter["_id"] = key;
-    filter["locked"] = true;
-    filter["uuid"] = uuid;
-    filter["fence"] = old_fence;
-    filter["ts_created"] = datetime_from_ms(created_ms);
-    py::dict update;
-    update["$set"] = py::dict(py::arg("fence") = new_fence);
-    py::object r = this->collection(collection).attr("update_one")(filter, update);
-    return r.attr("matched_count").cast<std::int64_t>() > 0;
-  });
+  const auto c = me::commands::set_fence(collection, key, uuid, old_fence, created_ms, new_fence);
+  return with_python([&] { return matched(c); });
 }
 
 bool PyMongoStorage::renew(const std::string& collection, const std::string& key,
                            const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                            std::int64_t expire_ms) {
-  return write_expiry(collection, key, uuid, fence, now_ms, expire_ms, /*exact=*/false);
+  const auto c = me::commands::renew(collection, key, uuid, fence, now_ms, expire_ms);
+  return with_python([&] { return matched(c); });
 }
 
 bool PyMongoStorage::set_expiry(const std::string& collection, const std::string& key,
                                 const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                                 std::int64_t expire_ms) {
-  return write_expiry(collection, key, uuid, fence, now_ms, expire_ms, /*exact=*/true);
-}
-
-bool PyMongoStorage::write_expiry(const std::string& collection, const std::string& key,
-                                  const std::string& uuid, std::int64_t fence,
-                                  std::int64_t now_ms, std::int64_t expire_ms, bool exact) {
-  return with_python([&] {
-    py::dict filter = renew_filter(key, uuid, fence, datetime_from_ms(now_ms));
-    // matched_count: for a renewal, "matched but already later" is renewed too.
-    py::object r = this->collection(collection).attr("update_one")(
-        filter, expiry_update("ts_expire", expire_ms, exact));
-    return r.attr("matched_count").cast<std::int64_t>() > 0;
-  });
+  const auto c = me::commands::renew(collection, key, uuid, fence, now_ms, expire_ms, true);
+  return with_python([&] { return matched(c); });
 }
 
 std::size_t PyMongoStorage::max_renew_batch() const {
@@ -460,49 +416,41 @@ std::vector<bool> PyMongoStorage::renew_many(const std::string& collection,
   auto batched = with_python([&]() -> std::optional<std::vector<bool>> {
     py::object coll = this->collection(collection);
     if (!py::hasattr(coll, "update_many")) return std::nullopt;
-    std::vector<bool> renewed(requests.size(), false);
-    py::object now = datetime_from_ms(now_ms);
-    const std::size_t chunk = std::max<std::size_t>(1, max_renew_batch());
-    for (std::size_t from = 0; from < requests.size(); from += chunk) {
-      const std::size_t to = std::min(requests.size(), from + chunk);
-      // One update_many per group (core/storage.h, renew_groups: $in lists, not an $or).
+    return me::commands::renew_in_chunks<me::LockDoc>(requests, max_renew_batch(), [&](
+        std::size_t from, std::size_t to) {
       for (const me::RenewGroup& g : me::renew_groups(requests, from, to)) {
-        py::list keys, uuids, fences;
-        for (std::size_t i : g.members) {
-          keys.append(py::str(requests[i].key));
-          uuids.append(py::str(requests[i].uuid));
-          fences.append(py::int_(requests[i].fence));
-        }
-        py::dict filter;
-        filter["_id"] = py::dict(py::arg("$in") = keys);
-        filter["locked"] = true;
-        filter["uuid"] = py::dict(py::arg("$in") = uuids);
-        filter["ts_expire"] = py::dict(py::arg("$gt") = now);
-        if (g.fenced) filter["fence"] = py::dict(py::arg("$in") = fences);
+        const auto c = me::commands::renew_group(collection, requests, g, now_ms);
         // Its counts are not used: they cannot say WHICH requests matched.
-        coll.attr("update_many")(filter, expiry_update("ts_expire", g.expire_ms));
+        coll.attr("update_many")(to_py(c.filter), to_py(c.update));
       }
-      py::list keys;
-      for (std::size_t i = from; i < to; ++i) keys.append(py::str(requests[i].key));
-      py::dict filter;
-      filter["_id"] = py::dict(py::arg("$in") = keys);
-      // A negative limit: one batch, the cursor closed by the server (no getMore).
-      const auto n = static_cast<long long>(to - from);
-      py::object cursor = coll.attr("find")(filter, py::arg("limit") = -n);
+      std::vector<std::string> keys;
+      keys.reserve(to - from);
+      for (std::size_t i = from; i < to; ++i) keys.push_back(requests[i].key);
       std::map<std::string, me::LockDoc> found;
-      for (py::handle d : cursor) {
+      for (py::handle d : find(me::commands::read_keys(collection, keys))) {
         me::LockDoc doc = me::LockDoc::from_document(doc_from_py(d));
         found.emplace(doc.key, std::move(doc));
       }
-      for (std::size_t i = from; i < to; ++i) {
-        auto it = found.find(requests[i].key);
-        renewed[i] = it != found.end() && requests[i].renewed_by(it->second);
-      }
-    }
-    return std::optional<std::vector<bool>>(std::move(renewed));
+      return found;
+    });
   });
   if (batched) return std::move(*batched);
   return Storage::renew_many(collection, requests, now_ms);
+}
+
+py::object PyMongoStorage::find(const me::commands::Command& c) {
+  py::object coll = this->collection(c.collection);
+  py::object filter = to_py(c.filter);
+  if (c.one) return coll.attr("find_one")(filter);  // a document or None
+  // A negative limit: one batch, the cursor closed by the server (no getMore).
+  py::object cursor = c.limit > 0 ? coll.attr("find")(filter, py::arg("limit") = -c.limit)
+                                   : coll.attr("find")(filter);
+  if (!c.sort.empty()) {
+    py::list order;
+    for (const auto& s : c.sort.children) order.append(py::make_tuple(s.name, to_py(s)));
+    cursor = cursor.attr("sort")(order);
+  }
+  return cursor;
 }
 
 const void* PyMongoStorage::batch_domain() const { return domain_.get(); }
@@ -514,62 +462,38 @@ std::shared_ptr<me::ClockSampleBoard> PyMongoStorage::clock_sample_board() {
 bool PyMongoStorage::release(const std::string& collection, const std::string& key,
                              const std::optional<std::string>& uuid, std::int64_t fence,
                              std::int64_t now_ms, bool delete_document) {
-  return with_python([&] {
-    py::dict filter;
-    filter["_id"] = key;
-    if (uuid) {
-      filter["uuid"] = *uuid;
-      // The hold, not just the owner: a late release cannot free a newer hold.
-      if (fence != 0) filter["fence"] = fence;
-    }
-    py::object coll = this->collection(collection);
-    if (delete_document)
-      return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;
-    py::dict set;
-    set["locked"] = false;
-    set["ts_expire"] = datetime_from_ms(now_ms);
-    py::dict update;
-    update["$set"] = set;
-    return coll.attr("update_one")(filter, update).attr("matched_count").cast<std::int64_t>() > 0;
-  });
+  const auto c = me::commands::release(collection, key, uuid, fence, now_ms, delete_document);
+  return with_python([&] { return matched(c); });
 }
 
 std::optional<me::LockDoc> PyMongoStorage::read(const std::string& collection,
                                                 const std::string& key) {
+  const auto c = me::commands::read(collection, key);
   return with_python([&]() -> std::optional<me::LockDoc> {
-    py::object doc =
-        this->collection(collection).attr("find_one")(py::dict(py::arg("_id") = key));
+    py::object doc = find(c);
     if (doc.is_none()) return std::nullopt;
     return me::LockDoc::from_document(doc_from_py(doc));
   });
 }
 
 void PyMongoStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
-  with_python([&] {
-    py::object coll = this->collection(collection);
-    ensure_ttl_index(coll, "timestamp", ttl_s);
-    coll.attr("create_index")("key");
-  });
+  ensure_indexes(collection, me::commands::status_indexes(ttl_s));
 }
 
 void PyMongoStorage::put_status(const std::string& collection, const me::Document& doc) {
-  const me::Value* id = doc.get("_id");
-  if (id == nullptr) throw me::InvalidArgument("status document without _id");
+  const auto c = me::commands::put_status(collection, doc);
   with_python([&] {
-    py::dict filter;
-    filter["_id"] = to_py(*id);
-    this->collection(collection).attr("replace_one")(filter, to_py(doc), py::arg("upsert") = true);
+    this->collection(c.collection)
+        .attr("replace_one")(to_py(c.filter), to_py(c.update), py::arg("upsert") = true);
   });
 }
 
 std::vector<me::Document> PyMongoStorage::list_status(const std::string& collection,
                                                       const std::string& key) {
+  const auto c = me::commands::list_status(collection, key);
   return with_python([&] {
     std::vector<me::Document> out;
-    py::object cursor = this->collection(collection)
-                            .attr("find")(py::dict(py::arg("key") = key))
-                            .attr("sort")("timestamp", -1);
-    for (py::handle d : cursor) out.push_back(doc_from_py(d));
+    for (py::handle d : find(c)) out.push_back(doc_from_py(d));
     return out;
   });
 }
@@ -577,23 +501,6 @@ std::vector<me::Document> PyMongoStorage::list_status(const std::string& collect
 // ---------------------------------------------------------------- semaphores ----
 
 namespace {
-
-py::dict slot_to_py(const me::SemaphoreSlot& s) {
-  py::dict d;
-  d["uuid"] = s.uuid;
-  d["host"] = s.host;
-  d["pid"] = s.pid;
-  d["fence"] = s.fence;
-  d["ts_created"] = datetime_from_ms(s.ts_created ? s.ts_created->ms : 0);
-  d["ts_expire"] = datetime_from_ms(s.ts_expire ? s.ts_expire->ms : 0);
-  return d;
-}
-
-std::string slot_path(std::int64_t slot, const char* field = nullptr) {
-  std::string p = "slots." + std::to_string(slot);
-  if (field) p += std::string(".") + field;
-  return p;
-}
 
 // The nested document (a dict from pymongo or mongomock) -> SemaphoreDoc; odd or missing
 // fields take their defaults, as the libmongoc backend reads them.
@@ -626,27 +533,20 @@ me::SemaphoreDoc semaphore_from_py(py::handle doc) {
 
 std::optional<me::SemaphoreDoc> PyMongoStorage::read_semaphore(const std::string& collection,
                                                                const std::string& key) {
+  const auto c = me::commands::read(collection, key);
   return with_python([&]() -> std::optional<me::SemaphoreDoc> {
-    py::object doc =
-        this->collection(collection).attr("find_one")(py::dict(py::arg("_id") = key));
+    py::object doc = find(c);
     if (doc.is_none()) return std::nullopt;
     return semaphore_from_py(doc);
   });
 }
 
 bool PyMongoStorage::create_semaphore(const std::string& collection,
-                                      const me::SemaphoreClaim& c) {
-  const me::SemaphoreDoc d = me::semaphore_doc::created_doc(c);  // checks before the call
+                                      const me::SemaphoreClaim& claim) {
+  const auto c = me::commands::create_semaphore(collection, claim);  // checks before the call
   return with_python([&] {
-    py::dict doc;
-    doc["_id"] = c.key;
-    doc["limit"] = d.limit;
-    doc["fence"] = d.fence;
-    py::list slots;
-    for (const auto& s : d.slots) slots.append(slot_to_py(s));
-    doc["slots"] = slots;
     try {
-      this->collection(collection).attr("insert_one")(doc);
+      this->collection(c.collection).attr("insert_one")(to_py(c.update));
     } catch (py::error_already_set& e) {
       if (e.matches(refs_->duplicate_key_error)) return false;  // created by someone else
       if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
@@ -658,73 +558,63 @@ bool PyMongoStorage::create_semaphore(const std::string& collection,
 }
 
 bool PyMongoStorage::claim_semaphore(const std::string& collection,
-                                     const me::SemaphoreClaim& c) {
-  return with_python([&] {
-    py::dict filter;
-    filter["_id"] = c.key;
-    filter["limit"] = c.limit;
-    filter["fence"] = c.old_fence;
-    // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
-    py::dict gt;
-    gt["$gt"] = datetime_from_ms(c.now_ms);
-    filter[py::str(slot_path(c.slot, "ts_expire"))] = py::dict(py::arg("$not") = gt);
-    py::dict set;
-    set["fence"] = c.new_fence;
-    set[py::str(slot_path(c.slot))] = slot_to_py(me::semaphore_doc::claimed_slot(c));
-    py::dict update;
-    update["$set"] = set;
-    py::object r = this->collection(collection).attr("update_one")(filter, update);
-    return r.attr("matched_count").cast<std::int64_t>() > 0;
-  });
+                                     const me::SemaphoreClaim& claim) {
+  const auto c = me::commands::claim_semaphore(collection, claim);
+  return with_python([&] { return matched(c); });
 }
 
 bool PyMongoStorage::renew_semaphore(const std::string& collection, const std::string& key,
                                      std::int64_t slot, const std::string& uuid,
                                      std::int64_t fence, std::int64_t now_ms,
                                      std::int64_t expire_ms) {
-  return with_python([&] {
-    py::dict filter;
-    filter["_id"] = key;
-    filter[py::str(slot_path(slot, "uuid"))] = uuid;
-    filter[py::str(slot_path(slot, "fence"))] = fence;
-    filter[py::str(slot_path(slot, "ts_expire"))] =
-        py::dict(py::arg("$gt") = datetime_from_ms(now_ms));
-    py::object r = this->collection(collection).attr("update_one")(
-        filter, expiry_update(slot_path(slot, "ts_expire"), expire_ms));
-    return r.attr("matched_count").cast<std::int64_t>() > 0;
+  const auto c =
+      me::commands::renew_semaphore(collection, key, slot, uuid, fence, now_ms, expire_ms);
+  return with_python([&] { return matched(c); });
+}
+
+std::vector<bool> PyMongoStorage::renew_semaphores(
+    const std::string& collection, const std::vector<me::SemaphoreRenewRequest>& requests,
+    std::int64_t now_ms) {
+  if (requests.empty()) return {};
+  auto batched = with_python([&]() -> std::optional<std::vector<bool>> {
+    py::object coll = this->collection(collection);
+    // One by one on mongomock (its bulk_write does not take pymongo's UpdateOne of every
+    // version) and on the aio facade (no bulk_write).
+    if (mock_ || !py::hasattr(coll, "bulk_write")) return std::nullopt;
+    return me::commands::renew_in_chunks<me::SemaphoreDoc>(requests, max_renew_batch(), [&](
+        std::size_t from, std::size_t to) {
+      const auto c = me::commands::renew_semaphores(collection, requests, from, to, now_ms);
+      py::list ops(c.statements.size());
+      for (std::size_t j = 0; j < c.statements.size(); ++j) {
+        py::object op = refs_->update_one_op(to_py(c.statements[j].filter),
+                                             to_py(c.statements[j].update));
+        PyList_SET_ITEM(ops.ptr(), static_cast<Py_ssize_t>(j), op.release().ptr());
+      }
+      // One `update` command; its counts are not used (they cannot say WHICH matched).
+      coll.attr("bulk_write")(ops, py::arg("ordered") = false);
+      std::map<std::string, me::SemaphoreDoc> found;
+      const auto keys = me::commands::semaphore_keys(requests, from, to);
+      for (py::handle d : find(me::commands::read_keys(collection, keys))) {
+        me::SemaphoreDoc doc = semaphore_from_py(d);
+        found.emplace(doc.key, std::move(doc));
+      }
+      return found;
+    });
   });
+  if (batched) return std::move(*batched);
+  return Storage::renew_semaphores(collection, requests, now_ms);
 }
 
 bool PyMongoStorage::release_semaphore(const std::string& collection, const std::string& key,
                                        std::int64_t slot, const std::string& uuid,
                                        std::int64_t fence) {
-  return with_python([&] {
-    py::dict filter;
-    filter["_id"] = key;
-    filter[py::str(slot_path(slot, "uuid"))] = uuid;
-    filter[py::str(slot_path(slot, "fence"))] = fence;
-    py::dict set;
-    set[py::str(slot_path(slot))] = slot_to_py(me::semaphore_doc::empty_slot());
-    py::dict update;
-    update["$set"] = set;
-    py::object r = this->collection(collection).attr("update_one")(filter, update);
-    return r.attr("matched_count").cast<std::int64_t>() > 0;
-  });
+  const auto c = me::commands::release_semaphore(collection, key, slot, uuid, fence);
+  return with_python([&] { return matched(c); });
 }
 
-}  // namespace mongoelector_py
-
-namespace mongoelector_py {
-
-// Graceful handover: renew()'s filter (uuid, fence, unexpired), one atomic update_one.
 bool PyMongoStorage::hand_over(const std::string& collection, const HandOver& h) {
-  return with_python([&] {
-    py::dict filter = renew_filter(h.key, h.from_uuid, h.from_fence, datetime_from_ms(h.now_ms));
-    py::dict update;
-    update["$set"] = to_py(h.fields());
-    py::object r = this->collection(collection).attr("update_one")(filter, update);
-    return r.attr("matched_count").cast<std::int64_t>() > 0;
-  });
+  const auto c = me::commands::hand_over(collection, h);
+  return with_python([&] { return matched(c); });
 }
 
 }  // namespace mongoelector_py

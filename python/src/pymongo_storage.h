@@ -17,6 +17,7 @@
 #include <string>
 
 #include "storage.h"
+#include "storage/commands.h"
 
 namespace mongoelector_py {
 
@@ -93,6 +94,9 @@ class PyMongoStorage final : public mongoelector::Storage {
                         const mongoelector::SemaphoreClaim& claim) override;
   bool claim_semaphore(const std::string& collection,
                        const mongoelector::SemaphoreClaim& claim) override;
+  std::vector<bool> renew_semaphores(const std::string& collection,
+                                     const std::vector<mongoelector::SemaphoreRenewRequest>& requests,
+                                     std::int64_t now_ms) override;
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;
@@ -112,10 +116,15 @@ class PyMongoStorage final : public mongoelector::Storage {
   // The Collection object of `name`, created once. Needs the GIL.
   py::object collection(const std::string& name);
   py::object with_majority_writes(py::object coll);  // see pymongo_storage.cpp
-  // renew() ({$max}) or, `exact`, set_expiry() ({$set}): one update_one.
-  bool write_expiry(const std::string& collection, const std::string& key,
-                    const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                    std::int64_t expire_ms, bool exact);
+  // Sends an update_one / delete_one command (storage/commands.h): whether a document
+  // matched (was deleted). Needs the GIL.
+  bool matched(const mongoelector::commands::Command& c);
+  // Sends a find_and_modify command (upsert, the document after); re-raises errors.
+  py::object find_one_and_update(const mongoelector::commands::Command& c);
+  // Sends a find command: the document or None for Command::one (find_one), else a cursor.
+  py::object find(const mongoelector::commands::Command& c);
+  void ensure_indexes(const std::string& collection,
+                      const std::vector<mongoelector::commands::IndexSpec>& specs);
   void ensure_ttl_index(const py::object& coll, const char* field, std::int64_t seconds);
   mongoelector::ServerInfo probe_server_info();
 

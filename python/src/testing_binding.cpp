@@ -101,6 +101,20 @@ void bind_testing(py::module_& m) {
       },
       py::arg("storage"), py::arg("collection"), py::arg("key"), py::arg("slot"), py::arg("uuid"),
       py::arg("fence"), py::arg("now_ms"), py::arg("expire_ms"));
+  m.def(
+      "_storage_renew_semaphores",
+      [](me::Storage& s, const std::string& coll,
+         const std::vector<std::tuple<std::string, std::int64_t, std::string, std::int64_t,
+                                      std::int64_t>>& rs,
+         std::int64_t now_ms) {
+        std::vector<me::SemaphoreRenewRequest> requests;
+        for (const auto& [key, slot, uuid, fence, expire] : rs)
+          requests.push_back(me::SemaphoreRenewRequest{key, slot, uuid, fence, expire});
+        py::gil_scoped_release nogil;
+        return s.renew_semaphores(coll, requests, now_ms);
+      },
+      py::arg("storage"), py::arg("collection"), py::arg("requests"), py::arg("now_ms"),
+      "Storage::renew_semaphores; requests are (key, slot, uuid, fence, expire_ms).");
 }
 
 }  // namespace mongoelector_py

@@ -103,3 +103,35 @@ def test_a_late_slot_renewal_never_lowers_the_slots_expiry(db, storage):
     assert ms(doc["slots"][0]["ts_expire"]) == T + 9000
     assert ms(doc["slots"][1]["ts_expire"]) == T + 1000
     assert not _native._storage_renew_semaphore(storage, "sems", "pool", 0, "a", 2, T, T + 5000)
+
+
+def put_pool(db, key, slots):
+    db["sems"].insert_one({"_id": key, "limit": len(slots), "fence": len(slots), "slots": [
+        {"uuid": u, "host": "h", "pid": 1, "fence": f, "ts_created": at(T), "ts_expire": at(e)}
+        for u, f, e in slots]})
+
+
+def slot_expiry(db, key, i):
+    return ms(db["sems"].find_one({"_id": key})["slots"][i]["ts_expire"])
+
+
+def test_a_slot_batch_renews_by_slot_uuid_and_fence_and_decides_by_reading_back(db, storage):
+    put_pool(db, "pool", [("a", 1, T + 1000), ("b", 2, T + 1000), ("c", 3, T + 30_000)])
+    put_pool(db, "other", [("d", 1, T + 1000)])
+    requests = [("pool", 0, "a", 1, T + 5000),    # two slots of one key, one batch
+                ("pool", 1, "b", 2, T + 6000),
+                ("pool", 2, "c", 3, T + 9000),    # already later: kept, and renewed
+                ("other", 0, "d", 1, T + 7000),
+                ("other", 0, "x", 1, T + 7000),   # another uuid
+                ("other", 0, "d", 2, T + 7000),   # another fence
+                ("pool", 1, "a", 1, T + 7000),    # another slot
+                ("missing", 0, "a", 1, T + 7000)]
+    renewed = _native._storage_renew_semaphores(storage, "sems", requests, T + 500)
+    assert renewed == [True, True, True, True, False, False, False, False]
+    assert [slot_expiry(db, "pool", i) for i in range(3)] == [T + 5000, T + 6000, T + 30_000]
+    assert slot_expiry(db, "other", 0) == T + 7000
+    # An expired slot is not revived; an empty batch is fine.
+    assert _native._storage_renew_semaphores(storage, "sems", [("pool", 0, "a", 1, T + 9000)],
+                                             T + 5000) == [False]
+    assert slot_expiry(db, "pool", 0) == T + 5000
+    assert _native._storage_renew_semaphores(storage, "sems", [], T) == []

@@ -307,6 +307,88 @@ TEST_P(SemaphoreOps, InvalidClaimsAreRefusedBeforeAnythingIsSent) {
   EXPECT_FALSE(s->read_semaphore(coll, "pool").has_value());
 }
 
+// ---- renew_semaphores: the batched renewal of semaphore slots ----------------------
+
+SemaphoreRenewRequest slot_renewal(const std::string& key, std::int64_t slot,
+                                   const std::string& who, std::int64_t fence,
+                                   std::int64_t expire_ms) {
+  return SemaphoreRenewRequest{key, slot, "uuid-" + who, fence, expire_ms};
+}
+
+TEST_P(SemaphoreOps, RenewSemaphoresRenewsEachNamedSlot) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now, 1000)));
+  auto other = by("c", 0, 0, kEpoch, now, 1000);
+  other.key = "other";
+  ASSERT_TRUE(s->create_semaphore(coll, other));
+  const std::vector<bool> r = s->renew_semaphores(
+      coll,
+      {slot_renewal("pool", 0, "a", kEpoch, now + 5000),      // two slots of one key
+       slot_renewal("pool", 1, "b", kEpoch + 1, now + 6000),
+       slot_renewal("other", 0, "c", kEpoch, now + 7000)},
+      now + 500);
+  EXPECT_EQ(r, (std::vector<bool>{true, true, true}));
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.slots[0].ts_expire->ms, now + 5000);
+  EXPECT_EQ(d.slots[1].ts_expire->ms, now + 6000);
+  EXPECT_EQ(s->read_semaphore(coll, "other")->slots[0].ts_expire->ms, now + 7000);
+}
+
+TEST_P(SemaphoreOps, RenewSemaphoresNeedsSlotUuidFenceAndAnUnexpiredSlot) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now, 1000)));
+  const std::vector<bool> r = s->renew_semaphores(
+      coll,
+      {slot_renewal("pool", 1, "a", kEpoch, now + 5000),      // another slot
+       slot_renewal("pool", 0, "x", kEpoch, now + 5000),      // another uuid
+       slot_renewal("pool", 0, "a", kEpoch + 1, now + 5000),  // another fence
+       slot_renewal("nope", 0, "a", kEpoch, now + 5000),      // no document
+       slot_renewal("pool", 1, "b", kEpoch + 1, now + 5000)},  // this one is fine
+      now + 500);
+  EXPECT_EQ(r, (std::vector<bool>{false, false, false, false, true}));
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.slots[0].ts_expire->ms, now + 1000) << "slot 0 untouched";
+  EXPECT_EQ(d.slots[1].ts_expire->ms, now + 5000);
+  // An expired slot is not revived.
+  EXPECT_EQ(s->renew_semaphores(coll, {slot_renewal("pool", 0, "a", kEpoch, now + 9000)},
+                                now + 1000),
+            std::vector<bool>{false});
+  EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 1000);
+}
+
+TEST_P(SemaphoreOps, RenewSemaphoresNeverLowersAnExpiry) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  ASSERT_TRUE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch, now, now + 9000));
+  // A late batch of the same hold: matched, lowers nothing, and reported renewed (the
+  // slot is kept at least as long as it asked).
+  EXPECT_EQ(s->renew_semaphores(coll, {slot_renewal("pool", 0, "a", kEpoch, now + 5000)}, now + 200),
+            std::vector<bool>{true});
+  EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 9000);
+}
+
+TEST_P(SemaphoreOps, RenewSemaphoresOfAnEmptyBatchSendsNothing) {
+  const std::int64_t before = trips();
+  EXPECT_TRUE(s->renew_semaphores(coll, {}, now).empty());
+  EXPECT_EQ(trips() - before, 0);
+}
+
+TEST_P(SemaphoreOps, RenewSemaphoresIsTwoRoundTripsForManySlots) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 10000)));
+  std::vector<SemaphoreRenewRequest> batch{slot_renewal("pool", 0, "a", kEpoch, now + 20000)};
+  for (std::int64_t i = 1; i < 3; ++i) {
+    ASSERT_TRUE(s->claim_semaphore(coll, by("s" + std::to_string(i), i, kEpoch + i - 1, kEpoch + i, now, 10000)));
+    batch.push_back(slot_renewal("pool", i, "s" + std::to_string(i), kEpoch + i, now + 20000));
+  }
+  const std::int64_t before = trips();
+  EXPECT_EQ(s->renew_semaphores(coll, batch, now + 1), (std::vector<bool>{true, true, true}));
+  // One bulk update and one find on a server; one call (one transaction) elsewhere.
+  if (memory() || dynamic_cast<SqliteStorage*>(s.get()) != nullptr)
+    EXPECT_LE(trips() - before, 1);
+  else
+    EXPECT_EQ(trips() - before, 2);
+  for (const auto& slot : must_read().slots) EXPECT_EQ(slot.ts_expire->ms, now + 20000);
+}
+
 std::string name_of(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SemaphoreOps, ::testing::Values("env", "memory"), name_of);
