@@ -197,6 +197,9 @@ def test_start_stop_and_context_manager(backend, electors):
     e.start()
     assert e.running and "running" in repr(e)
     assert wait_for(lambda: e.is_leader)
+    # is_leader reads the hold; on_leader runs on the elector thread right after it won,
+    # so it may still be on its way when is_leader turns true (as in the original).
+    assert wait_for(lambda: len(r.names()) >= 2)
     assert r.names()[:2] == ["leader", "loop"]
     assert r.events[0][1] != threading.get_ident()  # callbacks run on the elector thread
     assert wait_for(lambda: r.names().count("loop") >= 3, timeout=5)  # polls every ttl/2
