@@ -19,7 +19,11 @@ Every fenced code block is one of:
     - ``go``: a block that starts with ``package main`` is built in a temporary module
       (``replace`` pointing at capi/go, ``-tags mongoelector_dev``, linked against
       ``--lib-dir`` with an rpath) and run; any other Go block must be a fragment.
-    - ``rust``: not run yet (listed as "not run" in the table; they do not fail).
+    - ``rust``: a block that defines ``fn main`` is built as a binary of a temporary crate
+      outside the repository (``mongoelector`` by path from capi/rust, the workspace's
+      Cargo.lock, linked against ``--lib-dir`` with an rpath) and run; any other Rust
+      block must be a fragment. Cargo's target directory: ``--cargo-target-dir``
+      (default $CARGO_TARGET_DIR, else a directory inside the temporary crate).
 * a **fragment**: part of a program, or a command that installs or builds something.
   Put an HTML comment on the line right before the fence:
 
@@ -37,7 +41,7 @@ More markers, same place (several may share one comment line or stand on consecu
 Usage::
 
     python3 tests/docs/run_examples.py --python VENV/bin/python \
-        --lib-dir BUILD/capi --cli-dir BUILD/capi/cli [--go] [--no-mypy] [FILES...]
+        --lib-dir BUILD/capi --cli-dir BUILD/capi/cli [--go] [--rust] [--no-mypy] [FILES...]
 
 Prints one line per failure and a table of blocks per language (run / fragment /
 skipped / not run / failed); exits 1 if any block failed.
@@ -117,6 +121,36 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], expect: int) -> str | No
     return None
 
 
+def run_rust(b: Block, n: int, tmp: Path, env: dict[str, str],
+             args: argparse.Namespace, expect: int) -> str | None:
+    """Builds block b as binary b<n> of one crate shared by all Rust blocks, then runs it."""
+    crate = tmp / "rust-examples"
+    lib = str(Path(args.lib_dir).resolve())
+    if not crate.exists():
+        (crate / "src" / "bin").mkdir(parents=True)
+        (crate / "src" / "lib.rs").write_text("")
+        # The dependency versions the bindings are tested with.
+        shutil.copy(ROOT / "capi" / "rust" / "Cargo.lock", crate / "Cargo.lock")
+        (crate / "Cargo.toml").write_text(
+            '[package]\nname = "examples"\nversion = "0.0.0"\nedition = "2021"\n'
+            'publish = false\nbuild = "build.rs"\n\n[dependencies]\n'
+            f'mongoelector = {{ path = "{ROOT / "capi" / "rust" / "mongoelector"}" }}\n\n'
+            "[workspace]\n")
+        # A program of a dependent crate gets no rpath from mongoelector-sys (cargo does
+        # not pass link arguments on to dependents): it adds its own, as a user would.
+        (crate / "build.rs").write_text(
+            f'fn main() {{ println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}"); }}\n')
+    (crate / "src" / "bin" / f"b{n}.rs").write_text(b.code)
+    target = Path(args.cargo_target_dir).resolve() if args.cargo_target_dir \
+        else crate / "target"
+    cenv = dict(env, HOME=os.environ.get("HOME", env["HOME"]), MONGOELECTOR_LIB_DIR=lib,
+                CARGO_TARGET_DIR=str(target))
+    err = run(["cargo", "build", "--quiet", "--bin", f"b{n}"], crate, cenv, 0)
+    if err is None:
+        err = run([str(target / "debug" / f"b{n}")], tmp / f"b{n}", env, expect)
+    return err
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="*", type=Path)
@@ -129,6 +163,10 @@ def main() -> int:
     ap.add_argument("--no-mypy", action="store_true", help="skip mypy --strict")
     ap.add_argument("--go", action="store_true",
                     help="build and run Go blocks (needs go and --lib-dir)")
+    ap.add_argument("--rust", action="store_true",
+                    help="build and run Rust blocks (needs cargo and --lib-dir)")
+    ap.add_argument("--cargo-target-dir", default=os.environ.get("CARGO_TARGET_DIR", ""),
+                    help="cargo's target directory for Rust blocks (kept between runs)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every block run")
     args = ap.parse_args()
 
@@ -161,7 +199,7 @@ def main() -> int:
         if "fragment" in b.markers:
             count(lang, "fragment")
             continue
-        if lang == "rust" or (lang == "go" and not args.go):
+        if (lang == "rust" and not args.rust) or (lang == "go" and not args.go):
             count(lang, "not run")
             continue
         if "needs-server" in b.markers and not server:
@@ -213,6 +251,13 @@ def main() -> int:
                           work, genv, 0)
                 if err is None:
                     err = run(["./example"], work, env, expect)
+        elif lang == "rust":
+            if not re.search(r"^\s*fn main\s*\(", b.code, re.M):
+                err = "a Rust block must be a complete program (fn main) or a fragment"
+            elif not args.lib_dir:
+                err = "no --lib-dir (or MONGOELECTOR_LIB_DIR) to link Rust examples against"
+            else:
+                err = run_rust(b, n, tmp, env, args, expect)
         else:  # sh
             (work / "example.sh").write_text(b.code)
             err = run(["bash", "-eu", "example.sh"], work, env, expect)
