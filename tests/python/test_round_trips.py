@@ -2,11 +2,11 @@
 monitoring on a real server: with the defaults (delete_on_release=True) an acquire costs
 one command, as the original's insert does, whether or not the release before it deleted
 the lock document; the fencing token is assigned when first read."""
+
 import pymongo
 import pytest
-from pymongo import monitoring
-
 from mongoelector import MongoLocker
+from pymongo import monitoring
 
 pytestmark = pytest.mark.server
 

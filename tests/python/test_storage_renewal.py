@@ -5,11 +5,11 @@ ts_expire. For renew, renew_many (its per-request read-back) and semaphore slots
 set_expiry, the one write that may lower an expiry (minimum-hold releases), sets it exactly.
 The storage's operations are called directly, with explicit server times (no clock, no
 sleeps), on mongomock and on the real server (mongo-java-server, FerretDB)."""
+
 import datetime
 
 import mongomock
 import pytest
-
 from mongoelector import _native
 
 COLL = "locks"
@@ -38,8 +38,18 @@ def storage(db):
 
 
 def put_lock(db, key, uuid="u", fence=1, expire=T + 10_000, locked=True):
-    db[COLL].insert_one({"_id": key, "locked": locked, "host": "h", "uuid": uuid, "pid": 1,
-                         "ts_created": at(T), "ts_expire": at(expire), "fence": fence})
+    db[COLL].insert_one(
+        {
+            "_id": key,
+            "locked": locked,
+            "host": "h",
+            "uuid": uuid,
+            "pid": 1,
+            "ts_created": at(T),
+            "ts_expire": at(expire),
+            "fence": fence,
+        }
+    )
 
 
 def expiry(db, key, coll=COLL):
@@ -65,9 +75,14 @@ def test_a_batch_counts_an_already_later_hold_as_renewed(db, storage):
     put_lock(db, "theirs", uuid="other", expire=T + 30_000)
     put_lock(db, "later-unfenced", expire=T + 30_000)
     put_lock(db, "refenced", fence=2, expire=T + 30_000)
-    requests = [("later", "u", 1, T + 20_000), ("plain", "u", 1, T + 20_000),
-                ("theirs", "u", 1, T + 20_000), ("later-unfenced", "u", 0, T + 20_000),
-                ("refenced", "u", 1, T + 20_000), ("missing", "u", 1, T + 20_000)]
+    requests = [
+        ("later", "u", 1, T + 20_000),
+        ("plain", "u", 1, T + 20_000),
+        ("theirs", "u", 1, T + 20_000),
+        ("later-unfenced", "u", 0, T + 20_000),
+        ("refenced", "u", 1, T + 20_000),
+        ("missing", "u", 1, T + 20_000),
+    ]
     renewed = _native._storage_renew_many(storage, COLL, requests, T)
     assert renewed == [True, True, False, True, False, False]
     assert expiry(db, "later") == T + 30_000
@@ -80,6 +95,7 @@ def test_a_batch_counts_an_already_later_hold_as_renewed(db, storage):
 def test_set_expiry_shortens_or_extends_the_named_unexpired_hold(db, storage):
     def set_expiry(*args):
         return _native._storage_renew(storage, COLL, *args, exact=True)
+
     put_lock(db, "k")
     assert not set_expiry("k", "u", 2, T, T + 3000)
     assert not set_expiry("k", "v", 1, T, T + 3000)
@@ -93,10 +109,23 @@ def test_set_expiry_shortens_or_extends_the_named_unexpired_hold(db, storage):
 
 def test_a_late_slot_renewal_never_lowers_the_slots_expiry(db, storage):
     def slot(uuid, fence, expire):
-        return {"uuid": uuid, "host": "h", "pid": 1, "fence": fence, "ts_created": at(T),
-                "ts_expire": at(expire)}
-    db["sems"].insert_one({"_id": "pool", "limit": 2, "fence": 2,
-                           "slots": [slot("a", 1, T + 1000), slot("b", 2, T + 1000)]})
+        return {
+            "uuid": uuid,
+            "host": "h",
+            "pid": 1,
+            "fence": fence,
+            "ts_created": at(T),
+            "ts_expire": at(expire),
+        }
+
+    db["sems"].insert_one(
+        {
+            "_id": "pool",
+            "limit": 2,
+            "fence": 2,
+            "slots": [slot("a", 1, T + 1000), slot("b", 2, T + 1000)],
+        }
+    )
     assert _native._storage_renew_semaphore(storage, "sems", "pool", 0, "a", 1, T + 500, T + 9000)
     assert _native._storage_renew_semaphore(storage, "sems", "pool", 0, "a", 1, T + 200, T + 5000)
     doc = db["sems"].find_one({"_id": "pool"})
