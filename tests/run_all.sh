@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds, and runs every suite: unit, build checks (exported
-# symbols, header, ABI, install consumer), the C++ and C integration suites against
-# mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
+# Installs what is needed, builds, and runs every suite: lint (first, tests/lint.sh), unit,
+# build checks (exported symbols, header, ABI, install consumer), the C++ and C integration
+# suites against mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
 # Go and Rust bindings.
 # Also against $MONGOELECTOR_TEST_URI when set (a real MongoDB of yours).
 # Exits non-zero if any suite fails. Idempotent.
@@ -27,6 +27,9 @@ with_server() {  # with_server KIND CMD...: a fresh server for CMD
   bash "$ROOT/tests/servers/testserver.sh" run "$@"
 }
 
+# First: formatting and static checks (seconds once its tools are installed).
+run_suite "lint (tests/lint.sh: ruff, rustfmt, clippy, gofmt, go vet, staticcheck, clang-format)" \
+  bash "$ROOT/tests/lint.sh"
 install_apt
 install_pip
 install_servers java ferretdb
