@@ -60,7 +60,7 @@ static std::string sqlite_uri_for(const std::string& path) {
   return out;
 }
 
-bool resolve_uri(const Args& args, std::string& uri, int& exit_code) {
+bool resolve_uri(const Args& args, std::string& uri, int& exit_code, bool say_host_only) {
   auto it = args.values.find("uri");
   if (it != args.values.end()) {
     if (it->second.empty()) {
@@ -84,6 +84,7 @@ bool resolve_uri(const Args& args, std::string& uri, int& exit_code) {
     return false;
   }
   uri = sqlite_uri_for(path);
+  if (say_host_only) msg("locks on this host only; set MONGOELECTOR_URI or --uri to coordinate hosts");
   return true;
 }
 

@@ -241,7 +241,7 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (!check_command(a.command, ec)) return ec;  // before taking the lock for nothing
 
   std::string uri;
-  if (!resolve_uri(a, uri, ec)) return ec;
+  if (!resolve_uri(a, uri, ec, /*say_host_only=*/true)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
   LockerPtr locker = open_locker(client.get(), key, kRunCollection, ttl, ec);
@@ -426,7 +426,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   if (!check_command(a.command, ec)) return ec;  // before joining the election
 
   std::string uri;
-  if (!resolve_uri(a, uri, ec)) return ec;
+  if (!resolve_uri(a, uri, ec, /*say_host_only=*/true)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
   Pipe events;

@@ -164,6 +164,22 @@ t_default_uri() {  # no --uri, no MONGOELECTOR_URI: the per-user SQLite file, di
     fail "--help does not show the default path"
 }
 
+t_default_uri_says_host_only() {  # run/elect on the per-user file say once that it locks this host only
+  local home="$T/home-$RANDOM" note="locks on this host only; set MONGOELECTOR_URI or --uri to coordinate hosts"
+  mkdir "$home"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home" "$BIN" run k -- true 2>"$T/e" || fail "run: $(cat "$T/e")"
+  [[ $(grep -c -F "$note" "$T/e") == 1 ]] || fail "run on the default file: no single note: $(cat "$T/e")"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home" "$BIN" elect k -- true 2>"$T/e" || true
+  [[ $(grep -c -F "$note" "$T/e") == 1 ]] || fail "elect on the default file: no single note: $(cat "$T/e")"
+  # Not with a URI given, from either place; never from status.
+  env -u MONGOELECTOR_URI "$BIN" run k --uri "sqlite://$home/given.db" -- true 2>"$T/e" || fail "run --uri: $(cat "$T/e")"
+  ! grep -q -F "host only" "$T/e" || fail "note printed with --uri"
+  MONGOELECTOR_URI="sqlite://$home/given.db" "$BIN" run k -- true 2>"$T/e" || fail "run MONGOELECTOR_URI: $(cat "$T/e")"
+  ! grep -q -F "host only" "$T/e" || fail "note printed with MONGOELECTOR_URI"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home" "$BIN" status k >/dev/null 2>"$T/e" || true
+  ! grep -q -F "host only" "$T/e" || fail "note printed by status"
+}
+
 t_mutual_exclusion() {  # 3 processes x 3 runs each on one key: never two CMDs at once
   local key="mutex-$RANDOM" pids=()
   export LOG="$T/mutex.log"; : >"$LOG"
@@ -523,6 +539,7 @@ echo "mongoelector command tests on $STORAGE ($URI)"
 [[ $STORAGE == sqlite ]] && run_test "basics: --version, --help, usage errors, CMD status" t_cli_basics
 [[ $STORAGE == sqlite ]] && run_test "URI read by the library's parser (errors of core/storage/uri.h)" t_uri_parser
 [[ $STORAGE == sqlite ]] && run_test "default URI: per-user SQLite file, XDG_STATE_HOME" t_default_uri
+[[ $STORAGE == sqlite ]] && run_test "default URI: run/elect say it locks this host only" t_default_uri_says_host_only
 run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
 run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status
 run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded
