@@ -48,5 +48,9 @@ LockerPtr open_locker(mongoelector_client* client, const std::string& key,
                       const char* collection, double ttl, int& exit_code);
 // "held by HOST pid PID (fence F, expires in X s)" or "" if free / unreadable.
 std::string describe_holder(mongoelector_locker* locker);
+// The library's last error, for the user: a storage no server of which answered becomes
+// "cannot reach URI: no server answered within N s (reason)" (the URI given to
+// open_client, N measured from then), without the driver command that found out.
+std::string storage_error(mongoelector_status st);
 
 }  // namespace cli
