@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds, and runs every suite: unit, build checks (exported
-# symbols, header, ABI, install consumer), the C++ and C integration suites against
-# mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
+# Installs what is needed, builds, and runs every suite: lint (first, tests/lint.sh), unit,
+# build checks (exported symbols, header, ABI, install consumer), the C++ and C integration
+# suites against mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
 # Go and Rust bindings.
 # Also against $MONGOELECTOR_TEST_URI when set (a real MongoDB of yours).
 # Exits non-zero if any suite fails. Idempotent.
+#
+#   bash tests/run_all.sh            everything (what CI runs; about 30 minutes on 2 cores)
+#   bash tests/run_all.sh --quick    the loop for a change: lint, unit tests with the
+#     simulation's CI profile and the memory and SQLite storage suites (ctest -LE
+#     integration), the Python suite on memory:// and mongomock (no server, not the
+#     slow tests, not the type checkers' test_typing.py), and the command on SQLite.
+#     No server is started.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+QUICK=0
+[[ "${1:-}" == "--quick" ]] && QUICK=1
 USER_URI="${MONGOELECTOR_TEST_URI:-}"
 unset MONGOELECTOR_TEST_URI MONGOELECTOR_TEST_SERVER
 FAILED=()
@@ -27,13 +36,50 @@ with_server() {  # with_server KIND CMD...: a fresh server for CMD
   bash "$ROOT/tests/servers/testserver.sh" run "$@"
 }
 
+# First: formatting and static checks (seconds once its tools are installed).
+run_suite "lint (tests/lint.sh: ruff, rustfmt, clippy, gofmt, go vet, staticcheck, clang-format)" \
+  bash "$ROOT/tests/lint.sh"
 install_apt
 install_pip
-install_servers java ferretdb
+((QUICK)) || install_servers java ferretdb
 build_native
+
+# Python: the package built by `pip install .[test]` into a virtualenv kept in the cache.
+PY_VENV="${MONGOELECTOR_PY_VENV:-$CACHE/py-venv}"  # MONGOELECTOR_PY_VENV: another virtualenv
+install_python_package() {
+  [[ -x "$PY_VENV/bin/python" ]] || python3 -m venv "$PY_VENV"
+  "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  (cd "$ROOT" && "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -C build-dir="$CACHE/py-build/$(echo "$ROOT" | md5sum | cut -c1-12)" ".[test]")
+}
+# The C library of the build tree, for the Python tests that drive it through ctypes
+# (test_capi_mixed_fleet.py: a C elector next to the original 1.0.2).
+MONGOELECTOR_LIB_DIR="$(dirname "$(find "$BUILD_DIR" -name libmongoelector.so.1 -not -path '*/CMakeFiles/*' | head -1)")"
+export MONGOELECTOR_LIB_DIR
+PYTEST=("$PY_VENV/bin/python" -m pytest -p no:cacheprovider)
+
+summary() {
+  say "summary"
+  local s
+  for s in "${PASSED[@]}"; do echo "  ok      $s"; done
+  for s in "${FAILED[@]}"; do echo "  FAILED  $s"; done
+  echo "${#PASSED[@]} passed, ${#FAILED[@]} failed (${SECONDS} s)"
+  ((${#FAILED[@]} == 0))
+}
 
 CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 900)
 run_suite "unit tests and build checks (ctest -LE integration)" "${CTEST[@]}" -LE integration
+if ((QUICK)); then
+  run_suite "mongoelector command on SQLite (tests/cli --sqlite)" \
+    bash "$ROOT/tests/cli/run.sh" "$BUILD_DIR" --sqlite
+  run_suite "Python package install (pip install .[test])" install_python_package
+  # Not test_typing.py either: its mypy and pyright runs take minutes (the full run has it).
+  run_suite "Python suite on memory:// and mongomock (pytest -m 'not server and not slow')" \
+    "${PYTEST[@]}" -q -m "not server and not slow" --ignore "$ROOT/tests/python/test_typing.py" \
+    "$ROOT/tests/python"
+  summary
+  exit
+fi
 # Verbose: the log shows which server (name and version) each suite talked to, and the
 # measured takeover, step-down and round-trip figures.
 for server in java ferretdb; do
@@ -45,20 +91,7 @@ if [[ -n "$USER_URI" ]]; then
     env MONGOELECTOR_TEST_URI="$USER_URI" "${CTEST[@]}" -L integration
 fi
 run_suite "mongoelector command (tests/cli: SQLite, then java)" bash "$ROOT/tests/cli/run.sh" "$BUILD_DIR"
-# Python: the package built by `pip install .[test]` into a virtualenv kept in the cache.
-PY_VENV="$CACHE/py-venv"
-install_python_package() {
-  [[ -x "$PY_VENV/bin/python" ]] || python3 -m venv "$PY_VENV"
-  "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  (cd "$ROOT" && "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check \
-    -C build-dir="$CACHE/py-build/$(echo "$ROOT" | md5sum | cut -c1-12)" ".[test]")
-}
 run_suite "Python package install (pip install .[test])" install_python_package
-# The C library of the build tree, for the Python tests that drive it through ctypes
-# (test_capi_mixed_fleet.py: a C elector next to the original 1.0.2).
-MONGOELECTOR_LIB_DIR="$(dirname "$(find "$BUILD_DIR" -name libmongoelector.so.1 -not -path '*/CMakeFiles/*' | head -1)")"
-export MONGOELECTOR_LIB_DIR
-PYTEST=("$PY_VENV/bin/python" -m pytest -p no:cacheprovider)
 run_suite "Python suite on java (pytest: mongomock + real server, processes, mixed fleet, GIL)" \
   with_server java -- "${PYTEST[@]}" "$ROOT/tests/python"
 run_suite "Python suite on ferretdb (pytest -m ferretdb)" \
@@ -84,8 +117,4 @@ run_suite "installed library consumers (pkg-config and CMake)" \
 # Its own build tree in the cache (tests/sanitize/run.sh); TSan and fuzzing are run by hand.
 run_suite "ASan+UBSan build: unit + integration on java" bash "$ROOT/tests/sanitize/run.sh" asan
 
-say "summary"
-for s in "${PASSED[@]}"; do echo "  ok      $s"; done
-for s in "${FAILED[@]}"; do echo "  FAILED  $s"; done
-echo "${#PASSED[@]} passed, ${#FAILED[@]} failed"
-((${#FAILED[@]} == 0))
+summary

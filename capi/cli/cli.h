@@ -44,8 +44,9 @@ void print_elect_help();
 void print_status_help();
 void print_demo_help();
 
-// The status of KEY: printed as a table (indent before each line) or as JSON.
+// The status of KEY: printed as a table (indent before each line) or as JSON; the
+// members' counters in the table only when verbose.
 int print_status(mongoelector_client* client, const std::string& uri, const std::string& key,
-                 bool json, const std::string& indent);
+                 bool json, const std::string& indent, bool verbose = false);
 
 }  // namespace cli

@@ -1,4 +1,5 @@
 // Which storage the command uses and how it opens it (connection.h).
+#include <chrono>
 #include "cli.h"
 
 #include <errno.h>
@@ -60,7 +61,7 @@ static std::string sqlite_uri_for(const std::string& path) {
   return out;
 }
 
-bool resolve_uri(const Args& args, std::string& uri, int& exit_code) {
+bool resolve_uri(const Args& args, std::string& uri, int& exit_code, bool say_host_only) {
   auto it = args.values.find("uri");
   if (it != args.values.end()) {
     if (it->second.empty()) {
@@ -84,6 +85,7 @@ bool resolve_uri(const Args& args, std::string& uri, int& exit_code) {
     return false;
   }
   uri = sqlite_uri_for(path);
+  if (say_host_only) msg("locks on this host only; set MONGOELECTOR_URI or --uri to coordinate hosts");
   return true;
 }
 
@@ -144,6 +146,28 @@ static const char* default_database_for(const std::string& uri) {
   return slash == std::string::npos || slash + 1 == rest.size() ? "mongoelector" : "";
 }
 
+namespace {
+std::string g_client_uri;  // what open_client opened, for storage_error
+std::chrono::steady_clock::time_point g_client_opened;
+}  // namespace
+
+std::string storage_error(mongoelector_status st) {
+  const std::string error = mongoelector_last_error();
+  const auto nobody = error.find("No suitable servers found");
+  if (st != MONGOELECTOR_ERR_UNAVAILABLE || nobody == std::string::npos || g_client_uri.empty())
+    return error;
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                      g_client_opened).count();
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.0f s", waited < 1 ? 1 : waited);
+  std::string out = "cannot reach " + redact_uri(g_client_uri) + ": no server answered within " + buf;
+  // The driver's reason, e.g. "[Failed to connect to target host: 127.0.0.1:1]".
+  const auto open = error.find('[', nobody), close = error.find(']', open);
+  if (open != std::string::npos && close != std::string::npos)
+    out += " (" + error.substr(open + 1, close - open - 1) + ")";
+  return out;
+}
+
 ClientPtr open_client(const std::string& uri, int& exit_code) {
   if (uri.rfind("memory:", 0) == 0) {  // one process's memory: no lock between processes
     msg("%s lives in this process only, so it cannot lock anything between processes; use "
@@ -160,6 +184,8 @@ ClientPtr open_client(const std::string& uri, int& exit_code) {
     exit_code = st == MONGOELECTOR_ERR_INVALID_ARGUMENT ? kExitConfig : exit_code_for(st);
     return nullptr;
   }
+  g_client_uri = uri;
+  g_client_opened = std::chrono::steady_clock::now();
   return ClientPtr(client);
 }
 
@@ -180,8 +206,13 @@ LockerPtr open_locker(mongoelector_client* client, const std::string& key, const
           "one host (sqlite:///path.db)", mongoelector_last_error());
       exit_code = kExitConfig;
     } else {
-      msg("cannot use the lock storage: %s\n  the server may be down or unreachable: check "
-          "the URI (--uri or MONGOELECTOR_URI)", mongoelector_last_error());
+      const std::string error = storage_error(st);
+      if (error.rfind("cannot reach ", 0) == 0)
+        msg("%s\n  check the URI (--uri or MONGOELECTOR_URI) and that the server is running "
+            "and reachable", error.c_str());
+      else
+        msg("cannot use the lock storage: %s\n  the server may be down or unreachable: check "
+            "the URI (--uri or MONGOELECTOR_URI)", error.c_str());
       exit_code = exit_code_for(st);
     }
     return nullptr;

@@ -14,7 +14,10 @@ namespace cli {
 
 // --uri, else $MONGOELECTOR_URI, else sqlite:/// + default_state_path() (its directory
 // created). Prints the error and returns false when the default path cannot be made.
-bool resolve_uri(const Args& args, std::string& uri, int& exit_code);
+// --uri, else $MONGOELECTOR_URI, else the per-user SQLite file. With say_host_only, falling
+// back to that file is said once on stderr: it locks this host only, and a command meant
+// to run on one host of many would silently run on each.
+bool resolve_uri(const Args& args, std::string& uri, int& exit_code, bool say_host_only = false);
 // $XDG_STATE_HOME/mongoelector/locks.db or ~/.local/state/mongoelector/locks.db.
 std::string default_state_path();
 // Display helpers only (the library decides what a URI means): the URI with any
@@ -45,5 +48,9 @@ LockerPtr open_locker(mongoelector_client* client, const std::string& key,
                       const char* collection, double ttl, int& exit_code);
 // "held by HOST pid PID (fence F, expires in X s)" or "" if free / unreadable.
 std::string describe_holder(mongoelector_locker* locker);
+// The library's last error, for the user: a storage no server of which answered becomes
+// "cannot reach URI: no server answered within N s (reason)" (the URI given to
+// open_client, N measured from then), without the driver command that found out.
+std::string storage_error(mongoelector_status st);
 
 }  // namespace cli

@@ -241,7 +241,7 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (!check_command(a.command, ec)) return ec;  // before taking the lock for nothing
 
   std::string uri;
-  if (!resolve_uri(a, uri, ec)) return ec;
+  if (!resolve_uri(a, uri, ec, /*say_host_only=*/true)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
   LockerPtr locker = open_locker(client.get(), key, kRunCollection, ttl, ec);
@@ -285,7 +285,7 @@ int cmd_run(int argc, char** argv, int sigfd) {
             timeout, holder.c_str());
       return kExitHeld;
     }
-    msg("cannot acquire %s: %s", key.c_str(), error.c_str());
+    msg("cannot acquire %s: %s", key.c_str(), storage_error(st).c_str());
     return exit_code_for(st);
   }
   int64_t fence = 0;
@@ -426,7 +426,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   if (!check_command(a.command, ec)) return ec;  // before joining the election
 
   std::string uri;
-  if (!resolve_uri(a, uri, ec)) return ec;
+  if (!resolve_uri(a, uri, ec, /*say_host_only=*/true)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
   Pipe events;
@@ -446,7 +446,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   eo.user_data = &ctx;
   mongoelector_status st = mongoelector_elector_new(client.get(), key.c_str(), &eo, &ctx.elector);
   if (st != MONGOELECTOR_OK) {
-    msg("cannot join the election for %s: %s\n  %s", key.c_str(), mongoelector_last_error(),
+    msg("cannot join the election for %s: %s\n  %s", key.c_str(), storage_error(st).c_str(),
         st == MONGOELECTOR_ERR_INVALID_ARGUMENT ? "a key is 1 to 1024 bytes of UTF-8"
                                                 : "check the URI (--uri or MONGOELECTOR_URI) and the server");
     return exit_code_for(st);

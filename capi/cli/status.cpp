@@ -11,7 +11,7 @@ namespace cli {
 namespace {
 
 const char* kStatusHelp =
-    "Usage: mongoelector status KEY [--uri URI] [--json]\n"
+    "Usage: mongoelector status KEY [--uri URI] [--json] [--verbose]\n"
     "\n"
     "Shows KEY's lock (as taken by `mongoelector run` and the C/Python/Go/Rust lockers in\n"
     "the default collection) and its election (as run by `mongoelector elect` and the\n"
@@ -20,6 +20,7 @@ const char* kStatusHelp =
     "\n"
     "  --uri URI   mongodb://host:port/database or sqlite:///absolute/path.db (default:\n"
     "              $MONGOELECTOR_URI, else sqlite://%s)\n"
+    "  --verbose   also each member's counters (acquires, renewals, step-downs, ...)\n"
     "  --json      one JSON object instead of the table:\n"
     "              {\"key\", \"uri\", \"server_time_ms\",\n"
     "               \"lock\": null | {\"host\", \"pid\", \"uuid\", \"fence\", \"created_ms\",\n"
@@ -44,7 +45,7 @@ bool read_holder(mongoelector_locker* locker, Holder& out, int& ec) {
   int found = 0;
   mongoelector_status st = mongoelector_locker_current(locker, &out.info, &found);
   if (st != MONGOELECTOR_OK) {
-    msg("cannot read the lock: %s", mongoelector_last_error());
+    msg("cannot read the lock: %s", storage_error(st).c_str());
     ec = exit_code_for(st);
     return false;
   }
@@ -102,7 +103,7 @@ double num_of(const Json* j) { return j != nullptr && j->type == Json::Number ? 
 void print_status_help() { printf(kStatusHelp, default_state_path().c_str()); }
 
 int print_status(mongoelector_client* client, const std::string& uri, const std::string& key,
-                 bool json, const std::string& indent) {
+                 bool json, const std::string& indent, bool verbose) {
   int ec = 0;
   LockerPtr run_locker = open_locker(client, key, kRunCollection, 60, ec);
   if (!run_locker) return ec;
@@ -114,7 +115,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
   mongoelector_elector* elector = nullptr;
   mongoelector_status st = mongoelector_elector_new(client, key.c_str(), &eo, &elector);
   if (st != MONGOELECTOR_OK) {
-    msg("cannot read the election of %s: %s", key.c_str(), mongoelector_last_error());
+    msg("cannot read the election of %s: %s", key.c_str(), storage_error(st).c_str());
     return exit_code_for(st);
   }
   char* detail_text = nullptr;
@@ -123,7 +124,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
   mongoelector_free(detail_text);
   mongoelector_elector_free(elector);
   if (st != MONGOELECTOR_OK) {
-    msg("cannot read the election of %s: %s", key.c_str(), mongoelector_last_error());
+    msg("cannot read the election of %s: %s", key.c_str(), storage_error(st).c_str());
     return exit_code_for(st);
   }
   Json cd;
@@ -208,11 +209,19 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
   } else {
     out += indent + "key       " + key + "\n";
     out += indent + "storage   " + redact_uri(uri) + "\n";
-    out += indent + "lock      " + holder_lines(lock, now_ms, indent);
-    out += indent + "leader    " + holder_lines(leader, now_ms, indent);
-    if (members.empty()) {
+    // A key serves as a lock (run, lockers), an election (elect, electors), or neither
+    // yet: say which part is not in use rather than "free" next to a busy other part.
+    const bool election_used = leader.found || !members.empty();
+    out += indent + "lock      " +
+           (lock.found || !election_used ? holder_lines(lock, now_ms, indent) : "not used as a lock\n");
+    if (!election_used && lock.found) {
+      out += indent + "election  not used for an election\n";
+    } else if (!election_used) {
+      out += indent + "leader    free\n";
       out += indent + "members   none\n";
     } else {
+      out += indent + "leader    " +
+             (leader.found ? holder_lines(leader, now_ms, indent) : "none (no member leads now)\n");
       char buf[512];
       snprintf(buf, sizeof buf, "%smembers   %-20s %8s  %-8s  %-9s %-12s %s\n", indent.c_str(), "HOST", "PID",
                "UUID", "ROLE", "LAST REPORT", "APP");
@@ -230,7 +239,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
         snprintf(buf, sizeof buf, "%s          %-20s %8" PRId64 "  %-8.8s  %-9s %-12s %s\n", indent.c_str(),
                  m.host.c_str(), m.pid, m.uuid.c_str(), role.c_str(), age.c_str(), m.app.c_str());
         out += buf;
-        if (!m.stats.empty()) out += indent + "            " + stats_line(m.stats) + "\n";
+        if (verbose && !m.stats.empty()) out += indent + "            " + stats_line(m.stats) + "\n";
       }
     }
   }
@@ -242,7 +251,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
 int cmd_status(int argc, char** argv) {
   Args a;
   int ec = 0;
-  if (!parse_args("status", argc, argv, 2, {"uri"}, {"json"}, 1, false, a, ec)) return ec;
+  if (!parse_args("status", argc, argv, 2, {"uri"}, {"json", "verbose"}, 1, false, a, ec)) return ec;
   if (a.help) {
     print_status_help();
     return kExitOk;
@@ -252,7 +261,8 @@ int cmd_status(int argc, char** argv) {
   if (!resolve_uri(a, uri, ec)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
-  return print_status(client.get(), uri, a.positional[0], a.flags.count("json") != 0, "");
+  return print_status(client.get(), uri, a.positional[0], a.flags.count("json") != 0, "",
+                      a.flags.count("verbose") != 0);
 }
 
 }  // namespace cli

@@ -6,17 +6,29 @@ step-down before takeover, failover in about one ttl, a server-time base and an
 election loop that does not compete for the GIL.
 """
 
+from . import testing
 from .client import Client
 from .elector import ClusterDetail, MongoLeaderElector, NodeStatus
-from .errors import (ClosedError, LeaseLost, MongoElectorError, StaleFence, StorageError,
-                     StorageUnavailable, UnsafeServerError)
-from .fenced import (FencedCollection, fenced_delete_one, fenced_insert_one,
-                     fenced_replace_one, fenced_update_one)
+from .errors import (
+    ClosedError,
+    LeaseLost,
+    MongoElectorError,
+    StaleFence,
+    StorageError,
+    StorageUnavailable,
+    UnsafeServerError,
+)
+from .fenced import (
+    FencedCollection,
+    fenced_delete_one,
+    fenced_insert_one,
+    fenced_replace_one,
+    fenced_update_one,
+)
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
 from .observer import LeaderObserver, LeaderState, LeaderStatus, observe
 from .scheduling import once_per, singleton
-from . import testing
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
 
 __version__ = "1.1.0"

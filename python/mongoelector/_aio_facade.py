@@ -54,8 +54,9 @@ def is_async_database(db: object) -> bool:
     import inspect
 
     kind = type(db)
-    return (hasattr(kind, "create_collection")
-            and inspect.iscoroutinefunction(getattr(kind, "command", None)))
+    return hasattr(kind, "create_collection") and inspect.iscoroutinefunction(
+        getattr(kind, "command", None)
+    )
 
 
 class _Raised:
@@ -99,7 +100,8 @@ class AsyncDatabaseFacade(Database[Any]):
             elif self._loop is not loop:
                 raise RuntimeError(
                     "this AsyncDatabase is already used from another event loop: make the "
-                    "AsyncMongoClient, and the lockers and electors on it, in one loop")
+                    "AsyncMongoClient, and the lockers and electors on it, in one loop"
+                )
 
     def call(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
         """Runs ``await fn(*args, **kwargs)`` on the bound loop within ``op_timeout`` and
@@ -115,7 +117,8 @@ class AsyncDatabaseFacade(Database[Any]):
             # The loop would wait for itself.
             raise RuntimeError(
                 "a mongoelector core call through an AsyncDatabase ran on the event loop's "
-                "own thread, which would deadlock; mongoelector.aio runs them in workers")
+                "own thread, which would deadlock; mongoelector.aio runs them in workers"
+            )
         timeout = self.op_timeout
 
         async def run() -> Any:
@@ -138,18 +141,20 @@ class AsyncDatabaseFacade(Database[Any]):
             coro.close()
             raise StorageUnavailable(
                 f"the event loop of this AsyncDatabase is closed ({exc}): stop or close "
-                "mongoelector.aio objects before their loop ends") from None
+                "mongoelector.aio objects before their loop ends"
+            ) from None
         try:
             result = future.result(timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise NetworkTimeout(
                 f"the AsyncDatabase call did not complete within op_timeout ({timeout} s) "
-                "(is the event loop blocked or stopped?)") from None
+                "(is the event loop blocked or stopped?)"
+            ) from None
         except concurrent.futures.CancelledError:
             raise StorageUnavailable(
-                "the AsyncDatabase call was cancelled on its event loop (loop shutting "
-                "down?)") from None
+                "the AsyncDatabase call was cancelled on its event loop (loop shutting down?)"
+            ) from None
         del future
         if isinstance(result, _Raised):
             error = result.error
@@ -249,8 +254,9 @@ class _FacadeCursor:
 
     __slots__ = ("_db", "_coll", "_args", "_kwargs", "_sorts")
 
-    def __init__(self, db: AsyncDatabaseFacade, coll: Any, args: Tuple[Any, ...],
-                 kwargs: Dict[str, Any]) -> None:
+    def __init__(
+        self, db: AsyncDatabaseFacade, coll: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> None:
         self._db = db
         self._coll = coll
         self._args = args

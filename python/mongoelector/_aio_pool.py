@@ -79,8 +79,9 @@ class Pool:
                 return
             if force and self._threads:
                 return
-            thread = threading.Thread(target=self._work, daemon=True,
-                                      name=f"{self._name}-{len(self._threads) + 1}")
+            thread = threading.Thread(
+                target=self._work, daemon=True, name=f"{self._name}-{len(self._threads) + 1}"
+            )
             self._threads.append(thread)
         thread.start()
 

@@ -95,8 +95,9 @@ class AsyncLossEvent(asyncio.Event):
             # without a limit once it passed and the lease is still not lost (released).
             left = None if native is None else native.deadline_in
             try:
-                await asyncio.wait_for(asyncio.Event.wait(self),
-                                       left if left is not None and left > 0 else None)
+                await asyncio.wait_for(
+                    asyncio.Event.wait(self), left if left is not None and left > 0 else None
+                )
             except asyncio.TimeoutError:
                 pass
         return True

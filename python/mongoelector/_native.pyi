@@ -120,8 +120,14 @@ class Locker:
 class KeepAliveLease:
     """Acquires the locker's lock and keeps it alive on the process's native renewer
     thread; lost at the renew deadline on the host's monotonic clock."""
-    def __init__(self, locker: Locker, blocking: bool = True, timeout: Optional[float] = None,
-                 step: float = 0.25, on_lost: Optional[Callable[[], object]] = None) -> None: ...
+    def __init__(
+        self,
+        locker: Locker,
+        blocking: bool = True,
+        timeout: Optional[float] = None,
+        step: float = 0.25,
+        on_lost: Optional[Callable[[], object]] = None,
+    ) -> None: ...
     @property
     def fence(self) -> int: ...
     @property
@@ -180,15 +186,35 @@ class Elector:
 # observer_binding.cpp: core/observe/leader_observer.h (mongoelector.observe).
 class LeaderObserver:
     """Polls the lock of `key` on a native thread, queueing every change of leader."""
-    def __init__(self, storage: Storage, key: str, collection: str = "elector.locks",
-                 interval: float = 1.0, notify: Optional[Callable[[], object]] = None) -> None: ...
+    def __init__(
+        self,
+        storage: Storage,
+        key: str,
+        collection: str = "elector.locks",
+        interval: float = 1.0,
+        notify: Optional[Callable[[], object]] = None,
+    ) -> None: ...
     # (has_leader, uuid, host, pid, fence, server_time, status number, expires,
     # handover_uuid, handover_host, handover_pid, handover_fence); None after `timeout` or
     # once closed.
-    def next(self, timeout: Optional[float] = None) -> Optional[
-        Tuple[bool, Optional[str], Optional[str], Optional[int], Optional[int], datetime, int,
-              Optional[datetime], Optional[str], Optional[str], Optional[int],
-              Optional[int]]]: ...
+    def next(
+        self, timeout: Optional[float] = None
+    ) -> Optional[
+        Tuple[
+            bool,
+            Optional[str],
+            Optional[str],
+            Optional[int],
+            Optional[int],
+            datetime,
+            int,
+            Optional[datetime],
+            Optional[str],
+            Optional[str],
+            Optional[int],
+            Optional[int],
+        ]
+    ]: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
@@ -196,6 +222,7 @@ class LeaderObserver:
 
 def op_timeout_for_ttl(ttl_s: float) -> float: ...
 def parse_uri(uri: str) -> Dict[str, Any]: ...
+
 # metrics_binding.cpp: the process-wide counters as a dict (mongoelector.metrics).
 def metrics_snapshot() -> Dict[str, Any]: ...
 def metrics_record_acquire(outcome: str, seconds: float) -> None: ...
@@ -204,16 +231,33 @@ def shutdown_log() -> None: ...
 def finalizing() -> bool: ...
 def wait_reapers(timeout: float) -> bool: ...
 def _spin_with_gil(seconds: float) -> int: ...
-
 def memory_expire(uri: str, collection: str, key: str) -> bool: ...
 def memory_set_unavailable(uri: str, down: bool) -> None: ...
+
 # testing_binding.cpp: a storage's renewal operations, called directly (storage tests).
-def _storage_renew(storage: Storage, collection: str, key: str, uuid: str, fence: int,
-                   now_ms: int, expire_ms: int, exact: bool = False) -> bool: ...
-def _storage_renew_many(storage: Storage, collection: str,
-                        requests: List[Tuple[str, str, int, int]], now_ms: int) -> List[bool]: ...
-def _storage_renew_semaphore(storage: Storage, collection: str, key: str, slot: int, uuid: str,
-                             fence: int, now_ms: int, expire_ms: int) -> bool: ...
+def _storage_renew(
+    storage: Storage,
+    collection: str,
+    key: str,
+    uuid: str,
+    fence: int,
+    now_ms: int,
+    expire_ms: int,
+    exact: bool = False,
+) -> bool: ...
+def _storage_renew_many(
+    storage: Storage, collection: str, requests: List[Tuple[str, str, int, int]], now_ms: int
+) -> List[bool]: ...
+def _storage_renew_semaphore(
+    storage: Storage,
+    collection: str,
+    key: str,
+    slot: int,
+    uuid: str,
+    fence: int,
+    now_ms: int,
+    expire_ms: int,
+) -> bool: ...
 
 class ManualClock:
     def __init__(self, wall_start_ms: int, settle_timeout_ms: int) -> None: ...

@@ -43,7 +43,8 @@ _ASYNC_DATABASE = (
     "MongoLeaderElector block and need a synchronous one. From asyncio code use "
     "mongoelector.aio (AsyncMongoLocker, AsyncMongoLeaderElector, lease), which takes this "
     "AsyncDatabase; or pass a pymongo Database or a mongodb:// URI (its waits release the "
-    "GIL) and call them through asyncio.to_thread()")
+    "GIL) and call them through asyncio.to_thread()"
+)
 
 
 def op_timeout_for(ttl: float) -> float:
@@ -151,7 +152,8 @@ def check_db(db: object, database: Optional[str] = None) -> None:
         raise TypeError(
             "Must pass a pymongo Database instance or a mongodb:// URI, not %r "
             "(or sqlite:///absolute/path for the embedded backend, memory://NAME for "
-            "tests)" % (db,))
+            "tests)" % (db,)
+        )
     # Looked up on the type: MongoClient.__getattr__ turns any name into a Database,
     # so hasattr(client, "create_collection") is true for a bare client.
     if not hasattr(type(db), "create_collection"):
@@ -163,8 +165,9 @@ def check_db(db: object, database: Optional[str] = None) -> None:
         raise TypeError("database= applies only when db is a MongoDB URI")
 
 
-def open_storage(db: object, *, database: Optional[str] = None,
-                 op_timeout: float) -> Tuple[_native.Storage, Optional[ClientUse]]:
+def open_storage(
+    db: object, *, database: Optional[str] = None, op_timeout: float
+) -> Tuple[_native.Storage, Optional[ClientUse]]:
     """Returns the native storage for ``db`` (see the module docstring) and, for a URI,
     the caller's use of the process-shared client (``end()`` it at ``close()``)."""
     check_db(db, database)
@@ -175,7 +178,8 @@ def open_storage(db: object, *, database: Optional[str] = None,
         name = database if database is not None else database_from_uri(db)
         if not name:
             raise ValueError(
-                "the MongoDB URI names no database: use mongodb://host/dbname or database=")
+                "the MongoDB URI names no database: use mongodb://host/dbname or database="
+            )
         client, use = _shared_client_use(db, name)
         return _native.MongoStorage(cast(_native.MongoClient, client), float(op_timeout)), use
     if isinstance(db, Client):
@@ -186,8 +190,7 @@ def open_storage(db: object, *, database: Optional[str] = None,
 # What each pymongo client's server is (buildInfo, which command gives its clock), learnt
 # once per client rather than once per locker: a new locker's first acquire then costs
 # no more commands than the original's.
-_facts_by_client: weakref.WeakKeyDictionary[Any, _native.ServerFacts] = (
-    weakref.WeakKeyDictionary())
+_facts_by_client: weakref.WeakKeyDictionary[Any, _native.ServerFacts] = weakref.WeakKeyDictionary()
 
 
 def _server_facts(db: object) -> Optional[_native.ServerFacts]:

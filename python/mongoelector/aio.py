@@ -55,8 +55,22 @@ from datetime import datetime
 from socket import getfqdn
 from time import monotonic
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Deque, Dict, List, Literal,
-                    Optional, Tuple, Type, TypeVar, Union, cast)
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Coroutine,
+    Deque,
+    Dict,
+    List,
+    Literal,
+    Optional,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    cast,
+)
 
 from pymongo.database import Database
 
@@ -79,8 +93,14 @@ if sys.version_info >= (3, 11):
 elif TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["AsyncMongoLocker", "AsyncMongoLeaderElector", "AsyncLease", "lease",
-           "AsyncDatabaseArg", "Callback"]
+__all__ = [
+    "AsyncMongoLocker",
+    "AsyncMongoLeaderElector",
+    "AsyncLease",
+    "lease",
+    "AsyncDatabaseArg",
+    "Callback",
+]
 
 log = logging.getLogger(__name__)
 
@@ -152,14 +172,19 @@ async def _call(fn: Callable[[], _T], orphan: Optional[Callable[[_T], object]] =
             # Cancelled after the result was delivered but before this task resumed:
             # the result is nobody's either. (In flight, the waiter was cancelled with
             # the task and settle() hands the result to orphan.)
-            if (orphan is not None and waiter.done() and not waiter.cancelled()
-                    and waiter.exception() is None):
+            if (
+                orphan is not None
+                and waiter.done()
+                and not waiter.cancelled()
+                and waiter.exception() is None
+            ):
                 _aio_pool.pool().submit(functools.partial(_quietly, orphan, waiter.result()))
         raise
 
 
-def _prepare(key: str, db: object, ttl: float, database: Optional[str],
-             op_timeout: Optional[float]) -> Tuple[object, Optional[AsyncDatabaseFacade], float]:
+def _prepare(
+    key: str, db: object, ttl: float, database: Optional[str], op_timeout: Optional[float]
+) -> Tuple[object, Optional[AsyncDatabaseFacade], float]:
     """The synchronous classes' argument checks; the ``db`` the core gets (the facade for
     an ``AsyncDatabase``) and the op_timeout."""
     facade = None
@@ -168,11 +193,16 @@ def _prepare(key: str, db: object, ttl: float, database: Optional[str],
         facade = AsyncDatabaseFacade(db, 1.0)
         target = facade
     _check_args(key, target, ttl, database)
-    if (isinstance(db, str) and not _transport.is_embedded_uri(db) and database is None
-            and not _transport.database_from_uri(db)):
+    if (
+        isinstance(db, str)
+        and not _transport.is_embedded_uri(db)
+        and database is None
+        and not _transport.database_from_uri(db)
+    ):
         # As the synchronous classes' constructors (they connect at once).
         raise ValueError(
-            "the MongoDB URI names no database: use mongodb://host/dbname or database=")
+            "the MongoDB URI names no database: use mongodb://host/dbname or database="
+        )
     if op_timeout is None:
         op_timeout = _transport.op_timeout_for(ttl)
     if facade is not None:
@@ -205,6 +235,7 @@ class _Opener:
 
 # -------------------------------------------------------------------- locker ----
 
+
 class AsyncMongoLocker:
     """``MongoLocker`` for asyncio: the same lock, documents and semantics.
 
@@ -229,10 +260,20 @@ class AsyncMongoLocker:
     uuid: str
     pid: int
 
-    def __init__(self, key: str, db: AsyncDatabaseArg, *, dbcollection: str = "mongolocker",
-                 ttl: float = 600, timeparanoid: bool = True, maxoffset: float = 0.5,
-                 database: Optional[str] = None, delete_on_release: bool = True,
-                 allow_unsafe_server: bool = False, op_timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        db: AsyncDatabaseArg,
+        *,
+        dbcollection: str = "mongolocker",
+        ttl: float = 600,
+        timeparanoid: bool = True,
+        maxoffset: float = 0.5,
+        database: Optional[str] = None,
+        delete_on_release: bool = True,
+        allow_unsafe_server: bool = False,
+        op_timeout: Optional[float] = None,
+    ) -> None:
         target, facade, timeout = _prepare(key, db, ttl, database, op_timeout)
         self.key = key
         self.database = db
@@ -292,14 +333,22 @@ class AsyncMongoLocker:
 
     def _make_sync(self) -> Tuple[_native.Locker, Optional[_transport.ClientUse], str]:
         host = getfqdn()
-        storage, use = _transport.open_storage(self._target, database=self._db_name,
-                                               op_timeout=self._op_timeout)
+        storage, use = _transport.open_storage(
+            self._target, database=self._db_name, op_timeout=self._op_timeout
+        )
         try:
             core = _native.Locker(
-                storage, self.key, self._collection, float(self._ttl_arg), self.timeparanoid,
-                _native_maxoffset(self._maxoffset), self._delete_on_release,
-                self._allow_unsafe_server, identity=_native.Identity(self.uuid, host, self.pid),
-                lazy_token=False)
+                storage,
+                self.key,
+                self._collection,
+                float(self._ttl_arg),
+                self.timeparanoid,
+                _native_maxoffset(self._maxoffset),
+                self._delete_on_release,
+                self._allow_unsafe_server,
+                identity=_native.Identity(self.uuid, host, self.pid),
+                lazy_token=False,
+            )
         except BaseException:
             del storage
             if use is not None:
@@ -340,8 +389,13 @@ class AsyncMongoLocker:
 
     # ---------------------------------------------------------------- acquire ----
 
-    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
-                      step: float = 0.25, force: bool = False) -> bool:
+    async def acquire(
+        self,
+        blocking: bool = True,
+        timeout: Optional[float] = None,
+        step: float = 0.25,
+        force: bool = False,
+    ) -> bool:
         """Acquires the lock, as ``MongoLocker.acquire()``: returns True (the token is
         then ``self.fence``), raises ``LockExists`` (``blocking=False`` and held),
         ``AcquireTimeout`` or ``TimeOffsetError``. Waits between attempts (``step``
@@ -373,13 +427,21 @@ class AsyncMongoLocker:
             if outcome:
                 _native.metrics_record_acquire(outcome, monotonic() - started)
 
-    async def _acquire_loop(self, core: _native.Locker, blocking: bool,
-                            timeout: Optional[float], step: float, force: bool) -> None:
+    async def _acquire_loop(
+        self,
+        core: _native.Locker,
+        blocking: bool,
+        timeout: Optional[float],
+        step: float,
+        force: bool,
+    ) -> None:
         start = monotonic()
         while True:
             check_time = self.timeparanoid and not self._time_checked
-            token = await _call(functools.partial(self._attempt, core, force, check_time),
-                                orphan=functools.partial(self._drop_orphan, core))
+            token = await _call(
+                functools.partial(self._attempt, core, force, check_time),
+                orphan=functools.partial(self._drop_orphan, core),
+            )
             if token is not None:
                 hold = core.hold
                 if hold is not None:
@@ -388,8 +450,9 @@ class AsyncMongoLocker:
             if not blocking:
                 existing = await _call(core.read)
                 if existing:
-                    raise LockExists(f"{self.key} owned by {existing.get('host')} pid "
-                                     f"{existing.get('pid', '?')}")
+                    raise LockExists(
+                        f"{self.key} owned by {existing.get('host')} pid {existing.get('pid', '?')}"
+                    )
                 raise AcquireTimeout("Timeout reached, lock not acquired")
             wait = step
             if timeout is not None:
@@ -404,8 +467,7 @@ class AsyncMongoLocker:
         one conditional upsert."""
         with self._io:
             if self._closed:  # close() released under _io: nothing may take it after
-                raise ClosedError(
-                    f"AsyncMongoLocker {self.key!r} is closed (close() was called)")
+                raise ClosedError(f"AsyncMongoLocker {self.key!r} is closed (close() was called)")
             if check_time:
                 core.verify_time()  # TimeOffsetError beyond maxoffset
                 self._time_checked = True
@@ -419,8 +481,9 @@ class AsyncMongoLocker:
         with self._io:
             hold = core.hold
             if hold is not None and hold[0] == token:
-                log.info("releasing lock %r (fence %s) taken by a cancelled acquire",
-                         self.key, token)
+                log.info(
+                    "releasing lock %r (fence %s) taken by a cancelled acquire", self.key, token
+                )
                 core.release(False)
 
     # ---------------------------------------------------------- round trips ----
@@ -472,7 +535,8 @@ class AsyncMongoLocker:
         """This host's FQDN, as written in the lock document (known once opened)."""
         if self._host is None:
             raise RuntimeError(
-                f"AsyncMongoLocker {self.key!r} is not open yet: await lock.open() first")
+                f"AsyncMongoLocker {self.key!r} is not open yet: await lock.open() first"
+            )
         return self._host
 
     @property
@@ -502,16 +566,18 @@ class AsyncMongoLocker:
         remaining = None if core is None else core.lease_remaining
         owned = remaining is not None and remaining > 0
         state = ", closed=True" if self._closed else ""
-        return (f"AsyncMongoLocker(key={self.key!r}, uuid={self.uuid!r}, "
-                f"owned={owned}{state})")
+        return f"AsyncMongoLocker(key={self.key!r}, uuid={self.uuid!r}, owned={owned}{state})"
 
     async def __aenter__(self: _L) -> _L:
         await self.acquire()
         return self
 
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
-                        exc_val: Optional[BaseException],
-                        exc_tb: Optional[TracebackType]) -> Literal[False]:
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         await self.release()
         return False
 
@@ -549,14 +615,23 @@ class AsyncMongoLeaderElector:
     db: AsyncDatabaseArg
     ttl: float
 
-    def __init__(self, key: str, db: AsyncDatabaseArg, *, ttl: float = 15,
-                 on_leader: Optional[Callback] = None,
-                 on_leader_loss: Optional[Callback] = None,
-                 on_loop: Optional[Callback] = None,
-                 app_version: Optional[str] = None, report_status: bool = True,
-                 database: Optional[str] = None, allow_unsafe_server: bool = False,
-                 op_timeout: Optional[float] = None, delete_on_release: bool = True,
-                 handover_poll: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        db: AsyncDatabaseArg,
+        *,
+        ttl: float = 15,
+        on_leader: Optional[Callback] = None,
+        on_leader_loss: Optional[Callback] = None,
+        on_loop: Optional[Callback] = None,
+        app_version: Optional[str] = None,
+        report_status: bool = True,
+        database: Optional[str] = None,
+        allow_unsafe_server: bool = False,
+        op_timeout: Optional[float] = None,
+        delete_on_release: bool = True,
+        handover_poll: Optional[float] = None,
+    ) -> None:
         _check_handover_poll(handover_poll)
         target, facade, timeout = _prepare(key, db, ttl, database, op_timeout)
         self.key = key
@@ -565,11 +640,20 @@ class AsyncMongoLeaderElector:
         self._target = target
         self._facade = facade
         self._options: Dict[str, Any] = dict(
-            ttl=ttl, app_version=app_version, report_status=report_status, database=database,
-            allow_unsafe_server=allow_unsafe_server, op_timeout=timeout,
-            delete_on_release=delete_on_release, handover_poll=handover_poll)
+            ttl=ttl,
+            app_version=app_version,
+            report_status=report_status,
+            database=database,
+            allow_unsafe_server=allow_unsafe_server,
+            op_timeout=timeout,
+            delete_on_release=delete_on_release,
+            handover_poll=handover_poll,
+        )
         self._callbacks: Dict[str, Optional[Callback]] = {
-            "on_leader": on_leader, "on_leader_loss": on_leader_loss, "on_loop": on_loop}
+            "on_leader": on_leader,
+            "on_leader_loss": on_leader_loss,
+            "on_loop": on_loop,
+        }
         self._sync: Optional[MongoLeaderElector] = None
         self._opener = _Opener()
         self._closed = False
@@ -609,9 +693,13 @@ class AsyncMongoLeaderElector:
 
     def _make_sync(self) -> MongoLeaderElector:
         return MongoLeaderElector(
-            self.key, cast(Any, self._target), on_leader=self._hook("on_leader"),
-            on_leader_loss=self._hook("on_leader_loss"), on_loop=self._hook("on_loop"),
-            **self._options)
+            self.key,
+            cast(Any, self._target),
+            on_leader=self._hook("on_leader"),
+            on_leader_loss=self._hook("on_leader_loss"),
+            on_loop=self._hook("on_loop"),
+            **self._options,
+        )
 
     def _hook(self, name: str) -> Optional[Callback]:
         """What the native elector calls for callback ``name`` (None: it calls nothing)."""
@@ -760,9 +848,12 @@ class AsyncMongoLeaderElector:
         await self.start()
         return self
 
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
-                        exc_val: Optional[BaseException],
-                        exc_tb: Optional[TracebackType]) -> Literal[False]:
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         await self.stop()
         return False
 
@@ -777,8 +868,12 @@ class AsyncMongoLeaderElector:
         try:
             loop.call_soon_threadsafe(self._enqueue, name)
         except RuntimeError:  # the loop is closed
-            log.warning("%s callback of elector %r not run: its event loop is closed "
-                        "(stop or close the elector before the loop ends)", name, self.key)
+            log.warning(
+                "%s callback of elector %r not run: its event loop is closed "
+                "(stop or close the elector before the loop ends)",
+                name,
+                self.key,
+            )
 
     def _enqueue(self, name: str) -> None:  # on the loop
         self._queue.append(name)
@@ -803,12 +898,17 @@ class AsyncMongoLeaderElector:
     async def _settle_callbacks(self) -> None:
         """Waits until the callbacks queued so far have run (not from a callback)."""
         runner = self._runner
-        if (runner is not None and not runner.done() and runner is not asyncio.current_task()
-                and runner.get_loop() is asyncio.get_running_loop()):
+        if (
+            runner is not None
+            and not runner.done()
+            and runner is not asyncio.current_task()
+            and runner.get_loop() is asyncio.get_running_loop()
+        ):
             await asyncio.wait({runner})
 
 
 # --------------------------------------------------------------------- lease ----
+
 
 class AsyncLease:
     """``mongoelector.Lease`` for asyncio: a lock on ``key`` kept alive by the core's
@@ -830,9 +930,17 @@ class AsyncLease:
     #: Set once the lease is lost (read from the native lease).
     lost: AsyncLossEvent
 
-    def __init__(self, db: AsyncDatabaseArg, key: str, *, ttl: float = 30,
-                 timeout: Optional[float] = None, blocking: bool = True, step: float = 0.25,
-                 **locker_kwargs: Unpack[LockerOptions]) -> None:
+    def __init__(
+        self,
+        db: AsyncDatabaseArg,
+        key: str,
+        *,
+        ttl: float = 30,
+        timeout: Optional[float] = None,
+        blocking: bool = True,
+        step: float = 0.25,
+        **locker_kwargs: Unpack[LockerOptions],
+    ) -> None:
         if not blocking and timeout is not None:
             raise ValueError("Cannot set timeout if blocking is False")
         self.key = key
@@ -854,8 +962,7 @@ class AsyncLease:
         # A weak reference: self.lost reads the native lease, which holds this callback;
         # a strong one would keep a dropped lease renewing forever (a cycle through C++
         # that the garbage collector cannot see).
-        on_lost = functools.partial(_lease_lost, asyncio.get_running_loop(),
-                                    weakref.ref(self.lost))
+        on_lost = functools.partial(_lease_lost, asyncio.get_running_loop(), weakref.ref(self.lost))
         step = float(self._step)
         start = monotonic()
         try:
@@ -864,17 +971,18 @@ class AsyncLease:
             _native.metrics_record_acquire("cancelled", monotonic() - start)
             raise
 
-    async def _acquire_loop(self, core: _native.Locker, on_lost: Callable[[], None],
-                            step: float, start: float) -> int:
+    async def _acquire_loop(
+        self, core: _native.Locker, on_lost: Callable[[], None], step: float, start: float
+    ) -> int:
         first = True
         while True:
             # After a failed attempt, a read (one round trip) tells when to try again.
             if first or not await _call(core.locked):
                 try:
                     self._native = await _call(
-                        functools.partial(_native.KeepAliveLease, core, False, None, step,
-                                          on_lost),
-                        orphan=_close_lease)
+                        functools.partial(_native.KeepAliveLease, core, False, None, step, on_lost),
+                        orphan=_close_lease,
+                    )
                     self.lost._bind(self._native)
                     return self._native.fence
                 except LockExists:
@@ -886,8 +994,9 @@ class AsyncLease:
                 remaining = self._timeout - (monotonic() - start)
                 if remaining <= 0:
                     _native.metrics_record_acquire("timeout", monotonic() - start)
-                    raise AcquireTimeout(f"Timeout acquiring lock {self.key} after "
-                                         f"{self._timeout:.3f} seconds")
+                    raise AcquireTimeout(
+                        f"Timeout acquiring lock {self.key} after {self._timeout:.3f} seconds"
+                    )
                 wait = min(step, remaining)
             await asyncio.sleep(wait)
 
@@ -929,14 +1038,19 @@ class AsyncLease:
         await self.acquire()
         return self
 
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
-                        exc: Optional[BaseException],
-                        tb: Optional[TracebackType]) -> Literal[False]:
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
         lost = self._is_lost()
         await self.release()
         if lost and exc_type is None:
-            raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost while the "
-                            f"block ran: {self.reason}")
+            raise LeaseLost(
+                f"lease of {self.key!r} (fence {self.fence}) was lost while the "
+                f"block ran: {self.reason}"
+            )
         return False
 
     def __repr__(self) -> str:
@@ -944,8 +1058,9 @@ class AsyncLease:
         return f"<AsyncLease {self.key!r} fence={self.fence} {state}>"
 
 
-def _lease_lost(loop: asyncio.AbstractEventLoop,
-                event_ref: "weakref.ReferenceType[AsyncLossEvent]") -> None:
+def _lease_lost(
+    loop: asyncio.AbstractEventLoop, event_ref: "weakref.ReferenceType[AsyncLossEvent]"
+) -> None:
     """on_lost of a lease (a core callback thread): wakes the waits at once. Only a hint:
     the loss itself is read from the native lease."""
     event = event_ref()
@@ -961,10 +1076,18 @@ def _close_lease(native: _native.KeepAliveLease) -> None:
     native.close()
 
 
-def lease(db: AsyncDatabaseArg, key: str, *, ttl: float = 30, timeout: Optional[float] = None,
-          blocking: bool = True, step: float = 0.25,
-          **locker_kwargs: Unpack[LockerOptions]) -> AsyncLease:
+def lease(
+    db: AsyncDatabaseArg,
+    key: str,
+    *,
+    ttl: float = 30,
+    timeout: Optional[float] = None,
+    blocking: bool = True,
+    step: float = 0.25,
+    **locker_kwargs: Unpack[LockerOptions],
+) -> AsyncLease:
     """``async with mongoelector.aio.lease(db, key, ttl=30, timeout=10) as lease:`` -- see
     :class:`AsyncLease`."""
-    return AsyncLease(db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step,
-                      **locker_kwargs)
+    return AsyncLease(
+        db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step, **locker_kwargs
+    )

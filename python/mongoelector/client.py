@@ -35,7 +35,8 @@ class Client:
         name = database if database is not None else database_from_uri(uri)
         if not name:
             raise ValueError(
-                "the MongoDB URI names no database: use mongodb://host/dbname or database=")
+                "the MongoDB URI names no database: use mongodb://host/dbname or database="
+            )
         self._uri = uri
         self._native = _native.MongoClient(uri, name)
 

@@ -16,8 +16,7 @@ import weakref
 from datetime import datetime
 from time import sleep
 from types import TracebackType
-from typing import (Any, Callable, Dict, List, Literal, Optional, Type, TypedDict, TypeVar,
-                    cast)
+from typing import Any, Callable, Dict, List, Literal, Optional, Type, TypedDict, TypeVar, cast
 
 from pymongo.collection import Collection
 from pymongo.database import Database
@@ -40,16 +39,16 @@ _E = TypeVar("_E", bound="MongoLeaderElector")
 
 
 class _NodeStatusBase(LockerStatus):
-    _id: str                            # the node's uuid
+    _id: str  # the node's uuid
     is_leader: bool
     elector_running: bool
-    last_poll: Optional[datetime]       # None before the first poll
+    last_poll: Optional[datetime]  # None before the first poll
 
 
 class NodeStatus(_NodeStatusBase, total=False):
     """``MongoLeaderElector.node_status``: the locker's status plus the node's."""
 
-    app_version: str                    # only when app_version was given
+    app_version: str  # only when app_version was given
 
 
 class LeaderInfo(TypedDict):
@@ -63,15 +62,17 @@ class ClusterDetail(TypedDict):
 
     #: Status documents of this key's nodes (original nodes' too), newest first, no _id.
     member_detail: List[Dict[str, Any]]
-    leader: Optional[LeaderInfo]        # None when no node leads
+    leader: Optional[LeaderInfo]  # None when no node leads
     timestamp: datetime
 
 
 def _check_handover_poll(handover_poll: object) -> None:
     seconds = _seconds("handover_poll", handover_poll, allow_none=True)
     if seconds is not None and not (math.isfinite(seconds) and 0 <= seconds <= 1e9):
-        raise ValueError("handover_poll must be a finite number of seconds in [0, 1e9] "
-                         "(0: off), not %r" % (handover_poll,))
+        raise ValueError(
+            "handover_poll must be a finite number of seconds in [0, 1e9] "
+            "(0: off), not %r" % (handover_poll,)
+        )
 
 
 def _make_dispatch(elector: MongoLeaderElector) -> Callable[[str], None]:
@@ -129,14 +130,23 @@ class MongoLeaderElector:
     _use: Optional[_transport.ClientUse]
     _closed: bool
 
-    def __init__(self, key: str, db: DatabaseArg, *, ttl: float = 15,
-                 on_leader: Optional[Callback] = None,
-                 on_leader_loss: Optional[Callback] = None,
-                 on_loop: Optional[Callback] = None,
-                 app_version: Optional[str] = None, report_status: bool = True,
-                 database: Optional[str] = None, allow_unsafe_server: bool = False,
-                 op_timeout: Optional[float] = None, delete_on_release: bool = True,
-                 handover_poll: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        db: DatabaseArg,
+        *,
+        ttl: float = 15,
+        on_leader: Optional[Callback] = None,
+        on_leader_loss: Optional[Callback] = None,
+        on_loop: Optional[Callback] = None,
+        app_version: Optional[str] = None,
+        report_status: bool = True,
+        database: Optional[str] = None,
+        allow_unsafe_server: bool = False,
+        op_timeout: Optional[float] = None,
+        delete_on_release: bool = True,
+        handover_poll: Optional[float] = None,
+    ) -> None:
         _check_args(key, db, ttl, database)
         _check_handover_poll(handover_poll)
         _lifecycle.sweep()
@@ -147,18 +157,27 @@ class MongoLeaderElector:
         self.db = db
         self.ttl = ttl
         self._database = database
-        self._callbacks = {"on_leader": on_leader, "on_leader_loss": on_leader_loss,
-                           "on_loop": on_loop}
+        self._callbacks = {
+            "on_leader": on_leader,
+            "on_leader_loss": on_leader_loss,
+            "on_loop": on_loop,
+        }
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
         storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
         try:
             self._core = _native.Elector(
-                storage, key, float(ttl), bool(report_status),
-                str(app_version) if app_version else None, _make_dispatch(self),
-                allow_unsafe_server=bool(allow_unsafe_server), identity=_identity(),
+                storage,
+                key,
+                float(ttl),
+                bool(report_status),
+                str(app_version) if app_version else None,
+                _make_dispatch(self),
+                allow_unsafe_server=bool(allow_unsafe_server),
+                identity=_identity(),
                 delete_on_release=bool(delete_on_release),
-                handover_poll=None if handover_poll is None else float(handover_poll))
+                handover_poll=None if handover_poll is None else float(handover_poll),
+            )
         except BaseException:
             del storage
             if use is not None:
@@ -169,8 +188,8 @@ class MongoLeaderElector:
             self._core.set_callback_enabled(name, self._callbacks[name] is not None)
         self.mlock = MongoLocker._wrap(self._core.locker, key, db, "elector.locks", ttl)
         self._status_collection = (
-            None if _transport.is_native(db)
-            else cast("Database[Any]", db)["elector.leader_status"])
+            None if _transport.is_native(db) else cast("Database[Any]", db)["elector.leader_status"]
+        )
 
     @property
     def callback_on_leader(self) -> Optional[Callback]:
@@ -208,15 +227,20 @@ class MongoLeaderElector:
             return f"MongoLeaderElector(key={self.key!r}, closed, uuid={self.mlock.uuid!r})"
         leader = "leader" if self.is_leader else "follower"
         running = "running" if self.running else "stopped"
-        return f"MongoLeaderElector(key={self.key!r}, {leader}, {running}, uuid={self.mlock.uuid!r})"
+        return (
+            f"MongoLeaderElector(key={self.key!r}, {leader}, {running}, uuid={self.mlock.uuid!r})"
+        )
 
     def __enter__(self: _E) -> _E:
         self.start()
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]],
-                 exc_val: Optional[BaseException],
-                 exc_tb: Optional[TracebackType]) -> Literal[False]:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         self.stop()
         return False
 

@@ -88,8 +88,10 @@ class StaleFence(MongoElectorError):
     holder of the lock. Nothing was written; the writer must stop acting on the lock."""
 
     def __init__(self, fence: int, current: int) -> None:
-        super().__init__(f"stale fencing token {fence}: the document carries {current} "
-                         f"(written by a newer holder); nothing was written")
+        super().__init__(
+            f"stale fencing token {fence}: the document carries {current} "
+            f"(written by a newer holder); nothing was written"
+        )
         self.fence = fence
         self.current = current
 

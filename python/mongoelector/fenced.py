@@ -17,8 +17,20 @@ go to the collection's method.
 
 from __future__ import annotations
 
-from typing import (Any, Callable, Dict, List, Mapping, MutableMapping, NoReturn, Optional,
-                    Protocol, Sequence, Union, cast)
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    MutableMapping,
+    NoReturn,
+    Optional,
+    Protocol,
+    Sequence,
+    Union,
+    cast,
+)
 
 from bson import ObjectId
 from pymongo.collection import Collection
@@ -27,8 +39,14 @@ from pymongo.results import DeleteResult, InsertOneResult, UpdateResult
 
 from .errors import StaleFence
 
-__all__ = ["fenced_update_one", "fenced_replace_one", "fenced_insert_one",
-           "fenced_delete_one", "FencedCollection", "StaleFence"]
+__all__ = [
+    "fenced_update_one",
+    "fenced_replace_one",
+    "fenced_insert_one",
+    "fenced_delete_one",
+    "FencedCollection",
+    "StaleFence",
+]
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -79,8 +97,10 @@ def _touches(path: object, field: str) -> bool:
 
 
 def _touch_error(where: str, path: str, field: str) -> NoReturn:
-    raise ValueError(f"{where} touches {path!r}, the fence field {field!r}: the fenced "
-                     f"helpers write it themselves")
+    raise ValueError(
+        f"{where} touches {path!r}, the fence field {field!r}: the fenced "
+        f"helpers write it themselves"
+    )
 
 
 def _fenced_update(update: _Update, fence: int, field: str) -> _Update:
@@ -92,8 +112,10 @@ def _fenced_update(update: _Update, fence: int, field: str) -> _Update:
         out: Dict[str, Any] = {}
         for op, args in update.items():
             if not isinstance(op, str) or not op.startswith("$"):
-                raise ValueError(f"update key {op!r} is not a $ operator (use "
-                                 f"fenced_replace_one to replace a document)")
+                raise ValueError(
+                    f"update key {op!r} is not a $ operator (use "
+                    f"fenced_replace_one to replace a document)"
+                )
             if not isinstance(args, Mapping):
                 raise ValueError(f"the argument of {op} must be a document")
             for path, value in cast(Mapping[str, Any], args).items():
@@ -105,15 +127,16 @@ def _fenced_update(update: _Update, fence: int, field: str) -> _Update:
         out["$set"] = {**out.get("$set", {}), field: fence}
         return out
     if isinstance(update, (str, bytes)) or not isinstance(update, Sequence):
-        raise TypeError(f"update must be a mapping or a pipeline (list of stages), not "
-                        f"{type(update).__name__}")
+        raise TypeError(
+            f"update must be a mapping or a pipeline (list of stages), not {type(update).__name__}"
+        )
     if not update:
         raise ValueError("update pipeline must not be empty")
     stages: List[Mapping[str, Any]] = []
     for i, stage in enumerate(update):
         if not isinstance(stage, Mapping) or len(stage) != 1:
             raise ValueError(f"pipeline stage {i} must be a document with one key")
-        (op, arg), = stage.items()
+        ((op, arg),) = stage.items()
         if op in ("$set", "$addFields", "$project") and isinstance(arg, Mapping):
             paths = list(cast(Mapping[str, Any], arg))
         elif op == "$unset":
@@ -129,8 +152,9 @@ def _fenced_update(update: _Update, fence: int, field: str) -> _Update:
     return stages
 
 
-def _fenced_document(document: Mapping[str, Any], fence: int, field: str,
-                     what: str) -> Dict[str, Any]:
+def _fenced_document(
+    document: Mapping[str, Any], fence: int, field: str, what: str
+) -> Dict[str, Any]:
     if not isinstance(document, Mapping):
         raise TypeError(f"{what} must be a mapping, not {type(document).__name__}")
     for key in document:
@@ -143,16 +167,19 @@ def _fenced_document(document: Mapping[str, Any], fence: int, field: str,
 
 def _check_upsert_filter(filter: Mapping[str, Any]) -> None:
     if not isinstance(filter, Mapping) or "_id" not in filter:
-        raise ValueError("a fenced upsert needs _id in the filter: when the stored token is "
-                         "newer the guarded filter matches nothing, so the upsert inserts; "
-                         "only a unique _id turns that insert into a duplicate key error "
-                         "(without it two upserts can both insert, and a stale writer adds "
-                         "a second document)")
+        raise ValueError(
+            "a fenced upsert needs _id in the filter: when the stored token is "
+            "newer the guarded filter matches nothing, so the upsert inserts; "
+            "only a unique _id turns that insert into a duplicate key error "
+            "(without it two upserts can both insert, and a stale writer adds "
+            "a second document)"
+        )
     _id: Any = filter["_id"]
     keys: List[Any] = list(_id) if isinstance(_id, Mapping) else []
     if any(str(k).startswith("$") for k in keys):
-        raise ValueError("a fenced upsert needs a plain _id value in the filter, not an "
-                         "operator expression")
+        raise ValueError(
+            "a fenced upsert needs a plain _id value in the filter, not an operator expression"
+        )
 
 
 def _check_acknowledged(collection: Collection[Any]) -> None:
@@ -161,8 +188,13 @@ def _check_acknowledged(collection: Collection[Any]) -> None:
         raise ValueError("fenced writes need an acknowledged write concern (w != 0)")
 
 
-def _raise_if_stale(collection: Collection[Any], filter: Mapping[str, Any], fence: int,
-                    field: str, kwargs: Mapping[str, Any]) -> None:
+def _raise_if_stale(
+    collection: Collection[Any],
+    filter: Mapping[str, Any],
+    fence: int,
+    field: str,
+    kwargs: Mapping[str, Any],
+) -> None:
     """After a write that matched nothing: StaleFence if a document of `filter` carries a
     newer token than `fence`."""
     read: Dict[str, Any] = {k: kwargs[k] for k in ("session", "collation") if k in kwargs}
@@ -171,15 +203,23 @@ def _raise_if_stale(collection: Collection[Any], filter: Mapping[str, Any], fenc
         return
     current = doc[field]
     if isinstance(current, bool) or not isinstance(current, (int, float)):
-        raise ValueError(f"the document holds {field}={current!r}, not a fencing token: "
-                         f"fenced writes never match it")
+        raise ValueError(
+            f"the document holds {field}={current!r}, not a fencing token: "
+            f"fenced writes never match it"
+        )
     if current > fence:
         raise StaleFence(fence, int(current) if float(current).is_integer() else cast(int, current))
 
 
-def _update_like(collection: Collection[Any], filter: Mapping[str, Any], fence: int,
-                 field: str, upsert: bool, kwargs: Dict[str, Any],
-                 write: Callable[[], UpdateResult]) -> UpdateResult:
+def _update_like(
+    collection: Collection[Any],
+    filter: Mapping[str, Any],
+    fence: int,
+    field: str,
+    upsert: bool,
+    kwargs: Dict[str, Any],
+    write: Callable[[], UpdateResult],
+) -> UpdateResult:
     _check_acknowledged(collection)
     for attempt in (1, 2):
         try:
@@ -199,9 +239,16 @@ def _update_like(collection: Collection[Any], filter: Mapping[str, Any], fence: 
     raise AssertionError("unreachable")
 
 
-def fenced_update_one(collection: Collection[Any], filter: Mapping[str, Any], update: _Update,
-                      fence: int, *, field: str = "_fence", upsert: bool = False,
-                      **kwargs: Any) -> UpdateResult:
+def fenced_update_one(
+    collection: Collection[Any],
+    filter: Mapping[str, Any],
+    update: _Update,
+    fence: int,
+    *,
+    field: str = "_fence",
+    upsert: bool = False,
+    **kwargs: Any,
+) -> UpdateResult:
     """``collection.update_one`` that applies only if the document's ``field`` is absent
     or <= ``fence``, and sets it to ``fence``. ``update`` is an operator update or a
     pipeline; it must not touch ``field``. Raises :class:`StaleFence` (nothing written) if
@@ -213,13 +260,27 @@ def fenced_update_one(collection: Collection[Any], filter: Mapping[str, Any], up
         _check_upsert_filter(filter)
     guarded = _guard(filter, fence, field)
     doc = _fenced_update(update, fence, field)
-    return _update_like(collection, filter, fence, field, upsert, kwargs,
-                        lambda: collection.update_one(guarded, doc, upsert=upsert, **kwargs))
+    return _update_like(
+        collection,
+        filter,
+        fence,
+        field,
+        upsert,
+        kwargs,
+        lambda: collection.update_one(guarded, doc, upsert=upsert, **kwargs),
+    )
 
 
-def fenced_replace_one(collection: Collection[Any], filter: Mapping[str, Any],
-                       replacement: Mapping[str, Any], fence: int, *, field: str = "_fence",
-                       upsert: bool = False, **kwargs: Any) -> UpdateResult:
+def fenced_replace_one(
+    collection: Collection[Any],
+    filter: Mapping[str, Any],
+    replacement: Mapping[str, Any],
+    fence: int,
+    *,
+    field: str = "_fence",
+    upsert: bool = False,
+    **kwargs: Any,
+) -> UpdateResult:
     """``collection.replace_one`` under the same guard as :func:`fenced_update_one`; the
     stored replacement carries ``field = fence`` (``replacement`` must not hold it and is
     not modified)."""
@@ -229,12 +290,25 @@ def fenced_replace_one(collection: Collection[Any], filter: Mapping[str, Any],
         _check_upsert_filter(filter)
     guarded = _guard(filter, fence, field)
     doc = _fenced_document(replacement, fence, field, "replacement")
-    return _update_like(collection, filter, fence, field, upsert, kwargs,
-                        lambda: collection.replace_one(guarded, doc, upsert=upsert, **kwargs))
+    return _update_like(
+        collection,
+        filter,
+        fence,
+        field,
+        upsert,
+        kwargs,
+        lambda: collection.replace_one(guarded, doc, upsert=upsert, **kwargs),
+    )
 
 
-def fenced_insert_one(collection: Collection[Any], document: Mapping[str, Any],
-                      fence: int, *, field: str = "_fence", **kwargs: Any) -> InsertOneResult:
+def fenced_insert_one(
+    collection: Collection[Any],
+    document: Mapping[str, Any],
+    fence: int,
+    *,
+    field: str = "_fence",
+    **kwargs: Any,
+) -> InsertOneResult:
     """``collection.insert_one`` of ``document`` with ``field = fence`` (``document`` must
     not hold it; as pymongo does, an ``_id`` is added to it when missing). If the ``_id``
     exists already: :class:`StaleFence` when that document carries a newer token, else
@@ -254,8 +328,14 @@ def fenced_insert_one(collection: Collection[Any], document: Mapping[str, Any],
         raise
 
 
-def fenced_delete_one(collection: Collection[Any], filter: Mapping[str, Any], fence: int, *,
-                      field: str = "_fence", **kwargs: Any) -> DeleteResult:
+def fenced_delete_one(
+    collection: Collection[Any],
+    filter: Mapping[str, Any],
+    fence: int,
+    *,
+    field: str = "_fence",
+    **kwargs: Any,
+) -> DeleteResult:
     """``collection.delete_one`` of a document whose ``field`` is absent or <= ``fence``.
     Raises :class:`StaleFence` (nothing deleted) if the document carries a newer token.
     Deleting removes the stored token too: a later stale writer's upsert or insert is
@@ -281,15 +361,18 @@ class FencedCollection:
     semaphore hold), or a zero-argument callable; it is read at each write, so one
     wrapper follows the holder's later holds. Reads go to ``.collection``."""
 
-    def __init__(self, collection: Collection[Any], fence_source: FenceSource,
-                 field: str = "_fence") -> None:
+    def __init__(
+        self, collection: Collection[Any], fence_source: FenceSource, field: str = "_fence"
+    ) -> None:
         self.collection = collection
         self.field = _check_field(field)
         if isinstance(fence_source, int):
             _check_fence(fence_source)
         elif not (_has_fence(fence_source) or callable(fence_source)):
-            raise TypeError("fence_source must be an int, an object with a fence attribute "
-                            "or a zero-argument callable")
+            raise TypeError(
+                "fence_source must be an int, an object with a fence attribute "
+                "or a zero-argument callable"
+            )
         self._source = fence_source
 
     @property
@@ -303,23 +386,38 @@ class FencedCollection:
         return _check_fence(cast(Callable[[], Optional[int]], src)())
 
     def __repr__(self) -> str:
-        return f"<FencedCollection {getattr(self.collection, 'full_name', self.collection)!r} " \
-               f"field={self.field!r}>"
+        return (
+            f"<FencedCollection {getattr(self.collection, 'full_name', self.collection)!r} "
+            f"field={self.field!r}>"
+        )
 
-    def update_one(self, filter: Mapping[str, Any], update: _Update, *, upsert: bool = False,
-                   **kwargs: Any) -> UpdateResult:
-        return fenced_update_one(self.collection, filter, update, self.fence,
-                                 field=self.field, upsert=upsert, **kwargs)
+    def update_one(
+        self, filter: Mapping[str, Any], update: _Update, *, upsert: bool = False, **kwargs: Any
+    ) -> UpdateResult:
+        return fenced_update_one(
+            self.collection, filter, update, self.fence, field=self.field, upsert=upsert, **kwargs
+        )
 
-    def replace_one(self, filter: Mapping[str, Any], replacement: Mapping[str, Any], *,
-                    upsert: bool = False, **kwargs: Any) -> UpdateResult:
-        return fenced_replace_one(self.collection, filter, replacement, self.fence,
-                                  field=self.field, upsert=upsert, **kwargs)
+    def replace_one(
+        self,
+        filter: Mapping[str, Any],
+        replacement: Mapping[str, Any],
+        *,
+        upsert: bool = False,
+        **kwargs: Any,
+    ) -> UpdateResult:
+        return fenced_replace_one(
+            self.collection,
+            filter,
+            replacement,
+            self.fence,
+            field=self.field,
+            upsert=upsert,
+            **kwargs,
+        )
 
     def insert_one(self, document: Mapping[str, Any], **kwargs: Any) -> InsertOneResult:
-        return fenced_insert_one(self.collection, document, self.fence, field=self.field,
-                                 **kwargs)
+        return fenced_insert_one(self.collection, document, self.fence, field=self.field, **kwargs)
 
     def delete_one(self, filter: Mapping[str, Any], **kwargs: Any) -> DeleteResult:
-        return fenced_delete_one(self.collection, filter, self.fence, field=self.field,
-                                 **kwargs)
+        return fenced_delete_one(self.collection, filter, self.fence, field=self.field, **kwargs)

@@ -72,15 +72,25 @@ class Lease:
     #: decides it: ``lost.set()`` and ``lost.clear()`` raise ``RuntimeError``.
     lost: LossEvent
 
-    def __init__(self, db: DatabaseArg, key: str, *, ttl: float = 30,
-                 timeout: Optional[float] = None, blocking: bool = True, step: float = 0.25,
-                 min_hold: Optional[float] = None,
-                 **locker_kwargs: Unpack[LockerOptions]) -> None:
+    def __init__(
+        self,
+        db: DatabaseArg,
+        key: str,
+        *,
+        ttl: float = 30,
+        timeout: Optional[float] = None,
+        blocking: bool = True,
+        step: float = 0.25,
+        min_hold: Optional[float] = None,
+        **locker_kwargs: Unpack[LockerOptions],
+    ) -> None:
         if not blocking and timeout is not None:
             raise ValueError("Cannot set timeout if blocking is False")
-        if min_hold is not None and (isinstance(min_hold, bool)
-                                     or not isinstance(min_hold, (int, float))
-                                     or not 0 <= min_hold <= 1e9):
+        if min_hold is not None and (
+            isinstance(min_hold, bool)
+            or not isinstance(min_hold, (int, float))
+            or not 0 <= min_hold <= 1e9
+        ):
             raise ValueError(f"min_hold must be a number of seconds >= 0, not {min_hold!r}")
         #: Seconds after the acquire during which the lock stays taken once released.
         self.min_hold = min_hold
@@ -100,8 +110,11 @@ class Lease:
         if self.locker.closed:
             raise ClosedError(f"the locker of lease {self.key!r} is closed")
         self._native = _native.KeepAliveLease(
-            self.locker._core, self._blocking,
-            None if self._timeout is None else float(self._timeout), float(self._step))
+            self.locker._core,
+            self._blocking,
+            None if self._timeout is None else float(self._timeout),
+            float(self._step),
+        )
         self.lost._bind(self._native)
         return self._native.fence
 
@@ -143,13 +156,19 @@ class Lease:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> Literal[False]:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
         lost = self.lost.is_set()
         self.release()
         if lost and exc_type is None:
-            raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost while the "
-                            f"block ran: {self.reason}")
+            raise LeaseLost(
+                f"lease of {self.key!r} (fence {self.fence}) was lost while the "
+                f"block ran: {self.reason}"
+            )
         return False
 
     def __repr__(self) -> str:
@@ -157,9 +176,25 @@ class Lease:
         return f"<Lease {self.key!r} fence={self.fence} {state}>"
 
 
-def lease(db: DatabaseArg, key: str, *, ttl: float = 30, timeout: Optional[float] = None,
-          blocking: bool = True, step: float = 0.25, min_hold: Optional[float] = None,
-          **locker_kwargs: Unpack[LockerOptions]) -> Lease:
+def lease(
+    db: DatabaseArg,
+    key: str,
+    *,
+    ttl: float = 30,
+    timeout: Optional[float] = None,
+    blocking: bool = True,
+    step: float = 0.25,
+    min_hold: Optional[float] = None,
+    **locker_kwargs: Unpack[LockerOptions],
+) -> Lease:
     """``with mongoelector.lease(db, key, ttl=30, timeout=10) as lease:`` — see :class:`Lease`."""
-    return Lease(db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step,
-                 min_hold=min_hold, **locker_kwargs)
+    return Lease(
+        db,
+        key,
+        ttl=ttl,
+        timeout=timeout,
+        blocking=blocking,
+        step=step,
+        min_hold=min_hold,
+        **locker_kwargs,
+    )

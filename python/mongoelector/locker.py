@@ -23,8 +23,7 @@ from pymongo.database import Database
 
 from . import _native, _transport
 from ._transport import DatabaseArg
-from .errors import (AcquireTimeout, ClosedError, LockExists, TimeOffsetError,
-                     _time_offset_error)
+from .errors import AcquireTimeout, ClosedError, LockExists, TimeOffsetError, _time_offset_error
 
 __all__ = ["MongoLocker", "LockExists", "AcquireTimeout", "TimeOffsetError", "LockerStatus"]
 
@@ -36,13 +35,13 @@ class LockerStatus(TypedDict):
 
     uuid: str
     key: str
-    ttl: float                          # as given to the constructor (an int stays an int)
-    timestamp: datetime                 # now, server time base, tz-aware UTC
+    ttl: float  # as given to the constructor (an int stays an int)
+    timestamp: datetime  # now, server time base, tz-aware UTC
     host: str
     pid: int
     lock_owned: bool
-    lock_created: Optional[datetime]    # None unless owned
-    lock_expires: Optional[datetime]    # None unless owned
+    lock_created: Optional[datetime]  # None unless owned
+    lock_expires: Optional[datetime]  # None unless owned
 
 
 def _utcnow() -> datetime:
@@ -142,22 +141,39 @@ class MongoLocker:
     _elector_owned: bool
     _closed: bool
 
-    def __init__(self, key: str, db: DatabaseArg, *, dbcollection: str = "mongolocker",
-                 ttl: float = 600, timeparanoid: bool = True, maxoffset: float = 0.5,
-                 database: Optional[str] = None, delete_on_release: bool = True,
-                 allow_unsafe_server: bool = False, op_timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        db: DatabaseArg,
+        *,
+        dbcollection: str = "mongolocker",
+        ttl: float = 600,
+        timeparanoid: bool = True,
+        maxoffset: float = 0.5,
+        database: Optional[str] = None,
+        delete_on_release: bool = True,
+        allow_unsafe_server: bool = False,
+        op_timeout: Optional[float] = None,
+    ) -> None:
         _check_args(key, db, ttl, database)
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
         storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
         try:
             core = _native.Locker(
-                storage, key, dbcollection, float(ttl), bool(timeparanoid),
-                _native_maxoffset(maxoffset), bool(delete_on_release), bool(allow_unsafe_server),
+                storage,
+                key,
+                dbcollection,
+                float(ttl),
+                bool(timeparanoid),
+                _native_maxoffset(maxoffset),
+                bool(delete_on_release),
+                bool(allow_unsafe_server),
                 identity=_identity(),
                 # acquire() returns True, not the token: a claim that creates the document
                 # then costs one round trip, as the original's insert (see ``fence``).
-                lazy_token=True)
+                lazy_token=True,
+            )
         except BaseException:
             del storage
             if use is not None:
@@ -167,16 +183,32 @@ class MongoLocker:
         self._use = use
 
     @classmethod
-    def _wrap(cls: Type[_L], core: _native.Locker, key: str, db: DatabaseArg, dbcollection: str,
-              ttl: float, timeparanoid: bool = True, maxoffset: float = 0.5) -> _L:
+    def _wrap(
+        cls: Type[_L],
+        core: _native.Locker,
+        key: str,
+        db: DatabaseArg,
+        dbcollection: str,
+        ttl: float,
+        timeparanoid: bool = True,
+        maxoffset: float = 0.5,
+    ) -> _L:
         """A MongoLocker around an existing native locker (the elector's ``mlock``)."""
         self = cls.__new__(cls)
         self._setup(core, key, db, dbcollection, ttl, timeparanoid, maxoffset)
         self._elector_owned = True
         return self
 
-    def _setup(self, core: _native.Locker, key: str, db: DatabaseArg, dbcollection: str,
-               ttl: float, timeparanoid: bool, maxoffset: Any) -> None:
+    def _setup(
+        self,
+        core: _native.Locker,
+        key: str,
+        db: DatabaseArg,
+        dbcollection: str,
+        ttl: float,
+        timeparanoid: bool,
+        maxoffset: Any,
+    ) -> None:
         self._core = core
         self.uuid = core.uuid
         self.host = core.host
@@ -186,8 +218,9 @@ class MongoLocker:
         self.key = key
         self.database = db
         # The pymongo collection, as in the original (None with the URI transport).
-        self.collection = (None if _transport.is_native(db)
-                           else cast("Database[Any]", db)[dbcollection])
+        self.collection = (
+            None if _transport.is_native(db) else cast("Database[Any]", db)[dbcollection]
+        )
         self.__ttl = ttl
         self._sanetime = None
         self._maxoffset = maxoffset
@@ -217,20 +250,26 @@ class MongoLocker:
         # No round trip (a repr must not fail when the server is down): owned is this
         # instance's own view, a hold whose lease still runs on this host's clock.
         if self._closed:
-            return (f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, "
-                    f"owned=False, closed=True)")
+            return (
+                f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, "
+                f"owned=False, closed=True)"
+            )
         remaining = self._core.lease_remaining
         owned = remaining is not None and remaining > 0
-        return (f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, "
-                f"owned={owned})")
+        return (
+            f"MongoLocker(key={self.key!r}, uuid={self.uuid!r}, host={self.host!r}, owned={owned})"
+        )
 
     def __enter__(self: _L) -> _L:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]],
-                 exc_val: Optional[BaseException],
-                 exc_tb: Optional[TracebackType]) -> Literal[False]:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         self.release()
         return False
 
@@ -265,7 +304,8 @@ class MongoLocker:
             return
         if self._elector_owned:
             raise RuntimeError(
-                "this MongoLocker is a MongoLeaderElector's mlock: close the elector")
+                "this MongoLocker is a MongoLeaderElector's mlock: close the elector"
+            )
         core = self._core
         use = self._use
         self._mark_closed()
@@ -302,8 +342,9 @@ class MongoLocker:
         return self._core.fence
 
     @staticmethod
-    def _acquireretry(blocking: bool, start: datetime, timeout: Optional[float],
-                      count: int) -> bool:
+    def _acquireretry(
+        blocking: bool, start: datetime, timeout: Optional[float], count: int
+    ) -> bool:
         if not blocking and timeout:
             raise ValueError("blocking=False is incompatible with a timeout")
         if not blocking:
@@ -324,8 +365,13 @@ class MongoLocker:
         self._sanetime = now
         return True
 
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
-                step: float = 0.25, force: bool = False) -> bool:
+    def acquire(
+        self,
+        blocking: bool = True,
+        timeout: Optional[float] = None,
+        step: float = 0.25,
+        force: bool = False,
+    ) -> bool:
         """Acquire the distributed lock.
 
         Args:
@@ -368,8 +414,9 @@ class MongoLocker:
             if outcome:
                 _native.metrics_record_acquire(outcome, monotonic() - started)
 
-    def _acquire_loop(self, blocking: bool, timeout: Optional[float], step: float,
-                      force: bool) -> bool:
+    def _acquire_loop(
+        self, blocking: bool, timeout: Optional[float], step: float, force: bool
+    ) -> bool:
         if self.timeparanoid:
             self._verifytime()
         count = 0
@@ -385,7 +432,8 @@ class MongoLocker:
                 existing = self._core.read()
                 if existing:
                     raise LockExists(
-                        f"{self.key} owned by {existing.get('host')} pid {existing.get('pid', '?')}")
+                        f"{self.key} owned by {existing.get('host')} pid {existing.get('pid', '?')}"
+                    )
             # time.sleep releases the GIL and is interrupted by Ctrl-C.
             sleep(step)
         raise AcquireTimeout("Timeout reached, lock not acquired")
@@ -402,8 +450,9 @@ class MongoLocker:
         """Return the current lock document, or None if no active lock."""
         return self._core.current()
 
-    def release(self, force: bool = False, *,
-                min_hold: Optional[float] = None) -> Optional[datetime]:
+    def release(
+        self, force: bool = False, *, min_hold: Optional[float] = None
+    ) -> Optional[datetime]:
         """Release the lock. If force=True, release regardless of ownership.
 
         ``min_hold`` (seconds; scheduler semantics, ShedLock's lockAtLeastFor): let go of

@@ -86,8 +86,9 @@ def _cumulative(stats: Stats) -> List[Tuple[str, float]]:
     """Prometheus-style cumulative buckets: (le, count) with le "+Inf" last."""
     out: List[Tuple[str, float]] = []
     total = 0
-    for bound, n in zip(stats.acquire_latency_bounds + (float("inf"),),
-                        stats.acquire_latency_buckets):
+    for bound, n in zip(
+        stats.acquire_latency_bounds + (float("inf"),), stats.acquire_latency_buckets
+    ):
         total += n
         out.append(("+Inf" if bound == float("inf") else repr(bound), float(total)))
     return out
@@ -106,40 +107,59 @@ class PrometheusCollector:
         return list(self.collect())
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                            HistogramMetricFamily)
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         s = snapshot()
         ns = self.namespace
-        acquires = CounterMetricFamily(f"{ns}_acquires", "Acquire calls by outcome.",
-                                       labels=["outcome"])
+        acquires = CounterMetricFamily(
+            f"{ns}_acquires", "Acquire calls by outcome.", labels=["outcome"]
+        )
         for outcome in OUTCOMES:
             acquires.add_metric([outcome], s.acquires.get(outcome, 0))
         yield acquires
-        yield HistogramMetricFamily(f"{ns}_acquire_duration_seconds",
-                                    "Time an acquire call took, whatever its outcome.",
-                                    buckets=_cumulative(s), sum_value=s.acquire_latency_sum)
+        yield HistogramMetricFamily(
+            f"{ns}_acquire_duration_seconds",
+            "Time an acquire call took, whatever its outcome.",
+            buckets=_cumulative(s),
+            sum_value=s.acquire_latency_sum,
+        )
         for name, value, doc in (
-                ("renewals", s.renewals, "Renewals of held locks (electors, leases, touch)."),
-                ("renewal_failures", s.renewal_failures,
-                 "Renewals that failed or found the hold gone."),
-                ("leader_elected", s.leader_elected, "Leaderships gained."),
-                ("leader_lost", s.leader_lost, "Leaderships ended."),
-                ("step_downs", s.step_downs,
-                 "Leaders that stepped down before their lease could expire."),
-                ("clock_samples", s.clock_samples, "Server clock samples taken."),
-                ("round_trips", s.round_trips, "Commands sent by the native transports.")):
+            ("renewals", s.renewals, "Renewals of held locks (electors, leases, touch)."),
+            (
+                "renewal_failures",
+                s.renewal_failures,
+                "Renewals that failed or found the hold gone.",
+            ),
+            ("leader_elected", s.leader_elected, "Leaderships gained."),
+            ("leader_lost", s.leader_lost, "Leaderships ended."),
+            (
+                "step_downs",
+                s.step_downs,
+                "Leaders that stepped down before their lease could expire.",
+            ),
+            ("clock_samples", s.clock_samples, "Server clock samples taken."),
+            ("round_trips", s.round_trips, "Commands sent by the native transports."),
+        ):
             yield CounterMetricFamily(f"{ns}_{name}", doc, value=value)
-        yield GaugeMetricFamily(f"{ns}_clock_offset_seconds",
-                                "Server minus host clock at the last sample.",
-                                value=s.clock_offset)
-        yield GaugeMetricFamily(f"{ns}_clock_uncertainty_seconds",
-                                "Half the round trip of the last server clock sample.",
-                                value=s.clock_uncertainty)
+        yield GaugeMetricFamily(
+            f"{ns}_clock_offset_seconds",
+            "Server minus host clock at the last sample.",
+            value=s.clock_offset,
+        )
+        yield GaugeMetricFamily(
+            f"{ns}_clock_uncertainty_seconds",
+            "Half the round trip of the last server clock sample.",
+            value=s.clock_uncertainty,
+        )
 
 
-def instrument_opentelemetry(meter_provider: Optional["MeterProvider"] = None,
-                             meter: Optional["Meter"] = None) -> "Meter":
+def instrument_opentelemetry(
+    meter_provider: Optional["MeterProvider"] = None, meter: Optional["Meter"] = None
+) -> "Meter":
     """Registers observable instruments (``mongoelector.*``) that read the snapshot at each
     collection. Uses `meter`, else one from `meter_provider`, else the global provider.
     Imports ``opentelemetry`` here, not before. Returns the meter used."""
@@ -153,23 +173,37 @@ def instrument_opentelemetry(meter_provider: Optional["MeterProvider"] = None,
     def counter(read: Any) -> Any:
         def callback(options: CallbackOptions) -> List[Observation]:
             return [Observation(read(snapshot()))]
+
         return [callback]
 
     def per_outcome(options: CallbackOptions) -> List[Observation]:
         s = snapshot()
         return [Observation(s.acquires.get(o, 0), {"outcome": o}) for o in OUTCOMES]
 
-    meter.create_observable_counter("mongoelector.acquires", [per_outcome],
-                                    description="Acquire calls by outcome.")
-    meter.create_observable_counter("mongoelector.acquire.duration_sum",
-                                    counter(lambda s: s.acquire_latency_sum), unit="s",
-                                    description="Total time acquire calls took.")
-    for name in ("renewals", "renewal_failures", "leader_elected", "leader_lost",
-                 "step_downs", "round_trips"):
+    meter.create_observable_counter(
+        "mongoelector.acquires", [per_outcome], description="Acquire calls by outcome."
+    )
+    meter.create_observable_counter(
+        "mongoelector.acquire.duration_sum",
+        counter(lambda s: s.acquire_latency_sum),
+        unit="s",
+        description="Total time acquire calls took.",
+    )
+    for name in (
+        "renewals",
+        "renewal_failures",
+        "leader_elected",
+        "leader_lost",
+        "step_downs",
+        "round_trips",
+    ):
         meter.create_observable_counter(
-            f"mongoelector.{name}", counter(lambda s, n=name: getattr(s, n)))
-    meter.create_observable_gauge("mongoelector.clock.offset",
-                                  counter(lambda s: s.clock_offset), unit="s")
-    meter.create_observable_gauge("mongoelector.clock.uncertainty",
-                                  counter(lambda s: s.clock_uncertainty), unit="s")
+            f"mongoelector.{name}", counter(lambda s, n=name: getattr(s, n))
+        )
+    meter.create_observable_gauge(
+        "mongoelector.clock.offset", counter(lambda s: s.clock_offset), unit="s"
+    )
+    meter.create_observable_gauge(
+        "mongoelector.clock.uncertainty", counter(lambda s: s.clock_uncertainty), unit="s"
+    )
     return meter

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import enum
 import math
 import numbers
 import os
 import threading
 import weakref
-import enum
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -74,8 +74,12 @@ class LeaderStatus(str, enum.Enum):
 
 # The core's numbers (core/observe/leader_observer.h, the C API's
 # mongoelector_leader_status).
-_STATUS_BY_NUMBER = (LeaderStatus.NONE, LeaderStatus.LEADER, LeaderStatus.PENDING,
-                     LeaderStatus.UNKNOWN)
+_STATUS_BY_NUMBER = (
+    LeaderStatus.NONE,
+    LeaderStatus.LEADER,
+    LeaderStatus.PENDING,
+    LeaderStatus.UNKNOWN,
+)
 
 
 @dataclass(frozen=True)
@@ -122,9 +126,13 @@ class LeaderState:
     def same_leader(self, other: LeaderState) -> bool:
         """Whether both name the same term (or both no leader, or both the same pending
         hand-over), whenever observed."""
-        return ((self.status, self.uuid, self.fence, self.handover_uuid, self.handover_fence)
-                == (other.status, other.uuid, other.fence, other.handover_uuid,
-                    other.handover_fence))
+        return (self.status, self.uuid, self.fence, self.handover_uuid, self.handover_fence) == (
+            other.status,
+            other.uuid,
+            other.fence,
+            other.handover_uuid,
+            other.handover_fence,
+        )
 
 
 _Waiter = Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
@@ -169,8 +177,10 @@ def _seconds(name: str, value: object, *, allow_none: bool = False) -> Optional[
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError("%s must be a number of seconds%s, not %s"
-                        % (name, " or None" if allow_none else "", type(value).__name__))
+        raise TypeError(
+            "%s must be a number of seconds%s, not %s"
+            % (name, " or None" if allow_none else "", type(value).__name__)
+        )
     return float(value)
 
 
@@ -202,9 +212,16 @@ class LeaderObserver:
     interval: float
     collection: str
 
-    def __init__(self, db: DatabaseArg, key: str, *, interval: float = 1.0,
-                 collection: str = "elector.locks", database: Optional[str] = None,
-                 op_timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        db: DatabaseArg,
+        key: str,
+        *,
+        interval: float = 1.0,
+        collection: str = "elector.locks",
+        database: Optional[str] = None,
+        op_timeout: Optional[float] = None,
+    ) -> None:
         _transport.check_db(db, database)
         _check_str("key", key)
         _check_str("collection", collection)
@@ -311,18 +328,24 @@ class LeaderObserver:
     def __enter__(self: _O) -> _O:
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]],
-                 exc_val: Optional[BaseException],
-                 exc_tb: Optional[TracebackType]) -> Literal[False]:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         self.close()
         return False
 
     async def __aenter__(self: _O) -> _O:
         return self
 
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
-                        exc_val: Optional[BaseException],
-                        exc_tb: Optional[TracebackType]) -> Literal[False]:
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         await self.aclose()
         return False
 
@@ -331,9 +354,15 @@ class LeaderObserver:
         self._core._abandon()
 
 
-def observe(db: DatabaseArg, key: str, *, interval: float = 1.0,
-            collection: str = "elector.locks", database: Optional[str] = None,
-            op_timeout: Optional[float] = None) -> LeaderObserver:
+def observe(
+    db: DatabaseArg,
+    key: str,
+    *,
+    interval: float = 1.0,
+    collection: str = "elector.locks",
+    database: Optional[str] = None,
+    op_timeout: Optional[float] = None,
+) -> LeaderObserver:
     """Watches who leads election ``key`` (of ``MongoLeaderElector(key, db)``): returns a
     ``LeaderObserver`` that yields a ``LeaderState`` for the current state, then for every
     change of leader, "no leader" included.
@@ -350,8 +379,9 @@ def observe(db: DatabaseArg, key: str, *, interval: float = 1.0,
     does), ValueError for an empty key, a bad collection name or an interval outside
     (0, 1e6] seconds.
     """
-    return LeaderObserver(db, key, interval=interval, collection=collection,
-                          database=database, op_timeout=op_timeout)
+    return LeaderObserver(
+        db, key, interval=interval, collection=collection, database=database, op_timeout=op_timeout
+    )
 
 
 def _close_all() -> None:

@@ -67,10 +67,18 @@ def _check_seconds(name: str, value: Optional[float], minimum: float) -> None:
         raise ValueError(f"{name} must be between {minimum} and 1e9 seconds, not {value!r}")
 
 
-def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[float] = None,
-              once_per: Optional[float] = None, wait: bool = False,
-              timeout: Optional[float] = None, lease: bool = False,
-              **locker_kwargs: Any) -> Callable[[_F], _F]:
+def singleton(
+    key: str,
+    db: DatabaseArg,
+    *,
+    ttl: float = 60,
+    min_hold: Optional[float] = None,
+    once_per: Optional[float] = None,
+    wait: bool = False,
+    timeout: Optional[float] = None,
+    lease: bool = False,
+    **locker_kwargs: Any,
+) -> Callable[[_F], _F]:
     """Decorator: the function runs on one node at a time, at most once per ``once_per``
     seconds, and keeps the job's lock taken ``min_hold`` seconds at least. See the module
     docstring. ``lease=True`` passes the running ``Lease`` as keyword argument ``lease``.
@@ -83,8 +91,15 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
         raise ValueError("timeout bounds the wait for the lock: set wait=True as well")
 
     def start() -> Optional[Lease]:
-        held = Lease(db, key, ttl=ttl, blocking=wait, timeout=timeout if wait else None,
-                     min_hold=min_hold, **locker_kwargs)
+        held = Lease(
+            db,
+            key,
+            ttl=ttl,
+            blocking=wait,
+            timeout=timeout if wait else None,
+            min_hold=min_hold,
+            **locker_kwargs,
+        )
         try:
             held.acquire()
         except (LockExists, AcquireTimeout) as e:
@@ -95,8 +110,9 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
             if once_per is not None:
                 window = held.locker.claim_window(once_per)
                 if window is None:
-                    _log.info("singleton %s: skipped, this %g s window already had its run",
-                              key, once_per)
+                    _log.info(
+                        "singleton %s: skipped, this %g s window already had its run", key, once_per
+                    )
                     held.release(min_hold=0)  # nothing ran: no reason to hold it
                     held.locker.close()
                     return None
@@ -114,11 +130,14 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
         finally:
             held.locker.close()
         if lost and not failed:
-            raise LeaseLost(f"singleton {key!r}: the lock (fence {held.fence}) was lost while "
-                            f"the job ran: {held.reason}")
+            raise LeaseLost(
+                f"singleton {key!r}: the lock (fence {held.fence}) was lost while "
+                f"the job ran: {held.reason}"
+            )
 
     def decorate(fn: _F) -> _F:
         if inspect.iscoroutinefunction(fn):
+
             @functools.wraps(fn)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
                 held = await asyncio.to_thread(start)
@@ -133,6 +152,7 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
                     raise
                 await asyncio.to_thread(finish, held, False)
                 return result
+
             return cast(_F, run_async)
 
         @functools.wraps(fn)
@@ -149,6 +169,7 @@ def singleton(key: str, db: DatabaseArg, *, ttl: float = 60, min_hold: Optional[
                 raise
             finish(held, False)
             return result
+
         return cast(_F, run)
 
     return decorate

@@ -27,16 +27,35 @@ from datetime import datetime
 from os import getpid
 from socket import getfqdn
 from types import TracebackType
-from typing import (Any, Callable, Dict, List, Literal, NoReturn, Optional, Protocol, Tuple,
-                    Type, TypedDict, TypeVar, cast)
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    NoReturn,
+    Optional,
+    Protocol,
+    Tuple,
+    Type,
+    TypedDict,
+    TypeVar,
+    cast,
+)
 
 from . import _native, _transport
 from ._loss import LossEvent
 from ._transport import DatabaseArg
 from .errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
 
-__all__ = ["MongoSemaphore", "SemaphoreHolder", "SemaphoreLease", "LockExists",
-           "AcquireTimeout", "LeaseLost"]
+__all__ = [
+    "MongoSemaphore",
+    "SemaphoreHolder",
+    "SemaphoreLease",
+    "LockExists",
+    "AcquireTimeout",
+    "LeaseLost",
+]
 
 _S = TypeVar("_S", bound="MongoSemaphore")
 _SL = TypeVar("_SL", bound="SemaphoreLease")
@@ -51,16 +70,17 @@ class SemaphoreHolder(TypedDict):
     uuid: str
     host: str
     pid: int
-    fence: int                  # the holder's fencing token
-    ts_created: datetime        # server time base, tz-aware UTC
+    fence: int  # the holder's fencing token
+    ts_created: datetime  # server time base, tz-aware UTC
     ts_expire: datetime
 
 
 class _NativeSemaphore(Protocol):
     """The private native binding (``_native._Semaphore``), as this module uses it."""
 
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
-                step: float = 0.25) -> int: ...
+    def acquire(
+        self, blocking: bool = True, timeout: Optional[float] = None, step: float = 0.25
+    ) -> int: ...
     def try_acquire(self) -> Optional[int]: ...
     def release(self) -> None: ...
     def touch(self) -> Optional[datetime]: ...
@@ -95,8 +115,9 @@ class _NativeSemaphoreLease(Protocol):
 # Looked up by name: the stub of the native module types them once they are public.
 _NewSemaphore = Callable[..., _NativeSemaphore]
 _new_semaphore = cast(_NewSemaphore, getattr(_native, "_Semaphore"))
-_new_semaphore_lease = cast(Callable[..., _NativeSemaphoreLease],
-                            getattr(_native, "_SemaphoreLease"))
+_new_semaphore_lease = cast(
+    Callable[..., _NativeSemaphoreLease], getattr(_native, "_SemaphoreLease")
+)
 
 
 class _Closed:
@@ -163,19 +184,37 @@ class MongoSemaphore:
     _use: Optional[_transport.ClientUse]
     _closed: bool
 
-    def __init__(self, key: str, db: DatabaseArg, *, limit: int, ttl: float = 600,
-                 dbcollection: str = "mongosemaphore", timeparanoid: bool = True,
-                 maxoffset: float = 0.5, database: Optional[str] = None,
-                 allow_unsafe_server: bool = False, op_timeout: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        db: DatabaseArg,
+        *,
+        limit: int,
+        ttl: float = 600,
+        dbcollection: str = "mongosemaphore",
+        timeparanoid: bool = True,
+        maxoffset: float = 0.5,
+        database: Optional[str] = None,
+        allow_unsafe_server: bool = False,
+        op_timeout: Optional[float] = None,
+    ) -> None:
         _transport.check_db(db, database)
         _check_args(key, limit, ttl)
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
         storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
         try:
-            core = _new_semaphore(storage, key, int(limit), dbcollection, float(ttl),
-                                  bool(timeparanoid), float(maxoffset), bool(allow_unsafe_server),
-                                  identity=_identity())
+            core = _new_semaphore(
+                storage,
+                key,
+                int(limit),
+                dbcollection,
+                float(ttl),
+                bool(timeparanoid),
+                float(maxoffset),
+                bool(allow_unsafe_server),
+                identity=_identity(),
+            )
         except BaseException:
             del storage
             if use is not None:
@@ -194,8 +233,9 @@ class MongoSemaphore:
 
     # ---------------------------------------------------------------- holding --
 
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None,
-                step: float = 0.25) -> bool:
+    def acquire(
+        self, blocking: bool = True, timeout: Optional[float] = None, step: float = 0.25
+    ) -> bool:
         """Takes one slot, as ``MongoLocker.acquire``: returns True (the token is then
         ``self.fence``).
 
@@ -212,9 +252,9 @@ class MongoSemaphore:
         if self.owned:
             raise RuntimeError(
                 f"this MongoSemaphore already holds a slot of {self.key!r} (fence "
-                f"{self._core.fence}): release it first, or use one instance per holder")
-        self._core.acquire(bool(blocking), None if timeout is None else float(timeout),
-                           float(step))
+                f"{self._core.fence}): release it first, or use one instance per holder"
+            )
+        self._core.acquire(bool(blocking), None if timeout is None else float(timeout), float(step))
         return True
 
     def release(self) -> None:
@@ -227,8 +267,9 @@ class MongoSemaphore:
         tz-aware UTC), or None when it holds no unexpired slot any more."""
         return self._core.touch()
 
-    def keep_alive(self, *, blocking: bool = True, timeout: Optional[float] = None,
-                   step: float = 0.25) -> SemaphoreLease:
+    def keep_alive(
+        self, *, blocking: bool = True, timeout: Optional[float] = None, step: float = 0.25
+    ) -> SemaphoreLease:
         """A slot renewed in the background until the ``with`` block ends (see
         ``SemaphoreLease``)::
 
@@ -270,9 +311,12 @@ class MongoSemaphore:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]],
-                 exc_val: Optional[BaseException],
-                 exc_tb: Optional[TracebackType]) -> Literal[False]:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_val: Optional[BaseException],
+        exc_tb: Optional[TracebackType],
+    ) -> Literal[False]:
         self.release()
         return False
 
@@ -299,10 +343,14 @@ class MongoSemaphore:
 
     def __repr__(self) -> str:
         if self._closed:
-            return (f"MongoSemaphore(key={self.key!r}, limit={self.limit}, uuid={self.uuid!r}, "
-                    f"closed=True)")
-        return (f"MongoSemaphore(key={self.key!r}, limit={self.limit}, uuid={self.uuid!r}, "
-                f"owned={self.owned})")
+            return (
+                f"MongoSemaphore(key={self.key!r}, limit={self.limit}, uuid={self.uuid!r}, "
+                f"closed=True)"
+            )
+        return (
+            f"MongoSemaphore(key={self.key!r}, limit={self.limit}, uuid={self.uuid!r}, "
+            f"owned={self.owned})"
+        )
 
 
 class SemaphoreLease:
@@ -315,8 +363,14 @@ class SemaphoreLease:
     semaphore: MongoSemaphore
     lost: LossEvent
 
-    def __init__(self, semaphore: MongoSemaphore, *, blocking: bool = True,
-                 timeout: Optional[float] = None, step: float = 0.25) -> None:
+    def __init__(
+        self,
+        semaphore: MongoSemaphore,
+        *,
+        blocking: bool = True,
+        timeout: Optional[float] = None,
+        step: float = 0.25,
+    ) -> None:
         if not blocking and timeout is not None:
             raise ValueError("Cannot set timeout if blocking is False")
         self.semaphore = semaphore
@@ -334,8 +388,11 @@ class SemaphoreLease:
             raise ClosedError(f"the semaphore {self.semaphore.key!r} is closed")
         core = cast(_NativeSemaphore, getattr(self.semaphore, "_core"))  # its friend
         self._native = _new_semaphore_lease(
-            core, self._blocking,
-            None if self._timeout is None else float(self._timeout), float(self._step))
+            core,
+            self._blocking,
+            None if self._timeout is None else float(self._timeout),
+            float(self._step),
+        )
         self.lost._bind(self._native)
         return self._native.fence
 
@@ -350,8 +407,10 @@ class SemaphoreLease:
     def check(self) -> None:
         """Raises ``LeaseLost`` if the slot was lost; call it before acting on it."""
         if self.lost.is_set():
-            raise LeaseLost(f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
-                            f"was lost: {self.reason}")
+            raise LeaseLost(
+                f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
+                f"was lost: {self.reason}"
+            )
 
     def wait_lost(self, timeout: Optional[float] = None) -> bool:
         if self._native is None:
@@ -367,13 +426,19 @@ class SemaphoreLease:
         self.acquire()
         return self
 
-    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> Literal[False]:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
         lost = self.lost.is_set()
         self.release()
         if lost and exc_type is None:
-            raise LeaseLost(f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
-                            f"was lost while the block ran: {self.reason}")
+            raise LeaseLost(
+                f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
+                f"was lost while the block ran: {self.reason}"
+            )
         return False
 
     def __repr__(self) -> str:

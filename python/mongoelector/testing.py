@@ -78,8 +78,11 @@ Seconds = Union[int, float, datetime.timedelta]
 
 def _seconds(value: Seconds, what: str) -> float:
     """Finite seconds from a number or a timedelta (TypeError / ValueError otherwise)."""
-    s = value.total_seconds() if isinstance(value, datetime.timedelta) \
+    s = (
+        value.total_seconds()
+        if isinstance(value, datetime.timedelta)
         else _number_of_seconds(what, value)
+    )
     assert s is not None
     if not math.isfinite(s):
         raise ValueError(f"{what} must be finite, not {value!r}")
@@ -96,8 +99,12 @@ class FakeClock:
     never becomes idle).
     """
 
-    def __init__(self, start: Union[None, int, float, datetime.datetime] = None, *,
-                 settle_timeout: Seconds = 10.0) -> None:
+    def __init__(
+        self,
+        start: Union[None, int, float, datetime.datetime] = None,
+        *,
+        settle_timeout: Seconds = 10.0,
+    ) -> None:
         if start is None:
             start_s = time.time()
         elif isinstance(start, datetime.datetime):
@@ -119,8 +126,10 @@ class FakeClock:
         if s < 0:
             raise ValueError(f"a clock cannot go back (advance by {s!r} s)")
         if not self._native.advance(int(round(s * 1000))):
-            raise RuntimeError("FakeClock.advance: the library's threads did not become idle "
-                               "(a callback blocked on something the advancing thread holds?)")
+            raise RuntimeError(
+                "FakeClock.advance: the library's threads did not become idle "
+                "(a callback blocked on something the advancing thread holds?)"
+            )
 
     def settle(self) -> None:
         """What ``advance(0)`` does: waits until the threads acted on the time it is."""
@@ -175,13 +184,15 @@ def memory_uri(name: Optional[str] = None, *, clock: Optional[FakeClock] = None)
 
 def _memory(db: DatabaseArg, what: str) -> str:
     if not (isinstance(db, str) and db.startswith(_MEMORY)):
-        raise TypeError(f"{what} works on the memory:// backend only (testing.memory_uri()), "
-                        f"not {db!r}")
+        raise TypeError(
+            f"{what} works on the memory:// backend only (testing.memory_uri()), not {db!r}"
+        )
     return db
 
 
-def steal(db: DatabaseArg, key: str, *, collection: str = "mongolocker",
-          ttl: float = 600) -> MongoLocker:
+def steal(
+    db: DatabaseArg, key: str, *, collection: str = "mongolocker", ttl: float = 600
+) -> MongoLocker:
     """Another node takes ``key`` by force and holds it (``ttl``). Returns its locker:
     ``release()`` it to free the key."""
     thief = MongoLocker(key, db, dbcollection=collection, ttl=ttl, timeparanoid=False)

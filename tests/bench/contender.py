@@ -19,6 +19,7 @@ Lines on stdout (stderr is the harness's log):
     ERROR <message>       and exit 1
 Not a test: run tests/bench/run.sh.
 """
+
 import argparse
 import json
 import logging
@@ -81,14 +82,17 @@ class Impl:
 
     def __init__(self, args):
         import mongoelector
+
         self.args = args
         self.kind = args.impl
         self.me = mongoelector
         self.version = getattr(mongoelector, "__version__", "?")
         self.original = args.impl == "original"
         if self.original != (self.version == "1.0.2"):
-            raise SystemExit(f"--impl {args.impl} but imported mongoelector {self.version} "
-                             f"from {mongoelector.__file__}")
+            raise SystemExit(
+                f"--impl {args.impl} but imported mongoelector {self.version} "
+                f"from {mongoelector.__file__}"
+            )
         self._clients = []
 
     def db(self, uri=None, fresh=False):
@@ -101,6 +105,7 @@ class Impl:
                 return self.me.Client(full)
             return full
         import pymongo
+
         c = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)
         self._clients.append(c)
         return c[self.args.db]
@@ -116,8 +121,9 @@ class Impl:
         return self.me.MongoLocker(key, db, ttl=ttl, **kw)
 
     def elector(self, key, db, ttl, report_status=True, **callbacks):
-        return self.me.MongoLeaderElector(key, db, ttl=ttl, report_status=report_status,
-                                          **callbacks)
+        return self.me.MongoLeaderElector(
+            key, db, ttl=ttl, report_status=report_status, **callbacks
+        )
 
 
 # ------------------------------------------------------------------------------- ops --
@@ -157,8 +163,11 @@ def cmd_ops(args, impl):
     for op, keep in (("present", False), ("absent", True)):
         lk = impl.locker("ops-" + op, db, delete_on_release=keep)
         if lk is None:
-            say("SKIP", "acquire_present",
-                "release always deletes; a present (expired) document is never taken over")
+            say(
+                "SKIP",
+                "acquire_present",
+                "release always deletes; a present (expired) document is never taken over",
+            )
             say("SKIP", "release_keep", "release always deletes the document")
             continue
         for _ in range(3):
@@ -178,6 +187,7 @@ def cmd_ops(args, impl):
         except me.LockExists:
             return
         raise SystemExit("a held lock was acquired")
+
     contended()  # warm-up (time check)
     for _ in range(n):
         timed("contended", contended)
@@ -250,6 +260,7 @@ def cmd_cycles(args, impl):
                 lat.append(pc() - t0)
             n += 1
         counts[t] = n
+
     pool = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
     for th in pool:
         th.start()
@@ -262,12 +273,24 @@ def cmd_cycles(args, impl):
         th.join()
     secs = time.perf_counter() - t0
     cpu = cpu_seconds() - cpu0
-    out = {"phase": "cycles", "threads": threads, "clients": args.clients,
-           "cycles": sum(counts), "seconds": secs, "cpu_s": cpu, "per_thread": counts}
+    out = {
+        "phase": "cycles",
+        "threads": threads,
+        "clients": args.clients,
+        "cycles": sum(counts),
+        "seconds": secs,
+        "cpu_s": cpu,
+        "per_thread": counts,
+    }
     if threads == 1:
         v = sorted(x * 1e3 for x in lats[0])
-        out.update(p50_ms=pct(v, 50), p90_ms=pct(v, 90), p99_ms=pct(v, 99),
-                   mean_ms=sum(v) / len(v), cdf_ms=quantiles(v))
+        out.update(
+            p50_ms=pct(v, 50),
+            p90_ms=pct(v, 90),
+            p99_ms=pct(v, 99),
+            mean_ms=sum(v) / len(v),
+            cdf_ms=quantiles(v),
+        )
     result(out)
 
 
@@ -278,13 +301,16 @@ def cmd_elect(args, impl):
     db = impl.db()
     electors = []
     for key in args.keys.split(","):
+
         def on_leader(key=key):
             say("EVENT", "leader", f"{time.monotonic():.6f}", key)
 
         def on_loss(key=key):
             say("EVENT", "loss", f"{time.monotonic():.6f}", key)
-        electors.append(impl.elector(key, db, args.ttl, on_leader=on_leader,
-                                     on_leader_loss=on_loss))
+
+        electors.append(
+            impl.elector(key, db, args.ttl, on_leader=on_leader, on_leader_loss=on_loss)
+        )
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
@@ -336,8 +362,14 @@ def cmd_contend(args, impl):
         waits.append(t1 - t0)
         lk.release()
     waits.sort()
-    result({"phase": "contend", "acquisitions": n,
-            "wait_p50_ms": (pct(waits, 50) or 0) * 1e3, "wait_max_ms": (waits[-1] if waits else 0) * 1e3})
+    result(
+        {
+            "phase": "contend",
+            "acquisitions": n,
+            "wait_p50_ms": (pct(waits, 50) or 0) * 1e3,
+            "wait_max_ms": (waits[-1] if waits else 0) * 1e3,
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- cost --
@@ -371,9 +403,17 @@ def cmd_cost(args, impl):
     time.sleep(args.idle)
     cpu = cpu_seconds() - cpu0
     secs = time.monotonic() - t0
-    result({"phase": "idle", "cpu_s": cpu, "seconds": secs, "rss_kib": proc_status("VmRSS"),
-            "rss_base_kib": rss_base, "threads": proc_status("Threads"),
-            "threads_base": threads_base})
+    result(
+        {
+            "phase": "idle",
+            "cpu_s": cpu,
+            "seconds": secs,
+            "rss_kib": proc_status("VmRSS"),
+            "rss_base_kib": rss_base,
+            "threads": proc_status("Threads"),
+            "threads_base": threads_base,
+        }
+    )
     e.stop()
     if not sys.stdin.readline().startswith("SPIN"):
         return
@@ -392,8 +432,15 @@ def cmd_cost(args, impl):
         on_all.append(on)
         off_all.append(off)
     ratios.sort()
-    result({"phase": "spin", "slowdown_median": ratios[len(ratios) // 2], "ratios": ratios,
-            "it_per_s_off": sum(off_all) / len(off_all), "it_per_s_on": sum(on_all) / len(on_all)})
+    result(
+        {
+            "phase": "spin",
+            "slowdown_median": ratios[len(ratios) // 2],
+            "ratios": ratios,
+            "it_per_s_off": sum(off_all) / len(off_all),
+            "it_per_s_on": sum(on_all) / len(on_all),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------- scale --
@@ -434,8 +481,10 @@ def cmd_scale(args, impl):
         if args.mode not in ("batched", "per-key"):
             raise SystemExit(f"unknown --mode {args.mode} (batched or per-key)")
         if per_key_env != (args.mode == "per-key"):
-            raise SystemExit(f"--mode {args.mode} but MONGOELECTOR_BATCH_RENEWALS="
-                             f"{os.environ.get('MONGOELECTOR_BATCH_RENEWALS', '(unset)')}")
+            raise SystemExit(
+                f"--mode {args.mode} but MONGOELECTOR_BATCH_RENEWALS="
+                f"{os.environ.get('MONGOELECTOR_BATCH_RENEWALS', '(unset)')}"
+            )
         from mongoelector import metrics
     else:
         metrics = None
@@ -451,6 +500,7 @@ def cmd_scale(args, impl):
                             failed[0] += 1
                     except Exception:  # noqa: BLE001
                         failed[0] += 1
+
         threading.Thread(target=toucher, daemon=True).start()
     extra = {"allow_unsafe_server": True} if args.unsafe and use_lease else {}
     if use_lease:
@@ -473,8 +523,11 @@ def cmd_scale(args, impl):
             except impl.me.LockExists:
                 if attempt == 1 or attempt == SCALE_GROW_ATTEMPTS:
                     raise
-                print(f"contender: {key}: held after a failed attempt: freeing it",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"contender: {key}: held after a failed attempt: freeing it",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 try:
                     (le.locker if use_lease else lk).release(force=True)
                     continue
@@ -486,6 +539,7 @@ def cmd_scale(args, impl):
                     raise
                 print(f"contender: {key}: attempt {attempt}: {e}", file=sys.stderr, flush=True)
                 time.sleep(0.5)
+
     say("READY")
     for line in sys.stdin:
         cmd = line.split()
@@ -497,6 +551,7 @@ def cmd_scale(args, impl):
             todo = range(len(held), target)
             if todo:
                 from concurrent.futures import ThreadPoolExecutor
+
                 with ThreadPoolExecutor(min(SCALE_GROW_THREADS, len(todo))) as ex:
                     got = list(ex.map(hold, todo))
                 with lock:
@@ -504,14 +559,24 @@ def cmd_scale(args, impl):
             say("HOLDING", len(held), f"{time.monotonic() - t0:.3f}")
         elif cmd[0] == "STATS":
             lost = sum(1 for h in held if use_lease and h.lost.is_set())
-            out = {"phase": "scale", "mode": args.mode, "held": len(held), "lost": lost,
-                   "touch_failed": failed[0], "touches": renewals[0],
-                   "threads": proc_status("Threads"), "rss_kib": proc_status("VmRSS"),
-                   "cpu_s": cpu_seconds()}
+            out = {
+                "phase": "scale",
+                "mode": args.mode,
+                "held": len(held),
+                "lost": lost,
+                "touch_failed": failed[0],
+                "touches": renewals[0],
+                "threads": proc_status("Threads"),
+                "rss_kib": proc_status("VmRSS"),
+                "cpu_s": cpu_seconds(),
+            }
             if metrics is not None:
                 m = metrics.snapshot()
-                out.update(renewals=m.renewals, renewal_failures=m.renewal_failures,
-                           round_trips=m.round_trips)
+                out.update(
+                    renewals=m.renewals,
+                    renewal_failures=m.renewal_failures,
+                    round_trips=m.round_trips,
+                )
             result(out)
         elif cmd[0] == "QUIT":
             break
@@ -526,8 +591,16 @@ def cmd_probe(args, impl):
     lk.acquire(blocking=False)
     lk.release()
     import pymongo
-    result({"phase": "probe", "version": impl.version, "pymongo": pymongo.__version__,
-            "python": sys.version.split()[0], "module": os.path.dirname(impl.me.__file__)})
+
+    result(
+        {
+            "phase": "probe",
+            "version": impl.version,
+            "pymongo": pymongo.__version__,
+            "python": sys.version.split()[0],
+            "module": os.path.dirname(impl.me.__file__),
+        }
+    )
 
 
 def main():
@@ -551,8 +624,11 @@ def main():
     ap.add_argument("--spin", type=float, default=1.0)
     ap.add_argument("--spin-ttl", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--mode", default="batched",
-                    help="scale: batched, per-key (ours) or touch-thread (the original)")
+    ap.add_argument(
+        "--mode",
+        default="batched",
+        help="scale: batched, per-key (ours) or touch-thread (the original)",
+    )
     args = ap.parse_args()
     try:
         impl = Impl(args)
@@ -564,6 +640,7 @@ def main():
         raise
     except Exception as e:  # noqa: BLE001
         import traceback
+
         traceback.print_exc()
         say("ERROR", f"{type(e).__name__}: {e}")
         sys.exit(1)

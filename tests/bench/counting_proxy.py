@@ -16,6 +16,7 @@ hellos are provisionally counted as monitoring and moved over when it does.
 
 One asyncio loop on a daemon thread runs all proxies; snapshot() is thread-safe.
 """
+
 import asyncio
 import struct
 import threading
@@ -129,8 +130,9 @@ class CountingProxy:
 
     async def _accept(self, cr, cw):
         try:
-            sr, sw = await asyncio.open_connection(self.target_host, self.target_port,
-                                                   limit=1 << 20)
+            sr, sw = await asyncio.open_connection(
+                self.target_host, self.target_port, limit=1 << 20
+            )
         except OSError:
             cw.close()
             return
@@ -166,6 +168,7 @@ class CountingProxy:
                 pass
             finally:
                 cw.close()
+
         try:
             await asyncio.gather(up(), down())
         finally:
@@ -178,8 +181,12 @@ class CountingProxy:
         """{"app": {...}, "monitor": {...}, "conns_open", "conns_total"} (a copy)."""
         with self.lock:
             c = self.counts
-            return {"app": dict(c.app), "monitor": dict(c.monitor),
-                    "conns_open": c.conns_open, "conns_total": c.conns_total}
+            return {
+                "app": dict(c.app),
+                "monitor": dict(c.monitor),
+                "conns_open": c.conns_open,
+                "conns_total": c.conns_total,
+            }
 
     def uri(self, path=""):
         return f"mongodb://127.0.0.1:{self.port}/{path}"
@@ -189,6 +196,7 @@ class CountingProxy:
             self.server.close()
             for w in list(self.writers):
                 w.close()
+
         asyncio.run_coroutine_threadsafe(f(), self.hub.loop).result(5)
 
 

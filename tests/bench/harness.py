@@ -25,6 +25,7 @@ Results: markdown tables on stdout, and results.md, results.json and results.png
 monitor, which the original needs to free a crashed holder's lock: the harness emulates
 it (deletes expired documents every 60 s, as MongoDB's monitor does) and says so.
 """
+
 import argparse
 import datetime as dt
 import json
@@ -51,32 +52,70 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 PROFILES = {
     "full": dict(
-        ops_n=100, ping_n=3000, cycle_seconds=5.0, cycle_threads=4, cycle_warmup=100,
-        trials=20, failover_ttl=2.0, ttl_monitor_period=60.0,
-        contention_procs=8, contention_seconds=20.0,
-        idle_seconds=60.0, cost_ttl=15.0, spin_seconds=0.3, spin_rounds=20, spin_ttl=1.0,
-        load_nodes=5, load_ttl=15.0, load_window=60.0,
-        scale_sizes=[1, 10, 100, 1000], scale_ttl=15.0, scale_window=10.0,
-        scale_grow_budget=120.0, scale_modes=["batched", "per-key"]),
+        ops_n=100,
+        ping_n=3000,
+        cycle_seconds=5.0,
+        cycle_threads=4,
+        cycle_warmup=100,
+        trials=20,
+        failover_ttl=2.0,
+        ttl_monitor_period=60.0,
+        contention_procs=8,
+        contention_seconds=20.0,
+        idle_seconds=60.0,
+        cost_ttl=15.0,
+        spin_seconds=0.3,
+        spin_rounds=20,
+        spin_ttl=1.0,
+        load_nodes=5,
+        load_ttl=15.0,
+        load_window=60.0,
+        scale_sizes=[1, 10, 100, 1000],
+        scale_ttl=15.0,
+        scale_window=10.0,
+        scale_grow_budget=120.0,
+        scale_modes=["batched", "per-key"],
+    ),
     "quick": dict(
-        ops_n=10, ping_n=500, cycle_seconds=1.0, cycle_threads=4, cycle_warmup=20,
-        trials=3, failover_ttl=2.0, ttl_monitor_period=60.0,
-        contention_procs=8, contention_seconds=3.0,
-        idle_seconds=8.0, cost_ttl=15.0, spin_seconds=0.3, spin_rounds=3, spin_ttl=1.0,
-        load_nodes=5, load_ttl=15.0, load_window=15.0,
-        scale_sizes=[1, 100], scale_ttl=3.0, scale_window=2.0, scale_grow_budget=30.0,
-        scale_modes=["batched", "per-key"]),
+        ops_n=10,
+        ping_n=500,
+        cycle_seconds=1.0,
+        cycle_threads=4,
+        cycle_warmup=20,
+        trials=3,
+        failover_ttl=2.0,
+        ttl_monitor_period=60.0,
+        contention_procs=8,
+        contention_seconds=3.0,
+        idle_seconds=8.0,
+        cost_ttl=15.0,
+        spin_seconds=0.3,
+        spin_rounds=3,
+        spin_ttl=1.0,
+        load_nodes=5,
+        load_ttl=15.0,
+        load_window=15.0,
+        scale_sizes=[1, 100],
+        scale_ttl=3.0,
+        scale_window=2.0,
+        scale_grow_budget=30.0,
+        scale_modes=["batched", "per-key"],
+    ),
 }
 # --renewal (tests/bench/renewal.sh): the figures of issue #17, the scale scenario alone,
 # batched and per-key renewal side by side; --quick with it: a smoke test.
-PROFILES["renewal"] = dict(PROFILES["full"], scale_sizes=[1, 10, 100, 1000, 5000],
-                           scale_ttl=15.0, scale_window=60.0)
-PROFILES["renewal-quick"] = dict(PROFILES["quick"], scale_sizes=[1, 100, 500],
-                                 scale_ttl=3.0, scale_window=2.0)
+PROFILES["renewal"] = dict(
+    PROFILES["full"], scale_sizes=[1, 10, 100, 1000, 5000], scale_ttl=15.0, scale_window=60.0
+)
+PROFILES["renewal-quick"] = dict(
+    PROFILES["quick"], scale_sizes=[1, 100, 500], scale_ttl=3.0, scale_window=2.0
+)
 SCALE_MODES = ["batched", "per-key"]
 # The environment of a scale process per mode of ours (None: removed from it).
-SCALE_MODE_ENV = {"batched": {"MONGOELECTOR_BATCH_RENEWALS": None},
-                  "per-key": {"MONGOELECTOR_BATCH_RENEWALS": "0"}}
+SCALE_MODE_ENV = {
+    "batched": {"MONGOELECTOR_BATCH_RENEWALS": None},
+    "per-key": {"MONGOELECTOR_BATCH_RENEWALS": "0"},
+}
 SCENARIOS = ["ops", "cycles", "failover", "contention", "cost", "load", "scale"]
 
 
@@ -118,8 +157,17 @@ def md_table(header, rows, align=None):
 
 # ----------------------------------------------------------------------- contenders --
 class Contender:
-    def __init__(self, cid, label, argv, impl=None, ours=True, python=False,
-                 needs_ttl_monitor=False, env=None):
+    def __init__(
+        self,
+        cid,
+        label,
+        argv,
+        impl=None,
+        ours=True,
+        python=False,
+        needs_ttl_monitor=False,
+        env=None,
+    ):
         self.id, self.label, self.argv, self.impl = cid, label, argv, impl
         self.ours, self.python, self.needs_ttl_monitor = ours, python, needs_ttl_monitor
         self.env = env or {}
@@ -156,12 +204,26 @@ class Proc:
         argv = contender.cmd(sub, **opts)
         self.logpath = os.path.join(h.logdir, f"{name}.log")
         self.logf = open(self.logpath, "ab")
-        self.logf.write(("$ " + "".join(f"{k}={v} " for k, v in (extra_env or {}).items()
-                                         if v is not None) + " ".join(argv) + "\n").encode())
+        self.logf.write(
+            (
+                "$ "
+                + "".join(f"{k}={v} " for k, v in (extra_env or {}).items() if v is not None)
+                + " ".join(argv)
+                + "\n"
+            ).encode()
+        )
         self.logf.flush()
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.logf, env=env, cwd="/", text=True, bufsize=1,
-                                  start_new_session=True)
+        self.p = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.logf,
+            env=env,
+            cwd="/",
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         h.procs.add(self)
         self.q = queue.Queue()
         self.events = []  # (what, t, rest)
@@ -177,7 +239,9 @@ class Proc:
             if line.startswith("EVENT "):
                 parts = line.split(" ", 3)
                 with self.cv:
-                    self.events.append((parts[1], float(parts[2]), parts[3] if len(parts) > 3 else ""))
+                    self.events.append(
+                        (parts[1], float(parts[2]), parts[3] if len(parts) > 3 else "")
+                    )
                     self.cv.notify_all()
             else:
                 self.q.put(line)
@@ -195,8 +259,9 @@ class Proc:
         try:
             line = self.q.get(timeout=max(0.0, timeout))
         except queue.Empty:
-            raise TimeoutError(f"{self.name}: no output within {timeout:.0f} s "
-                               f"(log: {self.logpath})") from None
+            raise TimeoutError(
+                f"{self.name}: no output within {timeout:.0f} s (log: {self.logpath})"
+            ) from None
         if line is not None and line.startswith("ERROR"):
             raise RuntimeError(f"{self.name}: {line[6:]} (log: {self.logpath})")
         return line
@@ -207,8 +272,10 @@ class Proc:
         while True:
             line = self.line(end - time.monotonic())
             if line is None:
-                raise RuntimeError(f"{self.name}: exited (code {self.p.poll()}) before "
-                                   f"'{prefix}' (log: {self.logpath}){self.tail()}")
+                raise RuntimeError(
+                    f"{self.name}: exited (code {self.p.poll()}) before "
+                    f"'{prefix}' (log: {self.logpath}){self.tail()}"
+                )
             if line.startswith(prefix):
                 return line
 
@@ -289,7 +356,13 @@ class Proc:
 
 # ---------------------------------------------------------------------- wire ping --
 def _bson_ping():
-    e = b"\x10ping\x00" + struct.pack("<i", 1) + b"\x02$db\x00" + struct.pack("<i", 6) + b"admin\x00"
+    e = (
+        b"\x10ping\x00"
+        + struct.pack("<i", 1)
+        + b"\x02$db\x00"
+        + struct.pack("<i", 6)
+        + b"admin\x00"
+    )
     return struct.pack("<i", len(e) + 5) + e + b"\x00"
 
 
@@ -302,7 +375,11 @@ def wire_ping(host, port, n, warmup=200):
     out = []
     try:
         for i in range(warmup + n):
-            msg = struct.pack("<iiii", 16 + 4 + 1 + len(doc), i + 1, 0, 2013) + b"\x00\x00\x00\x00\x00" + doc
+            msg = (
+                struct.pack("<iiii", 16 + 4 + 1 + len(doc), i + 1, 0, 2013)
+                + b"\x00\x00\x00\x00\x00"
+                + doc
+            )
             t0 = time.perf_counter()
             s.sendall(msg)
             buf = b""
@@ -342,14 +419,18 @@ class Harness:
             self.p["scale_modes"] = args.scale_modes.split(",")
             for m in self.p["scale_modes"]:
                 if m not in SCALE_MODES:
-                    raise SystemExit(f"harness: unknown scale mode {m} (one of {', '.join(SCALE_MODES)})")
+                    raise SystemExit(
+                        f"harness: unknown scale mode {m} (one of {', '.join(SCALE_MODES)})"
+                    )
         # Output files: NAME.md, NAME.json, NAME.png and NAME-logs/ (results: logs/).
-        self.name = args.name or ((("renewal-quick" if args.quick else "renewal")
-                                   if args.renewal else "results"))
+        self.name = args.name or (
+            ("renewal-quick" if args.quick else "renewal") if args.renewal else "results"
+        )
         self.results_dir = os.path.abspath(args.results)
         os.makedirs(self.results_dir, exist_ok=True)
-        self.logdir = os.path.join(self.results_dir,
-                                   "logs" if self.name == "results" else f"{self.name}-logs")
+        self.logdir = os.path.join(
+            self.results_dir, "logs" if self.name == "results" else f"{self.name}-logs"
+        )
         os.makedirs(self.logdir, exist_ok=True)
         for f in [] if keep_logs else os.listdir(self.logdir):
             if f.endswith(".log"):
@@ -380,8 +461,7 @@ class Harness:
             return
         kind = self.args.server
         ts = os.path.join(HERE, "..", "servers", "testserver.sh")
-        r = subprocess.run(["bash", ts, "start", kind], capture_output=True, text=True,
-                           timeout=900)
+        r = subprocess.run(["bash", ts, "start", kind], capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
             raise SystemExit(f"harness: cannot start {kind}:\n{r.stderr}")
         self.server_uri = r.stdout.strip().splitlines()[-1]
@@ -397,8 +477,7 @@ class Harness:
     def stop_server(self):
         if getattr(self, "server_started", False):
             ts = os.path.join(HERE, "..", "servers", "testserver.sh")
-            subprocess.run(["bash", ts, "stop", self.server_uri], capture_output=True,
-                           timeout=60)
+            subprocess.run(["bash", ts, "stop", self.server_uri], capture_output=True, timeout=60)
             log(f"stopped the server {self.server_uri}")
 
     def host_port(self):
@@ -409,6 +488,7 @@ class Harness:
 
     def pymongo_client(self):
         import pymongo
+
         return pymongo.MongoClient(self.server_uri, serverSelectionTimeoutMS=10000)
 
     def describe_server(self):
@@ -427,12 +507,19 @@ class Harness:
                 self.server_kind = "ferretdb"
             elif process == "java":
                 self.server_kind = "java"
-        names = {"java": "mongo-java-server 1.47.0 (in-memory backend)",
-                 "ferretdb": "FerretDB v1.24.0 (SQLite backend)"}
+        names = {
+            "java": "mongo-java-server 1.47.0 (in-memory backend)",
+            "ferretdb": "FerretDB v1.24.0 (SQLite backend)",
+        }
         desc = names.get(self.server_kind, f"{self.server_uri}")
-        return {"kind": self.server_kind, "description": desc, "uri": self.server_uri,
-                "version": bi.get("version"), "maxWireVersion": hello.get("maxWireVersion"),
-                "loopback": self.host_port()[0] in ("127.0.0.1", "localhost", "::1")}
+        return {
+            "kind": self.server_kind,
+            "description": desc,
+            "uri": self.server_uri,
+            "version": bi.get("version"),
+            "maxWireVersion": hello.get("maxWireVersion"),
+            "loopback": self.host_port()[0] in ("127.0.0.1", "localhost", "::1"),
+        }
 
     def ttl_monitor_wanted(self):
         m = self.args.ttl_monitor
@@ -458,7 +545,11 @@ class Harness:
                         idx = db[coll].index_information()
                     except Exception:  # noqa: BLE001
                         continue
-                    ttl_fields = {"ts_expire": 0} if coll in ("mongolocker", "elector.locks", "ops_new") else {}
+                    ttl_fields = (
+                        {"ts_expire": 0}
+                        if coll in ("mongolocker", "elector.locks", "ops_new")
+                        else {}
+                    )
                     for spec in idx.values():
                         if "expireAfterSeconds" in spec and len(spec["key"]) == 1:
                             ttl_fields[spec["key"][0][0]] = float(spec["expireAfterSeconds"])
@@ -478,6 +569,7 @@ class Harness:
                 except Exception as e:  # noqa: BLE001
                     log(f"TTL monitor emulation: {e}")
             client.close()
+
         self.ttl_monitor = threading.Thread(target=run, name="ttl-monitor", daemon=True)
         self.ttl_monitor.start()
         log(f"emulating MongoDB's TTL monitor (every {period:.0f} s)")
@@ -486,17 +578,36 @@ class Harness:
         a = self.args
         cs = []
         if a.original_python:
-            cs.append(Contender("original", "original 1.0.2 (Python, pymongo)",
-                                [a.original_python, os.path.join(HERE, "contender.py")],
-                                impl="original", ours=False, python=True,
-                                needs_ttl_monitor=True))
+            cs.append(
+                Contender(
+                    "original",
+                    "original 1.0.2 (Python, pymongo)",
+                    [a.original_python, os.path.join(HERE, "contender.py")],
+                    impl="original",
+                    ours=False,
+                    python=True,
+                    needs_ttl_monitor=True,
+                )
+            )
         if a.ours_python:
-            cs.append(Contender("py-db", "ours, Python + pymongo Database",
-                                [a.ours_python, os.path.join(HERE, "contender.py")],
-                                impl="db", python=True))
-            cs.append(Contender("py-uri", "ours, Python + URI (libmongoc)",
-                                [a.ours_python, os.path.join(HERE, "contender.py")],
-                                impl="uri", python=True))
+            cs.append(
+                Contender(
+                    "py-db",
+                    "ours, Python + pymongo Database",
+                    [a.ours_python, os.path.join(HERE, "contender.py")],
+                    impl="db",
+                    python=True,
+                )
+            )
+            cs.append(
+                Contender(
+                    "py-uri",
+                    "ours, Python + URI (libmongoc)",
+                    [a.ours_python, os.path.join(HERE, "contender.py")],
+                    impl="uri",
+                    python=True,
+                )
+            )
         if a.c_driver:
             cs.append(Contender("c", "ours, C API", [a.c_driver]))
         if a.go_driver:
@@ -510,8 +621,9 @@ class Harness:
 
     def probe(self, c):
         try:
-            pr = Proc(self, c, "probe", f"probe-{c.id}", uri=self.server_uri,
-                      db=self.prefix + "probe")
+            pr = Proc(
+                self, c, "probe", f"probe-{c.id}", uri=self.server_uri, db=self.prefix + "probe"
+            )
             try:
                 c.info = pr.result(60)
             finally:
@@ -584,8 +696,16 @@ class Harness:
             snaps = {}
             r = {"ops": {}, "skipped": {}}
             try:
-                pr = Proc(self, c, "ops", f"ops-{c.id}", uri=proxy.uri(), other_uri=self.server_uri,
-                          db=self.db("ops", c), n=n)
+                pr = Proc(
+                    self,
+                    c,
+                    "ops",
+                    f"ops-{c.id}",
+                    uri=proxy.uri(),
+                    other_uri=self.server_uri,
+                    db=self.db("ops", c),
+                    n=n,
+                )
                 start = proxy.snapshot()
                 try:
                     end_t = time.monotonic() + 120 + n * 2
@@ -625,9 +745,13 @@ class Harness:
 
     @staticmethod
     def summarize_ops(r):
-        out = {"error": r.get("error"), "skipped": r.get("skipped", {}), "ops": {},
-               "run_monitoring": (r.get("run_total") or {}).get("monitor", {}),
-               "run_app": (r.get("run_total") or {}).get("app", {})}
+        out = {
+            "error": r.get("error"),
+            "skipped": r.get("skipped", {}),
+            "ops": {},
+            "run_monitoring": (r.get("run_total") or {}).get("monitor", {}),
+            "run_app": (r.get("run_total") or {}).get("app", {}),
+        }
         for op, diffs in r.get("ops", {}).items():
             totals = [sum(d["app"].values()) for d in diffs]
             names = {}
@@ -637,7 +761,9 @@ class Harness:
             mon = sum(sum(d["monitor"].values()) for d in diffs)
             lat = (r.get("latency") or {}).get(op) or []
             out["ops"][op] = {
-                "n": len(diffs), "mean": sum(totals) / len(totals), "min": min(totals),
+                "n": len(diffs),
+                "mean": sum(totals) / len(totals),
+                "min": min(totals),
                 "max": max(totals),
                 "by_name": {k: v / len(diffs) for k, v in sorted(names.items())},
                 "monitoring_in_window": mon,
@@ -654,11 +780,15 @@ class Harness:
 
     def md_ops(self, res):
         cs = [c for c in self.contenders if c.id in res]
-        lines = [f"### 1. Database commands per operation (exact counts, n = {self.p['ops_n']} each)",
-                 "", "Counted by a loopback proxy that parses each contender's wire protocol "
-                 "(commands only, before the reply). Handshakes and monitoring (hello on "
-                 "monitor connections) are excluded and shown below. A range (min–max) means "
-                 "the count varied between iterations.", ""]
+        lines = [
+            f"### 1. Database commands per operation (exact counts, n = {self.p['ops_n']} each)",
+            "",
+            "Counted by a loopback proxy that parses each contender's wire protocol "
+            "(commands only, before the reply). Handshakes and monitoring (hello on "
+            "monitor connections) are excluded and shown below. A range (min–max) means "
+            "the count varied between iterations.",
+            "",
+        ]
         header = ["operation"] + [c.id for c in cs]
         rows = []
         for op, label in self.OPS:
@@ -698,26 +828,39 @@ class Harness:
                 o = res[c.id]["ops"].get(op)
                 if o:
                     any_ = True
-                    names = ", ".join(f"{k}×{fmt(v, 'g')}" for k, v in o["by_name"].items()) or "none"
+                    names = (
+                        ", ".join(f"{k}×{fmt(v, 'g')}" for k, v in o["by_name"].items()) or "none"
+                    )
                     row.append(f"{names} ({fmt(o['p50_ms_proxied'], '.3f')} ms)")
                 else:
                     row.append(res[c.id]["skipped"].get(op, "–"))
             if any_:
                 rows.append(row)
         lines.append(md_table(header, rows, ["---"] * len(header)))
-        lines += ["", "Monitoring and handshakes during each contender's whole ops run "
-                  "(not counted above): " + "; ".join(
-                      f"{c.id}: " + (", ".join(f"{k}×{v}" for k, v in sorted(res[c.id]['run_monitoring'].items()))
-                                     or "none") for c in cs)]
+        lines += [
+            "",
+            "Monitoring and handshakes during each contender's whole ops run "
+            "(not counted above): "
+            + "; ".join(
+                f"{c.id}: "
+                + (
+                    ", ".join(f"{k}×{v}" for k, v in sorted(res[c.id]["run_monitoring"].items()))
+                    or "none"
+                )
+                for c in cs
+            ),
+        ]
         notes = []
         for c in cs:
             if res[c.id].get("error"):
                 notes.append(f"* {c.id}: ERROR {res[c.id]['error']}")
             for op, why in res[c.id]["skipped"].items():
                 notes.append(f"* {c.id}, {op}: n/a — {why}")
-        notes.append("* library defaults: the original and ours through Python delete the "
-                     "document on release (`delete_on_release=True`); the C API keeps it "
-                     "(`delete_on_release=0`).")
+        notes.append(
+            "* library defaults: the original and ours through Python delete the "
+            "document on release (`delete_on_release=True`); the C API keeps it "
+            "(`delete_on_release=0`)."
+        )
         lines += [""] + sorted(set(notes), key=notes.index)
         return "\n".join(lines)
 
@@ -735,16 +878,29 @@ class Harness:
                 res["ping"].append({"p50_ms": pct(v, 50), "p99_ms": pct(v, 99), "n": len(v)})
             except Exception as e:  # noqa: BLE001
                 log(f"ping failed: {e}")
+
         ping()
         for c in self.runnable():
             log(f"cycles: {c.id}")
             r = {}
-            for label, threads, clients in (("1t", 1, "shared"), (f"{T}t_shared", T, "shared"),
-                                            (f"{T}t_each", T, "each")):
+            for label, threads, clients in (
+                ("1t", 1, "shared"),
+                (f"{T}t_shared", T, "shared"),
+                (f"{T}t_each", T, "each"),
+            ):
                 try:
-                    pr = Proc(self, c, "cycles", f"cycles-{c.id}-{label}", uri=self.server_uri,
-                              db=self.db("cyc", c), threads=threads, clients=clients, seconds=S,
-                              warmup=self.p["cycle_warmup"])
+                    pr = Proc(
+                        self,
+                        c,
+                        "cycles",
+                        f"cycles-{c.id}-{label}",
+                        uri=self.server_uri,
+                        db=self.db("cyc", c),
+                        threads=threads,
+                        clients=clients,
+                        seconds=S,
+                        warmup=self.p["cycle_warmup"],
+                    )
                     try:
                         r[label] = pr.result(S + 90)
                     finally:
@@ -766,14 +922,27 @@ class Harness:
         floor = 2 * ping50 if ping50 else None
         ops = self.out["scenarios"].get("ops", {})
         orig = res["contenders"].get("original", {}).get("1t", {})
-        lines = [f"### 2. Uncontended acquire+release cycles ({self.p['cycle_seconds']:g} s each, "
-                 "library defaults, one thread, own client, no proxy)", "",
-                 f"Server ping round trip (raw OP_MSG on a socket, no driver, measured between "
-                 f"contenders): p50 {fmt(ping50, '.3f')} ms, p99 {fmt(res.get('ping_p99_ms'), '.3f')} ms. "
-                 f"Floor: two round trips a cycle = {fmt(floor, '.3f')} ms "
-                 f"({fmt(1e3 / floor if floor else None, '.0f')} cycles/s).", ""]
-        header = ["contender", "cycles/s", "p50 ms", "p99 ms", "p50 / floor", "cycles/s vs original",
-                  "p50 vs original", "commands/cycle", "CPU ms/cycle"]
+        lines = [
+            f"### 2. Uncontended acquire+release cycles ({self.p['cycle_seconds']:g} s each, "
+            "library defaults, one thread, own client, no proxy)",
+            "",
+            f"Server ping round trip (raw OP_MSG on a socket, no driver, measured between "
+            f"contenders): p50 {fmt(ping50, '.3f')} ms, p99 {fmt(res.get('ping_p99_ms'), '.3f')} ms. "
+            f"Floor: two round trips a cycle = {fmt(floor, '.3f')} ms "
+            f"({fmt(1e3 / floor if floor else None, '.0f')} cycles/s).",
+            "",
+        ]
+        header = [
+            "contender",
+            "cycles/s",
+            "p50 ms",
+            "p99 ms",
+            "p50 / floor",
+            "cycles/s vs original",
+            "p50 vs original",
+            "commands/cycle",
+            "CPU ms/cycle",
+        ]
         rows = []
         cmds_note = False
         for cid, r in res["contenders"].items():
@@ -784,40 +953,75 @@ class Harness:
             rate = x["cycles"] / x["seconds"]
             orate = orig["cycles"] / orig["seconds"] if orig.get("cycles") else None
             o = ops.get(cid, {}).get("ops", {})
-            cmds = (o["acquire_defaults"]["mean"] + o["release_defaults"]["mean"]
-                    if "acquire_defaults" in o and "release_defaults" in o else None)
+            cmds = (
+                o["acquire_defaults"]["mean"] + o["release_defaults"]["mean"]
+                if "acquire_defaults" in o and "release_defaults" in o
+                else None
+            )
             if cmds is None:
                 cmds_note = True
-            rows.append([cid, fmt(rate, ".0f"), fmt(x.get("p50_ms"), ".3f"), fmt(x.get("p99_ms"), ".3f"),
-                         fmt(ratio(x.get("p50_ms"), floor), ".2f") + "×",
-                         fmt(ratio(rate, orate), ".2f") + "×" if cid != "original" else "1×",
-                         fmt(ratio(x.get("p50_ms"), orig.get("p50_ms")), ".2f") + "×" if cid != "original" else "1×",
-                         fmt(cmds, "g"), fmt(x["cpu_s"] * 1e3 / max(1, x["cycles"]), ".3f")])
+            rows.append(
+                [
+                    cid,
+                    fmt(rate, ".0f"),
+                    fmt(x.get("p50_ms"), ".3f"),
+                    fmt(x.get("p99_ms"), ".3f"),
+                    fmt(ratio(x.get("p50_ms"), floor), ".2f") + "×",
+                    fmt(ratio(rate, orate), ".2f") + "×" if cid != "original" else "1×",
+                    fmt(ratio(x.get("p50_ms"), orig.get("p50_ms")), ".2f") + "×"
+                    if cid != "original"
+                    else "1×",
+                    fmt(cmds, "g"),
+                    fmt(x["cpu_s"] * 1e3 / max(1, x["cycles"]), ".3f"),
+                ]
+            )
         lines.append(md_table(header, rows))
-        lines += ["", f"{T} threads, each looping acquire+release on its own key, sharing one "
-                  "client vs a client each (total cycles/s):", ""]
-        header = ["contender", "1 thread", f"{T} threads, one shared client",
-                  f"{T} threads, a client each", "shared / each", "shared vs original"]
+        lines += [
+            "",
+            f"{T} threads, each looping acquire+release on its own key, sharing one "
+            "client vs a client each (total cycles/s):",
+            "",
+        ]
+        header = [
+            "contender",
+            "1 thread",
+            f"{T} threads, one shared client",
+            f"{T} threads, a client each",
+            "shared / each",
+            "shared vs original",
+        ]
         rows = []
         oshared = res["contenders"].get("original", {}).get(f"{T}t_shared", {})
         orate_sh = oshared["cycles"] / oshared["seconds"] if oshared.get("cycles") else None
         for cid, r in res["contenders"].items():
+
             def rate(k):
                 x = r.get(k, {})
                 return x["cycles"] / x["seconds"] if "cycles" in x else None
+
             one, sh, each = rate("1t"), rate(f"{T}t_shared"), rate(f"{T}t_each")
-            rows.append([cid, fmt(one, ".0f"), fmt(sh, ".0f"), fmt(each, ".0f"),
-                         fmt(ratio(sh, each), ".2f") + "×",
-                         (fmt(ratio(sh, orate_sh), ".2f") + "×") if cid != "original" else "1×"])
+            rows.append(
+                [
+                    cid,
+                    fmt(one, ".0f"),
+                    fmt(sh, ".0f"),
+                    fmt(each, ".0f"),
+                    fmt(ratio(sh, each), ".2f") + "×",
+                    (fmt(ratio(sh, orate_sh), ".2f") + "×") if cid != "original" else "1×",
+                ]
+            )
         lines.append(md_table(header, rows))
         if cmds_note:
             lines += ["", "* commands/cycle comes from the ops scenario (not run here)."]
-        lines += ["", "* Python contenders: the original and `py-db` share one pymongo "
-                  "`MongoClient` or make one per thread; `py-uri` shares one "
-                  "`mongoelector.Client` or makes one per thread; `c` one "
-                  "`mongoelector_client` or one per thread.",
-                  f"* {os.cpu_count()} cores: with {T} threads the client and the server compete "
-                  "for them."]
+        lines += [
+            "",
+            "* Python contenders: the original and `py-db` share one pymongo "
+            "`MongoClient` or make one per thread; `py-uri` shares one "
+            "`mongoelector.Client` or makes one per thread; `c` one "
+            "`mongoelector_client` or one per thread.",
+            f"* {os.cpu_count()} cores: with {T} threads the client and the server compete "
+            "for them.",
+        ]
         return "\n".join(lines)
 
     # ---- scenario 3: failover ---------------------------------------------------------
@@ -833,17 +1037,41 @@ class Harness:
         db = self.db("fo", c, "_" + mode)
         keys = [f"fo-{mode}-{i}" for i in range(trials)]
         leaders, fol = [], None
-        out = {"mode": mode, "ttl": ttl, "trials": trials, "stagger_s": stagger,
-               "failover_s": [], "timeouts": 0}
+        out = {
+            "mode": mode,
+            "ttl": ttl,
+            "trials": trials,
+            "stagger_s": stagger,
+            "failover_s": [],
+            "timeouts": 0,
+        }
         try:
             for i, k in enumerate(keys):
-                leaders.append(Proc(self, c, "elect", f"fo-{c.id}-{mode}-leader-{i}",
-                                    uri=self.server_uri, db=db, keys=k, ttl=ttl))
+                leaders.append(
+                    Proc(
+                        self,
+                        c,
+                        "elect",
+                        f"fo-{c.id}-{mode}-leader-{i}",
+                        uri=self.server_uri,
+                        db=db,
+                        keys=k,
+                        ttl=ttl,
+                    )
+                )
             for lp, k in zip(leaders, keys):
                 if lp.wait_event("leader", k, timeout=30) is None:
                     raise RuntimeError(f"{lp.name} did not lead within 30 s (log {lp.logpath})")
-            fol = Proc(self, c, "elect", f"fo-{c.id}-{mode}-followers", uri=self.server_uri,
-                       db=db, keys=",".join(keys), ttl=ttl)
+            fol = Proc(
+                self,
+                c,
+                "elect",
+                f"fo-{c.id}-{mode}-followers",
+                uri=self.server_uri,
+                db=db,
+                keys=",".join(keys),
+                ttl=ttl,
+            )
             for k in keys:
                 if fol.wait_event("started", k, timeout=60) is None:
                     raise RuntimeError(f"{fol.name} did not start{fol.tail()}")
@@ -860,8 +1088,9 @@ class Harness:
                 lp.signal(sig)
             budget = ttl * 3 + 10 + (period + ttl if monitor else 0)
             for k, tk in zip(keys, kills):
-                t = fol.wait_event("leader", k, timeout=max(0.0, tk + budget - time.monotonic()),
-                                   after=tk)
+                t = fol.wait_event(
+                    "leader", k, timeout=max(0.0, tk + budget - time.monotonic()), after=tk
+                )
                 if t is None:
                     out["timeouts"] += 1
                 else:
@@ -887,8 +1116,9 @@ class Harness:
                 pr.stop(1)
         v = out["failover_s"]
         if v:
-            out.update(p50=pct(v, 50), p95=pct(v, 95), max=max(v), min=min(v),
-                       mean=statistics.mean(v))
+            out.update(
+                p50=pct(v, 50), p95=pct(v, 95), max=max(v), min=min(v), mean=statistics.mean(v)
+            )
         return out
 
     def start_slow_failover(self):
@@ -904,6 +1134,7 @@ class Harness:
         def run(c, m):
             log(f"failover: {c.id} {m} ({trials} trials, in the background)")
             self.failover_results[(c.id, m)] = self.failover_wave(c, m, trials, ttl)
+
         self.slow_failover = [threading.Thread(target=run, args=j, daemon=True) for j in slow]
         for t in self.slow_failover:
             t.start()
@@ -913,13 +1144,18 @@ class Harness:
         res = {}
         self.start_slow_failover()
         results = self.failover_results
-        fast = [(c, m) for c in self.runnable() for m in ("kill", "term")
-                if (c.id, m) not in results and not (c.needs_ttl_monitor and m == "kill")]
+        fast = [
+            (c, m)
+            for c in self.runnable()
+            for m in ("kill", "term")
+            if (c.id, m) not in results and not (c.needs_ttl_monitor and m == "kill")
+        ]
 
         def run(job):
             c, m = job
             log(f"failover: {c.id} {m} ({trials} trials)")
             results[(c.id, m)] = self.failover_wave(c, m, trials, ttl)
+
         if self.args.quick:  # all waves at once: timer-bound, a few processes each
             threads = [threading.Thread(target=run, args=(j,)) for j in fast]
             for t in threads:
@@ -939,12 +1175,25 @@ class Harness:
 
     def md_failover(self, res):
         ttl, trials = self.p["failover_ttl"], self.p["trials"]
-        lines = [f"### 3. Failover, ttl {ttl:g} s ({trials} trials per row)", "",
-                 "Time from the signal to the leader process to the moment another process's "
-                 "`on_leader` runs. kill -9: the lease must run out; graceful: SIGTERM, the "
-                 "leader calls `stop()` (releases), a follower takes over.", ""]
-        header = ["contender", "stop", "p50 s", "p95 s", "max s", "min s", "vs original (p50)",
-                  "no takeover", "notes"]
+        lines = [
+            f"### 3. Failover, ttl {ttl:g} s ({trials} trials per row)",
+            "",
+            "Time from the signal to the leader process to the moment another process's "
+            "`on_leader` runs. kill -9: the lease must run out; graceful: SIGTERM, the "
+            "leader calls `stop()` (releases), a follower takes over.",
+            "",
+        ]
+        header = [
+            "contender",
+            "stop",
+            "p50 s",
+            "p95 s",
+            "max s",
+            "min s",
+            "vs original (p50)",
+            "no takeover",
+            "notes",
+        ]
         rows = []
         for cid in [c.id for c in self.contenders if c.id in res]:
             for m in ("kill", "term"):
@@ -957,22 +1206,40 @@ class Harness:
                     notes.append("ERROR " + r["error"][:120])
                 if cid == "original" and m == "kill":
                     if self.ttl_monitor:
-                        notes.append(f"needs MongoDB's TTL monitor: emulated (expired documents "
-                                     f"deleted every {self.p['ttl_monitor_period']:.0f} s), kills "
-                                     f"{r['stagger_s']:.1f} s apart to sample its phase")
+                        notes.append(
+                            f"needs MongoDB's TTL monitor: emulated (expired documents "
+                            f"deleted every {self.p['ttl_monitor_period']:.0f} s), kills "
+                            f"{r['stagger_s']:.1f} s apart to sample its phase"
+                        )
                     else:
-                        notes.append(f"the server's own TTL monitor (about every 60 s); kills "
-                                     f"{r['stagger_s']:.1f} s apart to sample its phase")
+                        notes.append(
+                            f"the server's own TTL monitor (about every 60 s); kills "
+                            f"{r['stagger_s']:.1f} s apart to sample its phase"
+                        )
                 if m == "term" and r.get("stop_call_s"):
                     notes.append(f"stop() took p50 {pct(r['stop_call_s'], 50):.2f} s")
-                rows.append([cid, "kill -9" if m == "kill" else "graceful", fmt(r.get("p50")),
-                             fmt(r.get("p95")), fmt(r.get("max")), fmt(r.get("min")),
-                             (fmt(ratio(r.get("p50"), o.get("p50")), ".2f") + "×") if cid != "original" else "1×",
-                             f"{r['timeouts']} / {r['trials']}", "; ".join(notes)])
+                rows.append(
+                    [
+                        cid,
+                        "kill -9" if m == "kill" else "graceful",
+                        fmt(r.get("p50")),
+                        fmt(r.get("p95")),
+                        fmt(r.get("max")),
+                        fmt(r.get("min")),
+                        (fmt(ratio(r.get("p50"), o.get("p50")), ".2f") + "×")
+                        if cid != "original"
+                        else "1×",
+                        f"{r['timeouts']} / {r['trials']}",
+                        "; ".join(notes),
+                    ]
+                )
         lines.append(md_table(header, rows, ["---", "---"] + ["---:"] * 6 + ["---"]))
-        lines += ["", "* no takeover: trials where no follower led within the budget "
-                  "(3 ttl + 10 s, plus one TTL-monitor period and one ttl for the original "
-                  "after kill -9)."]
+        lines += [
+            "",
+            "* no takeover: trials where no follower led within the budget "
+            "(3 ttl + 10 s, plus one TTL-monitor period and one ttl for the original "
+            "after kill -9).",
+        ]
         return "\n".join(lines)
 
     # ---- scenario 4: contention ------------------------------------------------------
@@ -986,9 +1253,19 @@ class Harness:
             try:
                 db = self.db("cont", c)
                 for i in range(P):
-                    procs.append(Proc(self, c, "contend", f"contend-{c.id}-{i}",
-                                      uri=self.server_uri, db=db, key="contended", ttl=600,
-                                      seconds=S))
+                    procs.append(
+                        Proc(
+                            self,
+                            c,
+                            "contend",
+                            f"contend-{c.id}-{i}",
+                            uri=self.server_uri,
+                            db=db,
+                            key="contended",
+                            ttl=600,
+                            seconds=S,
+                        )
+                    )
                 for pr in procs:
                     pr.expect("READY", 90)
                 start = time.monotonic() + 1.0
@@ -997,12 +1274,16 @@ class Harness:
                 got = [pr.result(S + 60) for pr in procs]
                 counts = [g["acquisitions"] for g in got]
                 total = sum(counts)
-                r = {"counts": counts, "total": total, "per_s": total / S,
-                     "share_min": min(counts) / total if total else None,
-                     "share_max": max(counts) / total if total else None,
-                     "jain": (total * total) / (P * sum(x * x for x in counts)) if total else None,
-                     "wait_p50_ms": [g.get("wait_p50_ms") for g in got],
-                     "wait_max_ms": [g.get("wait_max_ms") for g in got]}
+                r = {
+                    "counts": counts,
+                    "total": total,
+                    "per_s": total / S,
+                    "share_min": min(counts) / total if total else None,
+                    "share_max": max(counts) / total if total else None,
+                    "jain": (total * total) / (P * sum(x * x for x in counts)) if total else None,
+                    "wait_p50_ms": [g.get("wait_p50_ms") for g in got],
+                    "wait_max_ms": [g.get("wait_max_ms") for g in got],
+                }
             except Exception as e:  # noqa: BLE001
                 r = {"error": str(e)}
                 log(f"contention {c.id}: {e}")
@@ -1016,23 +1297,42 @@ class Harness:
 
     def md_contention(self, res):
         P, S = self.p["contention_procs"], self.p["contention_seconds"]
-        lines = [f"### 4. Contention: {P} processes looping acquire/release on one key for {S:g} s", "",
-                 "Blocking `acquire()` with the library's default retry step (0.25 s), then "
-                 "`release()`, library defaults otherwise. Share = a process's part of all "
-                 "acquisitions; Jain's index: 1 = perfectly even, 1/n = one process got all.", ""]
-        header = ["contender", "acquisitions/s", "vs original", "share min", "share max",
-                  "Jain's index", "per process"]
+        lines = [
+            f"### 4. Contention: {P} processes looping acquire/release on one key for {S:g} s",
+            "",
+            "Blocking `acquire()` with the library's default retry step (0.25 s), then "
+            "`release()`, library defaults otherwise. Share = a process's part of all "
+            "acquisitions; Jain's index: 1 = perfectly even, 1/n = one process got all.",
+            "",
+        ]
+        header = [
+            "contender",
+            "acquisitions/s",
+            "vs original",
+            "share min",
+            "share max",
+            "Jain's index",
+            "per process",
+        ]
         rows = []
         o = res.get("original", {})
         for cid, r in res.items():
             if r.get("error"):
                 rows.append([cid, "ERROR " + r["error"][:100], "", "", "", "", ""])
                 continue
-            rows.append([cid, fmt(r["per_s"], ".1f"),
-                         (fmt(ratio(r["per_s"], o.get("per_s")), ".2f") + "×") if cid != "original" else "1×",
-                         fmt(100 * r["share_min"], ".1f") + " %" if r["share_min"] is not None else "–",
-                         fmt(100 * r["share_max"], ".1f") + " %" if r["share_max"] is not None else "–",
-                         fmt(r["jain"], ".3f"), " ".join(str(x) for x in r["counts"])])
+            rows.append(
+                [
+                    cid,
+                    fmt(r["per_s"], ".1f"),
+                    (fmt(ratio(r["per_s"], o.get("per_s")), ".2f") + "×")
+                    if cid != "original"
+                    else "1×",
+                    fmt(100 * r["share_min"], ".1f") + " %" if r["share_min"] is not None else "–",
+                    fmt(100 * r["share_max"], ".1f") + " %" if r["share_max"] is not None else "–",
+                    fmt(r["jain"], ".3f"),
+                    " ".join(str(x) for x in r["counts"]),
+                ]
+            )
         lines.append(md_table(header, rows, ["---"] + ["---:"] * 5 + ["---"]))
         return "\n".join(lines)
 
@@ -1043,10 +1343,19 @@ class Harness:
         procs = {}
         for c in self.runnable():
             try:
-                procs[c.id] = Proc(self, c, "cost", f"cost-{c.id}", uri=self.server_uri,
-                                   db=self.db("cost", c), ttl=self.p["cost_ttl"], idle=I,
-                                   spin=self.p["spin_seconds"], spin_ttl=self.p["spin_ttl"],
-                                   rounds=self.p["spin_rounds"])
+                procs[c.id] = Proc(
+                    self,
+                    c,
+                    "cost",
+                    f"cost-{c.id}",
+                    uri=self.server_uri,
+                    db=self.db("cost", c),
+                    ttl=self.p["cost_ttl"],
+                    idle=I,
+                    spin=self.p["spin_seconds"],
+                    spin_ttl=self.p["spin_ttl"],
+                    rounds=self.p["spin_rounds"],
+                )
             except Exception as e:  # noqa: BLE001
                 res[c.id] = {"error": str(e)}
         log(f"cost: {len(procs)} idle electors for {I:g} s (in parallel)")
@@ -1071,7 +1380,8 @@ class Harness:
                 pr.send("SPIN")
                 try:
                     res[c.id]["spin"] = pr.result(
-                        self.p["spin_rounds"] * (2 * self.p["spin_seconds"] + 15) + 60)
+                        self.p["spin_rounds"] * (2 * self.p["spin_seconds"] + 15) + 60
+                    )
                 except Exception as e:  # noqa: BLE001
                     res[c.id]["spin"] = {"error": str(e)}
             pr.stop(10)
@@ -1083,19 +1393,30 @@ class Harness:
 
     def md_cost(self, res):
         I = self.p["idle_seconds"]
-        lines = [f"### 5. Cost in the host process: one idle leading elector (ttl "
-                 f"{self.p['cost_ttl']:g} s) over {I:g} s", "",
-                 "CPU = user + system seconds of the whole process during the idle window "
-                 "(all its threads: elector, driver monitors). RSS at the end; \"elector "
-                 "adds\" = RSS minus RSS before the elector was made (client already "
-                 "connected for the Python contenders). GIL: a CPU-bound pure-Python loop "
-                 f"in the main thread, {self.p['spin_rounds']} paired rounds of "
-                 f"{self.p['spin_seconds']:g} s without / with a leading elector at ttl "
-                 f"{self.p['spin_ttl']:g} s (renewing every ttl/3 or ttl/2: a busy one); "
-                 "slowdown = median of loop rate without / with − 1 (in brackets: the "
-                 "rounds' interquartile range, i.e. the noise of this machine).", ""]
-        header = ["contender", "CPU s / 60 s", "CPU vs original", "RSS MiB", "elector adds MiB",
-                  "threads", "GIL slowdown"]
+        lines = [
+            f"### 5. Cost in the host process: one idle leading elector (ttl "
+            f"{self.p['cost_ttl']:g} s) over {I:g} s",
+            "",
+            "CPU = user + system seconds of the whole process during the idle window "
+            '(all its threads: elector, driver monitors). RSS at the end; "elector '
+            'adds" = RSS minus RSS before the elector was made (client already '
+            "connected for the Python contenders). GIL: a CPU-bound pure-Python loop "
+            f"in the main thread, {self.p['spin_rounds']} paired rounds of "
+            f"{self.p['spin_seconds']:g} s without / with a leading elector at ttl "
+            f"{self.p['spin_ttl']:g} s (renewing every ttl/3 or ttl/2: a busy one); "
+            "slowdown = median of loop rate without / with − 1 (in brackets: the "
+            "rounds' interquartile range, i.e. the noise of this machine).",
+            "",
+        ]
+        header = [
+            "contender",
+            "CPU s / 60 s",
+            "CPU vs original",
+            "RSS MiB",
+            "elector adds MiB",
+            "threads",
+            "GIL slowdown",
+        ]
         rows = []
         o = res.get("original", {}).get("idle", {})
         ocpu = o["cpu_s"] * 60 / o["seconds"] if o else None
@@ -1112,13 +1433,21 @@ class Harness:
                 gil = "error"
             else:
                 rs = s["ratios"]
-                gil = (f"{100 * (s['slowdown_median'] - 1):+.1f} % "
-                       f"({100 * (pct(rs, 25) - 1):+.0f} … {100 * (pct(rs, 75) - 1):+.0f})")
-            rows.append([cid, fmt(cpu60, ".3f"),
-                         (fmt(ratio(cpu60, ocpu), ".2f") + "×") if cid != "original" else "1×",
-                         fmt(x["rss_kib"] / 1024, ".1f"),
-                         fmt((x["rss_kib"] - x["rss_base_kib"]) / 1024, ".1f"),
-                         f"{x['threads_base']} → {x['threads']}", gil])
+                gil = (
+                    f"{100 * (s['slowdown_median'] - 1):+.1f} % "
+                    f"({100 * (pct(rs, 25) - 1):+.0f} … {100 * (pct(rs, 75) - 1):+.0f})"
+                )
+            rows.append(
+                [
+                    cid,
+                    fmt(cpu60, ".3f"),
+                    (fmt(ratio(cpu60, ocpu), ".2f") + "×") if cid != "original" else "1×",
+                    fmt(x["rss_kib"] / 1024, ".1f"),
+                    fmt((x["rss_kib"] - x["rss_base_kib"]) / 1024, ".1f"),
+                    f"{x['threads_base']} → {x['threads']}",
+                    gil,
+                ]
+            )
         lines.append(md_table(header, rows))
         return "\n".join(lines)
 
@@ -1133,8 +1462,18 @@ class Harness:
             procs = []
             try:
                 for i in range(N):
-                    procs.append(Proc(self, c, "elect", f"load-{c.id}-{i}", uri=proxy.uri(),
-                                      db=self.db("load", c), keys="load", ttl=ttl))
+                    procs.append(
+                        Proc(
+                            self,
+                            c,
+                            "elect",
+                            f"load-{c.id}-{i}",
+                            uri=proxy.uri(),
+                            db=self.db("load", c),
+                            keys="load",
+                            ttl=ttl,
+                        )
+                    )
                 runs[c.id] = (proxy, procs)
             except Exception as e:  # noqa: BLE001
                 res[c.id] = {"error": str(e)}
@@ -1146,7 +1485,9 @@ class Harness:
                 if pr.wait_event("started", "load", timeout=90) is None:
                     res[cid] = {"error": f"{pr.name} did not start{pr.tail()}"}
             deadline = time.monotonic() + 60
-            while cid not in res and not any(pr.wait_event("leader", "load", timeout=0) for pr in procs):
+            while cid not in res and not any(
+                pr.wait_event("leader", "load", timeout=0) for pr in procs
+            ):
                 if time.monotonic() > deadline:
                     res[cid] = {"error": "no leader within 60 s"}
                 time.sleep(0.1)
@@ -1165,33 +1506,55 @@ class Harness:
             if cid in res:
                 continue
             d = counting_proxy.diff(after[cid], before[cid])
-            res[cid] = {"seconds": secs, "app_per_s": sum(d["app"].values()) / secs,
-                        "monitor_per_s": sum(d["monitor"].values()) / secs,
-                        "by_name_per_s": {k: v / secs for k, v in sorted(d["app"].items())},
-                        "monitor_by_name_per_s": {k: v / secs for k, v in sorted(d["monitor"].items())},
-                        "connections": after[cid]["conns_open"], "nodes_that_led": leaders}
+            res[cid] = {
+                "seconds": secs,
+                "app_per_s": sum(d["app"].values()) / secs,
+                "monitor_per_s": sum(d["monitor"].values()) / secs,
+                "by_name_per_s": {k: v / secs for k, v in sorted(d["app"].items())},
+                "monitor_by_name_per_s": {k: v / secs for k, v in sorted(d["monitor"].items())},
+                "connections": after[cid]["conns_open"],
+                "nodes_that_led": leaders,
+            }
         self.drop_dbs("load")
         self.out["scenarios"]["load"] = res
         self.emit(self.md_load(res))
 
     def md_load(self, res):
         N, ttl, W = self.p["load_nodes"], self.p["load_ttl"], self.p["load_window"]
-        lines = [f"### 6. Database load of a {N}-node election, ttl {ttl:g} s, steady state "
-                 f"({W:g} s window)", "",
-                 f"{N} elector processes per contender (report_status=True, the default), all "
-                 "contenders at once, each through its own counting proxy.", ""]
-        header = ["contender", "commands/s", "vs original", "by command (per s)",
-                  "monitoring/s (apart)", "connections"]
+        lines = [
+            f"### 6. Database load of a {N}-node election, ttl {ttl:g} s, steady state "
+            f"({W:g} s window)",
+            "",
+            f"{N} elector processes per contender (report_status=True, the default), all "
+            "contenders at once, each through its own counting proxy.",
+            "",
+        ]
+        header = [
+            "contender",
+            "commands/s",
+            "vs original",
+            "by command (per s)",
+            "monitoring/s (apart)",
+            "connections",
+        ]
         rows = []
         o = res.get("original", {})
         for cid, r in res.items():
             if r.get("error"):
                 rows.append([cid, "ERROR " + r["error"][:100], "", "", "", ""])
                 continue
-            rows.append([cid, fmt(r["app_per_s"], ".2f"),
-                         (fmt(ratio(r["app_per_s"], o.get("app_per_s")), ".2f") + "×") if cid != "original" else "1×",
-                         ", ".join(f"{k} {v:.2f}" for k, v in r["by_name_per_s"].items()),
-                         fmt(r["monitor_per_s"], ".2f"), str(r["connections"])])
+            rows.append(
+                [
+                    cid,
+                    fmt(r["app_per_s"], ".2f"),
+                    (fmt(ratio(r["app_per_s"], o.get("app_per_s")), ".2f") + "×")
+                    if cid != "original"
+                    else "1×",
+                    ", ".join(f"{k} {v:.2f}" for k, v in r["by_name_per_s"].items()),
+                    fmt(r["monitor_per_s"], ".2f"),
+                    str(r["connections"]),
+                ]
+            )
         lines.append(md_table(header, rows, ["---", "---:", "---:", "---", "---:", "---:"]))
         return "\n".join(lines)
 
@@ -1213,8 +1576,15 @@ class Harness:
                         label = f"{c.id} {mode}" + (" semaphore" if kind == "semaphore" else "")
                         out.append((label, c, mode, SCALE_MODE_ENV[mode], kind))
             else:
-                out.append((f"{c.id} (touch() loop in a thread: no lease API)", c, "touch-thread",
-                            {}, "lock"))
+                out.append(
+                    (
+                        f"{c.id} (touch() loop in a thread: no lease API)",
+                        c,
+                        "touch-thread",
+                        {},
+                        "lock",
+                    )
+                )
         return out
 
     def run_scale(self):
@@ -1236,9 +1606,22 @@ class Harness:
             rows = []
             pr = None
             try:
-                pr = Proc(self, c, "scale", f"scale-{tag}", extra_env=env, uri=proxy.uri(),
-                          db=self.db("scale", c, "_" + mode.replace("-", "") + ("_sem" if kind == "semaphore" else "")),
-                          ttl=ttl, mode=mode, kind=None if kind == "lock" else kind)
+                pr = Proc(
+                    self,
+                    c,
+                    "scale",
+                    f"scale-{tag}",
+                    extra_env=env,
+                    uri=proxy.uri(),
+                    db=self.db(
+                        "scale",
+                        c,
+                        "_" + mode.replace("-", "") + ("_sem" if kind == "semaphore" else ""),
+                    ),
+                    ttl=ttl,
+                    mode=mode,
+                    kind=None if kind == "lock" else kind,
+                )
                 pr.expect("READY", 90)
                 held = 0
                 for n in sizes:
@@ -1249,7 +1632,9 @@ class Harness:
                     try:
                         line = pr.expect("HOLDING", budget)
                     except TimeoutError:
-                        rows.append({"keys": n, "error": f"acquiring {n} keys took over {budget:.0f} s"})
+                        rows.append(
+                            {"keys": n, "error": f"acquiring {n} keys took over {budget:.0f} s"}
+                        )
                         break
                     held = n
                     grow_s = float(line.split()[2])
@@ -1268,29 +1653,41 @@ class Harness:
                     in_window = {k for t, k in lost_ev if t0 <= t <= t1}
                     before = {k for t, k in lost_ev if t < t0}
                     app = sum(d["app"].values())
-                    row = {"keys": n, "grow_s": grow_s, "seconds": secs, "settle_s": settle,
-                           "app": app, "app_per_s": app / secs,
-                           "per_interval": app / (secs / interval),
-                           "monitor_per_s": sum(d["monitor"].values()) / secs,
-                           "by_name_per_s": {k: v / secs for k, v in d["app"].items()},
-                           "by_name_per_interval": {k: v / (secs / interval) for k, v in d["app"].items()},
-                           "cpu_s": c1 - c0, "cpu_pct": 100 * (c1 - c0) / secs,
-                           "threads": st.get("threads"), "rss_mib": st.get("rss_kib", 0) / 1024,
-                           "connections": s1["conns_open"],
-                           # A lease that reported loss (on_lost, or its lost flag) during
-                           # the window; losses are final, so the flags can only grow.
-                           "lost": max(len(in_window), st.get("lost", 0) - st0.get("lost", 0)),
-                           "lost_before": max(len(before), st0.get("lost", 0)),
-                           "lost_total": st.get("lost", 0),
-                           "touch_failed": st.get("touch_failed", 0) - st0.get("touch_failed", 0)}
+                    row = {
+                        "keys": n,
+                        "grow_s": grow_s,
+                        "seconds": secs,
+                        "settle_s": settle,
+                        "app": app,
+                        "app_per_s": app / secs,
+                        "per_interval": app / (secs / interval),
+                        "monitor_per_s": sum(d["monitor"].values()) / secs,
+                        "by_name_per_s": {k: v / secs for k, v in d["app"].items()},
+                        "by_name_per_interval": {
+                            k: v / (secs / interval) for k, v in d["app"].items()
+                        },
+                        "cpu_s": c1 - c0,
+                        "cpu_pct": 100 * (c1 - c0) / secs,
+                        "threads": st.get("threads"),
+                        "rss_mib": st.get("rss_kib", 0) / 1024,
+                        "connections": s1["conns_open"],
+                        # A lease that reported loss (on_lost, or its lost flag) during
+                        # the window; losses are final, so the flags can only grow.
+                        "lost": max(len(in_window), st.get("lost", 0) - st0.get("lost", 0)),
+                        "lost_before": max(len(before), st0.get("lost", 0)),
+                        "lost_total": st.get("lost", 0),
+                        "touch_failed": st.get("touch_failed", 0) - st0.get("touch_failed", 0),
+                    }
                     if "renewals" in st and "renewals" in st0:
                         row["renewals"] = st["renewals"] - st0["renewals"]
                         row["renewals_per_key_interval"] = row["renewals"] / n / (secs / interval)
                         row["renewal_failures"] = st["renewal_failures"] - st0["renewal_failures"]
                         row["round_trips"] = st["round_trips"] - st0["round_trips"]
                     rows.append(row)
-                    log(f"scale: {label} N={n}: {row['per_interval']:.1f} commands per renew "
-                        f"interval, lost {row['lost']}")
+                    log(
+                        f"scale: {label} N={n}: {row['per_interval']:.1f} commands per renew "
+                        f"interval, lost {row['lost']}"
+                    )
                 pr.send("QUIT")
             except Exception as e:  # noqa: BLE001
                 rows.append({"error": str(e)})
@@ -1304,9 +1701,11 @@ class Harness:
             # What is measured so far goes to the results at once: a long run that is
             # interrupted still leaves its figures (marked partial).
             self.out["scenarios"]["scale"] = res
-            self.partial_md = (self.md_scale(res) + "\n\n**Partial**: written after "
-                               f"{len(res)} of {len(self.scale_entries())} processes; the run "
-                               "was still going or was interrupted.")
+            self.partial_md = (
+                self.md_scale(res) + "\n\n**Partial**: written after "
+                f"{len(res)} of {len(self.scale_entries())} processes; the run "
+                "was still going or was interrupted."
+            )
             self.write()
         self.out["scenarios"]["scale"] = res
         self.emit(self.md_scale(res))
@@ -1317,43 +1716,62 @@ class Harness:
         modes = self.p.get("scale_modes", SCALE_MODES)
         settle = self.p.get("scale_settle", max(1.0, interval))
         num = "7. " if not self.args.renewal else ""
-        lines = [f"### {num}Scale: N keys held and renewed by one process (ttl {ttl:g} s, "
-                 f"renew interval {interval:g} s, {W:g} s window per N)", "",
-                 "Ours: one keep-alive lease per key, one client, keys acquired on 8 threads "
-                 "at once; the window starts one renew interval after the last key is held "
-                 f"({settle:g} s). Modes: **batched** = the library's default (one renewer per "
-                 "client sends the renewals due together: `renew_many`, 2 commands per "
-                 "chunk of up to 1000 keys on MongoDB); **per-key** = the same process with "
-                 "`MONGOELECTOR_BATCH_RENEWALS=0` (each lease renews with its own command, "
-                 "the behaviour before issue #17). Commands: counted by a loopback proxy "
-                 "(monitoring apart). CPU: user + system seconds of the whole process in the "
-                 "window. Threads and RSS at the end of the window; connections open to the "
-                 "server (monitors included). Lost: leases that reported loss (on_lost or "
-                 "their lost flag) during the window — must be 0.", ""]
+        lines = [
+            f"### {num}Scale: N keys held and renewed by one process (ttl {ttl:g} s, "
+            f"renew interval {interval:g} s, {W:g} s window per N)",
+            "",
+            "Ours: one keep-alive lease per key, one client, keys acquired on 8 threads "
+            "at once; the window starts one renew interval after the last key is held "
+            f"({settle:g} s). Modes: **batched** = the library's default (one renewer per "
+            "client sends the renewals due together: `renew_many`, 2 commands per "
+            "chunk of up to 1000 keys on MongoDB); **per-key** = the same process with "
+            "`MONGOELECTOR_BATCH_RENEWALS=0` (each lease renews with its own command, "
+            "the behaviour before issue #17). Commands: counted by a loopback proxy "
+            "(monitoring apart). CPU: user + system seconds of the whole process in the "
+            "window. Threads and RSS at the end of the window; connections open to the "
+            "server (monitors included). Lost: leases that reported loss (on_lost or "
+            "their lost flag) during the window — must be 0.",
+            "",
+        ]
         by_c = {}
         for label, r in res.items():
             by_c.setdefault(r["contender"], {})[r["mode"]] = r["rows"]
         first = {"c": 0, "py-uri": 1, "py-db": 2, "go": 3}
-        ours = sorted((c for c in self.contenders if c.id in by_c),
-                      key=lambda c: (not c.ours, first.get(c.id, 9)))
+        ours = sorted(
+            (c for c in self.contenders if c.id in by_c),
+            key=lambda c: (not c.ours, first.get(c.id, 9)),
+        )
         short = {"batched": "B", "per-key": "P"}
-        metrics = [("commands/s", lambda x: fmt(x["app_per_s"], ".1f")),
-                   (f"commands per renew interval ({interval:g} s)", lambda x: fmt(x["per_interval"], ".1f")),
-                   (f"CPU s in {W:g} s", lambda x: fmt(x["cpu_s"], ".2f")),
-                   ("threads", lambda x: str(x["threads"])),
-                   ("connections", lambda x: str(x["connections"])),
-                   ("lost", lambda x: str(x["lost"]) + (f" (+{x['lost_before']} before)"
-                                                        if x.get("lost_before") else "")),
-                   ("RSS MiB", lambda x: fmt(x["rss_mib"], ".1f"))]
+        metrics = [
+            ("commands/s", lambda x: fmt(x["app_per_s"], ".1f")),
+            (
+                f"commands per renew interval ({interval:g} s)",
+                lambda x: fmt(x["per_interval"], ".1f"),
+            ),
+            (f"CPU s in {W:g} s", lambda x: fmt(x["cpu_s"], ".2f")),
+            ("threads", lambda x: str(x["threads"])),
+            ("connections", lambda x: str(x["connections"])),
+            (
+                "lost",
+                lambda x: (
+                    str(x["lost"])
+                    + (f" (+{x['lost_before']} before)" if x.get("lost_before") else "")
+                ),
+            ),
+            ("RSS MiB", lambda x: fmt(x["rss_mib"], ".1f")),
+        ]
         for c in ours:
             ms = list(modes) if c.ours else list(by_c[c.id])
             rows_by_mode = {m: {x.get("keys"): x for x in by_c[c.id].get(m, [])} for m in ms}
             errors = [(m, x) for m in ms for x in by_c[c.id].get(m, []) if "error" in x]
-            sizes = [n for n in self.p["scale_sizes"]
-                     if any(n in rows_by_mode[m] for m in ms)]
-            lines += [f"**{c.id}** ({c.label}" + ("" if c.ours else ": a touch() loop in a thread, no lease API")
-                      + ")" + (": " + ", ".join(
-                f"{m} = {short.get(m, m)}" for m in ms) if len(ms) > 1 else ""), ""]
+            sizes = [n for n in self.p["scale_sizes"] if any(n in rows_by_mode[m] for m in ms)]
+            lines += [
+                f"**{c.id}** ({c.label}"
+                + ("" if c.ours else ": a touch() loop in a thread, no lease API")
+                + ")"
+                + (": " + ", ".join(f"{m} = {short.get(m, m)}" for m in ms) if len(ms) > 1 else ""),
+                "",
+            ]
             header = ["N"]
             for name, _ in metrics:
                 for m in ms:
@@ -1367,64 +1785,116 @@ class Harness:
                 for _, f in metrics:
                     for m in ms:
                         x = rows_by_mode[m].get(n)
-                        row.append("ERROR" if x is not None and "error" in x else
-                                   f(x) if x is not None else "–")
+                        row.append(
+                            "ERROR"
+                            if x is not None and "error" in x
+                            else f(x)
+                            if x is not None
+                            else "–"
+                        )
                 if both:
                     b, p = rows_by_mode["batched"].get(n), rows_by_mode["per-key"].get(n)
                     ok = b and p and "error" not in b and "error" not in p
-                    row.append(fmt(ratio(p["app_per_s"], b["app_per_s"]), ".1f") + "×" if ok else "–")
+                    row.append(
+                        fmt(ratio(p["app_per_s"], b["app_per_s"]), ".1f") + "×" if ok else "–"
+                    )
                 rows.append(row)
             lines.append(md_table(header, rows))
             for m, x in errors:
-                lines.append(f"\n* {c.id} {m}" + (f", N = {x['keys']}" if "keys" in x else "") +
-                             f": ERROR {x['error'][:300]}")
+                lines.append(
+                    f"\n* {c.id} {m}"
+                    + (f", N = {x['keys']}" if "keys" in x else "")
+                    + f": ERROR {x['error'][:300]}"
+                )
             lines.append("")
-        lines += ["Details (every process): commands per renew interval by name; renewals "
-                  "per key per renew interval as the library counts them (≈ 1: every key "
-                  "renewed in time); time to acquire the keys added for this N.", ""]
-        header = ["contender / mode", "N", "commands per interval, by name", "renewals per key per interval",
-                  "renewal failures", "CPU %", "acquire (s)", "lost: window / before / total"]
+        lines += [
+            "Details (every process): commands per renew interval by name; renewals "
+            "per key per renew interval as the library counts them (≈ 1: every key "
+            "renewed in time); time to acquire the keys added for this N.",
+            "",
+        ]
+        header = [
+            "contender / mode",
+            "N",
+            "commands per interval, by name",
+            "renewals per key per interval",
+            "renewal failures",
+            "CPU %",
+            "acquire (s)",
+            "lost: window / before / total",
+        ]
         rows = []
         order = {c.id: i for i, c in enumerate(ours)}
-        for label, r in sorted(res.items(), key=lambda kv: (order.get(kv[1]["contender"], 99),
-                                                            modes.index(kv[1]["mode"])
-                                                            if kv[1]["mode"] in modes else 99)):
+        for label, r in sorted(
+            res.items(),
+            key=lambda kv: (
+                order.get(kv[1]["contender"], 99),
+                modes.index(kv[1]["mode"]) if kv[1]["mode"] in modes else 99,
+            ),
+        ):
             for x in r["rows"]:
                 if "error" in x:
                     rows.append([label, x.get("keys", ""), "ERROR " + x["error"][:100]] + [""] * 5)
                     continue
-                names = ", ".join(f"{k} {v:.1f}" for k, v in sorted(x["by_name_per_interval"].items())) or "none"
+                names = (
+                    ", ".join(f"{k} {v:.1f}" for k, v in sorted(x["by_name_per_interval"].items()))
+                    or "none"
+                )
                 lost = f"{x['lost']} / {x.get('lost_before', 0)} / {x.get('lost_total', x['lost'])}"
                 if r["mode"] == "touch-thread":
                     lost = f"touch() found it expired: {x['touch_failed']}"
-                rows.append([label, x["keys"], names, fmt(x.get("renewals_per_key_interval"), ".2f"),
-                             fmt(x.get("renewal_failures"), "d"), fmt(x["cpu_pct"], ".2f"),
-                             fmt(x["grow_s"], ".2f"), lost])
-        lines.append(md_table(header, rows, ["---", "---:", "---", "---:", "---:", "---:", "---:", "---"]))
-        lines += ["", f"* Per-key renewal sends N × 3/ttl commands/s ({3 / ttl:.2f} per key per s "
-                  f"at ttl {ttl:g}), one per key per renew interval; batched renewal about 2 per "
-                  "chunk of 1000 keys per interval (once the batches have formed; a single key "
-                  "renews with one command).",
-                  "* `isMaster` (or `hello`) on the application connections is the client's "
-                  "server-time sample (about one a minute, both modes); the rest are the "
-                  "renewals.",
-                  "* Threads: the renewer's are flat in N in both modes; the contenders' own "
-                  "acquiring threads are gone by the window (Go's runtime keeps its idle OS "
-                  "threads)."]
+                rows.append(
+                    [
+                        label,
+                        x["keys"],
+                        names,
+                        fmt(x.get("renewals_per_key_interval"), ".2f"),
+                        fmt(x.get("renewal_failures"), "d"),
+                        fmt(x["cpu_pct"], ".2f"),
+                        fmt(x["grow_s"], ".2f"),
+                        lost,
+                    ]
+                )
+        lines.append(
+            md_table(header, rows, ["---", "---:", "---", "---:", "---:", "---:", "---:", "---"])
+        )
+        lines += [
+            "",
+            f"* Per-key renewal sends N × 3/ttl commands/s ({3 / ttl:.2f} per key per s "
+            f"at ttl {ttl:g}), one per key per renew interval; batched renewal about 2 per "
+            "chunk of 1000 keys per interval (once the batches have formed; a single key "
+            "renews with one command).",
+            "* `isMaster` (or `hello`) on the application connections is the client's "
+            "server-time sample (about one a minute, both modes); the rest are the "
+            "renewals.",
+            "* Threads: the renewer's are flat in N in both modes; the contenders' own "
+            "acquiring threads are gone by the window (Go's runtime keeps its idle OS "
+            "threads).",
+        ]
         if not self.args.renewal:
-            lines.append("* 5000 keys (`--scale-sizes 1,10,100,1000,5000`, or "
-                         "`tests/bench/renewal.sh`) is not in the default profile: at 5000 "
-                         "documents mongo-java-server, not the client, is the bottleneck "
-                         "(tests/bench/README.md, \"Batched renewal\").")
+            lines.append(
+                "* 5000 keys (`--scale-sizes 1,10,100,1000,5000`, or "
+                "`tests/bench/renewal.sh`) is not in the default profile: at 5000 "
+                "documents mongo-java-server, not the client, is the bottleneck "
+                '(tests/bench/README.md, "Batched renewal").'
+            )
         return "\n".join(lines)
 
     # ---- output ---------------------------------------------------------------------------
     def meta(self):
         try:
-            commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short=12", "HEAD"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip()
-            dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=20).stdout.strip()
+            commit = subprocess.run(
+                ["git", "-C", HERE, "rev-parse", "--short=12", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            dirty = subprocess.run(
+                ["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            ).stdout.strip()
         except Exception:  # noqa: BLE001
             commit, dirty = "?", ""
         cpu = "?"
@@ -1440,48 +1910,69 @@ class Harness:
             load = os.getloadavg()
         except OSError:
             load = None
-        return {"date": now_iso(), "commit": commit + ("+dirty" if dirty else ""),
-                "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores, "
-                           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
-                           f"{platform.system()} {platform.release()}",
-                "loadavg_start": load, "profile": self.profile,
-                "command": os.environ.get("MONGOELECTOR_BENCH_COMMAND")
-                or " ".join(["python3", "tests/bench/harness.py"] + sys.argv[1:]),
-                "params": self.p, "python": sys.version.split()[0]}
+        return {
+            "date": now_iso(),
+            "commit": commit + ("+dirty" if dirty else ""),
+            "machine": f"{platform.node()}: {cpu}, {os.cpu_count()} cores, "
+            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
+            f"{platform.system()} {platform.release()}",
+            "loadavg_start": load,
+            "profile": self.profile,
+            "command": os.environ.get("MONGOELECTOR_BENCH_COMMAND")
+            or " ".join(["python3", "tests/bench/harness.py"] + sys.argv[1:]),
+            "params": self.p,
+            "python": sys.version.split()[0],
+        }
 
     def header_md(self):
         m = self.out["meta"]
         s = m.get("server", {})
-        title = ("# Batched renewal: keep-alive leases renewed in batches vs key by key (issue #17)"
-                 if self.args.renewal else "# mongoelector benchmark (issue #10)")
-        lines = [title, "",
-                 f"* command: `{m.get('command', '?')}`",
-                 f"* date: {m['date']}; commit {m['commit']}; profile {m['profile']}",
-                 f"* machine: {m['machine']}; load average at start "
-                 f"{', '.join(f'{x:.2f}' for x in m['loadavg_start']) if m.get('loadavg_start') else '?'}",
-                 f"* server: {s.get('description', '?')}, version {s.get('version', '?')}, "
-                 f"maxWireVersion {s.get('maxWireVersion', '?')}, "
-                 f"{'loopback' if s.get('loopback') else 'remote'} ({s.get('uri', '')})",
-                 f"* TTL monitor: {m.get('ttl_monitor')}",
-                 "* contenders:"]
+        title = (
+            "# Batched renewal: keep-alive leases renewed in batches vs key by key (issue #17)"
+            if self.args.renewal
+            else "# mongoelector benchmark (issue #10)"
+        )
+        lines = [
+            title,
+            "",
+            f"* command: `{m.get('command', '?')}`",
+            f"* date: {m['date']}; commit {m['commit']}; profile {m['profile']}",
+            f"* machine: {m['machine']}; load average at start "
+            f"{', '.join(f'{x:.2f}' for x in m['loadavg_start']) if m.get('loadavg_start') else '?'}",
+            f"* server: {s.get('description', '?')}, version {s.get('version', '?')}, "
+            f"maxWireVersion {s.get('maxWireVersion', '?')}, "
+            f"{'loopback' if s.get('loopback') else 'remote'} ({s.get('uri', '')})",
+            f"* TTL monitor: {m.get('ttl_monitor')}",
+            "* contenders:",
+        ]
         for c in self.contenders:
             info = c.info or {}
             extra = ", ".join(f"{k} {v}" for k, v in info.items() if k not in ("phase",))
-            note = self.notes.get(c.id) or (self.notes.get("python") if c.python and c.ours else None)
+            note = self.notes.get(c.id) or (
+                self.notes.get("python") if c.python and c.ours else None
+            )
             if note:
                 extra += f" — **{note}**"
-            lines.append(f"  * `{c.id}`: {c.label}" + (f" — {extra}" if extra else "") +
-                         (f" — **cannot run: {c.error}**" if c.error else ""))
+            lines.append(
+                f"  * `{c.id}`: {c.label}"
+                + (f" — {extra}" if extra else "")
+                + (f" — **cannot run: {c.error}**" if c.error else "")
+            )
         if self.args.unsafe:
-            lines.append("* our lockers run with `allow_unsafe_server` (the server's findAndModify "
-                         "is not atomic); our electors refuse such servers.")
+            lines.append(
+                "* our lockers run with `allow_unsafe_server` (the server's findAndModify "
+                "is not atomic); our electors refuse such servers."
+            )
         if not self.args.renewal:
-            lines.append("* ratios (\"vs original\") are ours / original from this run.")
+            lines.append('* ratios ("vs original") are ours / original from this run.')
         return "\n".join(lines)
 
     def write(self, final=False):
-        md = self.header_md() + "\n\n" + "\n\n".join(
-            self.md_sections + ([self.partial_md] if self.partial_md else []))
+        md = (
+            self.header_md()
+            + "\n\n"
+            + "\n\n".join(self.md_sections + ([self.partial_md] if self.partial_md else []))
+        )
         if final and self.out["meta"].get("runtime_s") is not None:
             md += f"\n\nRuntime: {self.out['meta']['runtime_s']:.0f} s.\n"
         with open(os.path.join(self.results_dir, self.name + ".md"), "w") as f:
@@ -1495,6 +1986,7 @@ class Harness:
         per operation."""
         try:
             import matplotlib
+
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
             from matplotlib.ticker import FuncFormatter, NullFormatter
@@ -1503,19 +1995,27 @@ class Harness:
             return None
         sc = self.out["scenarios"]
         fo, cyc, ops = sc.get("failover"), sc.get("cycles"), sc.get("ops")
-        panels = [p for p in (("kill", fo), ("term", fo), ("cdf", cyc), ("ops", ops))
-                  if p[1] and "error" not in p[1]]
+        panels = [
+            p
+            for p in (("kill", fo), ("term", fo), ("cdf", cyc), ("ops", ops))
+            if p[1] and "error" not in p[1]
+        ]
         if not panels:
             return None
         ncol = 2 if len(panels) > 1 else 1
         nrow = (len(panels) + 1) // 2 if len(panels) > 1 else 1
         fig, axes = plt.subplots(nrow, ncol, figsize=(7.2 * ncol, 5.0 * nrow + 0.8), squeeze=False)
-        colors = {"original": "#d62728", "py-db": "#1f77b4", "py-uri": "#2ca02c", "c": "#9467bd",
-                  "go": "#8c564b"}
+        colors = {
+            "original": "#d62728",
+            "py-db": "#1f77b4",
+            "py-uri": "#2ca02c",
+            "c": "#9467bd",
+            "go": "#8c564b",
+        }
         order = [c.id for c in self.contenders]
         plain = FuncFormatter(lambda v, _: f"{v:g}")
         flat = [ax for row in axes for ax in row]
-        for ax in flat[len(panels):]:
+        for ax in flat[len(panels) :]:
             ax.axis("off")
         for ax, (kind, data) in zip(flat, panels):
             if kind in ("kill", "term"):
@@ -1524,22 +2024,40 @@ class Harness:
                 pos = list(range(1, len(ids) + 1))
                 nonempty = [(p, v) for p, v in zip(pos, vals) if v]
                 if nonempty:
-                    ax.boxplot([v for _, v in nonempty], positions=[p for p, _ in nonempty],
-                               widths=0.5, showfliers=False, medianprops={"color": "black"})
+                    ax.boxplot(
+                        [v for _, v in nonempty],
+                        positions=[p for p, _ in nonempty],
+                        widths=0.5,
+                        showfliers=False,
+                        medianprops={"color": "black"},
+                    )
                 rnd = random.Random(1)
                 logy = any(v and max(v) > 12 for v in vals)
                 for p, cid, v in zip(pos, ids, vals):
                     r = data[cid][kind]
-                    ax.scatter([p + rnd.uniform(-0.17, 0.17) for _ in v], v, s=16, alpha=0.7,
-                               color=colors.get(cid, "k"), zorder=3)
-                    label = (f"p50 {r['p50']:.2f} s" if r.get("p50") is not None else "no data")
+                    ax.scatter(
+                        [p + rnd.uniform(-0.17, 0.17) for _ in v],
+                        v,
+                        s=16,
+                        alpha=0.7,
+                        color=colors.get(cid, "k"),
+                        zorder=3,
+                    )
+                    label = f"p50 {r['p50']:.2f} s" if r.get("p50") is not None else "no data"
                     if r.get("timeouts"):
                         label += f"\n{r['timeouts']} no takeover"
                     if r.get("error"):
                         label += "\nerror"
-                    ax.annotate(label, (p, 1.0), xycoords=("data", "axes fraction"),
-                                xytext=(0, -4), textcoords="offset points", ha="center",
-                                va="top", fontsize=8)
+                    ax.annotate(
+                        label,
+                        (p, 1.0),
+                        xycoords=("data", "axes fraction"),
+                        xytext=(0, -4),
+                        textcoords="offset points",
+                        ha="center",
+                        va="top",
+                        fontsize=8,
+                    )
                 ax.set_xticks(pos)
                 ax.set_xticklabels(ids)
                 ax.set_xlim(0.4, len(pos) + 0.6)
@@ -1552,50 +2070,89 @@ class Harness:
                 lo, hi = ax.get_ylim()
                 ax.set_ylim(lo, hi * (1.6 if logy else 1.15))
                 ax.axhline(ttl, ls="--", lw=0.8, color="gray")
-                ax.text(len(pos) + 0.55, ttl, f"ttl {ttl:g} s", va="bottom", ha="right",
-                        fontsize=8, color="gray")
+                ax.text(
+                    len(pos) + 0.55,
+                    ttl,
+                    f"ttl {ttl:g} s",
+                    va="bottom",
+                    ha="right",
+                    fontsize=8,
+                    color="gray",
+                )
                 ax.set_ylabel("seconds from signal to the new leader" + (" (log)" if logy else ""))
-                what = "kill -9 of the leader" if kind == "kill" else "graceful stop (SIGTERM → stop())"
-                ax.set_title(f"failover after {what}\nttl {ttl:g} s, {self.p['trials']} trials each",
-                             fontsize=10)
+                what = (
+                    "kill -9 of the leader"
+                    if kind == "kill"
+                    else "graceful stop (SIGTERM → stop())"
+                )
+                ax.set_title(
+                    f"failover after {what}\nttl {ttl:g} s, {self.p['trials']} trials each",
+                    fontsize=10,
+                )
                 ax.grid(axis="y", alpha=0.3, which="both")
                 if kind == "kill" and "original" in ids and self.ttl_monitor:
-                    ax.set_xlabel("original: expired locks freed by the (emulated) 60 s TTL monitor",
-                                  fontsize=8)
+                    ax.set_xlabel(
+                        "original: expired locks freed by the (emulated) 60 s TTL monitor",
+                        fontsize=8,
+                    )
             elif kind == "cdf":
                 for cid in order:
                     x = data["contenders"].get(cid, {}).get("1t", {})
                     q = x.get("cdf_ms")
                     if q:
-                        ax.plot(q, [i / (len(q) - 1) for i in range(len(q))],
-                                label=f"{cid} (p50 {x['p50_ms']:.2f} ms)", color=colors.get(cid, "k"))
+                        ax.plot(
+                            q,
+                            [i / (len(q) - 1) for i in range(len(q))],
+                            label=f"{cid} (p50 {x['p50_ms']:.2f} ms)",
+                            color=colors.get(cid, "k"),
+                        )
                 if data.get("ping_p50_ms"):
                     f = 2 * data["ping_p50_ms"]
                     ax.axvline(f, ls="--", lw=0.8, color="gray")
-                    ax.text(f, 0.5, f" floor: 2 ping round trips ({f:.3f} ms)", fontsize=8,
-                            color="gray", rotation=90, va="center", ha="right")
+                    ax.text(
+                        f,
+                        0.5,
+                        f" floor: 2 ping round trips ({f:.3f} ms)",
+                        fontsize=8,
+                        color="gray",
+                        rotation=90,
+                        va="center",
+                        ha="right",
+                    )
                 ax.set_xscale("log")
                 ax.set_xticks([t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)])
                 ax.xaxis.set_major_formatter(plain)
                 ax.xaxis.set_minor_formatter(NullFormatter())
-                curves = [x["cdf_ms"] for x in (data["contenders"].get(c, {}).get("1t", {})
-                                                 for c in order) if x.get("cdf_ms")]
-                lows = [q[0] for q in curves] + ([2 * data["ping_p50_ms"]] if data.get("ping_p50_ms") else [])
+                curves = [
+                    x["cdf_ms"]
+                    for x in (data["contenders"].get(c, {}).get("1t", {}) for c in order)
+                    if x.get("cdf_ms")
+                ]
+                lows = [q[0] for q in curves] + (
+                    [2 * data["ping_p50_ms"]] if data.get("ping_p50_ms") else []
+                )
                 lo = min(lows or [0.1])
                 hi = max([q[-1] for q in curves] or [10])
                 ax.set_xlim(lo * 0.7, hi * 1.3)
                 ax.set_xlabel("acquire + release latency, ms (log)")
                 ax.set_ylabel("fraction of cycles")
-                ax.set_title("uncontended acquire+release cycles, library defaults\n"
-                             "(one thread, own client, no proxy)", fontsize=10)
+                ax.set_title(
+                    "uncontended acquire+release cycles, library defaults\n"
+                    "(one thread, own client, no proxy)",
+                    fontsize=10,
+                )
                 ax.legend(fontsize=8, loc="lower right")
                 ax.grid(alpha=0.3, which="both")
             else:
-                shown = [("acquire_defaults", "acquire\n(defaults)"),
-                         ("acquire_absent", "acquire\n(doc absent)"),
-                         ("contended", "contended\nattempt"), ("release_defaults", "release"),
-                         ("touch", "touch"), ("leader_poll_status", "leader poll\n+ status"),
-                         ("follower_poll_status", "follower poll\n+ status")]
+                shown = [
+                    ("acquire_defaults", "acquire\n(defaults)"),
+                    ("acquire_absent", "acquire\n(doc absent)"),
+                    ("contended", "contended\nattempt"),
+                    ("release_defaults", "release"),
+                    ("touch", "touch"),
+                    ("leader_poll_status", "leader poll\n+ status"),
+                    ("follower_poll_status", "follower poll\n+ status"),
+                ]
                 ids = [cid for cid in order if cid in data and data[cid].get("ops")]
                 w = 0.8 / max(1, len(ids))
                 for j, cid in enumerate(ids):
@@ -1604,8 +2161,14 @@ class Harness:
                     ys = [o[k]["mean"] if k in o else 0 for k, _ in shown]
                     ax.bar(xs, ys, width=w, color=colors.get(cid, "k"), label=cid)
                     for x_, y_, (k, _) in zip(xs, ys, shown):
-                        ax.text(x_, y_ + 0.05, f"{y_:g}" if k in o else "n/a", ha="center",
-                                va="bottom", fontsize=6.5)
+                        ax.text(
+                            x_,
+                            y_ + 0.05,
+                            f"{y_:g}" if k in o else "n/a",
+                            ha="center",
+                            va="bottom",
+                            fontsize=6.5,
+                        )
                 ax.set_xticks(range(len(shown)))
                 ax.set_xticklabels([lbl for _, lbl in shown], fontsize=8)
                 ax.set_ylabel("database commands per operation")
@@ -1613,9 +2176,12 @@ class Harness:
                 ax.legend(fontsize=8, loc="upper left")
                 ax.grid(axis="y", alpha=0.3)
         m = self.out["meta"]
-        fig.suptitle(f"mongoelector benchmark, {m['date']}, commit {m['commit']}, profile "
-                     f"{m['profile']}\n{m['machine']}\nserver: "
-                     f"{m.get('server', {}).get('description', '?')}", fontsize=9)
+        fig.suptitle(
+            f"mongoelector benchmark, {m['date']}, commit {m['commit']}, profile "
+            f"{m['profile']}\n{m['machine']}\nserver: "
+            f"{m.get('server', {}).get('description', '?')}",
+            fontsize=9,
+        )
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))
         path = os.path.join(self.results_dir, self.name + ".png")
         fig.savefig(path, dpi=100)
@@ -1635,7 +2201,8 @@ class Harness:
                 self.out["meta"]["ttl_monitor"] = (
                     f"emulated by the harness (expired documents of every TTL index deleted "
                     f"every {self.p['ttl_monitor_period']:.0f} s, as MongoDB does): the server "
-                    f"has none")
+                    f"has none"
+                )
             else:
                 self.out["meta"]["ttl_monitor"] = "the server's own (not emulated)"
             self.contenders = self.make_contenders()
@@ -1646,12 +2213,20 @@ class Harness:
                 raise SystemExit("harness: no contender can run")
             self.out["meta"]["notes"] = self.notes
             self.out["meta"]["contenders"] = {
-                c.id: {"label": c.label, "info": c.info, "error": c.error} for c in self.contenders}
-            only = (self.args.only.split(",") if self.args.only
-                    else ["scale"] if self.args.renewal else SCENARIOS)
+                c.id: {"label": c.label, "info": c.info, "error": c.error} for c in self.contenders
+            }
+            only = (
+                self.args.only.split(",")
+                if self.args.only
+                else ["scale"]
+                if self.args.renewal
+                else SCENARIOS
+            )
             for name in only:
                 if name not in SCENARIOS:
-                    raise SystemExit(f"harness: unknown scenario {name} (one of {', '.join(SCENARIOS)})")
+                    raise SystemExit(
+                        f"harness: unknown scenario {name} (one of {', '.join(SCENARIOS)})"
+                    )
             print(self.header_md() + "\n", flush=True)
             if self.args.quick and "failover" in only:
                 self.start_slow_failover()
@@ -1672,8 +2247,11 @@ class Harness:
             png = self.plot()
             self.out["meta"]["plot"] = png
             self.write(final=True)
-            log(f"results: {self.results_dir}/{self.name}.md, {self.name}.json"
-                + (f", {self.name}.png" if png else "") + f"; logs in {self.logdir}")
+            log(
+                f"results: {self.results_dir}/{self.name}.md, {self.name}.json"
+                + (f", {self.name}.png" if png else "")
+                + f"; logs in {self.logdir}"
+            )
             log(f"runtime {self.out['meta']['runtime_s']:.0f} s")
         finally:
             self.stop_evt.set()
@@ -1693,33 +2271,52 @@ def main():
     ap.add_argument("--contenders", help="comma-separated subset: original,py-db,py-uri,c,go")
     ap.add_argument("--trials", type=int, help="failover trials per contender and stop kind")
     ap.add_argument("--scale-sizes", help="comma-separated key counts for the scale scenario")
-    ap.add_argument("--scale-kinds",
-                    help="kinds of hold in the scale scenario: lock,semaphore (default lock; "
-                         "semaphore: C contender only)")
-    ap.add_argument("--scale-modes",
-                    help="renewal modes of ours in the scale scenario: batched,per-key (default both)")
+    ap.add_argument(
+        "--scale-kinds",
+        help="kinds of hold in the scale scenario: lock,semaphore (default lock; "
+        "semaphore: C contender only)",
+    )
+    ap.add_argument(
+        "--scale-modes",
+        help="renewal modes of ours in the scale scenario: batched,per-key (default both)",
+    )
     ap.add_argument("--scale-ttl", type=float, help="ttl of the scale scenario's leases (s)")
-    ap.add_argument("--scale-window", type=float,
-                    help="measuring window per size, s (rounded to whole renew intervals, ttl/3)")
-    ap.add_argument("--renewal", action="store_true",
-                    help="the figures of issue #17 (tests/bench/renewal.sh): scale only, N = "
-                         "1..5000, ttl 15, 60 s, batched vs per-key, ours only, into renewal.md")
-    ap.add_argument("--name", help="base name of the output files (default results; "
-                                   "renewal with --renewal)")
+    ap.add_argument(
+        "--scale-window",
+        type=float,
+        help="measuring window per size, s (rounded to whole renew intervals, ttl/3)",
+    )
+    ap.add_argument(
+        "--renewal",
+        action="store_true",
+        help="the figures of issue #17 (tests/bench/renewal.sh): scale only, N = "
+        "1..5000, ttl 15, 60 s, batched vs per-key, ours only, into renewal.md",
+    )
+    ap.add_argument(
+        "--name", help="base name of the output files (default results; renewal with --renewal)"
+    )
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
     ap.add_argument("--server", default="java", choices=["java", "ferretdb"])
-    ap.add_argument("--uri", help="use this server (default: $MONGOELECTOR_TEST_URI, else start --server)")
+    ap.add_argument(
+        "--uri", help="use this server (default: $MONGOELECTOR_TEST_URI, else start --server)"
+    )
     ap.add_argument("--ttl-monitor", default="auto", choices=["auto", "on", "off"])
-    ap.add_argument("--unsafe", action="store_true",
-                    help="allow_unsafe_server for our lockers (FerretDB)")
+    ap.add_argument(
+        "--unsafe", action="store_true", help="allow_unsafe_server for our lockers (FerretDB)"
+    )
     ap.add_argument("--original-python", help="python of the original's venv")
     ap.add_argument("--ours-python", help="python of a venv with our package")
     ap.add_argument("--c-driver", help="bench_contender binary")
     ap.add_argument("--go-driver", help="Go contender binary (optional)")
-    ap.add_argument("--note", action="append", metavar="ID=TEXT",
-                    help="a note on a contender (python = ours through Python), e.g. a stale build")
-    ap.add_argument("--replot", metavar="DIR",
-                    help="only re-render DIR/results.png from DIR/results.json")
+    ap.add_argument(
+        "--note",
+        action="append",
+        metavar="ID=TEXT",
+        help="a note on a contender (python = ours through Python), e.g. a stale build",
+    )
+    ap.add_argument(
+        "--replot", metavar="DIR", help="only re-render DIR/results.png from DIR/results.json"
+    )
     args = ap.parse_args()
     if args.replot:
         args.results = args.replot
@@ -1729,14 +2326,17 @@ def main():
         h.p = h.out["meta"]["params"]
         h.args.quick = h.out["meta"]["profile"] == "quick"
         h.ttl_monitor = str(h.out["meta"].get("ttl_monitor", "")).startswith("emulated")
-        h.contenders = [Contender(cid, c.get("label", cid), []) for cid, c in
-                        h.out["meta"].get("contenders", {}).items()]
+        h.contenders = [
+            Contender(cid, c.get("label", cid), [])
+            for cid, c in h.out["meta"].get("contenders", {}).items()
+        ]
         print(h.plot())
         return
     h = Harness(args)
 
     def on_signal(sig, _frame):
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, on_signal)
     try:
         h.run()

@@ -35,8 +35,13 @@ def server_connections(port):
 def run_one(bench, libdir, n, seconds, port):
     env = dict(os.environ, LD_LIBRARY_PATH=libdir)
     base = server_connections(port)
-    proc = subprocess.Popen([bench, str(n), str(seconds)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [bench, str(n), str(seconds)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     peak = [0]
     holding = threading.Event()
     done = threading.Event()
@@ -71,9 +76,17 @@ def row(design, f, one_rss):
     extra = max(n - 1, 1)
     rss_per_1000 = (int(f["rss_all_kib"]) - one_rss) * 1000.0 / extra / 1024.0 if n > 1 else 0.0
     return "| %s | %d | %s -> %s | %s | %s | %.2f | %s / %s | %s |" % (
-        design, n, f["threads_one"], f["threads_all"], f["connections"],
-        "%d" % (int(f["rss_all_kib"]) // 1024), rss_per_1000, f["missed"], f["renewals"],
-        f["round_max_s"])
+        design,
+        n,
+        f["threads_one"],
+        f["threads_all"],
+        f["connections"],
+        "%d" % (int(f["rss_all_kib"]) // 1024),
+        rss_per_1000,
+        f["missed"],
+        f["renewals"],
+        f["round_max_s"],
+    )
 
 
 def main():
@@ -88,9 +101,11 @@ def main():
     client.admin.command("ping")  # the driver's own connections exist before each base
     _, port = next(iter(client.nodes))
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("\n| design | N keys | threads (1 key -> N) | server connections | RSS MiB | "
-          "RSS MiB per 1000 lockers beyond the first | renewals missed / sent | slowest "
-          "renewal round (s) |")
+    print(
+        "\n| design | N keys | threads (1 key -> N) | server connections | RSS MiB | "
+        "RSS MiB per 1000 lockers beyond the first | renewals missed / sent | slowest "
+        "renewal round (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     sys.stdout.flush()
     for spec in args.design:
@@ -99,8 +114,10 @@ def main():
             f = run_one(args.bench, libdir, n, args.seconds, port)
             print(row(name, f, int(f["rss_one_kib"])))
             sys.stdout.flush()
-    print("\nttl 15 s, every key renewed every 5 s for %.0f s; connections: the server's "
-          "established sockets on its port while holding (server on this machine)." % args.seconds)
+    print(
+        "\nttl 15 s, every key renewed every 5 s for %.0f s; connections: the server's "
+        "established sockets on its port while holding (server on this machine)." % args.seconds
+    )
 
 
 if __name__ == "__main__":

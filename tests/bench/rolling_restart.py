@@ -17,6 +17,7 @@ which is one clock for every process on the host.
     bash tests/servers/testserver.sh run java -- \\
         python tests/bench/rolling_restart.py --nodes 3 --ttl 5 --rounds 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ def mono() -> float:
 
 # ---- child: one elector process; events on stdout, commands on stdin ----------------
 
+
 def child(uri: str, key: str, ttl: float, handover_poll: Optional[float]) -> None:
     import mongoelector
 
@@ -47,9 +49,13 @@ def child(uri: str, key: str, ttl: float, handover_poll: Optional[float]) -> Non
         sys.stdout.flush()
 
     el = mongoelector.MongoLeaderElector(
-        key, uri, ttl=ttl, handover_poll=handover_poll,
+        key,
+        uri,
+        ttl=ttl,
+        handover_poll=handover_poll,
         on_leader=lambda: emit("leader"),
-        on_leader_loss=lambda: emit("loss"))
+        on_leader_loss=lambda: emit("loss"),
+    )
     el.start()
     emit("ready", uuid=el.node_status["uuid"])
     for line in sys.stdin:
@@ -73,12 +79,16 @@ def child(uri: str, key: str, ttl: float, handover_poll: Optional[float]) -> Non
 
 HANDOVER_POLL: Optional[float] = None  # --handover-poll, passed to every child
 
+
 class Node:
     def __init__(self, uri: str, key: str, ttl: float, events: "queue.Queue[dict]") -> None:
         poll = "default" if HANDOVER_POLL is None else str(HANDOVER_POLL)
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--child", uri, key, str(ttl), poll],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.uuid: Optional[str] = None
         self.events = events
         threading.Thread(target=self._read, daemon=True).start()
@@ -138,7 +148,9 @@ def run_mode(uri: str, mode: str, nodes: int, ttl: float, rounds: int) -> List[f
                 old.send("transfer " + target.uuid)
             else:
                 old.send("stop")
-            ev = wait_for(events, lambda e: e["node"] is old and e["ev"] in ("loss", "error"), 4 * ttl)
+            ev = wait_for(
+                events, lambda e: e["node"] is old and e["ev"] in ("loss", "error"), 4 * ttl
+            )
             if ev["ev"] == "error":
                 raise RuntimeError(ev["what"])
             stopped_at = ev["t"]
@@ -162,22 +174,33 @@ def run_mode(uri: str, mode: str, nodes: int, ttl: float, rounds: int) -> List[f
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], float(sys.argv[4]),
-              None if sys.argv[5] == "default" else float(sys.argv[5]))
+        child(
+            sys.argv[2],
+            sys.argv[3],
+            float(sys.argv[4]),
+            None if sys.argv[5] == "default" else float(sys.argv[5]),
+        )
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--ttl", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=1, help="restarts per node")
     ap.add_argument("--modes", default="kill,stop,transfer")
-    ap.add_argument("--handover-poll", type=float, default=None,
-                    help="followers' look interval while a leader exists (default ttl/4)")
+    ap.add_argument(
+        "--handover-poll",
+        type=float,
+        default=None,
+        help="followers' look interval while a leader exists (default ttl/4)",
+    )
     args = ap.parse_args()
     global HANDOVER_POLL
     HANDOVER_POLL = args.handover_poll
     base = os.environ.get("MONGOELECTOR_TEST_URI")
     if not base:
-        print("MONGOELECTOR_TEST_URI is not set (run under tests/servers/testserver.sh)", file=sys.stderr)
+        print(
+            "MONGOELECTOR_TEST_URI is not set (run under tests/servers/testserver.sh)",
+            file=sys.stderr,
+        )
         return 2
     uri = base.rstrip("/") + "/rolling_restart"
     results: Dict[str, List[float]] = {}
@@ -185,12 +208,19 @@ def main() -> int:
         results[mode] = run_mode(uri, mode, args.nodes, args.ttl, args.rounds)
     n = max(len(v) for v in results.values())
     poll = "ttl/4" if HANDOVER_POLL is None else f"{HANDOVER_POLL:g} s"
-    print(f"rolling restart, {args.nodes} electors, ttl {args.ttl:g} s, handover_poll {poll}: "
-          f"leaderless time per hand-over (ms)")
+    print(
+        f"rolling restart, {args.nodes} electors, ttl {args.ttl:g} s, handover_poll {poll}: "
+        f"leaderless time per hand-over (ms)"
+    )
     print("hand-over  " + "".join(f"{m:>10}" for m in results))
     for i in range(n):
-        print(f"{i + 1:>9}  " + "".join(
-            f"{results[m][i] * 1000:>10.0f}" if i < len(results[m]) else " " * 10 for m in results))
+        print(
+            f"{i + 1:>9}  "
+            + "".join(
+                f"{results[m][i] * 1000:>10.0f}" if i < len(results[m]) else " " * 10
+                for m in results
+            )
+        )
     print("     mean  " + "".join(f"{sum(v) / len(v) * 1000:>10.0f}" for v in results.values()))
     print("      max  " + "".join(f"{max(v) * 1000:>10.0f}" for v in results.values()))
     return 0

@@ -5,17 +5,18 @@ can read what is typed, and Ctrl-C must reach it once.
 usage: python3 pty_run.py MONGOELECTOR_BIN KEY   (MONGOELECTOR_URI in the environment)
 Prints what the terminal showed; exits 0 when both checks pass.
 """
+
 import os
+import pty
 import re
 import select
-import pty
 import sys
 import time
 
 BIN, KEY = sys.argv[1], sys.argv[2]
 SCRIPT = (
     f"{BIN} run {KEY}-read -- bash -c 'read -r x; echo got:$x; exit 4'; echo rc1:$?; "
-    f"{BIN} run {KEY}-intr -- bash -c 'trap \"echo int; exit 9\" INT; echo ready; "
+    f'{BIN} run {KEY}-intr -- bash -c \'trap "echo int; exit 9" INT; echo ready; '
     "while :; do sleep 0.05; done'; echo rc2:$?"
 )
 
@@ -60,6 +61,10 @@ except ProcessLookupError:
 os.waitpid(pid, 0)
 text = seen.decode(errors="replace").replace("\r", "")
 print(text)
-ok = ("got:hello" in text and "rc1:4" in text and "rc2:9" in text
-      and len(re.findall(r"(?:^|\n|\^C)int\n", text)) == 1)  # Ctrl-C reached CMD once
+ok = (
+    "got:hello" in text
+    and "rc1:4" in text
+    and "rc2:9" in text
+    and len(re.findall(r"(?:^|\n|\^C)int\n", text)) == 1
+)  # Ctrl-C reached CMD once
 sys.exit(0 if ok else 1)

@@ -164,6 +164,42 @@ t_default_uri() {  # no --uri, no MONGOELECTOR_URI: the per-user SQLite file, di
     fail "--help does not show the default path"
 }
 
+t_status_of_a_lock() {  # a key used by run only: its election is said unused, not "free"
+  local key="lockonly-$RANDOM"
+  "$BIN" run "$key" -- bash -c '"$0" status "$1" >"$2"' "$BIN" "$key" "$T/st.txt" || fail "run"
+  grep -q "^lock *held by" "$T/st.txt" || fail "lock not shown held: $(cat "$T/st.txt")"
+  grep -q "^election *not used for an election" "$T/st.txt" || fail "election: $(cat "$T/st.txt")"
+  ! grep -q -E "^(leader|members) " "$T/st.txt" || fail "leader/members lines for a lock: $(cat "$T/st.txt")"
+}
+
+t_unreachable_server() {  # errors name the URI the user gave, not the driver's command
+  local rc=0
+  timeout 60 "$BIN" status k --uri "mongodb://127.0.0.1:1/x" 2>"$T/e" || rc=$?
+  [[ $rc == 69 ]] || fail "status: exit $rc: $(cat "$T/e")"
+  grep -q "cannot reach mongodb://127.0.0.1:1/x: no server answered within [0-9]* s" "$T/e" ||
+    fail "status: $(cat "$T/e")"
+  ! grep -q -i "createIndexes\|findAndModify" "$T/e" || fail "status names a driver command: $(cat "$T/e")"
+  rc=0
+  timeout 60 "$BIN" run k --uri "mongodb://127.0.0.1:1/x" -- true 2>"$T/e" || rc=$?
+  [[ $rc == 69 ]] && grep -q "cannot reach mongodb://127.0.0.1:1/x" "$T/e" || fail "run: exit $rc: $(cat "$T/e")"
+}
+
+t_default_uri_says_host_only() {  # run/elect on the per-user file say once that it locks this host only
+  local home="$T/home-$RANDOM" note="locks on this host only; set MONGOELECTOR_URI or --uri to coordinate hosts"
+  mkdir "$home"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home" "$BIN" run k -- true 2>"$T/e" || fail "run: $(cat "$T/e")"
+  [[ $(grep -c -F "$note" "$T/e") == 1 ]] || fail "run on the default file: no single note: $(cat "$T/e")"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home" "$BIN" elect k -- true 2>"$T/e" || true
+  [[ $(grep -c -F "$note" "$T/e") == 1 ]] || fail "elect on the default file: no single note: $(cat "$T/e")"
+  # Not with a URI given, from either place; never from status.
+  env -u MONGOELECTOR_URI "$BIN" run k --uri "sqlite://$home/given.db" -- true 2>"$T/e" || fail "run --uri: $(cat "$T/e")"
+  ! grep -q -F "host only" "$T/e" || fail "note printed with --uri"
+  MONGOELECTOR_URI="sqlite://$home/given.db" "$BIN" run k -- true 2>"$T/e" || fail "run MONGOELECTOR_URI: $(cat "$T/e")"
+  ! grep -q -F "host only" "$T/e" || fail "note printed with MONGOELECTOR_URI"
+  env -u MONGOELECTOR_URI XDG_STATE_HOME="$home" "$BIN" status k >/dev/null 2>"$T/e" || true
+  ! grep -q -F "host only" "$T/e" || fail "note printed by status"
+}
+
 t_mutual_exclusion() {  # 3 processes x 3 runs each on one key: never two CMDs at once
   local key="mutex-$RANDOM" pids=()
   export LOG="$T/mutex.log"; : >"$LOG"
@@ -396,7 +432,11 @@ t_elect_failover() {  # kill -9 of the leading `elect`: its CMD stops, the other
   # Each member's report carries its process's metrics: both have talked to the storage.
   [[ $(json "$T/status.json" 'min(m["metrics"]["round_trips"] for m in d["members"]) > 0') == True ]] ||
     fail "status metrics: $(cat "$T/status.json")"
-  "$BIN" status "$key" | grep -q "round trips" || fail "status table without metrics"
+  # The table: counters only with --verbose; the key is an election, not a lock.
+  "$BIN" status "$key" >"$T/status.txt"
+  ! grep -q "round trips" "$T/status.txt" || fail "status table shows counters without --verbose"
+  grep -q "^lock *not used as a lock" "$T/status.txt" || fail "status of an election: $(cat "$T/status.txt")"
+  "$BIN" status "$key" --verbose | grep -q "round trips" || fail "status --verbose without counters"
   local t_kill; t_kill=$(now_ms)
   kill -9 "$leader_pid"; wait "$leader_pid" 2>/dev/null || true
   wait_for "grep -q '^stopped $first' '$LOG'" 5 || fail "the killed leader's CMD still runs"
@@ -523,6 +563,9 @@ echo "mongoelector command tests on $STORAGE ($URI)"
 [[ $STORAGE == sqlite ]] && run_test "basics: --version, --help, usage errors, CMD status" t_cli_basics
 [[ $STORAGE == sqlite ]] && run_test "URI read by the library's parser (errors of core/storage/uri.h)" t_uri_parser
 [[ $STORAGE == sqlite ]] && run_test "default URI: per-user SQLite file, XDG_STATE_HOME" t_default_uri
+[[ $STORAGE == sqlite ]] && run_test "default URI: run/elect say it locks this host only" t_default_uri_says_host_only
+run_test "status: a lock's election is \"not used for an election\"" t_status_of_a_lock
+[[ $STORAGE == sqlite ]] && run_test "unreachable server: the error names the URI, not a command" t_unreachable_server
 run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
 run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status
 run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded

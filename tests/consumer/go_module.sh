@@ -9,8 +9,8 @@
 # under github.com/mongoelector/mongoelector/capi/go@vX.Y.Z/) into a file:// GOPROXY.
 # A fresh main module then runs `go get github.com/mongoelector/mongoelector/capi/go@latest`
 # and `go build` with PKG_CONFIG_PATH=<prefix>/lib/pkgconfig and no CGO_CFLAGS or
-# CGO_LDFLAGS, and the program runs with LD_LIBRARY_PATH=<pkg-config libdir> (the .pc
-# gives no rpath): it prints the library version and takes a lock on a SQLite file (no
+# CGO_LDFLAGS, and the program runs WITHOUT LD_LIBRARY_PATH (the .pc's Libs carry an
+# rpath to the prefix's lib/): it prints the library version and takes a lock on a SQLite file (no
 # server needed). Also checks that the build fails, naming pkg-config and mongoelector,
 # when pkg-config cannot find the library. Ends with "go module: N passed, N failed".
 set -euo pipefail
@@ -121,13 +121,14 @@ start=$SECONDS
 if "${goenv[@]}" go build -o "$WORK/consumer" . >"$WORK/build.log" 2>&1; then
   ok "go build with only PKG_CONFIG_PATH=$PCDIR ($((SECONDS - start)) s)"
   LIBDIR="$(cd "$(PKG_CONFIG_PATH="$PCDIR" pkg-config --variable=libdir mongoelector)" && pwd)"
-  if out="$(LD_LIBRARY_PATH="$LIBDIR" timeout 60 "$WORK/consumer" "$WORK/locks.db" 2>&1)"; then
+  # No LD_LIBRARY_PATH: cgo links with the .pc's Libs, rpath included.
+  if out="$(env -u LD_LIBRARY_PATH timeout 60 "$WORK/consumer" "$WORK/locks.db" 2>&1)"; then
     echo "$out" | sed 's/^/    /'
     want="libmongoelector ${VERSION#v} (header ${VERSION#v})"
     grep -qxF "$want" <<<"$out" && ok "prints the library version: $want" \
       || bad "prints the library version: want '$want'"
     grep -q '^lock taken, fence [1-9]' <<<"$out" && ok "takes a lock (SQLite)" || bad "takes a lock (SQLite)"
-    loaded="$(LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/consumer" | grep libmongoelector || true)"
+    loaded="$(env -u LD_LIBRARY_PATH ldd "$WORK/consumer" | grep libmongoelector || true)"
     [[ "$loaded" == *"$PREFIX"* ]] && ok "loads libmongoelector from the prefix" \
       || bad "loads libmongoelector from the prefix: $loaded"
   else

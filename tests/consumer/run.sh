@@ -81,10 +81,10 @@ cp "$HERE/cmake/CMakeLists.txt" "$WORK/src/cmake/"
 run_consumer() { # name binary [env...]
   local name="$1" bin="$2"; shift 2
   local out
-  if out="$(env "$@" "$bin" 2>&1)"; then
+  if out="$(env -u LD_LIBRARY_PATH "$@" "$bin" 2>&1)"; then
     echo "$out" | sed "s/^/    /"
     local loaded
-    loaded="$(env "$@" ldd "$bin" | grep libmongoelector || true)"
+    loaded="$(env -u LD_LIBRARY_PATH "$@" ldd "$bin" | grep libmongoelector || true)"
     if [[ "$loaded" == *"$PREFIX"* ]]; then
       ok "$name consumer runs against the installed library"
     else
@@ -106,7 +106,8 @@ if pkg-config --exists mongoelector; then
   if cc -std=c99 -Wall -Wextra -Werror -o "$WORK/consumer_pc" "$WORK/src/consumer.c" \
       $(pkg-config --cflags --libs mongoelector); then
     ok "consumer builds with pkg-config"
-    run_consumer pkg-config "$WORK/consumer_pc" LD_LIBRARY_PATH="$(pkg-config --variable=libdir mongoelector)"
+    # The .pc's rpath: it runs without LD_LIBRARY_PATH.
+    run_consumer pkg-config "$WORK/consumer_pc"
   else
     bad "consumer builds with pkg-config"
   fi
@@ -119,7 +120,7 @@ fi
       $(pkg-config --cflags --libs mongoelector); then
     ok "capi/examples/example.c builds with pkg-config"
     if [[ -n "${MONGOELECTOR_TEST_URI:-}" ]]; then
-      if out="$(LD_LIBRARY_PATH="$(pkg-config --variable=libdir mongoelector)" timeout 60 "$WORK/example" "$MONGOELECTOR_TEST_URI" 2>&1)"; then
+      if out="$(env -u LD_LIBRARY_PATH timeout 60 "$WORK/example" "$MONGOELECTOR_TEST_URI" 2>&1)"; then
         echo "$out" | sed "s/^/    /"
         check "example: stale token refused" grep -q "stale token: refused" <<<"$out"
         check "example: elector became leader" grep -q "I am the leader now" <<<"$out"
@@ -140,6 +141,13 @@ if cmake -S "$WORK/src/cmake" -B "$WORK/cmake-build" -DCMAKE_PREFIX_PATH="$PREFI
   ok "consumer builds with find_package(mongoelector CONFIG)"
   # CMake puts the imported library's directory in the build RPATH: no LD_LIBRARY_PATH.
   run_consumer CMake "$WORK/cmake-build/consumer_cmake"
+  # Installed, the program keeps the package's rpath (CMake drops its build-tree one).
+  if cmake --install "$WORK/cmake-build" --prefix "$WORK/consumer-install" >>"$WORK/cmake.log" 2>&1; then
+    run_consumer "CMake (installed)" "$WORK/consumer-install/bin/consumer_cmake"
+  else
+    cat "$WORK/cmake.log" >&2
+    bad "cmake --install of the consumer"
+  fi
 else
   cat "$WORK/cmake.log" >&2
   bad "consumer builds with find_package(mongoelector CONFIG)"

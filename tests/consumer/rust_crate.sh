@@ -9,8 +9,8 @@
 # hold) is copied into a temporary git repository and committed there; the project's
 # Cargo.toml says `mongoelector = { git = "file://<that repository>" }`. `cargo build`
 # runs with PKG_CONFIG_PATH=<prefix>/lib/pkgconfig and no MONGOELECTOR_LIB_DIR, and the
-# program runs with LD_LIBRARY_PATH=<pkg-config libdir> (the .pc gives no rpath): it
-# prints the library version, takes a lock and becomes leader on a SQLite file (no
+# program, whose build.rs adds an rpath to `pkg-config --variable=libdir mongoelector`,
+# runs WITHOUT LD_LIBRARY_PATH: it prints the library version, takes a lock and becomes leader on a SQLite file (no
 # server), and shows the library's "became leader" message arriving through the `log`
 # crate (target "mongoelector") with no setup call. Then the build must fail, naming
 # both MONGOELECTOR_LIB_DIR and pkg-config, when neither finds the library, and succeed
@@ -70,6 +70,19 @@ cat >>"$APP/Cargo.toml" <<EOF
 mongoelector = { git = "file://$SNAP" }
 log = "0.4"
 EOF
+# The one addition a program needs to run without LD_LIBRARY_PATH (cargo passes no link
+# arguments from a dependency's build script on to the program): an rpath to the
+# library's directory, here the one pkg-config names.
+cat >"$APP/build.rs" <<'EOF'
+fn main() {
+    let out = std::process::Command::new("pkg-config")
+        .args(["--variable=libdir", "mongoelector"])
+        .output()
+        .expect("pkg-config");
+    let libdir = String::from_utf8(out.stdout).unwrap();
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", libdir.trim());
+}
+EOF
 cat >"$APP/src/main.rs" <<'EOF'
 use mongoelector::{Client, Elector, Locker};
 use std::time::Duration;
@@ -111,7 +124,7 @@ cd "$APP"
 start=$SECONDS
 if "${cargoenv[@]}" PKG_CONFIG_PATH="$PCDIR" cargo build >"$WORK/build.log" 2>&1; then
   ok "cargo build of a fresh project (git dependency) with only PKG_CONFIG_PATH=$PCDIR ($((SECONDS - start)) s)"
-  if out="$(LD_LIBRARY_PATH="$LIBDIR" timeout 60 "$BIN" "$WORK/locks.db" 2>&1)"; then
+  if out="$(env -u LD_LIBRARY_PATH timeout 60 "$BIN" "$WORK/locks.db" 2>&1)"; then
     echo "$out" | sed 's/^/    /'
     grep -qxF "libmongoelector $VERSION" <<<"$out" && ok "prints the library version $VERSION" \
       || bad "prints the library version $VERSION"
@@ -119,7 +132,7 @@ if "${cargoenv[@]}" PKG_CONFIG_PATH="$PCDIR" cargo build >"$WORK/build.log" 2>&1
     grep -qxF "log: INFO mongoelector: became leader of rust-consumer-leader" <<<"$out" \
       && ok "library messages reach the log crate (target mongoelector) without a setup call" \
       || bad "library messages reach the log crate (target mongoelector)"
-    loaded="$(LD_LIBRARY_PATH="$LIBDIR" ldd "$BIN" | grep libmongoelector || true)"
+    loaded="$(env -u LD_LIBRARY_PATH ldd "$BIN" | grep libmongoelector || true)"
     [[ "$loaded" == *"$PREFIX"* ]] && ok "loads libmongoelector from the prefix" \
       || bad "loads libmongoelector from the prefix: $loaded"
   else

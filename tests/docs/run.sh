@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The documentation suite: builds the site with `mkdocs build --strict` (broken internal
+# The documentation suite: checks that every place naming the version agrees with VERSION
+# (check_versions.py), builds the site with `mkdocs build --strict` (broken internal
 # links and anchors fail it) and runs every example of README.md and docs/ with
 # tests/docs/run_examples.py.
 #
@@ -8,8 +9,9 @@
 # Needs: VENV, a virtualenv with the mongoelector package installed (`pip install .[test]`,
 # which brings mypy); mkdocs and the Material theme are installed into it here, at pinned
 # versions. BUILD_DIR, a build tree with libmongoelector.so.1 and the mongoelector command
-# (C and Go examples link against the first, shell examples run the second; Go examples
-# run when `go` is on PATH, Rust examples are fragments for now). Examples marked
+# (C, Go and Rust examples link against the first, shell examples run the second; Go
+# examples run when `go` is on PATH, Rust examples when `cargo` is, in cargo's target
+# directory $CARGO_TARGET_DIR, else the cache's cargo-target). Examples marked
 # needs-server run only when MONGOELECTOR_TEST_URI is set (run_all.sh runs this suite
 # under a fresh mongo-java-server).
 set -euo pipefail
@@ -29,9 +31,13 @@ CLI="$(find "$BUILD_DIR" -name mongoelector -type f -perm -u+x -not -path '*/CMa
 SITE="$(mktemp -d)"
 trap 'rm -rf "$SITE"' EXIT
 status=0
+"$PY" "$ROOT/tests/docs/check_versions.py" --build-dir "$BUILD_DIR" || status=1
 (cd "$ROOT" && "$PY" -m mkdocs build --strict --quiet --site-dir "$SITE") || status=1
 GO=()
 command -v go >/dev/null && GO=(--go)  # Go blocks need the toolchain run_all.sh installs
+RUST=()
+command -v cargo >/dev/null && RUST=(--rust --cargo-target-dir \
+  "${CARGO_TARGET_DIR:-${MONGOELECTOR_CACHE:-$HOME/.cache/mongoelector}/cargo-target}")
 "$PY" "$ROOT/tests/docs/run_examples.py" --python "$PY" --lib-dir "$(dirname "$LIB")" \
-  --cli-dir "$(dirname "$CLI")" "${GO[@]}" || status=1
+  --cli-dir "$(dirname "$CLI")" "${GO[@]}" "${RUST[@]}" || status=1
 exit $status

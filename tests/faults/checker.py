@@ -1,6 +1,7 @@
 """Reads a run's logs and measures, per fault and round: overlaps among unpaused nodes,
 stale writes accepted, token order, failover, leaderless time, lost leadership, step-down
 margins and stranded leases. All times are CLOCK_MONOTONIC seconds (system-wide)."""
+
 import glob
 import os
 from collections import defaultdict
@@ -54,7 +55,9 @@ class Run:
     def __init__(self, workdir, ttl):
         self.ttl = ttl
         self.nem = read_jsonl(os.path.join(workdir, "nemesis.jsonl"))
-        self.obs = [r for r in read_jsonl(os.path.join(workdir, "observer.jsonl")) if r["ev"] == "obs"]
+        self.obs = [
+            r for r in read_jsonl(os.path.join(workdir, "observer.jsonl")) if r["ev"] == "obs"
+        ]
         self.writes = read_log(workdir)
         self.node_logs = {}
         for p in glob.glob(os.path.join(workdir, "logs", "*.jsonl")):
@@ -101,14 +104,33 @@ class Run:
                     sd = r["first_false"]
                     if r.get("loss_cb"):
                         sd = min(sd, r["loss_cb"])
-                    self.intervals.append(Interval(
-                        node=node, pid=k[1], uuid=self.uuid.get(k), fence=b["fence"], b=b["t"],
-                        e=r["last_true"], sd=None if r["why"] == "exit" else sd, why=r["why"],
-                        loss_cb=r.get("loss_cb")))
+                    self.intervals.append(
+                        Interval(
+                            node=node,
+                            pid=k[1],
+                            uuid=self.uuid.get(k),
+                            fence=b["fence"],
+                            b=b["t"],
+                            e=r["last_true"],
+                            sd=None if r["why"] == "exit" else sd,
+                            why=r["why"],
+                            loss_cb=r.get("loss_cb"),
+                        )
+                    )
             for k, b in cur.items():  # still open: killed, or running at the end
                 t, why = self.death.get(k, (self.t_end, "running"))
-                self.intervals.append(Interval(node=node, pid=k[1], uuid=self.uuid.get(k),
-                                               fence=b["fence"], b=b["t"], e=t, sd=None, why=why))
+                self.intervals.append(
+                    Interval(
+                        node=node,
+                        pid=k[1],
+                        uuid=self.uuid.get(k),
+                        fence=b["fence"],
+                        b=b["t"],
+                        e=t,
+                        sd=None,
+                        why=why,
+                    )
+                )
         self.intervals.sort(key=lambda i: i.b)
 
     # ------------------------------------------------------------------ rounds ----
@@ -134,7 +156,7 @@ class Run:
         out = []
         iv = self.intervals
         for i, a in enumerate(iv):
-            for c in iv[i + 1:]:
+            for c in iv[i + 1 :]:
                 if c.b >= a.e:
                     continue
                 if c.inc == a.inc:
@@ -148,12 +170,21 @@ class Run:
     def token_violations(self):
         """Repeated or decreasing tokens between terms, in the order the terms began;
         tokens reset by a non-durable server restart are reported apart."""
-        restarts = [r["t"] for r in self.nem if r["ev"] == "fault" and r.get("fault") == "server-restart"
-                    and not r.get("durable", True)]
+        restarts = [
+            r["t"]
+            for r in self.nem
+            if r["ev"] == "fault"
+            and r.get("fault") == "server-restart"
+            and not r.get("durable", True)
+        ]
         bad, resets = [], []
         prev = None
         for i in self.intervals:
-            if prev is not None and i.fence <= prev.fence and not (i.fence == prev.fence and i.inc == prev.inc):
+            if (
+                prev is not None
+                and i.fence <= prev.fence
+                and not (i.fence == prev.fence and i.inc == prev.inc)
+            ):
                 if any(prev.b < t < i.b for t in restarts):
                     resets.append((prev, i))
                 else:
@@ -178,8 +209,13 @@ class Run:
         server) from the observer, or (None, None)."""
         exp_m, gone = None, None
         for o in self.obs:
-            if o.get("uuid") == iv.uuid and o.get("fence") == iv.fence and o.get("locked") \
-                    and o.get("exp") and o.get("srv"):
+            if (
+                o.get("uuid") == iv.uuid
+                and o.get("fence") == iv.fence
+                and o.get("locked")
+                and o.get("exp")
+                and o.get("srv")
+            ):
                 m = o["t"] + (o["exp"] - o["srv"]) / 1000.0
                 if o["t"] <= at:
                     exp_m = m
@@ -192,15 +228,22 @@ class Run:
     def measure(self, rnd):
         lo, hi = rnd.get("t_fault", rnd["begin"]), rnd["end"]
         info = rnd.get("info", {})
-        res = {"failover": None, "lost": False, "margins": [], "takeover_margins": [],
-               "stranded": [], "checks": rnd["checks"]}
+        res = {
+            "failover": None,
+            "lost": False,
+            "margins": [],
+            "takeover_margins": [],
+            "stranded": [],
+            "checks": rnd["checks"],
+        }
         lf = info.get("fence")
         inside = [i for i in self.intervals if lo - 1e-6 <= i.b <= hi]
         new_terms = [i for i in inside if i.fence != lf]
         if new_terms:
             res["failover"] = new_terms[0].b - lo
-        res["lost"] = any(i.fence == lf and lo <= i.e < hi and i.why != "exit" for i in self.intervals) \
-            or bool(new_terms)
+        res["lost"] = any(
+            i.fence == lf and lo <= i.e < hi and i.why != "exit" for i in self.intervals
+        ) or bool(new_terms)
         eff = []
         for i in self.intervals:
             if i.e > lo and i.b < hi:

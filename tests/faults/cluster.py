@@ -2,19 +2,21 @@
 each behind its own proxy, each logging to logs/<name>.jsonl. Every signal the suite sends
 to a node is recorded in the nemesis log (kills close open intervals; SIGSTOP..SIGCONT
 periods are excluded from overlaps)."""
+
 import glob
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def libfaketime():
-    hits = glob.glob("/usr/lib/*/faketime/libfaketime.so.1") + glob.glob("/usr/lib/faketime/libfaketime.so.1")
+    hits = glob.glob("/usr/lib/*/faketime/libfaketime.so.1") + glob.glob(
+        "/usr/lib/faketime/libfaketime.so.1"
+    )
     return hits[0] if hits else None
 
 
@@ -34,16 +36,38 @@ class Node:
         c = self.cluster
         uri = f"mongodb://127.0.0.1:{self.proxy.port}/"
         if self.kind == "c":
-            cmd = [c.native_node, "elect", uri, self.name, str(c.ttl), self.log_path, c.workdir, c.key]
+            cmd = [
+                c.native_node,
+                "elect",
+                uri,
+                self.name,
+                str(c.ttl),
+                self.log_path,
+                c.workdir,
+                c.key,
+            ]
         else:
-            cmd = [c.python, os.path.join(HERE, "node_py.py"), uri, self.name, str(c.ttl),
-                   self.log_path, c.workdir, c.key]
+            cmd = [
+                c.python,
+                os.path.join(HERE, "node_py.py"),
+                uri,
+                self.name,
+                str(c.ttl),
+                self.log_path,
+                c.workdir,
+                c.key,
+            ]
         env = dict(os.environ)
         if skew is not None:
-            env.update(LD_PRELOAD=libfaketime(), FAKETIME=f"{skew:+.3f}",
-                       FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_DONT_RESET="1")
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=c.stderr_log, stderr=c.stderr_log)
+            env.update(
+                LD_PRELOAD=libfaketime(),
+                FAKETIME=f"{skew:+.3f}",
+                FAKETIME_DONT_FAKE_MONOTONIC="1",
+                FAKETIME_DONT_RESET="1",
+            )
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.DEVNULL, stdout=c.stderr_log, stderr=c.stderr_log
+        )
         self.paused = False
         self.leading = False
         self.expected_exit = False

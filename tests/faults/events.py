@@ -1,4 +1,5 @@
 """The run's event logs: JSON lines, one file per writer, times on CLOCK_MONOTONIC."""
+
 import json
 import os
 import threading

@@ -1,6 +1,7 @@
 """The nemesis: one fault at a time, one round per call. Each round waits for a single
 stable leader, logs `fault` (the instant the fault hits) and `round_end`; the checker
 measures everything between the two from the node, store, observer and nemesis logs."""
+
 import json
 import os
 import random
@@ -55,6 +56,7 @@ def _follower(ctx, leader, k=1):
 
 # ---------------------------------------------------------------- faults ----
 
+
 def kill9_leader(ctx, leader):
     leader.kill9()
     ctx.nem.emit("fault", fault="kill9-leader", leader=leader.name, fence=leader.fence)
@@ -75,8 +77,13 @@ def pause_leader(ctx, leader):
 
 def server_restart(ctx, leader):
     ctx.server.stop()
-    ctx.nem.emit("fault", fault="server-restart", leader=leader.name, fence=leader.fence,
-                 durable=ctx.server.durable)
+    ctx.nem.emit(
+        "fault",
+        fault="server-restart",
+        leader=leader.name,
+        fence=leader.fence,
+        durable=ctx.server.durable,
+    )
     time.sleep(0.5)
     ctx.server.start()
     ctx.nem.emit("server_up")
@@ -104,8 +111,14 @@ def server_freeze_long(ctx, leader):
 def _partition(ctx, leader, mode, name):
     d = 2 * ctx.ttl
     leader.proxy.set_mode(mode)
-    ctx.nem.emit("fault", fault=name, leader=leader.name, fence=leader.fence, duration=d,
-                 partitioned=leader.name)
+    ctx.nem.emit(
+        "fault",
+        fault=name,
+        leader=leader.name,
+        fence=leader.fence,
+        duration=d,
+        partitioned=leader.name,
+    )
     time.sleep(d)
     leader.proxy.set_mode("forward")
     ctx.nem.emit("heal", node=leader.name)
@@ -130,21 +143,42 @@ def clock_skew_client(ctx, leader):
     f.start(skew=skew)
     time.sleep(0.5)
     leader.kill9()
-    ctx.nem.emit("fault", fault="clock-skew-client", leader=leader.name, fence=leader.fence,
-                 skewed=f.name, skew=skew)
-    new = ctx.cluster.wait_leader(6 * ctx.ttl, stable=0.05)
+    ctx.nem.emit(
+        "fault",
+        fault="clock-skew-client",
+        leader=leader.name,
+        fence=leader.fence,
+        skewed=f.name,
+        skew=skew,
+    )
+    ctx.cluster.wait_leader(6 * ctx.ttl, stable=0.05)
     leader.start()
     for off, expect in ((0.2, "MONGOELECTOR_OK"), (2.0, "MONGOELECTOR_ERR_TIME_OFFSET")):
-        env = dict(os.environ, LD_PRELOAD=libfaketime(), FAKETIME=f"{random.choice([1, -1]) * off:+.3f}",
-                   FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_DONT_RESET="1")
-        r = subprocess.run([ctx.cluster.native_node, "skewcheck", ctx.server.uri, "skew", "0.5"],
-                           env=env, capture_output=True, text=True, timeout=30)
+        env = dict(
+            os.environ,
+            LD_PRELOAD=libfaketime(),
+            FAKETIME=f"{random.choice([1, -1]) * off:+.3f}",
+            FAKETIME_DONT_FAKE_MONOTONIC="1",
+            FAKETIME_DONT_RESET="1",
+        )
+        r = subprocess.run(
+            [ctx.cluster.native_node, "skewcheck", ctx.server.uri, "skew", "0.5"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         try:
             res = json.loads(r.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             res = {"status": "NO-OUTPUT", "stderr": r.stderr[-300:]}
-        ctx.nem.emit("check", check=f"timeparanoid offset {env['FAKETIME']}s",
-                     ok=res.get("status") == expect, expect=expect, got=res)
+        ctx.nem.emit(
+            "check",
+            check=f"timeparanoid offset {env['FAKETIME']}s",
+            ok=res.get("status") == expect,
+            expect=expect,
+            got=res,
+        )
     time.sleep(1.0)
     f.term()
     f.start()
@@ -153,15 +187,29 @@ def clock_skew_client(ctx, leader):
 
 def fork_holder(ctx, leader):
     ctx.nem.emit("fault", fault="fork-holder", leader=leader.name, fence=leader.fence)
-    r = subprocess.run([ctx.cluster.native_node, "forkcheck", ctx.server.uri,
-                        f"fork-{random.randrange(1 << 30)}", str(ctx.ttl)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            ctx.cluster.native_node,
+            "forkcheck",
+            ctx.server.uri,
+            f"fork-{random.randrange(1 << 30)}",
+            str(ctx.ttl),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     try:
         res = json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         res = {"error": "no output", "stderr": r.stderr[-300:]}
-    ctx.nem.emit("check", check="fork: child cannot see/renew/release the parent's lock",
-                 ok=bool(res.get("safe")), got=res, safety=True)
+    ctx.nem.emit(
+        "check",
+        check="fork: child cannot see/renew/release the parent's lock",
+        ok=bool(res.get("safe")),
+        got=res,
+        safety=True,
+    )
     return leader
 
 
@@ -178,8 +226,15 @@ def slow_hello(ctx, leader):
         f.start()
     time.sleep(1.0)
     leader.proxy.set_mode("blackhole")
-    ctx.nem.emit("fault", fault="slow-hello-follower", leader=leader.name, fence=leader.fence,
-                 delay=d, slow=[f.name for f in fs], partitioned=leader.name)
+    ctx.nem.emit(
+        "fault",
+        fault="slow-hello-follower",
+        leader=leader.name,
+        fence=leader.fence,
+        delay=d,
+        slow=[f.name for f in fs],
+        partitioned=leader.name,
+    )
     time.sleep(2 * ctx.ttl)
     leader.proxy.set_mode("forward")
     for f in fs:
@@ -197,8 +252,9 @@ def server_clock_step(ctx, leader):
     on the new time base) while the leader keeps its old estimate."""
     step = ctx.args.clock_step * ctx.ttl
     ctx.server.step_clock(step * 1000)
-    ctx.nem.emit("fault", fault="server-clock-step", leader=leader.name, fence=leader.fence,
-                 step=step)
+    ctx.nem.emit(
+        "fault", fault="server-clock-step", leader=leader.name, fence=leader.fence, step=step
+    )
     for f in _follower(ctx, leader, 2):
         f.term()
         f.start()
@@ -245,8 +301,9 @@ def stalled_release(ctx, leader):
     for n in others:
         n.cont()
     n_bytes = leader.proxy.flush_held()
-    ctx.nem.emit("late_release_landed", node=leader.name, bytes=n_bytes, releader=again,
-                 fence=leader.fence)
+    ctx.nem.emit(
+        "late_release_landed", node=leader.name, bytes=n_bytes, releader=again, fence=leader.fence
+    )
     time.sleep(2 * ctx.ttl)
     return _settle(ctx, 0.5)
 
@@ -282,8 +339,12 @@ FAULTS = {
     "stalled-release": stalled_release,
     "error-after-claim": error_after_claim,
 }
-NEEDS = {"server-restart": "can_restart", "server-freeze-short": "can_freeze",
-         "server-freeze-long": "can_freeze", "server-clock-step": "can_step_clock"}
+NEEDS = {
+    "server-restart": "can_restart",
+    "server-freeze-short": "can_freeze",
+    "server-freeze-long": "can_freeze",
+    "server-clock-step": "can_step_clock",
+}
 
 
 def run_round(ctx, fault, i):

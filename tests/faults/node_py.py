@@ -5,6 +5,7 @@
 Same behaviour and log format as node.c's `elect` mode: logs each leadership interval it
 believed in (CLOCK_MONOTONIC), writes fenced records every 50 ms while leading,
 SIGUSR1 = release leadership, SIGTERM = stop."""
+
 import json
 import logging
 import os
@@ -14,17 +15,22 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from store import FencedStore  # noqa: E402
-
 import mongoelector  # noqa: E402
+from store import FencedStore  # noqa: E402
 
 uri, name, ttl, log_path, store_dir, key = sys.argv[1:7]
 ttl = float(ttl)
 logf = open(log_path, "a", buffering=1)
 mu = threading.Lock()
 store = FencedStore(store_dir)
-state = {"leading": False, "fence": 0, "last_true": 0.0, "loss_cb": None, "next_write": 0.0,
-         "seq": 0}
+state = {
+    "leading": False,
+    "fence": 0,
+    "last_true": 0.0,
+    "loss_cb": None,
+    "next_write": 0.0,
+    "seq": 0,
+}
 flags = {"stop": False, "release": False}
 
 
@@ -49,8 +55,14 @@ def write_record():
 def saw_leader(fence, src):
     now = time.monotonic()
     if state["leading"] and fence and fence != state["fence"]:
-        logline("end", fence=state["fence"], last_true=state["last_true"], first_false=now,
-                loss_cb=None, why="new-term")
+        logline(
+            "end",
+            fence=state["fence"],
+            last_true=state["last_true"],
+            first_false=now,
+            loss_cb=None,
+            why="new-term",
+        )
         state["leading"] = False
     if not state["leading"]:
         if not fence:
@@ -64,8 +76,14 @@ def saw_leader(fence, src):
 def saw_follower(why):
     if not state["leading"]:
         return
-    logline("end", fence=state["fence"], last_true=state["last_true"],
-            first_false=time.monotonic(), loss_cb=state["loss_cb"], why=why)
+    logline(
+        "end",
+        fence=state["fence"],
+        last_true=state["last_true"],
+        first_false=time.monotonic(),
+        loss_cb=state["loss_cb"],
+        why=why,
+    )
     state["leading"] = False
 
 
@@ -100,9 +118,14 @@ def main():
     # does a round trip, which fails while the server is unreachable).
     while True:
         try:
-            elector = mongoelector.MongoLeaderElector(key, db_uri, ttl=ttl, on_leader=on_leader,
-                                                      on_leader_loss=on_leader_loss,
-                                                      app_version="fault-suite")
+            elector = mongoelector.MongoLeaderElector(
+                key,
+                db_uri,
+                ttl=ttl,
+                on_leader=on_leader,
+                on_leader_loss=on_leader_loss,
+                app_version="fault-suite",
+            )
             break
         except Exception as e:  # noqa: BLE001
             with mu:

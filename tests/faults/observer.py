@@ -2,12 +2,12 @@
 the server holds: {t (mono, midpoint), srv (server localTime ms), uuid, fence, locked, exp
 (ts_expire ms, server time)}. The checker maps server times to CLOCK_MONOTONIC with the
 offset srv - t of the same sample (the server's clock may be stepped during a run)."""
+
 import datetime
 import threading
 import time
 
 import pymongo
-
 from events import EventLog
 
 
@@ -24,9 +24,15 @@ class Observer(threading.Thread):
         self.last = None
 
     def _client(self):
-        return pymongo.MongoClient(self.uri, socketTimeoutMS=300, connectTimeoutMS=300,
-                                   serverSelectionTimeoutMS=300, retryReads=False,
-                                   retryWrites=False, directConnection=True)
+        return pymongo.MongoClient(
+            self.uri,
+            socketTimeoutMS=300,
+            connectTimeoutMS=300,
+            serverSelectionTimeoutMS=300,
+            retryReads=False,
+            retryWrites=False,
+            directConnection=True,
+        )
 
     def run(self):
         client = self._client()
@@ -40,9 +46,12 @@ class Observer(threading.Thread):
                 rec = {"t": round((t0 + t1) / 2, 6), "rtt": round(t1 - t0, 6), "srv": srv}
                 if doc:
                     exp = doc.get("ts_expire")
-                    rec.update(uuid=doc.get("uuid"), fence=doc.get("fence"),
-                               locked=bool(doc.get("locked")),
-                               exp=_ms(exp) if exp else None)
+                    rec.update(
+                        uuid=doc.get("uuid"),
+                        fence=doc.get("fence"),
+                        locked=bool(doc.get("locked")),
+                        exp=_ms(exp) if exp else None,
+                    )
                 self.last = rec
                 self.log.emit("obs", **rec)
             except Exception as e:  # noqa: BLE001 - frozen/restarting server

@@ -1,5 +1,6 @@
 """The fault suite's main program (run.sh calls it with the built native node and a Python
 that has the `mongoelector` package). See README.md in this folder."""
+
 import argparse
 import os
 import random
@@ -27,7 +28,9 @@ PROFILES = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--profile", choices=PROFILES, default="ci")
-    ap.add_argument("--server", default="java", help="java | java-memory | ferretdb | mongodb://URI")
+    ap.add_argument(
+        "--server", default="java", help="java | java-memory | ferretdb | mongodb://URI"
+    )
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--ttl", type=float)
     ap.add_argument("--rounds", type=int, help="rounds per fault (overrides the profile)")
@@ -42,8 +45,11 @@ def main():
     random.seed(args.seed)
     workdir = args.workdir or tempfile.mkdtemp(prefix="mongoelector-faults.")
     os.makedirs(workdir, exist_ok=True)
-    print(f"fault suite: profile {args.profile}, server {args.server}, {args.nodes} nodes, "
-          f"ttl {ttl:g} s, seed {args.seed}, logs in {workdir}", flush=True)
+    print(
+        f"fault suite: profile {args.profile}, server {args.server}, {args.nodes} nodes, "
+        f"ttl {ttl:g} s, seed {args.seed}, logs in {workdir}",
+        flush=True,
+    )
 
     if args.server in ("java", "java-h2"):
         srv = servers.JavaServer(workdir, "h2")
@@ -63,15 +69,26 @@ def main():
             runnable.append(f)
     plan = []
     for f in runnable:
-        n = args.rounds or (prof["rounds_freeze_short"] if f == "server-freeze-short" else prof["rounds"])
+        n = args.rounds or (
+            prof["rounds_freeze_short"] if f == "server-freeze-short" else prof["rounds"]
+        )
         plan.append([f, n])
     nem = EventLog(os.path.join(workdir, "nemesis.jsonl"))
     hub = ProxyHub()
     key = f"fault-suite-{random.randrange(1 << 30)}"
     obs = Observer(srv.uri, key, os.path.join(workdir, "observer.jsonl"))
     obs.start()
-    cluster = Cluster(workdir, srv, hub, nem, n=args.nodes, ttl=ttl, key=key,
-                      native_node=args.native_node, python=sys.executable)
+    cluster = Cluster(
+        workdir,
+        srv,
+        hub,
+        nem,
+        n=args.nodes,
+        ttl=ttl,
+        key=key,
+        native_node=args.native_node,
+        python=sys.executable,
+    )
     ctx = faults.Ctx(cluster, srv, nem, ttl, args)
     t0 = time.monotonic()
     done = {f: 0 for f, _ in plan}
@@ -85,8 +102,11 @@ def main():
                     continue
                 ok = faults.run_round(ctx, f, done[f] + 1)
                 done[f] += 1
-                print(f"  {time.monotonic() - t0:6.1f} s  {f} round {done[f]}/{n}"
-                      f"{'' if ok else ' (skipped: no stable leader)'}", flush=True)
+                print(
+                    f"  {time.monotonic() - t0:6.1f} s  {f} round {done[f]}/{n}"
+                    f"{'' if ok else ' (skipped: no stable leader)'}",
+                    flush=True,
+                )
         nem.emit("run_end")
     finally:
         cluster.close()
@@ -97,31 +117,46 @@ def main():
     elapsed = time.monotonic() - t0
     run = checker.Run(workdir, ttl)
     freeze_short = 0.75 * ctx.freeze_bound
-    table, failures, misses, live_fail, overlaps, stale, bad = report.build(run, args.profile, ttl, freeze_short)
-    out = [f"## Fault suite ({args.profile} profile): {srv.kind}"
-           f"{' (' + srv.backend + ' backend)' if hasattr(srv, 'backend') else ''}, "
-           f"{args.nodes} nodes ({', '.join(n.name for n in cluster.nodes)}), ttl {ttl:g} s, "
-           f"{sum(done.values())} rounds in {elapsed:.0f} s", "", table, ""]
-    out.append("Goal figures: 0 overlaps among unpaused nodes, 0 stale writes accepted, 0 token "
-               "order violations, partitioned leaders step down before their lease can be taken "
-               f"(margin > 0), kill -9 failover <= ttl + 10 % ({1.1 * ttl:.2f} s), no leadership "
-               f"lost for server pauses of {freeze_short:.2f} s (< ttl - (renew interval + margin) "
-               f"= {ctx.freeze_bound:.2f} s).")
-    for (t, ms, a, c) in overlaps[:20]:
-        out.append(f"- overlap {ms:.0f} ms at t={t:.3f}: {a.node}(pid {a.pid}, fence {a.fence}, "
-                   f"{a.why}) and {c.node}(pid {c.pid}, fence {c.fence}, {c.why})")
-    for (t, node, token, hi) in stale[:20]:
+    table, failures, misses, live_fail, overlaps, stale, bad = report.build(
+        run, args.profile, ttl, freeze_short
+    )
+    out = [
+        f"## Fault suite ({args.profile} profile): {srv.kind}"
+        f"{' (' + srv.backend + ' backend)' if hasattr(srv, 'backend') else ''}, "
+        f"{args.nodes} nodes ({', '.join(n.name for n in cluster.nodes)}), ttl {ttl:g} s, "
+        f"{sum(done.values())} rounds in {elapsed:.0f} s",
+        "",
+        table,
+        "",
+    ]
+    out.append(
+        "Goal figures: 0 overlaps among unpaused nodes, 0 stale writes accepted, 0 token "
+        "order violations, partitioned leaders step down before their lease can be taken "
+        f"(margin > 0), kill -9 failover <= ttl + 10 % ({1.1 * ttl:.2f} s), no leadership "
+        f"lost for server pauses of {freeze_short:.2f} s (< ttl - (renew interval + margin) "
+        f"= {ctx.freeze_bound:.2f} s)."
+    )
+    for t, ms, a, c in overlaps[:20]:
+        out.append(
+            f"- overlap {ms:.0f} ms at t={t:.3f}: {a.node}(pid {a.pid}, fence {a.fence}, "
+            f"{a.why}) and {c.node}(pid {c.pid}, fence {c.fence}, {c.why})"
+        )
+    for t, node, token, hi in stale[:20]:
         out.append(f"- stale write accepted at t={t:.3f}: {node} token {token} < granted {hi}")
-    for (a, b) in bad[:20]:
-        out.append(f"- token order: {a.node} fence {a.fence} began {a.b:.3f}, then {b.node} "
-                   f"fence {b.fence} began {b.b:.3f}")
+    for a, b in bad[:20]:
+        out.append(
+            f"- token order: {a.node} fence {a.fence} began {a.b:.3f}, then {b.node} "
+            f"fence {b.fence} began {b.b:.3f}"
+        )
     if failures:
         out.append("\nSAFETY VIOLATIONS:\n" + "\n".join("- " + f for f in failures))
     if misses:
         out.append("\nGoal figures missed:\n" + "\n".join("- " + m for m in misses))
     if live_fail:
-        out.append("\nLiveness clearly off (long profile fails on these):\n" +
-                   "\n".join("- " + m for m in live_fail))
+        out.append(
+            "\nLiveness clearly off (long profile fails on these):\n"
+            + "\n".join("- " + m for m in live_fail)
+        )
     verdict = "FAIL" if failures or live_fail else "PASS"
     out.append(f"\nverdict: {verdict} (logs: {workdir})")
     text = "\n".join(out)

@@ -19,13 +19,17 @@ Modes and injections:
   drop_after(b"findAndModify")  one shot: forward the next request containing the marker,
                           then close the connection before its reply comes back
 """
+
 import asyncio
 import socket
 import struct
 import threading
 
-_HELLO = tuple(bytes([t]) + name + b"\x00" for t in (0x01, 0x08, 0x10, 0x12)
-               for name in (b"hello", b"isMaster", b"ismaster"))
+_HELLO = tuple(
+    bytes([t]) + name + b"\x00"
+    for t in (0x01, 0x08, 0x10, 0x12)
+    for name in (b"hello", b"isMaster", b"ismaster")
+)
 
 
 class _Conn:
@@ -154,6 +158,7 @@ class Proxy:
             if mode == "hold":
                 for c in self.conns:
                     c.held = True
+
         self._call(f)
 
     def open_new(self):
@@ -173,6 +178,7 @@ class Proxy:
                 except (ConnectionError, OSError):
                     pass
             return n
+
         fut = asyncio.run_coroutine_threadsafe(f(), self.loop)
         return fut.result(5)
 
@@ -182,6 +188,7 @@ class Proxy:
                 c.held = False
                 c.reset()
                 self.conns.discard(c)
+
         self._call(f)
 
     def set_hello_delay(self, d):
@@ -220,5 +227,6 @@ class ProxyHub:
                 p.server.close()
                 for c in list(p.conns):
                     c.reset()
+
         asyncio.run_coroutine_threadsafe(f(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -1,7 +1,10 @@
 """Markdown tables per fault, the goal figures, and the verdict (exit code)."""
+
 from collections import defaultdict
 
-SAFETY_NOTE = "safety: overlaps, stale writes accepted, repeated/decreasing tokens, failed safety checks"
+SAFETY_NOTE = (
+    "safety: overlaps, stale writes accepted, repeated/decreasing tokens, failed safety checks"
+)
 
 
 def pct(xs, p):
@@ -45,10 +48,12 @@ def build(run, profile, ttl, freeze_short):
         reset_by[in_round(b.b)] += 1
 
     lines = []
-    hdr = ("| fault | rounds | overlaps (n / ms) | stale writes accepted | token order violations "
-           "| writes rejected | failover p50 / p95 / max (s) | leaderless mean / max (s) "
-           "| leadership lost (rounds) | step-down margin min (ms) | takeover after step-down min (ms) "
-           "| stranded >100 ms (n / max ms) | checks failed |")
+    hdr = (
+        "| fault | rounds | overlaps (n / ms) | stale writes accepted | token order violations "
+        "| writes rejected | failover p50 / p95 / max (s) | leaderless mean / max (s) "
+        "| leadership lost (rounds) | step-down margin min (ms) | takeover after step-down min (ms) "
+        "| stranded >100 ms (n / max ms) | checks failed |"
+    )
     lines.append(hdr)
     lines.append("|" + "---|" * 13)
     failures, misses = [], []
@@ -74,10 +79,13 @@ def build(run, profile, ttl, freeze_short):
             f"| {fmt_s(sum(ll) / len(ll) if ll else None)} / {fmt_s(max(ll) if ll else None)} "
             f"| {lost} / {len(ms)} | {'–' if not margins else f'{min(margins):.0f}'} "
             f"| {'–' if not tmarg else f'{min(tmarg):.0f}'} "
-            f"| {len(strand)} / {'–' if not strand else f'{max(strand):.0f}'} | {len(cfail)}/{len(checks)} |")
+            f"| {len(strand)} / {'–' if not strand else f'{max(strand):.0f}'} | {len(cfail)}/{len(checks)} |"
+        )
         # Safety figures: any violation fails the run.
         if ov:
-            failures.append(f"{fault}: {len(ov)} overlapping leaderships among unpaused nodes ({sum(ov):.0f} ms)")
+            failures.append(
+                f"{fault}: {len(ov)} overlapping leaderships among unpaused nodes ({sum(ov):.0f} ms)"
+            )
         if st_by.get(fault):
             failures.append(f"{fault}: {st_by[fault]} stale writes accepted")
         if tok_by.get(fault):
@@ -86,24 +94,34 @@ def build(run, profile, ttl, freeze_short):
             failures.append(f"{fault}: check failed: {c['check']}: {c.get('got')}")
         # Goal figures (liveness and step-down timing).
         if fault in ("kill9-leader",) and fo and max(fo) > 1.1 * ttl:
-            misses.append(f"{fault}: failover max {max(fo):.2f} s > ttl + 10 % ({1.1 * ttl:.2f} s)"
-                          + (" (p95 %.2f s)" % pct(fo, 95)))
+            misses.append(
+                f"{fault}: failover max {max(fo):.2f} s > ttl + 10 % ({1.1 * ttl:.2f} s)"
+                + (" (p95 %.2f s)" % pct(fo, 95))
+            )
         if fault == "server-freeze-short" and lost:
-            misses.append(f"{fault}: leadership lost in {lost}/{len(ms)} rounds for a "
-                          f"{freeze_short:.2f} s server pause (goal: never below "
-                          f"ttl - (renew interval + margin))")
+            misses.append(
+                f"{fault}: leadership lost in {lost}/{len(ms)} rounds for a "
+                f"{freeze_short:.2f} s server pause (goal: never below "
+                f"ttl - (renew interval + margin))"
+            )
         if fault.startswith("partition") or fault == "slow-hello-follower":
             if margins and min(margins) <= 0:
-                misses.append(f"{fault}: a partitioned leader stepped down {-min(margins):.0f} ms AFTER "
-                              "its lease could be taken (goal: before)")
+                misses.append(
+                    f"{fault}: a partitioned leader stepped down {-min(margins):.0f} ms AFTER "
+                    "its lease could be taken (goal: before)"
+                )
     died = [r for r in run.nem if r["ev"] == "node_died"]
     if died:
-        failures.append(f"{len(died)} nodes exited on their own (crash or startup error; see nodes.stderr "
-                        f"and logs/): " + ", ".join(f"{r['node']} rc {r['rc']}" for r in died[:10]))
+        failures.append(
+            f"{len(died)} nodes exited on their own (crash or startup error; see nodes.stderr "
+            f"and logs/): " + ", ".join(f"{r['node']} rc {r['rc']}" for r in died[:10])
+        )
     lines.append("")
-    lines.append(f"Overlaps between rounds: {len(ov_by.get('(between rounds)', []))}; "
-                 f"stale writes accepted in all: {len(stale)}; token order violations in all: "
-                 f"{len(bad_tokens)}; token resets from server data loss: {len(resets)}.")
+    lines.append(
+        f"Overlaps between rounds: {len(ov_by.get('(between rounds)', []))}; "
+        f"stale writes accepted in all: {len(stale)}; token order violations in all: "
+        f"{len(bad_tokens)}; token resets from server data loss: {len(resets)}."
+    )
     # Liveness verdict: only the long profile fails on clearly-off liveness figures.
     live_fail = []
     if profile == "long":

@@ -3,6 +3,7 @@ thaw, stop, restart it on the same port, step its clock; or a FerretDB / externa
 
 Java: H2 file backend by default (data and fence epochs survive a restart); `memory` is the
 in-memory backend, which loses them on restart (the restart fault then reports it)."""
+
 import hashlib
 import os
 import shutil
@@ -34,8 +35,9 @@ def port_open(port):
 
 def build_java():
     src = os.path.join(HERE, "java")
-    key = hashlib.sha256(b"".join(open(os.path.join(src, f), "rb").read()
-                                  for f in ("FaultServer.java", "pom.xml"))).hexdigest()[:16]
+    key = hashlib.sha256(
+        b"".join(open(os.path.join(src, f), "rb").read() for f in ("FaultServer.java", "pom.xml"))
+    ).hexdigest()[:16]
     out = os.path.join(CACHE, "fault-server", key)
     if os.path.exists(os.path.join(out, ".complete")):
         return out
@@ -43,16 +45,36 @@ def build_java():
     tmp = tempfile.mkdtemp(dir=os.path.dirname(out), prefix=".build.")
     for f in ("FaultServer.java", "pom.xml"):
         shutil.copy(os.path.join(src, f), tmp)
-    mvn = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", os.path.join(tmp, "pom.xml"),
-           "dependency:copy-dependencies", "-DoutputDirectory=" + os.path.join(tmp, "lib"),
-           "-DincludeScope=runtime"]
+    mvn = [
+        "mvn",
+        "-q",
+        "-B",
+        "-Dstyle.color=never",
+        "-f",
+        os.path.join(tmp, "pom.xml"),
+        "dependency:copy-dependencies",
+        "-DoutputDirectory=" + os.path.join(tmp, "lib"),
+        "-DincludeScope=runtime",
+    ]
     if subprocess.run(["mvn", "-o"] + mvn[1:], capture_output=True).returncode != 0:
         r = subprocess.run(mvn, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError("maven failed:\n" + r.stdout + r.stderr)
-    r = subprocess.run(["javac", "--release", "11", "-nowarn", "-d", os.path.join(tmp, "classes"),
-                        "-cp", os.path.join(tmp, "lib", "*"), os.path.join(tmp, "FaultServer.java")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            "javac",
+            "--release",
+            "11",
+            "-nowarn",
+            "-d",
+            os.path.join(tmp, "classes"),
+            "-cp",
+            os.path.join(tmp, "lib", "*"),
+            os.path.join(tmp, "FaultServer.java"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError("javac failed:\n" + r.stderr)
     open(os.path.join(tmp, ".complete"), "w").close()
@@ -84,14 +106,28 @@ class JavaServer:
         return f"mongodb://127.0.0.1:{self.port}/"
 
     def start(self):
-        args = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
-                "-cp", f"{self.dir}/classes:{self.dir}/lib/*", "FaultServer", str(self.port),
-                "--wire-version=13", f"--clock-offset-file={self.offset_file}"]
+        args = [
+            "java",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xss512k",
+            "-cp",
+            f"{self.dir}/classes:{self.dir}/lib/*",
+            "FaultServer",
+            str(self.port),
+            "--wire-version=13",
+            f"--clock-offset-file={self.offset_file}",
+        ]
         if self.backend == "h2":
             args.append(f"--h2-file={os.path.join(self.workdir, 'server.h2')}")
         for attempt in range(50):
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.log,
-                                         stderr=self.log, start_new_session=True)
+            self.proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=self.log,
+                start_new_session=True,
+            )
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and self.proc.poll() is None:
                 if port_open(self.port):
@@ -132,6 +168,7 @@ class JavaServer:
 
 class FerretServer:
     """FerretDB via tests/servers/testserver.sh: freeze/thaw by its pid; no restart/clock."""
+
     kind = "ferretdb"
     can_freeze = True
     can_restart = can_step_clock = False
@@ -140,8 +177,13 @@ class FerretServer:
     def __init__(self, workdir):
         ts = os.path.join(HERE, "..", "servers", "testserver.sh")
         self.ts = ts
-        self._uri = subprocess.run(["bash", ts, "start", "ferretdb"], check=True,
-                                   capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        self._uri = (
+            subprocess.run(
+                ["bash", ts, "start", "ferretdb"], check=True, capture_output=True, text=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         self.port = int(self._uri.rsplit(":", 1)[1].strip("/"))
         run = os.path.join(CACHE, "run", str(self.port), "pid")
         self.pid = int(open(run).read())
@@ -166,6 +208,7 @@ class FerretServer:
 
 class ExternalServer:
     """Any mongodb:// URI (host:port proxied): only node and network faults apply."""
+
     kind = "uri"
     can_freeze = can_restart = can_step_clock = False
     durable = True

@@ -3,6 +3,7 @@
 A write carries a fencing token; it is accepted only if the token is >= the highest token
 the store has seen. Every attempt appends `t node token seq accepted highest_before` to
 STORE_DIR/store.log, t = CLOCK_MONOTONIC seconds taken under the flock."""
+
 import fcntl
 import os
 import time
@@ -11,9 +12,12 @@ import time
 class FencedStore:
     def __init__(self, directory):
         self.lock_fd = os.open(os.path.join(directory, "store.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        self.state_fd = os.open(os.path.join(directory, "store.state"), os.O_RDWR | os.O_CREAT, 0o644)
-        self.log_fd = os.open(os.path.join(directory, "store.log"),
-                              os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.state_fd = os.open(
+            os.path.join(directory, "store.state"), os.O_RDWR | os.O_CREAT, 0o644
+        )
+        self.log_fd = os.open(
+            os.path.join(directory, "store.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+        )
 
     def write(self, node, token, seq):
         fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
@@ -25,8 +29,10 @@ class FencedStore:
             if accepted and token > highest:
                 os.ftruncate(self.state_fd, 0)
                 os.pwrite(self.state_fd, b"%d\n" % token, 0)
-            os.write(self.log_fd, b"%.6f %s %d %d %d %d\n" % (t, node.encode(), token, seq,
-                                                               int(accepted), highest))
+            os.write(
+                self.log_fd,
+                b"%.6f %s %d %d %d %d\n" % (t, node.encode(), token, seq, int(accepted), highest),
+            )
         finally:
             fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
         return accepted

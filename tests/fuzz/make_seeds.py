@@ -9,12 +9,12 @@ run.sh adds what fuzzing finds to a working copy; these stay small and readable.
 
     python3 tests/fuzz/make_seeds.py
 """
-import datetime
+
 import os
 
 import bson
-from bson.int64 import Int64
 from bson.datetime_ms import DatetimeMS
+from bson.int64 import Int64
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "fuzz_server_docs")
@@ -28,8 +28,16 @@ def ms(v):
 
 
 def lock(**kw):
-    d = {"_id": "k", "locked": True, "host": "h1", "uuid": "other", "pid": 12,
-         "ts_created": ms(NOW - 1000), "ts_expire": ms(NOW + 10000), "fence": Int64(1 << 32 | 5)}
+    d = {
+        "_id": "k",
+        "locked": True,
+        "host": "h1",
+        "uuid": "other",
+        "pid": 12,
+        "ts_created": ms(NOW - 1000),
+        "ts_expire": ms(NOW + 10000),
+        "fence": Int64(1 << 32 | 5),
+    }
     d.update(kw)
     return {k: v for k, v in d.items() if v is not _DROP}
 
@@ -38,8 +46,15 @@ _DROP = object()
 
 
 def status(**kw):
-    d = {"_id": "node-1", "key": "k", "host": "h1", "process_id": 12, "is_leader": True,
-         "timestamp": ms(NOW), "app_version": "1.0"}
+    d = {
+        "_id": "node-1",
+        "key": "k",
+        "host": "h1",
+        "process_id": 12,
+        "is_leader": True,
+        "timestamp": ms(NOW),
+        "app_version": "1.0",
+    }
     d.update(kw)
     return d
 
@@ -50,20 +65,39 @@ SEEDS = {
     "original_schema_no_fence": [lock(fence=_DROP)],
     "released": [lock(locked=False, ts_expire=ms(NOW - 5))],
     "expired": [lock(ts_expire=ms(NOW - 1))],
-    "wrong_types": [lock(locked="yes", pid="12", fence=2.5, ts_expire=NOW + 10000, host=7),
-                    status(timestamp="now", key=3)],
+    "wrong_types": [
+        lock(locked="yes", pid="12", fence=2.5, ts_expire=NOW + 10000, host=7),
+        status(timestamp="now", key=3),
+    ],
     "missing_fields": [{"_id": "k"}, {"key": "k"}],
-    "huge_values": [lock(fence=Int64(2**63 - 1), pid=Int64(-2**63), ts_expire=ms(2**63 - 1),
-                         ts_created=ms(-2**63)), status(timestamp=ms(2**63 - 1))],
+    "huge_values": [
+        lock(
+            fence=Int64(2**63 - 1),
+            pid=Int64(-(2**63)),
+            ts_expire=ms(2**63 - 1),
+            ts_created=ms(-(2**63)),
+        ),
+        status(timestamp=ms(2**63 - 1)),
+    ],
     "fence_float_huge": [lock(fence=1e300, pid=float("nan"), ts_expire=ms(-1))],
-    "nested": [lock(host={"a": {"b": [1, 2, {"c": "d"}]}}, uuid=["x"], fence={"$numberLong": "5"}),
-               status(extra={"deep": {"deeper": {"deepest": 1}}}, members=[1, "two", None])],
+    "nested": [
+        lock(host={"a": {"b": [1, 2, {"c": "d"}]}}, uuid=["x"], fence={"$numberLong": "5"}),
+        status(extra={"deep": {"deeper": {"deepest": 1}}}, members=[1, "two", None]),
+    ],
     # BADUTF8_n placeholders become invalid UTF-8 below (Python only encodes valid UTF-8).
-    "bad_utf8_and_nul": [lock(host="BADUTF8_1", uuid="a\u0000b", BADUTF8_2=1),
-                         status(host="BADUTF8_3", app_version="\x01\x7f\"\\")],
-    "odd_bson_types": [lock(ts_expire=bson.Timestamp(1700000000, 1), fence=bson.Decimal128("1"),
-                            host=bson.ObjectId("0123456789ab0123456789ab"),
-                            uuid=bson.Binary(b"\x00" * 16, 4), pid=bson.Regex("a.*"))],
+    "bad_utf8_and_nul": [
+        lock(host="BADUTF8_1", uuid="a\u0000b", BADUTF8_2=1),
+        status(host="BADUTF8_3", app_version='\x01\x7f"\\'),
+    ],
+    "odd_bson_types": [
+        lock(
+            ts_expire=bson.Timestamp(1700000000, 1),
+            fence=bson.Decimal128("1"),
+            host=bson.ObjectId("0123456789ab0123456789ab"),
+            uuid=bson.Binary(b"\x00" * 16, 4),
+            pid=bson.Regex("a.*"),
+        )
+    ],
 }
 
 

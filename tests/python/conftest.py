@@ -59,8 +59,10 @@ def server_client(server_uri):
     client.close()
 
 
-FERRETDB_SKIP = ("FerretDB runs findAndModify non-atomically, so mongoelector refuses it "
-                 "by default (UnsafeServerError); test_ferretdb.py covers it")
+FERRETDB_SKIP = (
+    "FerretDB runs findAndModify non-atomically, so mongoelector refuses it "
+    "by default (UnsafeServerError); test_ferretdb.py covers it"
+)
 
 
 @pytest.fixture
@@ -123,12 +125,26 @@ def original_python():
     cache = os.environ.get("MONGOELECTOR_CACHE") or os.path.expanduser("~/.cache/mongoelector")
     home = os.path.join(cache, "orig-venv")
     python = os.path.join(home, "bin", "python")
-    check = [python, "-c", "import mongoelector, sys; "
-             f"sys.exit(mongoelector.__version__ != {ORIGINAL_VERSION!r})"]
+    check = [
+        python,
+        "-c",
+        f"import mongoelector, sys; sys.exit(mongoelector.__version__ != {ORIGINAL_VERSION!r})",
+    ]
     if not (os.path.exists(python) and subprocess.run(check, capture_output=True).returncode == 0):
         venv.EnvBuilder(with_pip=True, clear=True).create(home)
-        r = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                            f"mongoelector=={ORIGINAL_VERSION}"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"mongoelector=={ORIGINAL_VERSION}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             pytest.fail(f"cannot install mongoelector=={ORIGINAL_VERSION} from PyPI:\n{r.stderr}")
         if subprocess.run(check, capture_output=True).returncode != 0:

@@ -18,13 +18,11 @@ import threading
 import time
 import uuid
 
+import mongoelector
 import pymongo
 import pytest
 from helpers.aio_util import LagProbe, wait_until
-
-import mongoelector
-from mongoelector import AcquireTimeout, LeaseLost, LockExists, MongoLeaderElector, MongoLocker
-from mongoelector import aio
+from mongoelector import AcquireTimeout, LeaseLost, LockExists, MongoLeaderElector, MongoLocker, aio
 from mongoelector._aio_facade import AsyncDatabaseFacade, is_async_database
 from mongoelector.aio import AsyncLease, AsyncMongoLeaderElector, AsyncMongoLocker
 
@@ -62,10 +60,15 @@ def run_with_db(server_db, transport, body):
 
 # ------------------------------------------------------------------ basics ----
 
+
 def test_exports_and_transport_checks():
     assert mongoelector.aio is aio
-    assert aio.lease(  # no I/O before first use
-        "mongodb://127.0.0.1:1/db", "k").locker.closed is False
+    assert (
+        aio.lease(  # no I/O before first use
+            "mongodb://127.0.0.1:1/db", "k"
+        ).locker.closed
+        is False
+    )
     client = pymongo.AsyncMongoClient("mongodb://127.0.0.1:1/db", connect=False)
     adb = client.db
     assert is_async_database(adb)
@@ -97,6 +100,7 @@ def test_exports_and_transport_checks():
 
 def test_facade_refuses_the_loop_thread():
     """A core call through the facade on the loop's own thread would wait for itself."""
+
     async def main():
         client = pymongo.AsyncMongoClient("mongodb://127.0.0.1:1/db", connect=False)
         facade = AsyncDatabaseFacade(client.db, 1.0)
@@ -209,6 +213,7 @@ def test_dropped_async_lease_is_released():
 
 # ----------------------------------------------- contention and loop lag ----
 
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_contention_never_blocks_the_loop(server_db, transport):
     """50 tasks contend for one lock (acquire, hold ~5 ms, release; 3 rounds each): never
@@ -259,8 +264,10 @@ def test_contention_never_blocks_the_loop(server_db, transport):
     worst = []
     for _ in range(3):
         max_holders, fences, elapsed, probe = run_with_db(server_db, transport, body)
-        print(f"\n[{transport}] {tasks} tasks x {rounds} rounds: {acquisitions} acquisitions "
-              f"in {elapsed:.2f} s = {acquisitions / elapsed:.0f}/s; {probe.report()}")
+        print(
+            f"\n[{transport}] {tasks} tasks x {rounds} rounds: {acquisitions} acquisitions "
+            f"in {elapsed:.2f} s = {acquisitions / elapsed:.0f}/s; {probe.report()}"
+        )
         assert max_holders == 1
         assert len(fences) == acquisitions and len(set(fences)) == acquisitions
         assert fences == sorted(fences), "fencing tokens must increase hold after hold"
@@ -268,10 +275,12 @@ def test_contention_never_blocks_the_loop(server_db, transport):
         if probe.max < MAX_LOOP_LAG:
             break
     assert min(worst) < MAX_LOOP_LAG, (
-        f"the event loop stalled {[round(w * 1000, 1) for w in worst]} ms")
+        f"the event loop stalled {[round(w * 1000, 1) for w in worst]} ms"
+    )
 
 
 # ------------------------------------------------------------ cancellation ----
+
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_cancelling_a_waiting_acquire(server_db, transport):
@@ -305,8 +314,9 @@ def test_cancelling_a_waiting_acquire(server_db, transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, transport, monkeypatch,
-                                                           caplog):
+def test_cancelled_attempt_in_flight_releases_what_it_took(
+    server_db, transport, monkeypatch, caplog
+):
     """The task is cancelled while its attempt is on the wire (made slow here); the
     attempt takes the free lock after the cancellation: that hold is released."""
     key = _key("orphan")
@@ -339,8 +349,7 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, transport,
         await wait_until(lambda: landed, timeout=5, interval=0.005)
         assert landed[0] is not None, "the attempt in flight did not take the lock"
         # ...and that hold is released in the background at once.
-        await wait_until(lambda: other.acquire(blocking=False), timeout=1,
-                         swallow=(LockExists,))
+        await wait_until(lambda: other.acquire(blocking=False), timeout=1, swallow=(LockExists,))
         assert not await lock.owned() and await other.owned()
         await other.release()
         await lock.close()
@@ -427,6 +436,7 @@ def test_cancelling_a_waiting_lease(server_db, transport):
 
 # ------------------------------------------------------------------- lease ----
 
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_async_with_lease(server_db, transport):
     key, ttl = _key("lease"), 1
@@ -470,6 +480,7 @@ def test_async_with_lease(server_db, transport):
 
 # ---------------------------------------------------------------- elector ----
 
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_elector_with_coroutine_callbacks(server_db, transport):
     key, ttl = _key("elect"), 2
@@ -494,8 +505,9 @@ def test_elector_with_coroutine_callbacks(server_db, transport):
             threads.add(threading.get_ident())
             loops += 1
 
-        elector = AsyncMongoLeaderElector(key, db, ttl=ttl, on_leader=on_leader,
-                                          on_leader_loss=on_leader_loss, on_loop=on_loop)
+        elector = AsyncMongoLeaderElector(
+            key, db, ttl=ttl, on_leader=on_leader, on_leader_loss=on_leader_loss, on_loop=on_loop
+        )
         follower = AsyncMongoLeaderElector(key, db, ttl=ttl)
         assert not elector.running and not elector.is_leader and elector.fence is None
         async with LagProbe() as probe:
@@ -551,8 +563,14 @@ def test_elector_callback_may_stop_it(server_db, transport):
             await elector.stop()
             events.append("stopped")
 
-        elector = AsyncMongoLeaderElector(key, db, ttl=2, on_leader=on_leader, on_loop=on_loop,
-                                          on_leader_loss=lambda: events.append("loss"))
+        elector = AsyncMongoLeaderElector(
+            key,
+            db,
+            ttl=2,
+            on_leader=on_leader,
+            on_loop=on_loop,
+            on_leader_loss=lambda: events.append("loss"),
+        )
         await asyncio.wait_for(elector.start(blocking=True), 10)
         # The callbacks stop() fired run after the one that called it (one at a time).
         await wait_until(lambda: "loss" in events, timeout=5)
@@ -574,8 +592,9 @@ def test_elector_poll_and_release_run_their_callbacks(server_db, transport):
             await asyncio.sleep(0.01)
             events.append("leader")
 
-        elector = AsyncMongoLeaderElector(key, db, ttl=5, on_leader=on_leader,
-                                          on_leader_loss=lambda: events.append("loss"))
+        elector = AsyncMongoLeaderElector(
+            key, db, ttl=5, on_leader=on_leader, on_leader_loss=lambda: events.append("loss")
+        )
         await elector.poll()  # no loop thread: this poll takes the lead
         assert elector.is_leader and events == ["leader"]
         elector.callback_on_leader = None
@@ -594,11 +613,13 @@ def test_elector_used_from_a_second_loop(server_db):
     the loop that uses it now."""
     _, uri = server_db
     events = []
-    elector = AsyncMongoLeaderElector(_key("two-loops"), uri, ttl=5,
-                                      on_leader=lambda: events.append(("leader", id(
-                                          asyncio.get_running_loop()))),
-                                      on_leader_loss=lambda: events.append(("loss", id(
-                                          asyncio.get_running_loop()))))
+    elector = AsyncMongoLeaderElector(
+        _key("two-loops"),
+        uri,
+        ttl=5,
+        on_leader=lambda: events.append(("leader", id(asyncio.get_running_loop()))),
+        on_leader_loss=lambda: events.append(("loss", id(asyncio.get_running_loop()))),
+    )
 
     async def first():
         await elector.poll()

@@ -14,31 +14,45 @@ import time
 import uuid
 
 import pytest
-
 from procs import read_log, spawn, wait_log
 
 pytestmark = pytest.mark.slow
 
 ORIGINAL_TTL = 2  # the original follower polls every ttl: it notices within ~2 s
-OUR_TTL = 30      # our leader's lease: a takeover at its expiry would take 30 s
+OUR_TTL = 30  # our leader's lease: a takeover at its expiry would take 30 s
 
 
 class ElectorConfig(ctypes.Structure):
     """mongoelector_elector_config, version 1 (capi/include/mongoelector.h)."""
-    _fields_ = [("version", ctypes.c_uint32), ("ttl_seconds", ctypes.c_double),
-                ("report_status", ctypes.c_int), ("app_version", ctypes.c_char_p),
-                ("on_leader", ctypes.c_void_p), ("on_leader_loss", ctypes.c_void_p),
-                ("on_loop", ctypes.c_void_p), ("user_data", ctypes.c_void_p),
-                ("delete_on_release", ctypes.c_int), ("op_timeout_seconds", ctypes.c_double)]
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("ttl_seconds", ctypes.c_double),
+        ("report_status", ctypes.c_int),
+        ("app_version", ctypes.c_char_p),
+        ("on_leader", ctypes.c_void_p),
+        ("on_leader_loss", ctypes.c_void_p),
+        ("on_loop", ctypes.c_void_p),
+        ("user_data", ctypes.c_void_p),
+        ("delete_on_release", ctypes.c_int),
+        ("op_timeout_seconds", ctypes.c_double),
+    ]
 
 
 class ElectorOptions(ctypes.Structure):
     """mongoelector_elector_options (1.0, frozen)."""
-    _fields_ = [("version", ctypes.c_uint32), ("ttl_seconds", ctypes.c_double),
-                ("report_status", ctypes.c_int), ("app_version", ctypes.c_char_p),
-                ("on_leader", ctypes.c_void_p), ("on_leader_loss", ctypes.c_void_p),
-                ("on_loop", ctypes.c_void_p), ("user_data", ctypes.c_void_p),
-                ("allow_unsafe_server", ctypes.c_int)]
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("ttl_seconds", ctypes.c_double),
+        ("report_status", ctypes.c_int),
+        ("app_version", ctypes.c_char_p),
+        ("on_leader", ctypes.c_void_p),
+        ("on_leader_loss", ctypes.c_void_p),
+        ("on_loop", ctypes.c_void_p),
+        ("user_data", ctypes.c_void_p),
+        ("allow_unsafe_server", ctypes.c_int),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +64,7 @@ def capi():
         pytest.skip("MONGOELECTOR_LIB_DIR is not set: no C library to test")
     lib = ctypes.CDLL(os.path.join(libdir, "libmongoelector.so.1"))
     lib.mongoelector_last_error.restype = ctypes.c_char_p
-    lib.mongoelector_elector_config_init.argtypes = [ctypes.POINTER(ElectorConfig),
-                                                     ctypes.c_uint32]
+    lib.mongoelector_elector_config_init.argtypes = [ctypes.POINTER(ElectorConfig), ctypes.c_uint32]
     for name in ("client_free", "elector_free"):
         getattr(lib, "mongoelector_" + name).restype = None
     return lib
@@ -74,15 +87,22 @@ class CElector:
             check(lib, lib.mongoelector_elector_config_init(ctypes.byref(cfg), 1))
             assert cfg.delete_on_release == 1  # the shared default
             cfg.ttl_seconds = OUR_TTL
-            check(lib, lib.mongoelector_elector_new_with(self.client, key.encode(),
-                                                         ctypes.byref(cfg),
-                                                         ctypes.byref(self.elector)))
+            check(
+                lib,
+                lib.mongoelector_elector_new_with(
+                    self.client, key.encode(), ctypes.byref(cfg), ctypes.byref(self.elector)
+                ),
+            )
         else:
             opts = ElectorOptions()
             lib.mongoelector_elector_options_init(ctypes.byref(opts))
             opts.ttl_seconds = OUR_TTL
-            check(lib, lib.mongoelector_elector_new(self.client, key.encode(), ctypes.byref(opts),
-                                                    ctypes.byref(self.elector)))
+            check(
+                lib,
+                lib.mongoelector_elector_new(
+                    self.client, key.encode(), ctypes.byref(opts), ctypes.byref(self.elector)
+                ),
+            )
 
     def lead(self):
         out = ctypes.c_int(0)
@@ -102,8 +122,20 @@ def takeover_after_stop(capi, server_db, original_python, tmp_path, new):
     key, log = "cm-" + uuid.uuid4().hex[:8], tmp_path / "elect.log"
     ours = CElector(capi, uri, key, new)
     ours.lead()
-    orig = spawn("elect", "--uri", uri, "--key", key, "--ttl", ORIGINAL_TTL, "--log", log,
-                 "--name", "orig", python=original_python)
+    orig = spawn(
+        "elect",
+        "--uri",
+        uri,
+        "--key",
+        key,
+        "--ttl",
+        ORIGINAL_TTL,
+        "--log",
+        log,
+        "--name",
+        "orig",
+        python=original_python,
+    )
     try:
         wait_log(log, lambda rows: any(r[1] == "started" for r in rows))
         time.sleep(ORIGINAL_TTL * 1.5)  # it polled at least once while we led
@@ -126,15 +158,20 @@ def takeover_after_stop(capi, server_db, original_python, tmp_path, new):
 
 
 def test_c_elector_deleting_on_release_lets_the_original_take_over(
-        capi, server_db, original_python, tmp_path):
+    capi, server_db, original_python, tmp_path
+):
     took = takeover_after_stop(capi, server_db, original_python, tmp_path, new=True)
-    print(f"original 1.0.2 led {took:.2f} s after the C elector stopped (its ttl: {OUR_TTL} s)"
-          if took is not None else "original never led")
+    print(
+        f"original 1.0.2 led {took:.2f} s after the C elector stopped (its ttl: {OUR_TTL} s)"
+        if took is not None
+        else "original never led"
+    )
     assert took is not None and took < ORIGINAL_TTL + 1.5
 
 
 def test_c_elector_of_the_1_0_options_keeps_its_1_0_behaviour(
-        capi, server_db, original_python, tmp_path):
+    capi, server_db, original_python, tmp_path
+):
     # The 1.0 struct has no delete_on_release: the document stays (marked released), and
     # the original, which inserts, cannot take it until the TTL monitor removes it.
     took = takeover_after_stop(capi, server_db, original_python, tmp_path, new=False)

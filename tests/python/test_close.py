@@ -21,13 +21,11 @@ import threading
 import time
 import uuid
 
+import mongoelector
 import mongomock
 import pymongo
 import pytest
-
-import mongoelector
-from mongoelector import (Client, ClosedError, MongoLeaderElector, MongoLocker, _transport,
-                          lease)
+from mongoelector import Client, ClosedError, MongoLeaderElector, MongoLocker, _transport, lease
 
 # ------------------------------------------------------------------ helpers --
 
@@ -83,6 +81,7 @@ def locker_calls(lock):
 
 
 # ------------------------------------------------------------------ lockers --
+
 
 def test_close_is_idempotent_and_later_use_raises_closed_error(backend):
     lock = MongoLocker("closed-use", backend.db, ttl=30)
@@ -187,6 +186,7 @@ def test_contextlib_closing_around_with(server_db):
 
 def test_a_failed_release_is_raised_after_closing():
     from flaky import FlakyDatabase
+
     db = FlakyDatabase(mongomock.MongoClient().testdb)
     lock = MongoLocker("flaky", db, ttl=30)
     assert lock.acquire()
@@ -196,7 +196,7 @@ def test_a_failed_release_is_raised_after_closing():
         lock.close()
     assert info.value is boom
     assert lock.closed  # closed all the same
-    lock.close()        # and a second close does nothing
+    lock.close()  # and a second close does nothing
     with pytest.raises(ClosedError):
         lock.release()
     db.heal()
@@ -249,13 +249,18 @@ def test_lease_locker_close(server_db):
 
 # ----------------------------------------------------------------- electors --
 
+
 def test_elector_close_releases_leadership_and_is_final(server_db):
     db, base = server_db
     uri = own_uri(base)
     events = []
-    elector = MongoLeaderElector("close-e", uri, ttl=60,
-                                 on_leader=lambda: events.append("leader"),
-                                 on_leader_loss=lambda: events.append("loss"))
+    elector = MongoLeaderElector(
+        "close-e",
+        uri,
+        ttl=60,
+        on_leader=lambda: events.append("leader"),
+        on_leader_loss=lambda: events.append("loss"),
+    )
     elector.start()
     assert wait_until(lambda: elector.is_leader and events == ["leader"], 10)
     with pytest.raises(RuntimeError, match="close the elector"):
@@ -271,16 +276,23 @@ def test_elector_close_releases_leadership_and_is_final(server_db):
     assert follower.is_leader
     follower.close()
 
-    assert_closed(elector, [
-        ("start", elector.start), ("stop", elector.stop), ("poll", elector.poll),
-        ("release", elector.release), ("running", lambda: elector.running),
-        ("is_leader", lambda: elector.is_leader), ("fence", lambda: elector.fence),
-        ("leader_exists", lambda: elector.leader_exists),
-        ("node_status", lambda: elector.node_status),
-        ("cluster_detail", lambda: elector.cluster_detail),
-        ("poll_wait", lambda: elector.poll_wait),
-        ("with", lambda: elector.__enter__()),
-    ])
+    assert_closed(
+        elector,
+        [
+            ("start", elector.start),
+            ("stop", elector.stop),
+            ("poll", elector.poll),
+            ("release", elector.release),
+            ("running", lambda: elector.running),
+            ("is_leader", lambda: elector.is_leader),
+            ("fence", lambda: elector.fence),
+            ("leader_exists", lambda: elector.leader_exists),
+            ("node_status", lambda: elector.node_status),
+            ("cluster_detail", lambda: elector.cluster_detail),
+            ("poll_wait", lambda: elector.poll_wait),
+            ("with", lambda: elector.__enter__()),
+        ],
+    )
     assert_closed(elector.mlock, locker_calls(elector.mlock))
     elector.mlock.close()  # closed with the elector: nothing to do
     assert "closed" in repr(elector)
@@ -296,8 +308,9 @@ def test_elector_closed_from_its_own_callback(server_db):
         elector.close()  # from the loop thread: must neither deadlock nor crash
         events.append("closed")
 
-    elector = MongoLeaderElector("close-cb", uri, ttl=5, on_leader=on_leader,
-                                 on_leader_loss=lambda: events.append("loss"))
+    elector = MongoLeaderElector(
+        "close-cb", uri, ttl=5, on_leader=on_leader, on_leader_loss=lambda: events.append("loss")
+    )
     runner = threading.Thread(target=elector.start, kwargs={"blocking": True})
     runner.start()
     runner.join(15)
@@ -305,11 +318,13 @@ def test_elector_closed_from_its_own_callback(server_db):
     assert events == ["leader", "loss", "closed"]
     assert elector.closed and uses_of(uri) == []
     assert MongoLocker("close-cb", db, ttl=5, dbcollection="elector.locks").acquire(
-        blocking=False)  # leadership was released
+        blocking=False
+    )  # leadership was released
 
 
 def test_closed_elector_is_forgotten_by_the_lifecycle(backend):
     from mongoelector import _lifecycle
+
     elector = MongoLeaderElector("lifecycle", backend.db, ttl=5)
     elector.start()
     assert elector in _lifecycle._running
@@ -451,15 +466,20 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/net/tcp"),
-                    reason="counts sockets through Linux's /proc")
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/net/tcp"), reason="counts sockets through Linux's /proc"
+)
 def test_connections_are_closed(server_db):
     """The kernel's view: the sockets a URI locker or elector opened are closed when
     close() returns (or, closed from a callback, once the loop has ended), and not while
     another user of the URI remains; what they held is free at once for another client."""
     _, base = server_db
-    proc = subprocess.run([sys.executable, "-c", PROBE, base, str(server_port(base))],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, base, str(server_port(base))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     print(json.dumps(out, indent=1))

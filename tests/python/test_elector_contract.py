@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 
 import mongomock
 import pytest
-
 from mongoelector import MongoLeaderElector, MongoLocker
 
 UTC = timezone.utc
@@ -41,6 +40,7 @@ class Recorder:
                 self.events.append((name, threading.get_ident(), time.monotonic()))
             if also:
                 also()
+
         return fn
 
     def names(self):
@@ -70,8 +70,9 @@ def test_construction_indexes_and_attributes(backend):
     assert keys[(("timestamp", 1),)]["expireAfterSeconds"] == 7
     assert (("key", 1),) in keys
     locks = backend.raw["elector.locks"].index_information()
-    assert any(v["key"] == [("ts_expire", 1)] and v["expireAfterSeconds"] == 0
-               for v in locks.values())
+    assert any(
+        v["key"] == [("ts_expire", 1)] and v["expireAfterSeconds"] == 0 for v in locks.values()
+    )
     assert not e.running and not e.is_leader
 
 
@@ -96,10 +97,22 @@ def test_bad_key_and_ttl(backend):
 def test_poll_leader_and_follower(backend):
     key = new_key()
     ra, rb = Recorder(), Recorder()
-    a = MongoLeaderElector(key, backend.db, ttl=10, on_leader=ra.cb("leader"),
-                           on_leader_loss=ra.cb("loss"), on_loop=ra.cb("loop"))
-    b = MongoLeaderElector(key, backend.db, ttl=10, on_leader=rb.cb("leader"),
-                           on_leader_loss=rb.cb("loss"), on_loop=rb.cb("loop"))
+    a = MongoLeaderElector(
+        key,
+        backend.db,
+        ttl=10,
+        on_leader=ra.cb("leader"),
+        on_leader_loss=ra.cb("loss"),
+        on_loop=ra.cb("loop"),
+    )
+    b = MongoLeaderElector(
+        key,
+        backend.db,
+        ttl=10,
+        on_leader=rb.cb("leader"),
+        on_leader_loss=rb.cb("loss"),
+        on_loop=rb.cb("loop"),
+    )
     assert not a.leader_exists and a.poll_wait == 10
     a.poll()
     assert ra.names() == ["leader", "loop"]
@@ -134,9 +147,22 @@ def test_node_status_and_report(backend):
     key = new_key()
     e = MongoLeaderElector(key, backend.db, ttl=10, app_version="2.3.4")
     st = e.node_status
-    assert set(st) == {"uuid", "key", "ttl", "timestamp", "host", "pid", "lock_owned",
-                       "lock_created", "lock_expires", "_id", "is_leader", "elector_running",
-                       "last_poll", "app_version"}
+    assert set(st) == {
+        "uuid",
+        "key",
+        "ttl",
+        "timestamp",
+        "host",
+        "pid",
+        "lock_owned",
+        "lock_created",
+        "lock_expires",
+        "_id",
+        "is_leader",
+        "elector_running",
+        "last_poll",
+        "app_version",
+    }
     assert st["_id"] == st["uuid"] == e.mlock.uuid
     assert (st["key"], st["ttl"], st["app_version"]) == (key, 10, "2.3.4")
     assert (st["is_leader"], st["lock_owned"], st["elector_running"]) == (False, False, False)
@@ -191,8 +217,14 @@ def test_repr(backend):
 def test_start_stop_and_context_manager(backend, electors):
     key = new_key()
     r = Recorder()
-    e = MongoLeaderElector(key, backend.db, ttl=2, on_leader=r.cb("leader"),
-                           on_leader_loss=r.cb("loss"), on_loop=r.cb("loop"))
+    e = MongoLeaderElector(
+        key,
+        backend.db,
+        ttl=2,
+        on_leader=r.cb("leader"),
+        on_leader_loss=r.cb("loss"),
+        on_loop=r.cb("loop"),
+    )
     electors.append(e)
     e.start()
     assert e.running and "running" in repr(e)
@@ -255,8 +287,13 @@ def test_callback_exception_is_logged_and_loop_goes_on(backend, electors, caplog
 def test_stop_from_a_callback_does_not_deadlock(backend):
     holder = {}
     r = Recorder()
-    e = MongoLeaderElector(new_key(), backend.db, ttl=2, on_leader_loss=r.cb("loss"),
-                           on_leader=r.cb("leader", also=lambda: holder["e"].stop()))
+    e = MongoLeaderElector(
+        new_key(),
+        backend.db,
+        ttl=2,
+        on_leader_loss=r.cb("loss"),
+        on_leader=r.cb("leader", also=lambda: holder["e"].stop()),
+    )
     holder["e"] = e
     e.start()
     assert wait_for(lambda: not e.running, timeout=5)
@@ -274,8 +311,14 @@ def test_release_from_a_callback(backend, electors):
         if holder["n"] == 1:
             holder["e"].release()
 
-    e = MongoLeaderElector(new_key(), backend.db, ttl=1, on_leader=r.cb("leader"),
-                           on_leader_loss=r.cb("loss"), on_loop=on_loop)
+    e = MongoLeaderElector(
+        new_key(),
+        backend.db,
+        ttl=1,
+        on_leader=r.cb("leader"),
+        on_leader_loss=r.cb("loss"),
+        on_loop=on_loop,
+    )
     holder["e"] = e
     electors.append(e)
     e.start()
@@ -285,8 +328,7 @@ def test_release_from_a_callback(backend, electors):
 
 def test_start_blocking_returns_after_stop(backend):
     holder = {}
-    e = MongoLeaderElector(new_key(), backend.db, ttl=2,
-                           on_leader=lambda: holder["e"].stop())
+    e = MongoLeaderElector(new_key(), backend.db, ttl=2, on_leader=lambda: holder["e"].stop())
     holder["e"] = e
     t0 = time.monotonic()
     e.start(blocking=True)
@@ -336,6 +378,7 @@ def test_leader_steps_down_before_takeover(db_backend, electors):
 
 def test_core_log_messages_reach_logging(backend, caplog):
     from mongoelector import _native
+
     key = new_key()
     caplog.set_level(logging.INFO, logger="mongoelector")
     e = MongoLeaderElector(key, backend.db, ttl=5)

@@ -4,9 +4,8 @@ we lose the lock / leadership" on a fake clock: no server, no sleeps, determinis
 import datetime
 import threading
 
-import pytest
-
 import mongoelector
+import pytest
 from mongoelector import MongoLeaderElector, MongoSemaphore, testing
 
 
@@ -42,8 +41,13 @@ def test_elector_steps_down_when_cut_off_and_another_takes_over():
     clock = testing.FakeClock()
     db = clock.memory_uri()
     events = []
-    a = MongoLeaderElector("svc", db, ttl=10, on_leader=lambda: events.append("a+"),
-                           on_leader_loss=lambda: events.append("a-"))
+    a = MongoLeaderElector(
+        "svc",
+        db,
+        ttl=10,
+        on_leader=lambda: events.append("a+"),
+        on_leader_loss=lambda: events.append("a-"),
+    )
     a.start()
     clock.advance(0)
     assert a.is_leader and events == ["a+"]
@@ -80,7 +84,7 @@ def test_waits_on_the_clock_are_in_fake_time():
     idle = clock.waiters
     t = threading.Thread(target=wait_for_slot, daemon=True)
     t.start()
-    clock.block_until_waiters(idle + 1)      # it sleeps on the clock now
+    clock.block_until_waiters(idle + 1)  # it sleeps on the clock now
     assert t.is_alive() and not outcome, "30 s of fake time have not passed"
     clock.advance(31)
     t.join(10)
@@ -130,18 +134,19 @@ def test_a_callback_blocked_on_the_test_thread_is_reported_not_hung():
 def test_readme_example_leader_steps_down_when_cut_off_and_another_takes_over():
     # README, "A fake clock: an hour of leadership in milliseconds", verbatim.
     clock = testing.FakeClock()
-    db = clock.memory_uri()                  # memory://test-<uuid> on this clock
+    db = clock.memory_uri()  # memory://test-<uuid> on this clock
     a = MongoLeaderElector("svc", db, ttl=10)
     a.start()
-    clock.advance(0)                         # a's loop ran: it leads
+    clock.advance(0)  # a's loop ran: it leads
     b = MongoLeaderElector("svc", db, ttl=10)
     b.start()
-    clock.advance(3600)                      # an hour: a renewed all along
+    clock.advance(3600)  # an hour: a renewed all along
     assert a.is_leader and not b.is_leader
     testing.force_expire(db, "svc", collection="elector.locks")
-    clock.advance(5)                         # within a's next renewal (ttl/2)
-    assert b.is_leader and not a.is_leader   # a stepped down, b took over
-    a.stop(); b.stop()
+    clock.advance(5)  # within a's next renewal (ttl/2)
+    assert b.is_leader and not a.is_leader  # a stepped down, b took over
+    a.stop()
+    b.stop()
 
 
 def test_asyncio_elector_on_the_fake_clock():
@@ -183,8 +188,11 @@ def test_a_slow_on_lost_elsewhere_does_not_keep_a_lease_reading_held(kind):
     other = mongoelector.MongoLocker("other", db, ttl=10)
     slow = mongoelector._native.KeepAliveLease(other._core, False, None, 0.25, slow_on_lost)
     sem = MongoSemaphore("pool", db, limit=1, ttl=10) if kind == "semaphore" else None
-    held = (sem.keep_alive(blocking=False) if sem
-            else mongoelector.lease(db, "job", ttl=10, blocking=False))
+    held = (
+        sem.keep_alive(blocking=False)
+        if sem
+        else mongoelector.lease(db, "job", ttl=10, blocking=False)
+    )
     held.acquire()  # both at fake time 0: the same renew deadline, 9 s (ttl - ttl/10)
     advanced = []
 

@@ -18,18 +18,24 @@ import time
 import uuid
 from types import SimpleNamespace
 
+import mongoelector
 import pytest
 from bson import ObjectId
-from pymongo.errors import DuplicateKeyError, OperationFailure
-from pymongo.write_concern import WriteConcern
-
-import mongoelector
 from conftest import TEST_SERVER
-from mongoelector import (FencedCollection, MongoElectorError, MongoLocker, StaleFence,
-                          fenced_delete_one, fenced_insert_one, fenced_replace_one,
-                          fenced_update_one)
+from mongoelector import (
+    FencedCollection,
+    MongoElectorError,
+    MongoLocker,
+    StaleFence,
+    fenced_delete_one,
+    fenced_insert_one,
+    fenced_replace_one,
+    fenced_update_one,
+)
 from mongoelector.fenced import _guard
 from procs import read_line
+from pymongo.errors import DuplicateKeyError, OperationFailure
+from pymongo.write_concern import WriteConcern
 
 pytestmark = pytest.mark.ferretdb
 
@@ -57,11 +63,17 @@ OPS = ["update", "replace", "delete", "update-upsert", "replace-upsert"]
 
 def run_op(op, coll, fence):
     if op.startswith("update"):
-        return fenced_update_one(coll, {"_id": "d"}, {"$set": {"v": "new"}, "$inc": {"n": 1}},
-                                 fence, upsert=op.endswith("upsert"))
+        return fenced_update_one(
+            coll,
+            {"_id": "d"},
+            {"$set": {"v": "new"}, "$inc": {"n": 1}},
+            fence,
+            upsert=op.endswith("upsert"),
+        )
     if op.startswith("replace"):
-        return fenced_replace_one(coll, {"_id": "d"}, {"v": "new"}, fence,
-                                  upsert=op.endswith("upsert"))
+        return fenced_replace_one(
+            coll, {"_id": "d"}, {"v": "new"}, fence, upsert=op.endswith("upsert")
+        )
     return fenced_delete_one(coll, {"_id": "d"}, fence)
 
 
@@ -123,8 +135,9 @@ def test_update_merges_set_and_leaves_arguments_alone(coll):
     assert update == {"$set": {"b": 2}, "$push": {"tags": "y"}} and filt == {"_id": "d"}
     assert stored(coll) == {"_id": "d", "a": 1, "b": 2, "tags": ["x", "y"], "_fence": 5}
     # A user filter with its own $and and $or keeps them.
-    fenced_update_one(coll, {"$and": [{"a": 1}], "$or": [{"b": 2}, {"b": 3}]},
-                      {"$inc": {"a": 1}}, 6)
+    fenced_update_one(
+        coll, {"$and": [{"a": 1}], "$or": [{"b": 2}, {"b": 3}]}, {"$inc": {"a": 1}}, 6
+    )
     assert stored(coll)["a"] == 2 and stored(coll)["_fence"] == 6
 
 
@@ -145,11 +158,22 @@ def test_update_pipeline(coll, db_backend):
     assert (err.value.fence, err.value.current) == (4, 5) and stored(coll)["a"] == 1
 
 
-@pytest.mark.parametrize("update", [
-    {"$set": {"_fence": 1}}, {"$inc": {"_fence": 1}}, {"$unset": {"_fence": ""}},
-    {"$max": {"_fence": 10**9}}, {"$set": {"_fence.x": 1}}, {"$rename": {"a": "_fence"}},
-    {"$rename": {"_fence": "a"}}, [{"$set": {"_fence": 1}}], [{"$unset": ["a", "_fence"]}],
-    [{"$addFields": {"_fence": 0}}], [{"$project": {"_fence": 0}}]])
+@pytest.mark.parametrize(
+    "update",
+    [
+        {"$set": {"_fence": 1}},
+        {"$inc": {"_fence": 1}},
+        {"$unset": {"_fence": ""}},
+        {"$max": {"_fence": 10**9}},
+        {"$set": {"_fence.x": 1}},
+        {"$rename": {"a": "_fence"}},
+        {"$rename": {"_fence": "a"}},
+        [{"$set": {"_fence": 1}}],
+        [{"$unset": ["a", "_fence"]}],
+        [{"$addFields": {"_fence": 0}}],
+        [{"$project": {"_fence": 0}}],
+    ],
+)
 def test_update_touching_the_field_is_refused(coll, update):
     coll.insert_one({"_id": "d", "_fence": 1})
     with pytest.raises(ValueError, match="fence field '_fence'"):
@@ -184,15 +208,27 @@ def test_replacement_errors(coll):
     assert replacement == {"v": 1}
 
 
-@pytest.mark.parametrize("bad, exc", [
-    (True, TypeError), (False, TypeError), ("5", TypeError), (5.0, TypeError), (None, TypeError),
-    (0, ValueError), (-3, ValueError), (1 << 63, ValueError)])
+@pytest.mark.parametrize(
+    "bad, exc",
+    [
+        (True, TypeError),
+        (False, TypeError),
+        ("5", TypeError),
+        (5.0, TypeError),
+        (None, TypeError),
+        (0, ValueError),
+        (-3, ValueError),
+        (1 << 63, ValueError),
+    ],
+)
 def test_fence_must_be_a_positive_int(coll, bad, exc):
-    for call in (lambda: fenced_update_one(coll, {"_id": "d"}, {"$set": {"a": 1}}, bad),
-                 lambda: fenced_replace_one(coll, {"_id": "d"}, {"a": 1}, bad),
-                 lambda: fenced_insert_one(coll, {"_id": "d"}, bad),
-                 lambda: fenced_delete_one(coll, {"_id": "d"}, bad),
-                 lambda: FencedCollection(coll, bad)):
+    for call in (
+        lambda: fenced_update_one(coll, {"_id": "d"}, {"$set": {"a": 1}}, bad),
+        lambda: fenced_replace_one(coll, {"_id": "d"}, {"a": 1}, bad),
+        lambda: fenced_insert_one(coll, {"_id": "d"}, bad),
+        lambda: fenced_delete_one(coll, {"_id": "d"}, bad),
+        lambda: FencedCollection(coll, bad),
+    ):
         with pytest.raises(exc):
             call()
     assert coll.count_documents({}) == 0
@@ -224,8 +260,10 @@ def test_stored_value_that_is_not_a_token(coll):
 
 
 def test_upsert_needs_id(coll):
-    for call in (lambda f: fenced_update_one(coll, f, {"$set": {"a": 1}}, 5, upsert=True),
-                 lambda f: fenced_replace_one(coll, f, {"a": 1}, 5, upsert=True)):
+    for call in (
+        lambda f: fenced_update_one(coll, f, {"$set": {"a": 1}}, 5, upsert=True),
+        lambda f: fenced_replace_one(coll, f, {"a": 1}, 5, upsert=True),
+    ):
         with pytest.raises(ValueError, match="needs _id in the filter.*second document"):
             call({"name": "x"})
         with pytest.raises(ValueError, match="plain _id"):
@@ -235,9 +273,10 @@ def test_upsert_needs_id(coll):
 
 def test_stale_upsert_inserts_nothing(coll):
     coll.insert_one({"_id": "d", "v": "newer", "_fence": 7})
-    for call in (lambda: fenced_update_one(coll, {"_id": "d"}, {"$set": {"v": "x"}}, 5,
-                                           upsert=True),
-                 lambda: fenced_replace_one(coll, {"_id": "d"}, {"v": "x"}, 5, upsert=True)):
+    for call in (
+        lambda: fenced_update_one(coll, {"_id": "d"}, {"$set": {"v": "x"}}, 5, upsert=True),
+        lambda: fenced_replace_one(coll, {"_id": "d"}, {"v": "x"}, 5, upsert=True),
+    ):
         with pytest.raises(StaleFence) as err:
             call()
         assert (err.value.fence, err.value.current) == (5, 7)
@@ -299,8 +338,7 @@ def test_insert(coll):
     assert stored(coll, doc["_id"]) == {"_id": doc["_id"], "v": 1, "_fence": 5}
     # The _id exists with a newer token: stale; with an older or no token: pymongo's
     # DuplicateKeyError (an insert never overwrites). Nothing is written either way.
-    coll.insert_many([{"_id": "new", "_fence": 9}, {"_id": "old", "_fence": 2},
-                      {"_id": "bare"}])
+    coll.insert_many([{"_id": "new", "_fence": 9}, {"_id": "old", "_fence": 2}, {"_id": "bare"}])
     with pytest.raises(StaleFence) as err:
         fenced_insert_one(coll, {"_id": "new", "v": 2}, 5)
     assert (err.value.fence, err.value.current) == (5, 9)
@@ -321,21 +359,32 @@ def test_unacknowledged_write_concern_is_refused(real_backend):
 def test_stale_fence_exception():
     e = StaleFence(fence=3, current=8)
     assert isinstance(e, MongoElectorError) and (e.fence, e.current) == (3, 8)
-    assert str(e) == ("stale fencing token 3: the document carries 8 (written by a newer "
-                      "holder); nothing was written")
+    assert str(e) == (
+        "stale fencing token 3: the document carries 8 (written by a newer "
+        "holder); nothing was written"
+    )
     copy = pickle.loads(pickle.dumps(e))
     assert (copy.fence, copy.current, str(copy)) == (3, 8, str(e))
     assert mongoelector.StaleFence is StaleFence
-    for name in ("StaleFence", "FencedCollection", "fenced_update_one", "fenced_replace_one",
-                 "fenced_insert_one", "fenced_delete_one"):
+    for name in (
+        "StaleFence",
+        "FencedCollection",
+        "fenced_update_one",
+        "fenced_replace_one",
+        "fenced_insert_one",
+        "fenced_delete_one",
+    ):
         assert name in mongoelector.__all__
 
 
 def test_fenced_collection_sources(coll):
     holder = SimpleNamespace(fence=4)
     tokens = iter([6, 7])
-    wrappers = [FencedCollection(coll, 3), FencedCollection(coll, holder),
-                FencedCollection(coll, lambda: next(tokens))]
+    wrappers = [
+        FencedCollection(coll, 3),
+        FencedCollection(coll, holder),
+        FencedCollection(coll, lambda: next(tokens)),
+    ]
     assert [w.fence for w in wrappers[:2]] == [3, 4]
     wrappers[0].insert_one({"_id": "d", "v": 0})
     assert wrappers[1].update_one({"_id": "d"}, {"$set": {"v": 1}}).modified_count == 1
@@ -421,13 +470,18 @@ def wait_stopped(pid, timeout=10):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["release", "expiry", "lease-expiry", "force-acquire",
-                                 "force-release"])
+@pytest.mark.parametrize(
+    "how", ["release", "expiry", "lease-expiry", "force-acquire", "force-release"]
+)
 def test_paused_holders_late_write_is_refused(server_db, how):
     db, uri = server_db
     key = new_key()
-    a = subprocess.Popen([sys.executable, "-c", HOLDER, uri, key, how, "1" if FERRET else "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    a = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, uri, key, how, "1" if FERRET else "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     b = MongoLocker(key, db, ttl=30, **UNSAFE)
     try:
         word, fence_a = read_line(a, timeout=30)
@@ -456,8 +510,11 @@ def test_paused_holders_late_write_is_refused(server_db, how):
         assert (word, int(stale_fence), int(current)) == ("stale", fence_a, fence_b)
         assert int(writes) >= 1
         assert a.wait(10) == 0, a.stderr.read()
-        assert db.fenced_data.find_one({"_id": "doc"}) == {"_id": "doc", "value": "B",
-                                                           "_fence": fence_b}
+        assert db.fenced_data.find_one({"_id": "doc"}) == {
+            "_id": "doc",
+            "value": "B",
+            "_fence": fence_b,
+        }
     finally:
         if a.poll() is None:
             a.send_signal(signal.SIGCONT)
@@ -492,13 +549,17 @@ print(json.dumps(out), flush=True)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(FERRET, strict=False,
-                   reason="FerretDB does not apply a filtered update atomically: a lower "
-                          "token that matched can land after a higher one (seen in this "
-                          "race); mongoelector refuses its findAndModify for that reason")
+@pytest.mark.xfail(
+    FERRET,
+    strict=False,
+    reason="FerretDB does not apply a filtered update atomically: a lower "
+    "token that matched can land after a higher one (seen in this "
+    "race); mongoelector refuses its findAndModify for that reason",
+)
 @pytest.mark.parametrize("op", ["update", "replace"])
 def test_upsert_race_never_lets_a_lower_token_win(server_db, tmp_path, op):
     import random
+
     db, uri = server_db
     writers, rounds = 6, 20
     rng = random.Random(16)
@@ -508,10 +569,15 @@ def test_upsert_race_never_lets_a_lower_token_win(server_db, tmp_path, op):
         for w in range(writers):
             plans[w].append([f"race-{r}", ((r + 1) << 32) | tokens[w]])
     barrier = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, uri, str(barrier), op,
-                               json.dumps(plan)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for plan in plans]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, uri, str(barrier), op, json.dumps(plan)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for plan in plans
+    ]
     try:
         for p in procs:
             assert read_line(p, timeout=60) == ["ready"]
@@ -548,8 +614,9 @@ def test_upsert_race_never_lets_a_lower_token_win(server_db, tmp_path, op):
 
 # The documents of the README's recipe for a filter {"_id": ID} ($ID, $F: the _id and the
 # token, as JSON).
-RECIPE_FILTER = ('{"_id": $ID, "$and": [{"$or": [{"_fence": {"$exists": false}}, '
-                 '{"_fence": {"$lte": $F}}]}]}')
+RECIPE_FILTER = (
+    '{"_id": $ID, "$and": [{"$or": [{"_fence": {"$exists": false}}, {"_fence": {"$lte": $F}}]}]}'
+)
 RECIPE_UPDATE = '{"$set": {"status": "paid", "_fence": $F}}'
 RECIPE_REPLACEMENT = '{"status": "paid", "_fence": $F}'
 RECIPE_PROJECTION = '{"_fence": 1}'
@@ -585,8 +652,9 @@ def recipe_write(coll, kind, _id, fence, upsert=False):
 def helper_write(coll, kind, _id, fence, upsert=False):
     try:
         if kind == "update":
-            r = fenced_update_one(coll, {"_id": _id}, {"$set": {"status": "paid"}}, fence,
-                                  upsert=upsert)
+            r = fenced_update_one(
+                coll, {"_id": _id}, {"$set": {"status": "paid"}}, fence, upsert=upsert
+            )
             return "ok" if r.matched_count or r.upserted_id is not None else "none"
         if kind == "replace":
             r = fenced_replace_one(coll, {"_id": _id}, {"status": "paid"}, fence, upsert=upsert)
@@ -599,19 +667,19 @@ def helper_write(coll, kind, _id, fence, upsert=False):
 def test_recipe_documents_behave_as_the_helpers(db_backend):
     raw, helped = db_backend.db.recipe_raw, db_backend.db.recipe_helper
     steps = [  # (kind, fence, upsert, expected outcome)
-        ("update", 5, False, "none"),   # no document
-        ("update", 5, True, "ok"),      # upsert creates it
-        ("update", 5, False, "ok"),     # equal
+        ("update", 5, False, "none"),  # no document
+        ("update", 5, True, "ok"),  # upsert creates it
+        ("update", 5, False, "ok"),  # equal
         ("update", 3, False, ("stale", 5)),
-        ("update", 3, True, ("stale", 5)),   # a stale upsert: E11000, no second document
-        ("update", 8, False, "ok"),     # higher
+        ("update", 3, True, ("stale", 5)),  # a stale upsert: E11000, no second document
+        ("update", 8, False, "ok"),  # higher
         ("replace", 7, False, ("stale", 8)),
         ("replace", 7, True, ("stale", 8)),
         ("replace", 9, False, "ok"),
         ("delete", 4, False, ("stale", 9)),
         ("delete", 9, False, "ok"),
         ("delete", 9, False, "none"),
-        ("replace", 2, True, "ok"),     # after a delete the token is gone with the document
+        ("replace", 2, True, "ok"),  # after a delete the token is gone with the document
     ]
     for kind, fence, upsert, expect in steps:
         got_raw = recipe_write(raw, kind, "x", fence, upsert)
@@ -624,8 +692,7 @@ def test_recipe_documents_behave_as_the_helpers(db_backend):
 def test_guarded_filter_is_filter_and_guard(coll):
     """{**filter, $and: [..., guard]} (helpers, Go, recipe) selects what {$and: [filter,
     guard]} selects: documents of the filter whose token is absent or <= fence."""
-    coll.insert_many([{"_id": i, "g": i % 2, **({} if i < 2 else {"_fence": i})}
-                      for i in range(8)])
+    coll.insert_many([{"_id": i, "g": i % 2, **({} if i < 2 else {"_fence": i})} for i in range(8)])
     for fence in (1, 3, 5, 9):
         guard = {"$or": [{"_fence": {"$exists": False}}, {"_fence": {"$lte": fence}}]}
         want = {i for i in range(8) if i % 2 and (i < 2 or i <= fence)}
@@ -636,5 +703,6 @@ def test_guarded_filter_is_filter_and_guard(coll):
             got = coll.find_one(recipe(RECIPE_FILTER, fence, i))
             assert (got is not None) == (i < 2 or i <= fence)
     assert _guard({"_id": 1, "$and": [{"a": 1}]}, 5, "_fence") == {
-        "_id": 1, "$and": [{"a": 1}, {"$or": [{"_fence": {"$exists": False}},
-                                              {"_fence": {"$lte": 5}}]}]}
+        "_id": 1,
+        "$and": [{"a": 1}, {"$or": [{"_fence": {"$exists": False}}, {"_fence": {"$lte": 5}}]}],
+    }

@@ -6,13 +6,13 @@ FerretDB."""
 import uuid
 
 import pytest
-
 from conftest import TEST_SERVER
 from mongoelector import LockExists, MongoLeaderElector, MongoLocker, UnsafeServerError
 
 pytestmark = pytest.mark.ferretdb
-ferret_only = pytest.mark.skipif(TEST_SERVER != "ferretdb",
-                                 reason="MONGOELECTOR_TEST_SERVER is not ferretdb")
+ferret_only = pytest.mark.skipif(
+    TEST_SERVER != "ferretdb", reason="MONGOELECTOR_TEST_SERVER is not ferretdb"
+)
 
 
 def new_key():

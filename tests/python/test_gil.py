@@ -7,7 +7,6 @@ import time
 import uuid
 
 import pytest
-
 from mongoelector import MongoLeaderElector, MongoLocker, _native
 
 

@@ -46,8 +46,12 @@ el.close()
 class Proc:
     def __init__(self, uri, key, events, name):
         self.name = name
-        self.p = subprocess.Popen([sys.executable, "-c", CHILD, uri, key, str(TTL)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD, uri, key, str(TTL)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.uuid = None
         self.events = events
         threading.Thread(target=self._read, daemon=True).start()

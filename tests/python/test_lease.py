@@ -12,10 +12,9 @@ import threading
 import time
 import uuid
 
+import mongoelector
 import mongomock
 import pytest
-
-import mongoelector
 from mongoelector import AcquireTimeout, LeaseLost, LockExists, MongoLocker
 
 

@@ -8,12 +8,11 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from unittest import mock
 
+import mongoelector
+import mongoelector.locker
 import mongomock
 import pymongo
 import pytest
-
-import mongoelector
-import mongoelector.locker
 from mongoelector import AcquireTimeout, LockExists, MongoLocker, TimeOffsetError
 
 UTC = timezone.utc
@@ -31,11 +30,18 @@ def coll_of(backend, name="mongolocker"):
 
 
 def test_public_names():
-    for name in ("MongoLocker", "MongoLeaderElector", "LockExists", "AcquireTimeout",
-                 "TimeOffsetError", "__version__"):
+    for name in (
+        "MongoLocker",
+        "MongoLeaderElector",
+        "LockExists",
+        "AcquireTimeout",
+        "TimeOffsetError",
+        "__version__",
+    ):
         assert hasattr(mongoelector, name), name
     import mongoelector.elector as el
     import mongoelector.locker as lk
+
     for name in ("MongoLocker", "LockExists", "AcquireTimeout", "TimeOffsetError"):
         assert getattr(lk, name) is getattr(mongoelector, name)
     assert el.MongoLeaderElector is mongoelector.MongoLeaderElector
@@ -52,7 +58,9 @@ def test_exceptions_are_exceptions(exc):
 
 def test_native_module_is_private_and_typed():
     import importlib.resources as res
+
     from mongoelector import _native
+
     assert _native.__name__ == "mongoelector._native"
     files = {p.name for p in res.files("mongoelector").iterdir()}
     assert {"py.typed", "_native.pyi"} <= files
@@ -61,8 +69,15 @@ def test_native_module_is_private_and_typed():
 # ------------------------------------------------------------ construction ---
 
 
-@pytest.mark.parametrize("bad", [None, 42, mongomock.MongoClient(),
-                                 pymongo.MongoClient("mongodb://127.0.0.1:1/", connect=False)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        42,
+        mongomock.MongoClient(),
+        pymongo.MongoClient("mongodb://127.0.0.1:1/", connect=False),
+    ],
+)
 def test_db_without_create_collection_is_a_type_error(bad):
     with pytest.raises(TypeError, match="Must pass a pymongo Database instance"):
         MongoLocker("k", bad)
@@ -129,7 +144,9 @@ def test_attributes(backend):
 
 def test_repr(backend):
     lock = MongoLocker("k", backend.db)
-    assert repr(lock) == f"MongoLocker(key='k', uuid='{lock.uuid}', host='{lock.host}', owned=False)"
+    assert (
+        repr(lock) == f"MongoLocker(key='k', uuid='{lock.uuid}', host='{lock.host}', owned=False)"
+    )
     lock.acquire()
     assert repr(lock).endswith("owned=True)")
 
@@ -225,9 +242,17 @@ def test_lock_of_an_original_node_is_respected(backend):
     """A document written by mongoelector 1.0 (no fence field) holds the lock."""
     key = new_key()
     now = datetime.now(UTC)
-    coll_of(backend).insert_one({"_id": key, "locked": True, "host": "old-node", "uuid": "u-old",
-                                 "pid": 7, "ts_created": now,
-                                 "ts_expire": now + timedelta(seconds=1)})
+    coll_of(backend).insert_one(
+        {
+            "_id": key,
+            "locked": True,
+            "host": "old-node",
+            "uuid": "u-old",
+            "pid": 7,
+            "ts_created": now,
+            "ts_expire": now + timedelta(seconds=1),
+        }
+    )
     lock = MongoLocker(key, backend.db)
     with pytest.raises(LockExists, match=f"^{key} owned by old-node pid 7$"):
         lock.acquire(blocking=False)
@@ -275,7 +300,9 @@ def test_verifytime_real_check_and_cache(backend):
     lock._maxoffset = -1  # any offset is too much now, but the good check is cached
     assert lock._verifytime() is True
     lock._sanetime = None
-    with pytest.raises(TimeOffsetError, match=r"^Clock offset vs MongoDB is too high: \d+(\.\d+)?s$"):
+    with pytest.raises(
+        TimeOffsetError, match=r"^Clock offset vs MongoDB is too high: \d+(\.\d+)?s$"
+    ):
         lock._verifytime()
     lock._sanetime = datetime.now(UTC) - timedelta(minutes=11)  # stale: checked again
     with pytest.raises(TimeOffsetError):
@@ -294,7 +321,7 @@ def test_acquireretry_rule():
         rr(False, now, 5, 0)
     assert rr(False, now, None, 0) is True
     assert rr(False, now, None, 1) is False
-    assert rr(True, now, None, 10 ** 6) is True
+    assert rr(True, now, None, 10**6) is True
     assert rr(True, now, 5, 3) is True
     assert rr(True, now - timedelta(seconds=10), 5, 3) is False
 
@@ -381,10 +408,24 @@ def test_status(backend):
     key = new_key()
     lock = MongoLocker(key, backend.db, ttl=42)
     st = lock.status
-    assert set(st) == {"uuid", "key", "ttl", "timestamp", "host", "pid", "lock_owned",
-                       "lock_created", "lock_expires"}
+    assert set(st) == {
+        "uuid",
+        "key",
+        "ttl",
+        "timestamp",
+        "host",
+        "pid",
+        "lock_owned",
+        "lock_created",
+        "lock_expires",
+    }
     assert (st["uuid"], st["key"], st["ttl"], st["host"], st["pid"]) == (
-        lock.uuid, key, 42, lock.host, lock.pid)
+        lock.uuid,
+        key,
+        42,
+        lock.host,
+        lock.pid,
+    )
     assert st["timestamp"].tzinfo is not None
     assert abs(st["timestamp"] - datetime.now(UTC)) < timedelta(seconds=5)
     assert (st["lock_owned"], st["lock_created"], st["lock_expires"]) == (False, None, None)
@@ -449,8 +490,9 @@ def test_fence_guards_a_write(backend):
     data.insert_one({"_id": "doc", "fence": 0, "value": None})
 
     def guarded_write(token, value):
-        r = data.update_one({"_id": "doc", "fence": {"$lte": token}},
-                            {"$set": {"value": value, "fence": token}})
+        r = data.update_one(
+            {"_id": "doc", "fence": {"$lte": token}}, {"$set": {"value": value, "fence": token}}
+        )
         return r.matched_count == 1
 
     old = MongoLocker(key, backend.db, ttl=0.3)
@@ -479,12 +521,18 @@ def test_oversized_key_is_a_value_error(backend):
 
 def test_pymongo_exceptions_propagate_unchanged():
     from flaky import FlakyDatabase
+
     db = FlakyDatabase(mongomock.MongoClient().testdb)
     lock = MongoLocker("k", db)
     boom = pymongo.errors.AutoReconnect("network is down")
     db.fail(boom)
-    for call in (lock.acquire, lock.locked, lock.owned, lock.get_current,
-                 lambda: lock.acquire(blocking=False)):
+    for call in (
+        lock.acquire,
+        lock.locked,
+        lock.owned,
+        lock.get_current,
+        lambda: lock.acquire(blocking=False),
+    ):
         with pytest.raises(pymongo.errors.AutoReconnect) as info:
             call()
         assert info.value is boom
@@ -511,6 +559,7 @@ def test_unreachable_server_raises_pymongo_error():
 
 def test_unreachable_server_with_uri_transport():
     from mongoelector.errors import StorageUnavailable
+
     t0 = time.monotonic()
     with pytest.raises(StorageUnavailable) as info:
         MongoLocker("k", "mongodb://127.0.0.1:1/db?serverSelectionTimeoutMS=300", ttl=5)
@@ -522,7 +571,9 @@ def test_stub_matches_the_extension():
     """Every name of _native.pyi exists in the extension, with its methods."""
     import ast
     import importlib.resources as res
+
     from mongoelector import _native
+
     tree = ast.parse(res.files("mongoelector").joinpath("_native.pyi").read_text())
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -538,11 +589,12 @@ def test_async_database_is_refused_with_a_pointer():
     # pymongo's AsyncDatabase would be accepted as a lookalike and every call would get a
     # coroutine back; refused at construction instead, naming what to use.
     pytest.importorskip("pymongo.asynchronous.database")
-    from pymongo import AsyncMongoClient
-
     from mongoelector import MongoLeaderElector
+    from pymongo import AsyncMongoClient
 
     client = AsyncMongoClient("mongodb://127.0.0.1:1/", connect=False)
     for make in (lambda: MongoLocker("k", client.app), lambda: MongoLeaderElector("k", client.app)):
-        with pytest.raises(TypeError, match="asyncio database.*mongoelector.aio.*asyncio.to_thread"):
+        with pytest.raises(
+            TypeError, match="asyncio database.*mongoelector.aio.*asyncio.to_thread"
+        ):
             make()

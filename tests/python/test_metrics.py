@@ -9,9 +9,7 @@ import uuid
 
 import mongomock
 import pytest
-
-from mongoelector import LockExists, MongoLeaderElector, MongoLocker
-from mongoelector import metrics
+from mongoelector import LockExists, MongoLeaderElector, MongoLocker, metrics
 
 
 def new_key():
@@ -93,15 +91,19 @@ def test_opentelemetry_hooks_report_the_counters():
             for m in sm.metrics:
                 for p in m.data.data_points:
                     points[(m.name, tuple(sorted(p.attributes.items())))] = p.value
-    assert points[("mongoelector.acquires", (("outcome", "acquired"),))] == \
-        metrics.snapshot().acquires["acquired"]
+    assert (
+        points[("mongoelector.acquires", (("outcome", "acquired"),))]
+        == metrics.snapshot().acquires["acquired"]
+    )
     assert ("mongoelector.clock.offset", ()) in points
 
 
 def test_optional_dependencies_are_not_imported_unless_used():
-    code = ("import sys, mongoelector, mongoelector.metrics; "
-            "print(sorted(m for m in sys.modules if m.startswith(('prometheus_client', "
-            "'opentelemetry'))))")
+    code = (
+        "import sys, mongoelector, mongoelector.metrics; "
+        "print(sorted(m for m in sys.modules if m.startswith(('prometheus_client', "
+        "'opentelemetry'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 

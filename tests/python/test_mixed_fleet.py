@@ -7,7 +7,6 @@ import time
 import uuid
 
 import pytest
-
 from mongoelector import LockExists, MongoLocker
 from procs import check_no_overlap, read_line, read_log, run, spawn
 
@@ -74,11 +73,30 @@ def test_mark_released_keeps_the_original_out_safely(server_db, original_python)
 def test_original_and_ours_contend_without_two_holders(server_db, original_python, tmp_path):
     _, uri = server_db
     key, log = new_key(), tmp_path / "holds.log"
-    common = ["contend", "--uri", uri, "--key", key, "--log", log, "--ttl", 10,
-              "--rounds", 15, "--hold", 0.03, "--pause", 0.02, "--step", 0.02]
-    procs = [spawn(*common, "--name", "orig", python=original_python),
-             spawn(*common, "--name", "ours"),
-             spawn(*common, "--name", "ours-uri", "--transport", "uri")]
+    common = [
+        "contend",
+        "--uri",
+        uri,
+        "--key",
+        key,
+        "--log",
+        log,
+        "--ttl",
+        10,
+        "--rounds",
+        15,
+        "--hold",
+        0.03,
+        "--pause",
+        0.02,
+        "--step",
+        0.02,
+    ]
+    procs = [
+        spawn(*common, "--name", "orig", python=original_python),
+        spawn(*common, "--name", "ours"),
+        spawn(*common, "--name", "ours-uri", "--transport", "uri"),
+    ]
     try:
         for p in procs:
             assert p.wait(180) == 0, p.stderr.read()

@@ -20,14 +20,20 @@ import textwrap
 import threading
 import time
 
+import mongoelector
 import pytest
 from conftest import make_backend
-from test_handover import TTL, Cluster
-
-import mongoelector
-from mongoelector import (ClosedError, LeaderObserver, LeaderState, LeaderStatus,
-                          MongoLeaderElector, observe, testing)
+from mongoelector import (
+    ClosedError,
+    LeaderObserver,
+    LeaderState,
+    LeaderStatus,
+    MongoLeaderElector,
+    observe,
+    testing,
+)
 from mongoelector.aio import AsyncMongoLeaderElector
+from test_handover import TTL, Cluster
 
 WAIT = 20.0  # generous: nothing here should take more than a few seconds
 
@@ -85,8 +91,10 @@ def uuid_of(elector):
 def wait_member(elector, member):
     """Until `member`'s status document is in (transfer() needs it)."""
     uid = uuid_of(member)
-    wait_for(lambda: any(m.get("uuid") == uid for m in elector.cluster_detail["member_detail"]),
-             what="the target's status document")
+    wait_for(
+        lambda: any(m.get("uuid") == uid for m in elector.cluster_detail["member_detail"]),
+        what="the target's status document",
+    )
     return uid
 
 
@@ -107,6 +115,7 @@ def elector(db, key, **kw):
 
 
 # ------------------------------------------------------- the whole story ----
+
 
 def test_observer_sees_leader_transfer_resign_and_no_leader(hdb):
     """A leads; transfer to B (B's token one above A's, no leaderless state in between:
@@ -187,6 +196,7 @@ def test_transfer_refusals_and_resign_to_another_member(hdb):
 
 
 # ----------------------------------------------------- iterator behaviour ----
+
 
 def test_close_from_another_thread_ends_a_blocking_iteration():
     db = testing.memory_uri()
@@ -271,8 +281,12 @@ CTRL_C_SCRIPT = textwrap.dedent(r"""
 
 
 def test_ctrl_c_ends_a_blocking_iteration():
-    p = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().split() == ["state", "False"]
         time.sleep(0.2)  # blocked in the native wait by now (or about to be)
@@ -284,8 +298,7 @@ def test_ctrl_c_ends_a_blocking_iteration():
             time.sleep(1)
             p.kill()
             out, err = p.communicate()
-            pytest.fail(f"still running {3 * WAIT} s after SIGINT; stdout {out!r}, "
-                        f"stderr:\n{err}")
+            pytest.fail(f"still running {3 * WAIT} s after SIGINT; stdout {out!r}, stderr:\n{err}")
     finally:
         if p.poll() is None:
             p.kill()
@@ -382,18 +395,30 @@ def test_leader_state_is_a_frozen_value():
     with pytest.raises(AttributeError):
         s.has_leader = True
     # Built from the first six fields (code written before the others existed): equal.
-    assert s == LeaderState(*[getattr(s, f) for f in
-                              ("has_leader", "uuid", "host", "pid", "fence", "server_time")])
+    assert s == LeaderState(
+        *[getattr(s, f) for f in ("has_leader", "uuid", "host", "pid", "fence", "server_time")]
+    )
     assert s.same_leader(LeaderState(False, None, None, None, None, s.server_time))
     assert s.server_time.tzinfo is not None
     assert LeaderState(True, "u", "h", 1, 2, s.server_time).status is LeaderStatus.LEADER
-    pending = LeaderState(False, None, None, None, None, s.server_time, "pending",
-                          handover_uuid="u", handover_fence=3)
+    pending = LeaderState(
+        False, None, None, None, None, s.server_time, "pending", handover_uuid="u", handover_fence=3
+    )
     assert pending.status is LeaderStatus.PENDING and pending.status == "pending"
     assert not pending.same_leader(s)
-    assert not pending.same_leader(LeaderState(False, None, None, None, None, s.server_time,
-                                               LeaderStatus.PENDING, handover_uuid="u",
-                                               handover_fence=4))
+    assert not pending.same_leader(
+        LeaderState(
+            False,
+            None,
+            None,
+            None,
+            None,
+            s.server_time,
+            LeaderStatus.PENDING,
+            handover_uuid="u",
+            handover_fence=4,
+        )
+    )
 
 
 @contextlib.contextmanager
@@ -485,8 +510,9 @@ FORK_SCRIPT = textwrap.dedent(r"""
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_fork_abandons_the_parents_observers():
-    r = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[:2] == ["child-ok", "child-status 0 parent-sees True"]
     assert "Fatal Python error" not in r.stderr and "terminate" not in r.stderr, r.stderr
@@ -517,31 +543,36 @@ GC_SCRIPT = textwrap.dedent(r"""
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
 def test_observers_dropped_without_close_stop_their_threads():
     """An observer collected as garbage (possibly on its own thread) stops its thread."""
-    r = subprocess.run([sys.executable, "-c", GC_SCRIPT], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", GC_SCRIPT], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["threads", "0"], r.stdout + r.stderr
 
 
 # ------------------------------------------------------------ arguments ----
 
-@pytest.mark.parametrize("args, kwargs, exc, match", [
-    ((42, "k"), {}, TypeError, "Database"),
-    (("mongodb://h:1", "k"), {}, ValueError, "names no database"),
-    (("memory://x", 42), {}, TypeError, "key must be a str"),
-    (("memory://x", ""), {}, ValueError, "key must not be empty"),
-    (("memory://x", "k"), {"interval": "1"}, TypeError, "interval must be a number"),
-    (("memory://x", "k"), {"interval": True}, TypeError, "interval must be a number"),
-    (("memory://x", "k"), {"interval": None}, TypeError, "interval must be a number"),
-    (("memory://x", "k"), {"interval": 0}, ValueError, "interval"),
-    (("memory://x", "k"), {"interval": -1}, ValueError, "interval"),
-    (("memory://x", "k"), {"interval": float("nan")}, ValueError, "interval"),
-    (("memory://x", "k"), {"interval": float("inf")}, ValueError, "interval"),
-    (("memory://x", "k"), {"collection": 7}, TypeError, "collection must be a str"),
-    (("memory://x", "k"), {"collection": "a$b"}, ValueError, "collection"),
-    (("memory://x", "k"), {"op_timeout": "5"}, TypeError, "op_timeout"),
-    (("memory://x", "k"), {"op_timeout": 0}, ValueError, "op_timeout"),
-])
+
+@pytest.mark.parametrize(
+    "args, kwargs, exc, match",
+    [
+        ((42, "k"), {}, TypeError, "Database"),
+        (("mongodb://h:1", "k"), {}, ValueError, "names no database"),
+        (("memory://x", 42), {}, TypeError, "key must be a str"),
+        (("memory://x", ""), {}, ValueError, "key must not be empty"),
+        (("memory://x", "k"), {"interval": "1"}, TypeError, "interval must be a number"),
+        (("memory://x", "k"), {"interval": True}, TypeError, "interval must be a number"),
+        (("memory://x", "k"), {"interval": None}, TypeError, "interval must be a number"),
+        (("memory://x", "k"), {"interval": 0}, ValueError, "interval"),
+        (("memory://x", "k"), {"interval": -1}, ValueError, "interval"),
+        (("memory://x", "k"), {"interval": float("nan")}, ValueError, "interval"),
+        (("memory://x", "k"), {"interval": float("inf")}, ValueError, "interval"),
+        (("memory://x", "k"), {"collection": 7}, TypeError, "collection must be a str"),
+        (("memory://x", "k"), {"collection": "a$b"}, ValueError, "collection"),
+        (("memory://x", "k"), {"op_timeout": "5"}, TypeError, "op_timeout"),
+        (("memory://x", "k"), {"op_timeout": 0}, ValueError, "op_timeout"),
+    ],
+)
 def test_wrong_arguments_raise(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         observe(*args, **kwargs)
@@ -549,6 +580,7 @@ def test_wrong_arguments_raise(args, kwargs, exc, match):
 
 def test_bare_client_is_refused():
     import pymongo
+
     client = pymongo.MongoClient("mongodb://127.0.0.1:1", connect=False)
     try:
         with pytest.raises(TypeError, match="bare MongoClient"):
@@ -565,11 +597,18 @@ def test_get_timeout_is_checked():
             changes.get(-1)
 
 
-@pytest.mark.parametrize("value, exc", [
-    ("1", TypeError), (True, TypeError), ([1], TypeError),
-    (-0.5, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
-    (2e9, ValueError),
-])
+@pytest.mark.parametrize(
+    "value, exc",
+    [
+        ("1", TypeError),
+        (True, TypeError),
+        ([1], TypeError),
+        (-0.5, ValueError),
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        (2e9, ValueError),
+    ],
+)
 def test_handover_poll_is_validated(value, exc):
     with pytest.raises(exc, match="handover_poll"):
         MongoLeaderElector("k", testing.memory_uri(), ttl=3, handover_poll=value)
@@ -613,6 +652,7 @@ def test_handover_poll_is_how_soon_a_follower_notices_a_resign(follower_poll):
 
 
 # --------------------------------------------------------- real processes ----
+
 
 def test_observer_follows_electors_in_other_processes(server_db):
     """Electors in three processes (libmongoc URI); the observer in this process reads

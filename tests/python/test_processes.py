@@ -1,16 +1,13 @@
 """Several processes on the real server: mutual exclusion, takeover of a killed holder,
 elector failover, callback order, Ctrl-C and interpreter exit."""
 
-import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
 
-import pymongo
 import pytest
-
 from procs import check_no_overlap, read_line, read_log, run, spawn, wait_log
 
 pytestmark = pytest.mark.slow
@@ -31,9 +28,26 @@ def test_two_processes_never_both_hold(server_db, tmp_path):
     _, uri = server_db
     key, log = new_key(), tmp_path / "holds.log"
     # One process through pymongo, one through the native URI transport.
-    procs = [spawn("contend", "--uri", uri, "--key", key, "--log", log, "--name", name,
-                   "--transport", transport, "--rounds", 25, "--ttl", 5)
-             for name, transport in (("a", "pymongo"), ("b", "uri"))]
+    procs = [
+        spawn(
+            "contend",
+            "--uri",
+            uri,
+            "--key",
+            key,
+            "--log",
+            log,
+            "--name",
+            name,
+            "--transport",
+            transport,
+            "--rounds",
+            25,
+            "--ttl",
+            5,
+        )
+        for name, transport in (("a", "pymongo"), ("b", "uri"))
+    ]
     try:
         for p in procs:
             assert p.wait(120) == 0, p.stderr.read()
@@ -48,6 +62,7 @@ def test_two_processes_never_both_hold(server_db, tmp_path):
 @pytest.mark.parametrize("transport", ["pymongo", "uri"])
 def test_killed_holder_is_taken_over_within_ttl_plus_1s(server_db, transport):
     from mongoelector import MongoLocker
+
     db, uri = server_db
     key, ttl = new_key(), 2
     holder = spawn("hold", "--uri", uri, "--key", key, "--ttl", ttl, "--transport", transport)
@@ -56,7 +71,7 @@ def test_killed_holder_is_taken_over_within_ttl_plus_1s(server_db, transport):
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
         lock = MongoLocker(key, db, ttl=ttl)
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 (any refusal: the dead holder's lock)
             lock.acquire(blocking=False)  # still held by the dead process
         lock.acquire(step=0.05)
         took = time.monotonic()
@@ -70,13 +85,39 @@ def test_killed_holder_is_taken_over_within_ttl_plus_1s(server_db, transport):
 def test_elector_fails_over_after_leader_is_killed(server_db, tmp_path, transport):
     _, uri = server_db
     key, ttl, log = new_key(), 2, tmp_path / "elect.log"
-    a = spawn("elect", "--uri", uri, "--key", key, "--ttl", ttl, "--log", log, "--name", "a",
-              "--transport", transport)
+    a = spawn(
+        "elect",
+        "--uri",
+        uri,
+        "--key",
+        key,
+        "--ttl",
+        ttl,
+        "--log",
+        log,
+        "--name",
+        "a",
+        "--transport",
+        transport,
+    )
     b = None
     try:
         wait_log(log, lambda rows: ["a", "leader"] in [r[:2] for r in rows])
-        b = spawn("elect", "--uri", uri, "--key", key, "--ttl", ttl, "--log", log, "--name", "b",
-                  "--transport", transport)
+        b = spawn(
+            "elect",
+            "--uri",
+            uri,
+            "--key",
+            key,
+            "--ttl",
+            ttl,
+            "--log",
+            log,
+            "--name",
+            "b",
+            "--transport",
+            transport,
+        )
         wait_log(log, lambda rows: ["b", "started"] in [r[:2] for r in rows])
         time.sleep(1.5)  # b is a settled follower
         assert ["b", "leader"] not in [r[:2] for r in read_log(log)]
@@ -96,8 +137,21 @@ def test_callbacks_fire_in_order_on_graceful_handover(server_db, tmp_path):
     b = None
     try:
         wait_log(log, lambda rows: ["a", "leader"] in [r[:2] for r in rows])
-        b = spawn("elect", "--uri", uri, "--key", key, "--ttl", 2, "--log", log, "--name", "b",
-                  "--transport", "uri")
+        b = spawn(
+            "elect",
+            "--uri",
+            uri,
+            "--key",
+            key,
+            "--ttl",
+            2,
+            "--log",
+            log,
+            "--name",
+            "b",
+            "--transport",
+            "uri",
+        )
         wait_log(log, lambda rows: ["b", "started"] in [r[:2] for r in rows])
         time.sleep(0.5)
         a.send_signal(signal.SIGTERM)  # stop(): releases, on_leader_loss
@@ -108,13 +162,20 @@ def test_callbacks_fire_in_order_on_graceful_handover(server_db, tmp_path):
     finally:
         finish(a, *(p for p in (b,) if p))
     events = [(r[0], r[1]) for r in sorted(rows, key=lambda r: float(r[2])) if r[1] != "started"]
-    assert events == [("a", "leader"), ("a", "loss"), ("a", "stopped"),
-                      ("b", "leader"), ("b", "loss"), ("b", "stopped")]
+    assert events == [
+        ("a", "leader"),
+        ("a", "loss"),
+        ("a", "stopped"),
+        ("b", "leader"),
+        ("b", "loss"),
+        ("b", "stopped"),
+    ]
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["python-loop", "native-acquire"])
 def test_ctrl_c_interrupts_a_blocking_acquire(server_db, native):
     from mongoelector import MongoLocker
+
     db, uri = server_db
     key = new_key()
     MongoLocker(key, db, ttl=60).acquire()
@@ -134,9 +195,17 @@ def test_ctrl_c_interrupts_a_blocking_acquire(server_db, native):
         finish(p)
 
 
-@pytest.mark.parametrize("transport,exit_how,slow", [
-    ("pymongo", "return", False), ("uri", "return", False), ("uri", "sys.exit", False),
-    ("pymongo", "drop", False), ("pymongo", "return", True), ("mongomock", "return", False)])
+@pytest.mark.parametrize(
+    "transport,exit_how,slow",
+    [
+        ("pymongo", "return", False),
+        ("uri", "return", False),
+        ("uri", "sys.exit", False),
+        ("pymongo", "drop", False),
+        ("pymongo", "return", True),
+        ("mongomock", "return", False),
+    ],
+)
 def test_interpreter_exit_with_a_running_elector(request, transport, exit_how, slow):
     """Neither hangs nor crashes; leadership is released on the way out."""
     key = new_key()
@@ -188,11 +257,16 @@ print("parent-leads", e.is_leader, flush=True)
 def test_fork_while_an_elector_runs():
     """A child forked from a process with a running elector can exit and run its own
     electors; the parent's keeps leading."""
-    r = subprocess.run([sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=30
+    )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:4] == ["child-inherited True", "child-leads",
-                                        "child-status 0", "parent-leads True"]
+    assert r.stdout.split("\n")[:4] == [
+        "child-inherited True",
+        "child-leads",
+        "child-status 0",
+        "parent-leads True",
+    ]
 
 
 UAF_SCRIPT = r"""
@@ -220,6 +294,7 @@ print("ok", flush=True)
 def test_last_reference_dropped_inside_its_own_callback():
     """The native elector cannot be freed by its own loop thread (it is still running
     on it): a reaper thread stops and frees it instead."""
-    r = subprocess.run([sys.executable, "-c", UAF_SCRIPT], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", UAF_SCRIPT], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

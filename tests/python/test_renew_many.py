@@ -4,15 +4,15 @@ filter names the leases' keys, uuids and fences in $in lists, then one find of t
 -- and each
 lease still learns its own outcome. Commands are counted with pymongo's command
 monitoring on a real server; the mongomock test needs none."""
+
 import datetime
 import time
 
+import mongoelector
 import mongomock
 import pymongo
 import pytest
 from pymongo import monitoring
-
-import mongoelector
 
 TTL = 3.0  # renewed every ttl/3 = 1 s; a lease may join a batch up to 0.5 s early
 N = 40
@@ -38,8 +38,11 @@ class Commands(monitoring.CommandListener):
 
 def lock_commands(events, name, dbname=None):
     """The `name` commands on the lock collection (optionally of one database)."""
-    return [cmd for (n, db, cmd) in events
-            if n == name and cmd.get(name) == "mongolocker" and (dbname is None or db == dbname)]
+    return [
+        cmd
+        for (n, db, cmd) in events
+        if n == name and cmd.get(name) == "mongolocker" and (dbname is None or db == dbname)
+    ]
 
 
 @pytest.fixture
@@ -77,13 +80,16 @@ def test_many_leases_of_one_database_renew_with_two_commands_per_round(counted):
         updates = lock_commands(events, "update")
         finds = lock_commands(events, "find")
         rounds = elapsed / (TTL / 3)
-        print(f"\n{N} leases, {elapsed:.2f} s: {len(updates)} update + {len(finds)} find "
-              f"commands (per-key renewal: about {int(N * rounds)} updates)")
+        print(
+            f"\n{N} leases, {elapsed:.2f} s: {len(updates)} update + {len(finds)} find "
+            f"commands (per-key renewal: about {int(N * rounds)} updates)"
+        )
         assert updates, "nothing was renewed"
         # Per key this would be about N updates per interval; batched, one per round
         # (a round or two more while the leases acquired one after another align).
         assert len(updates) <= rounds + 3, len(updates)
         assert len(finds) <= len(updates) + 1
+
         def batch_keys(cmd):
             return cmd["updates"][0]["q"].get("_id", {}).get("$in", [])
 
@@ -117,8 +123,9 @@ def test_a_batch_with_stolen_and_released_keys_keeps_only_the_others(counted):
     leases = hold(db, keys)
     try:
         coll = db["mongolocker"]
-        far = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) + \
-            datetime.timedelta(seconds=600)
+        far = datetime.datetime.now(datetime.timezone.utc).replace(
+            microsecond=0
+        ) + datetime.timedelta(seconds=600)
         # Taken over behind the leases' backs (as a forced claim would), and released.
         coll.update_one({"_id": "part-1"}, {"$set": {"uuid": "thief", "ts_expire": far}})
         coll.update_one({"_id": "part-2"}, {"$inc": {"fence": 1}, "$set": {"ts_expire": far}})

@@ -2,13 +2,13 @@
 monitoring on a real server: with the defaults (delete_on_release=True) an acquire costs
 one command, as the original's insert does, whether or not the release before it deleted
 the lock document; the fencing token is assigned when first read."""
+
 import datetime
 
 import pymongo
 import pytest
-from pymongo import monitoring
-
 from mongoelector import MongoLocker, _native
+from pymongo import monitoring
 
 pytestmark = pytest.mark.server
 
@@ -104,11 +104,34 @@ def test_a_batch_of_semaphore_slot_renewals_is_one_update_and_one_find(counted_d
     db, commands = counted_db
     storage = _native.PyMongoStorage(db, 5.0, _native.ServerFacts())
     t = datetime.datetime(2100, 1, 1)
-    db["rt_sems"].insert_many([
-        {"_id": k, "limit": 2, "fence": 2, "slots": [
-            {"uuid": "a", "host": "h", "pid": 1, "fence": 1, "ts_created": t, "ts_expire": t},
-            {"uuid": "b", "host": "h", "pid": 1, "fence": 2, "ts_created": t, "ts_expire": t}]}
-        for k in ("p", "q", "r")])
+    db["rt_sems"].insert_many(
+        [
+            {
+                "_id": k,
+                "limit": 2,
+                "fence": 2,
+                "slots": [
+                    {
+                        "uuid": "a",
+                        "host": "h",
+                        "pid": 1,
+                        "fence": 1,
+                        "ts_created": t,
+                        "ts_expire": t,
+                    },
+                    {
+                        "uuid": "b",
+                        "host": "h",
+                        "pid": 1,
+                        "fence": 2,
+                        "ts_created": t,
+                        "ts_expire": t,
+                    },
+                ],
+            }
+            for k in ("p", "q", "r")
+        ]
+    )
     commands.take()
     base = 1_700_000_000_000
     requests = [(k, i, u, i + 1, base + 5000) for k in ("p", "q", "r") for i, u in enumerate("ab")]

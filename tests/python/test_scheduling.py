@@ -3,7 +3,6 @@ decorator; in-process on every backend, then with real processes on the real ser
 
 import asyncio
 import logging
-import os
 import subprocess
 import sys
 import textwrap
@@ -11,9 +10,8 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-import pytest
-
 import mongoelector
+import pytest
 from mongoelector import LeaseLost, MongoLocker, once_per, singleton
 
 
@@ -22,6 +20,7 @@ def key():
 
 
 # ---- min_hold ------------------------------------------------------------------------
+
 
 def test_release_min_hold_keeps_the_lock_taken(backend):
     k = key()
@@ -73,7 +72,9 @@ def test_lease_min_hold(db_backend):
     other = MongoLocker(k, db_backend.db, ttl=30)
     with pytest.raises(mongoelector.LockExists):
         other.acquire(blocking=False)
-    doc = (db_backend.raw if db_backend.raw is not None else db_backend.db)["mongolocker"].find_one({"_id": k})
+    doc = (db_backend.raw if db_backend.raw is not None else db_backend.db)["mongolocker"].find_one(
+        {"_id": k}
+    )
     assert doc["locked"] is True
     remaining = (doc["ts_expire"] - doc["ts_created"]).total_seconds()
     assert 0 <= remaining - 60 < 0.1, "ts_expire = acquire + min_hold, never early"
@@ -83,14 +84,16 @@ def test_lease_min_hold(db_backend):
 
 # ---- once per window -------------------------------------------------------------------
 
+
 def test_a_window_is_claimed_once(backend):
     k = key()
     a = MongoLocker(k, backend.db, ttl=30)
     b = MongoLocker(k, backend.db, ttl=30)
     start = a.claim_window(3600)
     assert isinstance(start, datetime)
-    assert start.minute == 0 and start.second == 0 and start.microsecond == 0, \
+    assert start.minute == 0 and start.second == 0 and start.microsecond == 0, (
         "an hour window starts on the hour (server clock, UTC)"
+    )
     assert b.claim_window(3600) is None
     assert a.claim_window(3600) is None
     assert once_per(backend.db, k, 3600) is None
@@ -105,6 +108,7 @@ def test_a_window_is_claimed_once(backend):
 
 
 # ---- the decorator ---------------------------------------------------------------------
+
 
 def test_singleton_skips_while_another_holds_it(db_backend, caplog):
     k = key()
@@ -146,8 +150,9 @@ def test_singleton_once_per_and_min_hold(db_backend):
     # once_per: free lock, but this hour had its run.
     assert job() is None
     assert len(runs) == 1
-    assert MongoLocker(k, db_backend.db, ttl=30).acquire(blocking=False), \
+    assert MongoLocker(k, db_backend.db, ttl=30).acquire(blocking=False), (
         "a skipped window releases the lock at once (no min_hold: nothing ran)"
+    )
 
 
 def test_singleton_exception_releases_and_propagates(db_backend):
@@ -218,9 +223,14 @@ WORKER = textwrap.dedent("""
 
 def run_workers(server_uri, dbname, k, n, tmp_path):
     barrier = tmp_path / ("go-" + uuid.uuid4().hex[:6])
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, server_uri, dbname, k, str(barrier),
-                               f"w{i}"], stdout=subprocess.PIPE, text=True)
-             for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, server_uri, dbname, k, str(barrier), f"w{i}"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n)
+    ]
     time.sleep(1.5)  # imported and waiting at the barrier
     barrier.touch()
     return [p.communicate(timeout=60)[0].strip() for p in procs]

@@ -8,7 +8,6 @@ import threading
 import time
 
 import pytest
-
 from procs import default_sigint
 
 HARNESS = os.path.join(os.path.dirname(__file__), "helpers", "seed_examples.py")
@@ -17,8 +16,13 @@ HARNESS = os.path.join(os.path.dirname(__file__), "helpers", "seed_examples.py")
 @pytest.mark.slow
 def test_seed_examples_run_unchanged(server_db):
     db, uri = server_db
-    p = subprocess.Popen([sys.executable, HARNESS, uri], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    p = subprocess.Popen(
+        [sys.executable, HARNESS, uri],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     lines = []
     watchdog = threading.Timer(120, p.kill)  # a hang fails the test instead of the run
     watchdog.start()

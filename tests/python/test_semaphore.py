@@ -20,11 +20,10 @@ import uuid
 
 import pymongo
 import pytest
-from pymongo import monitoring
-
 from conftest import TEST_SERVER, make_backend
 from mongoelector.errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
 from mongoelector.semaphore import MongoSemaphore, SemaphoreLease
+from pymongo import monitoring
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "helpers", "semaphore_worker.py")
@@ -187,8 +186,12 @@ def make_db_from_uri(uri):
 
 
 def spawn(*args):
-    return subprocess.Popen([sys.executable, WORKER, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, WORKER, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(*procs):
@@ -204,10 +207,32 @@ def test_twelve_processes_never_exceed_limit_three(server_db, tmp_path):
     key, log, procs_n, rounds = new_key(), tmp_path / "holds.log", 12, 10
     start = time.monotonic()
     # Half of them through pymongo, half through the native URI transport.
-    procs = [spawn("contend", "--uri", uri, "--key", key, "--log", log, "--name", f"w{i}",
-                   "--transport", "pymongo" if i % 2 else "uri", "--limit", 3, "--ttl", 10,
-                   "--rounds", rounds, "--hold", 0.02, "--step", 0.01)
-             for i in range(procs_n)]
+    procs = [
+        spawn(
+            "contend",
+            "--uri",
+            uri,
+            "--key",
+            key,
+            "--log",
+            log,
+            "--name",
+            f"w{i}",
+            "--transport",
+            "pymongo" if i % 2 else "uri",
+            "--limit",
+            3,
+            "--ttl",
+            10,
+            "--rounds",
+            rounds,
+            "--hold",
+            0.02,
+            "--step",
+            0.01,
+        )
+        for i in range(procs_n)
+    ]
     try:
         for p in procs:
             assert p.wait(300) == 0, p.stderr.read()
@@ -240,11 +265,13 @@ def test_twelve_processes_never_exceed_limit_three(server_db, tmp_path):
             j += 1
         assert fence > max_completed, "a later claim got a smaller token"
     busy = max(t for t, _ in exits) - min(t for t, _, _ in enters)
-    print(f"\nsemaphore contention: {procs_n} processes (6 pymongo, 6 URI) x {rounds} = "
-          f"{len(enters)} acquisitions of limit 3 (holds of 20 ms) in {wall:.2f} s wall "
-          f"including process start-up, {busy:.2f} s from the first enter to the last exit "
-          f"({len(enters) / busy:.0f} acquisitions/s); max {max_inside} holders observed "
-          f"at once; tokens unique and ordered")
+    print(
+        f"\nsemaphore contention: {procs_n} processes (6 pymongo, 6 URI) x {rounds} = "
+        f"{len(enters)} acquisitions of limit 3 (holds of 20 ms) in {wall:.2f} s wall "
+        f"including process start-up, {busy:.2f} s from the first enter to the last exit "
+        f"({len(enters) / busy:.0f} acquisitions/s); max {max_inside} holders observed "
+        f"at once; tokens unique and ordered"
+    )
     assert max_inside >= 2, "the semaphore never admitted two holders at once"
 
 
@@ -255,8 +282,9 @@ def test_killed_holder_frees_its_slot_at_expiry(server_db, transport):
     key, ttl = new_key(), 2.0
     other = MongoSemaphore(key, db, limit=2, ttl=60)  # the other slot: a live holder
     other.acquire()
-    holder = spawn("hold", "--uri", uri, "--key", key, "--limit", 2, "--ttl", ttl,
-                   "--transport", transport)
+    holder = spawn(
+        "hold", "--uri", uri, "--key", key, "--limit", 2, "--ttl", ttl, "--transport", transport
+    )
     try:
         line = holder.stdout.readline().split()
         assert line and line[0] == "held", holder.stderr.read()
@@ -268,9 +296,11 @@ def test_killed_holder_frees_its_slot_at_expiry(server_db, transport):
             taker.acquire(blocking=False)  # the dead process's slot is still leased
         taker.acquire(timeout=10, step=0.02)
         took = time.monotonic()
-        print(f"\nholder killed with SIGKILL ({transport}): slot taken "
-              f"{took - before:.3f} s after the holder started acquiring, "
-              f"{took - after:.3f} s after it held (ttl {ttl} s)")
+        print(
+            f"\nholder killed with SIGKILL ({transport}): slot taken "
+            f"{took - before:.3f} s after the holder started acquiring, "
+            f"{took - after:.3f} s after it held (ttl {ttl} s)"
+        )
         # Not before: the slot's expiry is at least ttl after the claim was sent.
         assert took - before >= ttl - 0.05
         # Not much after.
@@ -324,8 +354,10 @@ def test_round_trips_of_an_uncontended_acquire(server_db, server_uri):
         assert listener.take() == ["find", "update"]
         assert b.touch() is not None
         assert listener.take() == ["update"]
-        print("\nsemaphore round trips: 1 (update) with a current copy, 2 (find + update) "
-              "for a new instance, 3 on first use of a key")
+        print(
+            "\nsemaphore round trips: 1 (update) with a current copy, 2 (find + update) "
+            "for a new instance, 3 on first use of a key"
+        )
         a.close()
         b.close()
     finally:
@@ -340,6 +372,7 @@ def test_round_trips_of_an_uncontended_acquire(server_db, server_uri):
 @pytest.mark.parametrize("transport", ["pymongo", "uri"])
 def test_ferretdb_is_refused_unless_allowed(server_db, transport):
     from mongoelector import UnsafeServerError
+
     db, uri = server_db
     sdb = db if transport == "pymongo" else uri
     key = new_key()

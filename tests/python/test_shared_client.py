@@ -8,9 +8,8 @@ refuse to run there."""
 import os
 import threading
 
-import pytest
-
 import mongoelector
+import pytest
 from mongoelector import Client, MongoLocker, StorageError, _transport
 
 
@@ -147,8 +146,11 @@ def test_lock_writes_use_majority_even_when_the_client_says_w1(server_db):
         assert lk.acquire(blocking=False)
         assert lk.touch()
         lk.release()
-        writes = [(name, wc) for name, wc in listener.seen
-                  if name in ("findAndModify", "update", "delete")]
+        writes = [
+            (name, wc)
+            for name, wc in listener.seen
+            if name in ("findAndModify", "update", "delete")
+        ]
         assert writes, listener.seen
         for name, wc in writes:
             assert wc is not None and wc.get("w") == "majority", (name, wc)

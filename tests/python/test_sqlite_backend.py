@@ -9,7 +9,6 @@ import os
 import time
 
 import pytest
-
 from mongoelector import LockExists, MongoLeaderElector, MongoLocker
 
 
@@ -54,10 +53,13 @@ def test_elector_leads_and_reports_status(sqlite_uri):
         e.stop()
 
 
-@pytest.mark.parametrize("make_path, message", [
-    (lambda d: d / "missing" / "locks.db", "does not exist"),
-    (lambda d: d, "directory"),
-])
+@pytest.mark.parametrize(
+    "make_path, message",
+    [
+        (lambda d: d / "missing" / "locks.db", "does not exist"),
+        (lambda d: d, "directory"),
+    ],
+)
 def test_bad_paths_are_value_errors(tmp_path, make_path, message):
     with pytest.raises(ValueError, match=message):
         MongoLocker("k", "sqlite://" + str(make_path(tmp_path)), ttl=5)

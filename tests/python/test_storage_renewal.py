@@ -5,11 +5,11 @@ ts_expire. For renew, renew_many (its per-request read-back) and semaphore slots
 set_expiry, the one write that may lower an expiry (minimum-hold releases), sets it exactly.
 The storage's operations are called directly, with explicit server times (no clock, no
 sleeps), on mongomock and on the real server (mongo-java-server, FerretDB)."""
+
 import datetime
 
 import mongomock
 import pytest
-
 from mongoelector import _native
 
 COLL = "locks"
@@ -38,8 +38,18 @@ def storage(db):
 
 
 def put_lock(db, key, uuid="u", fence=1, expire=T + 10_000, locked=True):
-    db[COLL].insert_one({"_id": key, "locked": locked, "host": "h", "uuid": uuid, "pid": 1,
-                         "ts_created": at(T), "ts_expire": at(expire), "fence": fence})
+    db[COLL].insert_one(
+        {
+            "_id": key,
+            "locked": locked,
+            "host": "h",
+            "uuid": uuid,
+            "pid": 1,
+            "ts_created": at(T),
+            "ts_expire": at(expire),
+            "fence": fence,
+        }
+    )
 
 
 def expiry(db, key, coll=COLL):
@@ -65,9 +75,14 @@ def test_a_batch_counts_an_already_later_hold_as_renewed(db, storage):
     put_lock(db, "theirs", uuid="other", expire=T + 30_000)
     put_lock(db, "later-unfenced", expire=T + 30_000)
     put_lock(db, "refenced", fence=2, expire=T + 30_000)
-    requests = [("later", "u", 1, T + 20_000), ("plain", "u", 1, T + 20_000),
-                ("theirs", "u", 1, T + 20_000), ("later-unfenced", "u", 0, T + 20_000),
-                ("refenced", "u", 1, T + 20_000), ("missing", "u", 1, T + 20_000)]
+    requests = [
+        ("later", "u", 1, T + 20_000),
+        ("plain", "u", 1, T + 20_000),
+        ("theirs", "u", 1, T + 20_000),
+        ("later-unfenced", "u", 0, T + 20_000),
+        ("refenced", "u", 1, T + 20_000),
+        ("missing", "u", 1, T + 20_000),
+    ]
     renewed = _native._storage_renew_many(storage, COLL, requests, T)
     assert renewed == [True, True, False, True, False, False]
     assert expiry(db, "later") == T + 30_000
@@ -80,6 +95,7 @@ def test_a_batch_counts_an_already_later_hold_as_renewed(db, storage):
 def test_set_expiry_shortens_or_extends_the_named_unexpired_hold(db, storage):
     def set_expiry(*args):
         return _native._storage_renew(storage, COLL, *args, exact=True)
+
     put_lock(db, "k")
     assert not set_expiry("k", "u", 2, T, T + 3000)
     assert not set_expiry("k", "v", 1, T, T + 3000)
@@ -93,10 +109,23 @@ def test_set_expiry_shortens_or_extends_the_named_unexpired_hold(db, storage):
 
 def test_a_late_slot_renewal_never_lowers_the_slots_expiry(db, storage):
     def slot(uuid, fence, expire):
-        return {"uuid": uuid, "host": "h", "pid": 1, "fence": fence, "ts_created": at(T),
-                "ts_expire": at(expire)}
-    db["sems"].insert_one({"_id": "pool", "limit": 2, "fence": 2,
-                           "slots": [slot("a", 1, T + 1000), slot("b", 2, T + 1000)]})
+        return {
+            "uuid": uuid,
+            "host": "h",
+            "pid": 1,
+            "fence": fence,
+            "ts_created": at(T),
+            "ts_expire": at(expire),
+        }
+
+    db["sems"].insert_one(
+        {
+            "_id": "pool",
+            "limit": 2,
+            "fence": 2,
+            "slots": [slot("a", 1, T + 1000), slot("b", 2, T + 1000)],
+        }
+    )
     assert _native._storage_renew_semaphore(storage, "sems", "pool", 0, "a", 1, T + 500, T + 9000)
     assert _native._storage_renew_semaphore(storage, "sems", "pool", 0, "a", 1, T + 200, T + 5000)
     doc = db["sems"].find_one({"_id": "pool"})
@@ -106,9 +135,24 @@ def test_a_late_slot_renewal_never_lowers_the_slots_expiry(db, storage):
 
 
 def put_pool(db, key, slots):
-    db["sems"].insert_one({"_id": key, "limit": len(slots), "fence": len(slots), "slots": [
-        {"uuid": u, "host": "h", "pid": 1, "fence": f, "ts_created": at(T), "ts_expire": at(e)}
-        for u, f, e in slots]})
+    db["sems"].insert_one(
+        {
+            "_id": key,
+            "limit": len(slots),
+            "fence": len(slots),
+            "slots": [
+                {
+                    "uuid": u,
+                    "host": "h",
+                    "pid": 1,
+                    "fence": f,
+                    "ts_created": at(T),
+                    "ts_expire": at(e),
+                }
+                for u, f, e in slots
+            ],
+        }
+    )
 
 
 def slot_expiry(db, key, i):
@@ -118,20 +162,23 @@ def slot_expiry(db, key, i):
 def test_a_slot_batch_renews_by_slot_uuid_and_fence_and_decides_by_reading_back(db, storage):
     put_pool(db, "pool", [("a", 1, T + 1000), ("b", 2, T + 1000), ("c", 3, T + 30_000)])
     put_pool(db, "other", [("d", 1, T + 1000)])
-    requests = [("pool", 0, "a", 1, T + 5000),    # two slots of one key, one batch
-                ("pool", 1, "b", 2, T + 6000),
-                ("pool", 2, "c", 3, T + 9000),    # already later: kept, and renewed
-                ("other", 0, "d", 1, T + 7000),
-                ("other", 0, "x", 1, T + 7000),   # another uuid
-                ("other", 0, "d", 2, T + 7000),   # another fence
-                ("pool", 1, "a", 1, T + 7000),    # another slot
-                ("missing", 0, "a", 1, T + 7000)]
+    requests = [
+        ("pool", 0, "a", 1, T + 5000),  # two slots of one key, one batch
+        ("pool", 1, "b", 2, T + 6000),
+        ("pool", 2, "c", 3, T + 9000),  # already later: kept, and renewed
+        ("other", 0, "d", 1, T + 7000),
+        ("other", 0, "x", 1, T + 7000),  # another uuid
+        ("other", 0, "d", 2, T + 7000),  # another fence
+        ("pool", 1, "a", 1, T + 7000),  # another slot
+        ("missing", 0, "a", 1, T + 7000),
+    ]
     renewed = _native._storage_renew_semaphores(storage, "sems", requests, T + 500)
     assert renewed == [True, True, True, True, False, False, False, False]
     assert [slot_expiry(db, "pool", i) for i in range(3)] == [T + 5000, T + 6000, T + 30_000]
     assert slot_expiry(db, "other", 0) == T + 7000
     # An expired slot is not revived; an empty batch is fine.
-    assert _native._storage_renew_semaphores(storage, "sems", [("pool", 0, "a", 1, T + 9000)],
-                                             T + 5000) == [False]
+    assert _native._storage_renew_semaphores(
+        storage, "sems", [("pool", 0, "a", 1, T + 9000)], T + 5000
+    ) == [False]
     assert slot_expiry(db, "pool", 0) == T + 5000
     assert _native._storage_renew_semaphores(storage, "sems", [], T) == []

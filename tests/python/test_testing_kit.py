@@ -4,9 +4,8 @@ way a user's own test would use them: no server, no mocks of ours."""
 import threading
 import time
 
-import pytest
-
 import mongoelector
+import pytest
 from mongoelector import LockExists, MongoLeaderElector, MongoLocker, MongoSemaphore, testing
 
 
@@ -92,9 +91,13 @@ def test_elector_steps_down_when_its_lock_is_stolen():
     events = []
     led = threading.Event()
     lost = threading.Event()
-    e = MongoLeaderElector("svc", db, ttl=1,
-                           on_leader=lambda: (events.append("lead"), led.set()),
-                           on_leader_loss=lambda: (events.append("loss"), lost.set()))
+    e = MongoLeaderElector(
+        "svc",
+        db,
+        ttl=1,
+        on_leader=lambda: (events.append("lead"), led.set()),
+        on_leader_loss=lambda: (events.append("loss"), lost.set()),
+    )
     e.start()
     try:
         assert led.wait(5)

@@ -20,10 +20,9 @@ import subprocess
 import sys
 import textwrap
 
+import mongoelector
 import pytest
 from conftest import FERRETDB_SKIP, TEST_SERVER
-
-import mongoelector
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(HERE, "typing_sample.py")
@@ -45,8 +44,9 @@ MISUSE_LINES = [3, 4, 5, 6, 7, 8, 9]
 
 
 def _run(cmd, cwd, timeout=600, env=None):
-    proc = subprocess.run(cmd, cwd=str(cwd), capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    proc = subprocess.run(
+        cmd, cwd=str(cwd), capture_output=True, text=True, timeout=timeout, env=env
+    )
     print("$", " ".join(cmd))
     print(proc.stdout + proc.stderr)
     return proc
@@ -80,8 +80,7 @@ def pyright_cmd(workdir):
     pytest.importorskip("pyright", reason="pyright is not installed: pip install .[test]")
     env = dict(os.environ, PYRIGHT_PYTHON_IGNORE_WARNINGS="1")  # no version look-up online
     if shutil.which("node") is None:
-        pytest.skip("pyright needs node, which is not on PATH (pyright-python would "
-                    "download one)")
+        pytest.skip("pyright needs node, which is not on PATH (pyright-python would download one)")
     version = _run([sys.executable, "-m", "pyright", "--version"], workdir, timeout=120, env=env)
     if version.returncode != 0:
         pytest.skip(f"pyright does not run here: {version.stderr.strip()[:300]}")
@@ -121,16 +120,36 @@ def test_native_stub_matches_the_compiled_module(mypy_cmd, workdir):
     other way round (pybind11 signatures are not introspectable: names, kinds and
     constructors only). Allowed: pybind11's metaclass, and the two storages without a
     Python constructor."""
-    classes = ["Identity", "Storage", "ServerFacts", "PyMongoStorage", "StorageClient",
-               "MongoClient", "MongoStorage", "SqliteStorage", "Locker", "KeepAliveLease",
-               "Elector", "LeaderObserver", "ManualClock"]
+    classes = [
+        "Identity",
+        "Storage",
+        "ServerFacts",
+        "PyMongoStorage",
+        "StorageClient",
+        "MongoClient",
+        "MongoStorage",
+        "SqliteStorage",
+        "Locker",
+        "KeepAliveLease",
+        "Elector",
+        "LeaderObserver",
+        "ManualClock",
+    ]
     allow = workdir / "stubtest-allowlist.txt"
-    allow.write_text("\n".join(
-        ["mongoelector._native.%s" % c for c in classes]  # "metaclass differs"
-        + ["mongoelector._native.Storage.__init__", "mongoelector._native.SqliteStorage.__init__"])
-        + "\n")
-    proc = _run([sys.executable, "-m", "mypy.stubtest", "mongoelector._native",
-                 "--allowlist", str(allow)], workdir)
+    allow.write_text(
+        "\n".join(
+            ["mongoelector._native.%s" % c for c in classes]  # "metaclass differs"
+            + [
+                "mongoelector._native.Storage.__init__",
+                "mongoelector._native.SqliteStorage.__init__",
+            ]
+        )
+        + "\n"
+    )
+    proc = _run(
+        [sys.executable, "-m", "mypy.stubtest", "mongoelector._native", "--allowlist", str(allow)],
+        workdir,
+    )
     assert proc.returncode == 0
 
 

@@ -2,7 +2,6 @@
 of cases is tests/unit/uri_test.cpp): two cases show it is that parser, not the table."""
 
 import pytest
-
 from mongoelector import MongoLocker, _native, _transport
 
 

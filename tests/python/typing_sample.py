@@ -20,15 +20,29 @@ import uuid
 from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional
 
+import mongoelector
+from mongoelector import (
+    AcquireTimeout,
+    Client,
+    ClosedError,
+    ClusterDetail,
+    LeaderObserver,
+    LeaderState,
+    LeaderStatus,
+    LeaseLost,
+    LockerStatus,
+    LockExists,
+    MongoElectorError,
+    MongoLeaderElector,
+    MongoLocker,
+    NodeStatus,
+    StorageUnavailable,
+    lease,
+    observe,
+)
+from mongoelector.lease import Lease
 from pymongo import MongoClient
 from pymongo.database import Database
-
-import mongoelector
-from mongoelector import (AcquireTimeout, Client, ClosedError, ClusterDetail, LeaseLost,
-                          LeaderObserver, LeaderState, LeaderStatus, LockerStatus, LockExists,
-                          MongoElectorError, MongoLeaderElector, MongoLocker, NodeStatus,
-                          StorageUnavailable, lease, observe)
-from mongoelector.lease import Lease
 
 log = logging.getLogger("typing_sample")
 
@@ -56,8 +70,10 @@ def describe(status: LockerStatus) -> str:
     created: Optional[datetime] = status["lock_created"]
     expires: Optional[datetime] = status["lock_expires"]
     owned: bool = status["lock_owned"]
-    return (f"{status['key']} ttl={status['ttl']} owned={owned} pid={status['pid']} "
-            f"created={created} expires={expires}")
+    return (
+        f"{status['key']} ttl={status['ttl']} owned={owned} pid={status['pid']} "
+        f"created={created} expires={expires}"
+    )
 
 
 def as_plain_dict(doc: Mapping[str, object]) -> Dict[str, object]:
@@ -84,8 +100,7 @@ def use_locker(db: Database[Dict[str, Any]], uri: str) -> None:
             print("holder:", current.get("host"), current.get("pid"), current.get("fence"))
 
         # Another node (here on the caller's pymongo Database) meets the held lock.
-        other = MongoLocker("invoice-42", db, ttl=30, delete_on_release=False,
-                            op_timeout=2.0)
+        other = MongoLocker("invoice-42", db, ttl=30, delete_on_release=False, op_timeout=2.0)
         try:
             other.acquire(blocking=False)
         except LockExists as exc:
@@ -128,9 +143,15 @@ def use_elector(uri: str) -> None:
     def on_loop() -> None:
         pass
 
-    elector = MongoLeaderElector("sample-service", uri, ttl=3, on_leader=on_leader,
-                                 on_leader_loss=lambda: log.info("lost leadership"),
-                                 app_version="1.0.0", report_status=True)
+    elector = MongoLeaderElector(
+        "sample-service",
+        uri,
+        ttl=3,
+        on_leader=on_leader,
+        on_leader_loss=lambda: log.info("lost leadership"),
+        app_version="1.0.0",
+        report_status=True,
+    )
     elector.callback_on_loop = on_loop
     # Runs the loop inside the block, stops it and frees the elector after it.
     with contextlib.closing(elector), elector:
@@ -145,8 +166,17 @@ def use_elector(uri: str) -> None:
             print("leader:", leader["host"], leader["process_id"], leader["uuid"])
         members: List[Dict[str, Any]] = cluster["member_detail"]
         wait: float = elector.poll_wait
-        print(leading, running, fence, node["is_leader"], node["last_poll"],
-              node.get("app_version"), len(members), wait, elector.leader_exists)
+        print(
+            leading,
+            running,
+            fence,
+            node["is_leader"],
+            node["last_poll"],
+            node.get("app_version"),
+            len(members),
+            wait,
+            elector.leader_exists,
+        )
         print(describe(elector.mlock.status))
     assert elector.closed
 
@@ -160,13 +190,28 @@ def use_observer(db: Database[Dict[str, Any]], uri: str) -> None:
         state: Optional[LeaderState] = changes.get(timeout=10)
         if state is not None and state.has_leader:
             fence: Optional[int] = state.fence
-            print("observed", first.has_leader, state.uuid, state.host, state.pid, fence,
-                  state.server_time.isoformat())
+            print(
+                "observed",
+                first.has_leader,
+                state.uuid,
+                state.host,
+                state.pid,
+                fence,
+                state.server_time.isoformat(),
+            )
             until: Optional[datetime] = state.expires
             status: LeaderStatus = state.status
             target: Optional[str] = state.handover_uuid
-            print("lease until", until, status.value, status == "leader", target,
-                  state.handover_host, state.handover_pid, state.handover_fence)
+            print(
+                "lease until",
+                until,
+                status.value,
+                status == "leader",
+                target,
+                state.handover_host,
+                state.handover_pid,
+                state.handover_fence,
+            )
         elector.stop()
 
     async def watch() -> List[LeaderState]:
@@ -194,7 +239,7 @@ def use_lease(db: Database[Dict[str, Any]], uri: str) -> None:
     except LeaseLost as exc:
         print("lost:", exc)
     except StorageUnavailable as exc:  # with a URI: the server is unreachable (a pymongo
-        print("unreachable:", exc)      # ConnectionFailure, as pymongo's own errors are)
+        print("unreachable:", exc)  # ConnectionFailure, as pymongo's own errors are)
 
 
 def main(argv: List[str]) -> int:

@@ -10,7 +10,6 @@ elector becoming leader. Then the embedded SQLite backend and a TLS connection a
 (the driver must have TLS compiled in). Ends with "N passed, N failed".
 """
 
-import os
 import subprocess
 import sys
 import threading
@@ -38,6 +37,7 @@ def open_db(transport, uri):
     if transport == "uri":
         return uri.rstrip("/") + "/wheeltest"
     import pymongo
+
     return pymongo.MongoClient(uri)["wheeltest"]
 
 
@@ -62,8 +62,12 @@ def lock_once(transport, uri):
 
 def contention(transport, uri):
     key = f"wheel-contention-{transport}"
-    child = subprocess.Popen([sys.executable, __file__, "--hold", transport, uri, key],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--hold", transport, uri, key],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = child.stdout.readline().split()
         assert line and line[0] == "held", f"the other process did not take the lock: {line}"
@@ -79,7 +83,9 @@ def contention(transport, uri):
         mine = lock.fence
         lock.release()
         assert mine > theirs, (mine, theirs)
-        return f"LockExists while held by pid {child.pid}, then taken over: fence {theirs} -> {mine}"
+        return (
+            f"LockExists while held by pid {child.pid}, then taken over: fence {theirs} -> {mine}"
+        )
     finally:
         if child.stdin and not child.stdin.closed:
             child.stdin.close()
@@ -88,8 +94,9 @@ def contention(transport, uri):
 
 def elector(transport, uri):
     led = threading.Event()
-    el = MongoLeaderElector(f"wheel-elector-{transport}", open_db(transport, uri), ttl=2,
-                            on_leader=led.set)
+    el = MongoLeaderElector(
+        f"wheel-elector-{transport}", open_db(transport, uri), ttl=2, on_leader=led.set
+    )
     start = time.monotonic()
     el.start()
     try:
@@ -117,8 +124,9 @@ def tls_compiled_in(uri):
         assert b"_mongoc_openssl_ctx_new" in f.read(), "no libmongoc OpenSSL code in the extension"
     host = uri.split("://", 1)[1].split("/", 1)[0]
     try:
-        lock = MongoLocker("wheel-tls", f"mongodb://{host}/wheeltest?tls=true", ttl=5,
-                           timeparanoid=False)
+        lock = MongoLocker(
+            "wheel-tls", f"mongodb://{host}/wheeltest?tls=true", ttl=5, timeparanoid=False
+        )
         lock.acquire(blocking=False)
     except mongoelector.StorageUnavailable as exc:
         text = str(exc)
@@ -139,6 +147,7 @@ def main():
     transports = ["uri"]
     try:
         import pymongo
+
         transports.append("pymongo")
         print(f"pymongo {pymongo.version}", flush=True)
     except ImportError:

@@ -18,8 +18,8 @@ class LagProbe:
     def __init__(self, interval=0.001, stall=0.012):
         self.interval = interval
         self.lags = []
-        self.gc_pauses = []   # (seconds, generation, thread name) of collections meanwhile
-        self.stalls = []      # (seconds, the loop thread's stack) of lags over ``stall``
+        self.gc_pauses = []  # (seconds, generation, thread name) of collections meanwhile
+        self.stalls = []  # (seconds, the loop thread's stack) of lags over ``stall``
         self._stall = stall
         self._task = None
         self._stop = False
@@ -37,8 +37,13 @@ class LagProbe:
         if phase == "start":
             self._gc_start[ident] = time.perf_counter()
         elif ident in self._gc_start:
-            self.gc_pauses.append((time.perf_counter() - self._gc_start.pop(ident),
-                                   info["generation"], threading.current_thread().name))
+            self.gc_pauses.append(
+                (
+                    time.perf_counter() - self._gc_start.pop(ident),
+                    info["generation"],
+                    threading.current_thread().name,
+                )
+            )
 
     def _watch(self, loop_thread):
         # Where the loop thread is when it has not ticked for ``stall`` seconds.
@@ -54,8 +59,9 @@ class LagProbe:
 
     async def __aenter__(self):
         gc.callbacks.append(self._on_gc)
-        self._watcher = threading.Thread(target=self._watch, args=(threading.get_ident(),),
-                                         daemon=True)
+        self._watcher = threading.Thread(
+            target=self._watch, args=(threading.get_ident(),), daemon=True
+        )
         self._watcher.start()
         self._task = asyncio.ensure_future(self._tick())
         await asyncio.sleep(0)
@@ -70,10 +76,12 @@ class LagProbe:
 
     def report(self):
         worst_gc = max(self.gc_pauses, default=(0.0, None, None))
-        lines = [f"loop lag over {len(self.lags)} ticks: max {self.max * 1000:.2f} ms, "
-                 f"p99 {self.p99 * 1000:.2f} ms, median {self.median * 1000:.2f} ms; "
-                 f"{len(self.gc_pauses)} GC passes meanwhile, longest "
-                 f"{worst_gc[0] * 1000:.1f} ms (generation {worst_gc[1]}, {worst_gc[2]})"]
+        lines = [
+            f"loop lag over {len(self.lags)} ticks: max {self.max * 1000:.2f} ms, "
+            f"p99 {self.p99 * 1000:.2f} ms, median {self.median * 1000:.2f} ms; "
+            f"{len(self.gc_pauses)} GC passes meanwhile, longest "
+            f"{worst_gc[0] * 1000:.1f} ms (generation {worst_gc[1]}, {worst_gc[2]})"
+        ]
         for age, stack in self.stalls[:3]:
             lines.append(f"  loop stalled {age * 1000:.0f}+ ms at:\n{stack}")
         return "\n".join(lines)

@@ -17,19 +17,26 @@ def default_sigint():
 
 
 def spawn(*args, python=sys.executable, **kw):
-    return subprocess.Popen([python, WORKER, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
-                            **kw)
+    return subprocess.Popen(
+        [python, WORKER, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+        **kw,
+    )
 
 
 def run(*args, python=sys.executable, timeout=60):
-    return subprocess.run([python, WORKER, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [python, WORKER, *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def read_line(proc, timeout=20):
     """The next stdout line of `proc` (fails the test on EOF or timeout)."""
     import selectors
+
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     if not sel.select(timeout):

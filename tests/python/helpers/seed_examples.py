@@ -13,7 +13,9 @@ import time
 DB_LINE = "db = MongoClient(SEED_URI).get_default_database()"
 
 SNIPPETS = [
-    ("lock", f"""
+    (
+        "lock",
+        f"""
 from pymongo import MongoClient
 from mongoelector import MongoLocker
 {DB_LINE}
@@ -24,30 +26,42 @@ try:
     pass
 finally:
     lock.release()
-"""),
-    ("lock-with", """
+""",
+    ),
+    (
+        "lock-with",
+        """
 with MongoLocker("my-resource", db, ttl=30) as lock:
     # lock is acquired automatically
     pass
 # lock is released on exit
-"""),
-    ("non-blocking", """
+""",
+    ),
+    (
+        "non-blocking",
+        """
 from mongoelector import LockExists
 lock = MongoLocker("my-resource", db, ttl=30)
 try:
     lock.acquire(blocking=False)
 except LockExists:
     print("Lock is already held")
-"""),
-    ("timeout", """
+""",
+    ),
+    (
+        "timeout",
+        """
 from mongoelector import AcquireTimeout
 lock = MongoLocker("my-resource", db, ttl=30)
 try:
     lock.acquire(timeout=5)
 except AcquireTimeout:
     print("Could not acquire lock within 5 seconds")
-"""),
-    ("elector", f"""
+""",
+    ),
+    (
+        "elector",
+        f"""
 from pymongo import MongoClient
 from mongoelector import MongoLeaderElector
 {DB_LINE}
@@ -63,20 +77,27 @@ elector = MongoLeaderElector(
     on_leader_loss=lost_leadership,
 )
 elector.start()
-"""),
-    ("elector-with", """
+""",
+    ),
+    (
+        "elector-with",
+        """
 from time import sleep
 with MongoLeaderElector("my-service", db, ttl=15, on_leader=became_leader) as elector:
     while elector.running:
         sleep(1)
 # elector is stopped and leadership released on exit
-"""),
-    ("cluster-state", """
+""",
+    ),
+    (
+        "cluster-state",
+        """
 print(f"Is leader: {elector.is_leader}")
 print(f"Leader exists: {elector.leader_exists}")
 print(f"Node status: {elector.node_status}")
 print(f"Cluster detail: {elector.cluster_detail}")
-"""),
+""",
+    ),
 ]
 
 

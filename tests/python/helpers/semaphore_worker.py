@@ -22,6 +22,7 @@ def db_for(args):
     if args.transport == "uri":
         return args.uri
     import pymongo
+
     return pymongo.MongoClient(args.uri).get_default_database()
 
 
@@ -36,6 +37,7 @@ def emit(path, *fields):
 
 def contend(args):
     from mongoelector.semaphore import MongoSemaphore
+
     sem = MongoSemaphore(args.key, db_for(args), limit=args.limit, ttl=args.ttl)
     name = f"{args.name}:{os.getpid()}"
     for _ in range(args.rounds):
@@ -51,6 +53,7 @@ def contend(args):
 
 def hold(args):
     from mongoelector.semaphore import MongoSemaphore
+
     sem = MongoSemaphore(args.key, db_for(args), limit=args.limit, ttl=args.ttl)
     before = time.monotonic()
     sem.acquire(timeout=30)

@@ -17,6 +17,7 @@ def db_for(args):
     if args.transport == "uri":
         return args.uri
     import pymongo
+
     client = pymongo.MongoClient(args.uri)
     return client.get_default_database()
 
@@ -29,6 +30,7 @@ def emit(path, *fields):
 
 def contend(args):
     from mongoelector import MongoLocker
+
     kw = {"ttl": args.ttl}
     if args.keep_on_release:
         kw["delete_on_release"] = False
@@ -46,6 +48,7 @@ def contend(args):
 
 def hold(args):
     from mongoelector import MongoLocker
+
     lock = MongoLocker(args.key, db_for(args), ttl=args.ttl)
     before = time.monotonic()
     lock.acquire()
@@ -57,6 +60,7 @@ def hold(args):
 def try_once(args):
     """One non-blocking acquire: prints 'acquired' or 'exists <message>'."""
     from mongoelector import LockExists, MongoLocker
+
     lock = MongoLocker(args.key, db_for(args), ttl=args.ttl)
     try:
         lock.acquire(blocking=False)
@@ -73,8 +77,9 @@ def elect(args):
     def on(name):
         return lambda: emit(args.log, args.name, name, repr(time.monotonic()))
 
-    elector = MongoLeaderElector(args.key, db_for(args), ttl=args.ttl,
-                                 on_leader=on("leader"), on_leader_loss=on("loss"))
+    elector = MongoLeaderElector(
+        args.key, db_for(args), ttl=args.ttl, on_leader=on("leader"), on_leader_loss=on("loss")
+    )
 
     def term(signum, frame):
         elector.stop()
@@ -91,8 +96,10 @@ def elect(args):
 def exit_running(args):
     """Starts an elector, waits to lead, and leaves without stopping it."""
     from mongoelector import MongoLeaderElector
+
     if args.transport == "mongomock":
         import mongomock
+
         db = mongomock.MongoClient().db
     else:
         db = db_for(args)
@@ -107,6 +114,7 @@ def exit_running(args):
     if args.exit == "drop":
         del e
         import gc
+
         gc.collect()
     # "return": fall off the end of the program
 
@@ -114,6 +122,7 @@ def exit_running(args):
 def block_acquire(args):
     """Blocks in acquire on a lock held elsewhere until Ctrl-C."""
     from mongoelector import MongoLocker
+
     lock = MongoLocker(args.key, db_for(args), ttl=args.ttl)
     print("waiting", flush=True)
     try:
@@ -147,8 +156,14 @@ def main():
     args = p.parse_args()
     if args.ttl == int(args.ttl):
         args.ttl = int(args.ttl)
-    {"contend": contend, "hold": hold, "try": try_once, "elect": elect,
-     "exit-running": exit_running, "block-acquire": block_acquire}[args.mode](args)
+    {
+        "contend": contend,
+        "hold": hold,
+        "try": try_once,
+        "elect": elect,
+        "exit-running": exit_running,
+        "block-acquire": block_acquire,
+    }[args.mode](args)
 
 
 if __name__ == "__main__":

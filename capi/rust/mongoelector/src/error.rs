@@ -236,7 +236,11 @@ impl fmt::Display for Error {
         match self {
             Error::Unknown { status, .. } => write!(f, "unknown status {status}")?,
             _ => {
-                let name = unsafe { CStr::from_ptr(sys::mongoelector_status_name(self.status() as sys::mongoelector_status)) };
+                let name = unsafe {
+                    CStr::from_ptr(sys::mongoelector_status_name(
+                        self.status() as sys::mongoelector_status
+                    ))
+                };
                 f.write_str(&name.to_string_lossy())?;
             }
         }

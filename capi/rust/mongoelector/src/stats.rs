@@ -156,7 +156,10 @@ mod tests {
     fn a_snapshot_is_consistent() {
         let a = stats().unwrap();
         let h = &a.acquire_latency;
-        assert_eq!(h.bounds.len(), sys::MONGOELECTOR_STATS_LATENCY_BUCKETS as usize - 1);
+        assert_eq!(
+            h.bounds.len(),
+            sys::MONGOELECTOR_STATS_LATENCY_BUCKETS as usize - 1
+        );
         assert_eq!(h.buckets.len(), h.bounds.len() + 1);
         assert!(h.bounds.windows(2).all(|w| w[0] < w[1]), "{:?}", h.bounds);
         assert!(h.bounds[0] > Duration::ZERO);

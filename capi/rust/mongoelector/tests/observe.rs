@@ -85,7 +85,10 @@ fn assert_leader(s: &LeaderState, uuid: &str, fence: i64) {
 
 fn assert_pending(s: &LeaderState, target: &str, fence: i64) {
     assert_eq!(s.status, LeaderStatus::HandoverPending, "{s:?}");
-    assert!(s.leader.is_none(), "nobody leads while a hand-over is pending: {s:?}");
+    assert!(
+        s.leader.is_none(),
+        "nobody leads while a hand-over is pending: {s:?}"
+    );
     let t = s.handover_to.as_ref().expect("the target");
     assert_eq!((t.uuid.as_str(), t.fence), (target, fence), "{s:?}");
     assert_eq!(t.pid, std::process::id() as i64, "{s:?}");
@@ -163,7 +166,10 @@ fn transfer_and_resign(c: &Client) {
     b.stop().unwrap();
     let last = next(&o, ttl * 10);
     assert!(!last.has_leader(), "{last:?}");
-    assert_eq!((last.status, last.expires_at), (LeaderStatus::NoLeader, None));
+    assert_eq!(
+        (last.status, last.expires_at),
+        (LeaderStatus::NoLeader, None)
+    );
     assert!(!o.read().unwrap().has_leader());
     o.close();
     assert_eq!(o.recv(), None, "a report after the last change and close()");
@@ -216,16 +222,24 @@ fn observer_reports_unknown_when_the_lease_ends_unseen() {
     let now = mongoelector::Timestamp::from_system_time(clock.now()).as_millis();
     assert!(end > now && end <= now + 5000, "{led:?}");
     testing::set_unavailable(&uri, true).unwrap();
-    clock.advance(Duration::from_millis((end - now - 100) as u64)).unwrap();
+    clock
+        .advance(Duration::from_millis((end - now - 100) as u64))
+        .unwrap();
     assert!(o.try_recv().is_err(), "a report while the lease still runs");
     clock.advance(Duration::from_millis(200)).unwrap();
     let gone = next(&o, Duration::from_secs(10));
     assert_eq!(gone.status, LeaderStatus::Unknown, "{gone:?}");
-    assert!(gone.leader.is_none() && gone.handover_to.is_none(), "{gone:?}");
+    assert!(
+        gone.leader.is_none() && gone.handover_to.is_none(),
+        "{gone:?}"
+    );
     assert_eq!(gone.expires_at, led.expires_at);
     testing::set_unavailable(&uri, false).unwrap();
     clock.advance(Duration::from_secs(1)).unwrap();
-    assert_eq!(next(&o, Duration::from_secs(10)).status, LeaderStatus::NoLeader);
+    assert_eq!(
+        next(&o, Duration::from_secs(10)).status,
+        LeaderStatus::NoLeader
+    );
     o.close();
     drop(guard);
 }
