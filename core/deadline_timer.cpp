@@ -50,7 +50,8 @@ void DeadlineTimer::run_due(std::int64_t now_mono_ms) {
       running_[id] = std::this_thread::get_id();
     }
     // A task may reach user code (a log sink); its cancellation unwinds (user_code.h).
-    call_user_code(task, [](const char*) { log(LogLevel::Error, "a deadline task raised; ignored"); });
+    call_user_code(task,
+                   [](const char*) { log(LogLevel::Error, "a deadline task raised; ignored"); });
     {
       std::lock_guard<std::mutex> g(mu_);
       running_.erase(id);
@@ -90,7 +91,8 @@ class SystemTimer final : public DeadlineTimer {
         if (!next_deadline(&next)) {
           wake_.wait(lk);
         } else if (next > steady_ms()) {
-          wake_.wait_until(lk, std::chrono::steady_clock::time_point(std::chrono::milliseconds(next)));
+          wake_.wait_until(lk,
+                           std::chrono::steady_clock::time_point(std::chrono::milliseconds(next)));
         }
       }
       run_due(steady_ms());

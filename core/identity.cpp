@@ -60,7 +60,6 @@ Identity Identity::generate() {
   return Identity{new_uuid4(), host, static_cast<std::int64_t>(getpid())};
 }
 
-
 void validate_key(const std::string& key) {
   if (key.empty()) throw InvalidArgument("key must be a non-empty string");
   if (key.size() > kMaxKeyBytes)

@@ -57,8 +57,8 @@ std::vector<bool> Storage::renew_many(const std::string& collection,
   return renewed;
 }
 
-std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests,
-                                     std::size_t from, std::size_t to) {
+std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests, std::size_t from,
+                                     std::size_t to) {
   std::map<std::pair<std::int64_t, bool>, std::vector<std::size_t>> by;
   for (std::size_t i = from; i < to; ++i)
     by[{requests[i].expire_ms, requests[i].fence != 0}].push_back(i);
@@ -74,15 +74,14 @@ bool RenewRequest::renewed_by(const LockDoc& doc) const {
 
 bool RenewRequest::apply_to(Document& doc, std::int64_t now_ms, bool exact) const {
   const LockDoc cur = LockDoc::from_document(doc);
-  if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) ||
-      !cur.held_at(now_ms))
+  if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) || !cur.held_at(now_ms))
     return false;
   if (exact || cur.ts_expire->ms < expire_ms) doc.set("ts_expire", DateTime{expire_ms});
   return true;
 }
 
-bool Storage::set_expiry(const std::string&, const std::string&, const std::string&,
-                         std::int64_t, std::int64_t, std::int64_t) {
+bool Storage::set_expiry(const std::string&, const std::string&, const std::string&, std::int64_t,
+                         std::int64_t, std::int64_t) {
   throw StorageError("this storage cannot set a lock's expiry");
 }
 

@@ -43,7 +43,8 @@ Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
       options_(std::move(options)),
       clock_(clock_or_storage_clock(std::move(clock), storage_)),
       identity_(std::move(identity)),
-      server_clock_(clock_, require_storage(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
+      server_clock_(clock_, require_storage(storage_), kClockRefreshMs,
+                    half_rtt_cap_ms(options_.ttl_s)) {
   validate_key(options_.key);
   validate_collection(options_.collection);
   if (!std::isfinite(options_.ttl_s) || options_.ttl_s <= 0)
@@ -77,9 +78,10 @@ void Locker::check_server_safety() {
                          "take over one expired lock; refusing to run. Set "
                          "allow_unsafe_server to accept that risk (tests, single node).");
     log(LogLevel::Warning,
-        what + ": findAndModify is not atomic; mutual exclusion is NOT "
-               "guaranteed under contention and fencing tokens may repeat "
-               "(allow_unsafe_server is set)",
+        what +
+            ": findAndModify is not atomic; mutual exclusion is NOT "
+            "guaranteed under contention and fencing tokens may repeat "
+            "(allow_unsafe_server is set)",
         log_fields(LogEvent::UnsafeServer));
   }
   std::lock_guard<std::mutex> g(mu_);
@@ -96,12 +98,12 @@ bool Locker::acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t no
 
 std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                              bool force, const CancelFn& cancel) {
-  return with_acquire_metrics(*clock_,
-                              [&] { return acquire_waiting(blocking, timeout_s, step_s, force, cancel); });
+  return with_acquire_metrics(
+      *clock_, [&] { return acquire_waiting(blocking, timeout_s, step_s, force, cancel); });
 }
 
-std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeout_s,
-                                     double step_s, bool force, const CancelFn& cancel) {
+std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeout_s, double step_s,
+                                     bool force, const CancelFn& cancel) {
   ClockCall call(*clock_);  // its pauses wait on the clock
   if (!blocking && timeout_s) throw InvalidArgument("Cannot set timeout if blocking is False");
   if (timeout_s && (!std::isfinite(*timeout_s) || *timeout_s < 0))
@@ -119,7 +121,8 @@ std::int64_t Locker::acquire_waiting(bool blocking, std::optional<double> timeou
     ++count;
     if (cancel && cancel()) throw Cancelled("acquire of " + options_.key + " was cancelled");
     if (auto token = try_acquire(force)) return *token;
-    if (!blocking) throw LockExists(held_message(storage_->read(options_.collection, options_.key)));
+    if (!blocking)
+      throw LockExists(held_message(storage_->read(options_.collection, options_.key)));
     // Sleep one step in short slices so that cancellation is prompt.
     const std::int64_t slept_from = clock_->mono_ms();
     std::int64_t wake = slept_from + step_ms;
@@ -187,8 +190,8 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
   // shape, ts_expire = ts_created + ttl: its expiry is then at most 2u earlier in true
   // server time than this node's lease end (send + ttl), which the renew deadline's
   // margin (>= 2u + 50 ms) covers.
-  LockClaim claim{options_.key, identity_.uuid, identity_.host, identity_.pid, created,
-                  t.earliest_ms() + ttl_ms()};
+  LockClaim claim{options_.key,  identity_.uuid, identity_.host,
+                  identity_.pid, created,        t.earliest_ms() + ttl_ms()};
   try {
     std::optional<LockDoc> doc = storage_->claim(options_.collection, claim, force);
     if (!doc) return std::nullopt;
@@ -346,8 +349,8 @@ std::optional<std::int64_t> Locker::settle_stranded() {
     try {
       matched = keep ? storage_->set_expiry(options_.collection, options_.key, identity_.uuid,
                                             fence, t.now_ms, s->keep_until_ms)
-                     : storage_->release(options_.collection, options_.key, identity_.uuid,
-                                         fence, t.now_ms, options_.delete_on_release);
+                     : storage_->release(options_.collection, options_.key, identity_.uuid, fence,
+                                         t.now_ms, options_.delete_on_release);
     } catch (...) {
       note_release_in_doubt();  // a late write of it must not meet a new hold's fence
       throw;

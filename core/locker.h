@@ -190,8 +190,8 @@ class Locker : public Holdable {
   // (server time, ms), else nullopt (and the local hold is dropped).
   std::optional<std::int64_t> touch();
 
-  bool locked();  // anyone holds an unexpired lock (one round trip)
-  bool owned();   // this instance does (one round trip)
+  bool locked();                     // anyone holds an unexpired lock (one round trip)
+  bool owned();                      // this instance does (one round trip)
   std::optional<LockDoc> current();  // the unexpired lock document, or nullopt
 
   // Raises TimeOffsetError when |server - host| > maxoffset; a good result is cached
@@ -293,10 +293,10 @@ class Locker : public Holdable {
   // gone. Throws on failure (the hold stays stranded).
   std::optional<std::int64_t> settle_stranded();
   void settle_stranded_quietly();
-  void strand_locked();                    // mu_ held: hold_ -> stranded_
-  void note_release_in_doubt();            // a release failed: see eager_token_
+  void strand_locked();                         // mu_ held: hold_ -> stranded_
+  void note_release_in_doubt();                 // a release failed: see eager_token_
   std::unique_lock<std::mutex> lock_hold_io();  // hold_io_mu_ (lazy_token only)
-  void clear_stranded(std::int64_t fence);  // if stranded_ is still that one
+  void clear_stranded(std::int64_t fence);      // if stranded_ is still that one
   // Samples only when there is no sample yet. At host mono `at_mono` (default: now).
   ServerTime server_time_for_write(std::optional<std::int64_t> at_mono = std::nullopt);
 

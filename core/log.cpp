@@ -34,16 +34,26 @@ bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_min_level
 
 const char* log_event_name(LogEvent event) {
   switch (event) {
-    case LogEvent::None: return "none";
-    case LogEvent::LeaderElected: return "leader_elected";
-    case LogEvent::LeaderLost: return "leader_lost";
-    case LogEvent::StepDown: return "step_down";
-    case LogEvent::RenewFailed: return "renew_failed";
-    case LogEvent::LeaseLost: return "lease_lost";
-    case LogEvent::ClockJump: return "clock_jump";
-    case LogEvent::UnsafeServer: return "unsafe_server";
-    case LogEvent::ReleaseFailed: return "release_failed";
-    case LogEvent::CallbackFailed: return "callback_failed";
+    case LogEvent::None:
+      return "none";
+    case LogEvent::LeaderElected:
+      return "leader_elected";
+    case LogEvent::LeaderLost:
+      return "leader_lost";
+    case LogEvent::StepDown:
+      return "step_down";
+    case LogEvent::RenewFailed:
+      return "renew_failed";
+    case LogEvent::LeaseLost:
+      return "lease_lost";
+    case LogEvent::ClockJump:
+      return "clock_jump";
+    case LogEvent::UnsafeServer:
+      return "unsafe_server";
+    case LogEvent::ReleaseFailed:
+      return "release_failed";
+    case LogEvent::CallbackFailed:
+      return "callback_failed";
   }
   return "unknown";
 }

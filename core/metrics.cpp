@@ -37,11 +37,16 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 
 const char* acquire_outcome_name(AcquireOutcome outcome) {
   switch (outcome) {
-    case AcquireOutcome::Acquired: return "acquired";
-    case AcquireOutcome::Held: return "held";
-    case AcquireOutcome::Timeout: return "timeout";
-    case AcquireOutcome::Cancelled: return "cancelled";
-    case AcquireOutcome::Error: return "error";
+    case AcquireOutcome::Acquired:
+      return "acquired";
+    case AcquireOutcome::Held:
+      return "held";
+    case AcquireOutcome::Timeout:
+      return "timeout";
+    case AcquireOutcome::Cancelled:
+      return "cancelled";
+    case AcquireOutcome::Error:
+      return "error";
   }
   return "unknown";
 }
@@ -83,7 +88,8 @@ Snapshot snapshot() {
   auto& r = registry();
   Snapshot s;
   for (std::size_t i = 0; i < kAcquireOutcomes; ++i) s.acquires[i] = r.acquires[i].load(kRelaxed);
-  for (std::size_t i = 0; i <= kLatencyBounds; ++i) s.acquire_latency_buckets[i] = r.buckets[i].load(kRelaxed);
+  for (std::size_t i = 0; i <= kLatencyBounds; ++i)
+    s.acquire_latency_buckets[i] = r.buckets[i].load(kRelaxed);
   s.acquire_latency_count = r.latency_count.load(kRelaxed);
   s.acquire_latency_sum_s = static_cast<double>(r.latency_sum_us.load(kRelaxed)) / 1e6;
   s.renewals = r.renewals.load(kRelaxed);

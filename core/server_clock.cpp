@@ -61,9 +61,10 @@ bool ServerClock::install_locked(const Sample& s) {
     // The server's clock is not where the kept sample says: the old base is wrong.
     sample_ = s;
     jumps_.fetch_add(1);
-    log(LogLevel::Warning, "server clock jumped by " + std::to_string(step) +
-                               " ms since the last estimate; leases held on the old time "
-                               "base are treated as lost",
+    log(LogLevel::Warning,
+        "server clock jumped by " + std::to_string(step) +
+            " ms since the last estimate; leases held on the old time "
+            "base are treated as lost",
         LogFields{LogEvent::ClockJump, {}, 0, {}, {}});
     return true;
   }

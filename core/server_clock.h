@@ -92,13 +92,13 @@ class ServerClock {
 
  private:
   struct Sample {
-    std::int64_t mono_mid;  // host mono at the midpoint of the round trip
+    std::int64_t mono_mid;   // host mono at the midpoint of the round trip
     std::int64_t server_ms;  // server localTime
     std::int64_t half_rtt;
   };
   std::int64_t uncertainty_locked(const Sample& s, std::int64_t mono_now) const;
   ServerTime estimate_locked(std::int64_t mono_now) const;  // sample_ set, mu_ held
-  bool install_locked(const Sample& s);  // true on a jump
+  bool install_locked(const Sample& s);                     // true on a jump
 
   std::shared_ptr<Clock> clock_;
   Storage& storage_;

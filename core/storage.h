@@ -168,8 +168,8 @@ struct RenewGroup {
   bool fenced = true;
   std::vector<std::size_t> members;  // indexes into the requests
 };
-std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests,
-                                     std::size_t from, std::size_t to);
+std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests, std::size_t from,
+                                     std::size_t to);
 
 // What the server says it is.
 struct ServerInfo {
@@ -239,8 +239,8 @@ class Storage {
   // late release of an earlier incarnation with the same counter fence may have freed
   // this one, and a token must never be handed out for a hold that is gone.
   virtual bool set_fence(const std::string& collection, const std::string& key,
-                         const std::string& uuid, std::int64_t old_fence,
-                         std::int64_t created_ms, std::int64_t new_fence) = 0;
+                         const std::string& uuid, std::int64_t old_fence, std::int64_t created_ms,
+                         std::int64_t new_fence) = 0;
 
   // Renewal: if the lock is {locked: true, uuid, fence} and unexpired (ts_expire >
   // now_ms), moves ts_expire to expire_ms unless it is later already (MONOTONIC: $max,
@@ -249,9 +249,8 @@ class Storage {
   // may run at the server after a newer one of the same hold, whose filter it still
   // matches; lowering the expiry then would free the lock while its holder counts on the
   // newer lease. A renewal that lands late can therefore only extend its hold.
-  virtual bool renew(const std::string& collection, const std::string& key,
-                     const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                     std::int64_t expire_ms) = 0;
+  virtual bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
+                     std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) = 0;
 
   // The one write that may LOWER a held lock's expiry (Locker::release_min_hold): if the
   // lock is {locked: true, uuid, fence} and unexpired (ts_expire > now_ms), sets
@@ -343,8 +342,7 @@ class Storage {
   // If slot `slot` is {uuid, fence}, empties it (the document and its fence stay).
   // True if matched.
   virtual bool release_semaphore(const std::string& collection, const std::string& key,
-                                 std::int64_t slot, const std::string& uuid,
-                                 std::int64_t fence);
+                                 std::int64_t slot, const std::string& uuid, std::int64_t fence);
 
   // Status collection: TTL index on `timestamp` (expireAfterSeconds = ttl_s) and an
   // index on `key`; same tolerance as ensure_lock_indexes.

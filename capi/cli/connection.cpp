@@ -80,12 +80,14 @@ bool resolve_uri(const Args& args, std::string& uri, int& exit_code, bool say_ho
   std::string error;
   if (!mkdir_p(path.substr(0, path.rfind('/')), error)) {
     msg("%s (the default state directory); set --uri or MONGOELECTOR_URI to a "
-        "sqlite:///absolute/path.db or mongodb:// URI instead", error.c_str());
+        "sqlite:///absolute/path.db or mongodb:// URI instead",
+        error.c_str());
     exit_code = kExitConfig;
     return false;
   }
   uri = sqlite_uri_for(path);
-  if (say_host_only) msg("locks on this host only; set MONGOELECTOR_URI or --uri to coordinate hosts");
+  if (say_host_only)
+    msg("locks on this host only; set MONGOELECTOR_URI or --uri to coordinate hosts");
   return true;
 }
 
@@ -106,15 +108,21 @@ std::string redact_uri(const std::string& uri) {
 
 int exit_code_for(mongoelector_status st) {
   switch (st) {
-    case MONGOELECTOR_OK: return kExitOk;
-    case MONGOELECTOR_ERR_INVALID_ARGUMENT: return kExitUsage;
+    case MONGOELECTOR_OK:
+      return kExitOk;
+    case MONGOELECTOR_ERR_INVALID_ARGUMENT:
+      return kExitUsage;
     case MONGOELECTOR_ERR_LOCK_EXISTS:
-    case MONGOELECTOR_ERR_TIMEOUT: return kExitHeld;
-    case MONGOELECTOR_ERR_UNSAFE_SERVER: return kExitConfig;
+    case MONGOELECTOR_ERR_TIMEOUT:
+      return kExitHeld;
+    case MONGOELECTOR_ERR_UNSAFE_SERVER:
+      return kExitConfig;
     case MONGOELECTOR_ERR_TIME_OFFSET:
     case MONGOELECTOR_ERR_UNAVAILABLE:
-    case MONGOELECTOR_ERR_SERVER: return kExitUnavailable;
-    default: return kExitFailure;
+    case MONGOELECTOR_ERR_SERVER:
+      return kExitUnavailable;
+    default:
+      return kExitFailure;
   }
 }
 
@@ -141,7 +149,8 @@ static std::string storage_hint(const std::string& uri) {
 static const char* default_database_for(const std::string& uri) {
   const auto scheme = uri.find("://");
   if (uri.rfind("mongodb", 0) != 0 || scheme == std::string::npos) return "";
-  const std::string rest = uri.substr(scheme + 3, uri.find('?') - std::min(uri.find('?'), scheme + 3));
+  const std::string rest =
+      uri.substr(scheme + 3, uri.find('?') - std::min(uri.find('?'), scheme + 3));
   const auto slash = rest.find('/');
   return slash == std::string::npos || slash + 1 == rest.size() ? "mongoelector" : "";
 }
@@ -156,11 +165,12 @@ std::string storage_error(mongoelector_status st) {
   const auto nobody = error.find("No suitable servers found");
   if (st != MONGOELECTOR_ERR_UNAVAILABLE || nobody == std::string::npos || g_client_uri.empty())
     return error;
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                      g_client_opened).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g_client_opened).count();
   char buf[64];
   snprintf(buf, sizeof buf, "%.0f s", waited < 1 ? 1 : waited);
-  std::string out = "cannot reach " + redact_uri(g_client_uri) + ": no server answered within " + buf;
+  std::string out =
+      "cannot reach " + redact_uri(g_client_uri) + ": no server answered within " + buf;
   // The driver's reason, e.g. "[Failed to connect to target host: 127.0.0.1:1]".
   const auto open = error.find('[', nobody), close = error.find(']', open);
   if (open != std::string::npos && close != std::string::npos)
@@ -171,13 +181,13 @@ std::string storage_error(mongoelector_status st) {
 ClientPtr open_client(const std::string& uri, int& exit_code) {
   if (uri.rfind("memory:", 0) == 0) {  // one process's memory: no lock between processes
     msg("%s lives in this process only, so it cannot lock anything between processes; use "
-        "sqlite:///absolute/path.db (one host) or mongodb://host:port/database", uri.c_str());
+        "sqlite:///absolute/path.db (one host) or mongodb://host:port/database",
+        uri.c_str());
     exit_code = kExitConfig;
     return nullptr;
   }
   mongoelector_client* client = nullptr;
-  mongoelector_status st =
-      mongoelector_client_new(uri.c_str(), default_database_for(uri), &client);
+  mongoelector_status st = mongoelector_client_new(uri.c_str(), default_database_for(uri), &client);
   if (st != MONGOELECTOR_OK) {
     msg("cannot open %s: %s\n  %s", redact_uri(uri).c_str(), mongoelector_last_error(),
         storage_hint(uri).c_str());
@@ -199,20 +209,24 @@ LockerPtr open_locker(mongoelector_client* client, const std::string& key, const
   mongoelector_status st = mongoelector_locker_new(client, key.c_str(), &o, &locker);
   if (st != MONGOELECTOR_OK) {
     if (st == MONGOELECTOR_ERR_INVALID_ARGUMENT) {
-      msg("invalid key or option: %s\n  a key is 1 to 1024 bytes of UTF-8", mongoelector_last_error());
+      msg("invalid key or option: %s\n  a key is 1 to 1024 bytes of UTF-8",
+          mongoelector_last_error());
       exit_code = kExitUsage;
     } else if (st == MONGOELECTOR_ERR_UNSAFE_SERVER) {
       msg("%s\n  this server cannot run the lock protocol safely; use MongoDB, or SQLite on "
-          "one host (sqlite:///path.db)", mongoelector_last_error());
+          "one host (sqlite:///path.db)",
+          mongoelector_last_error());
       exit_code = kExitConfig;
     } else {
       const std::string error = storage_error(st);
       if (error.rfind("cannot reach ", 0) == 0)
         msg("%s\n  check the URI (--uri or MONGOELECTOR_URI) and that the server is running "
-            "and reachable", error.c_str());
+            "and reachable",
+            error.c_str());
       else
         msg("cannot use the lock storage: %s\n  the server may be down or unreachable: check "
-            "the URI (--uri or MONGOELECTOR_URI)", error.c_str());
+            "the URI (--uri or MONGOELECTOR_URI)",
+            error.c_str());
       exit_code = exit_code_for(st);
     }
     return nullptr;

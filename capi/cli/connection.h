@@ -44,8 +44,8 @@ ClientPtr open_client(const std::string& uri, int& exit_code);
 // The collection `run` locks in (the C API's default) and the elector's.
 constexpr const char* kRunCollection = "mongolocker";
 constexpr const char* kElectCollection = "elector.locks";
-LockerPtr open_locker(mongoelector_client* client, const std::string& key,
-                      const char* collection, double ttl, int& exit_code);
+LockerPtr open_locker(mongoelector_client* client, const std::string& key, const char* collection,
+                      double ttl, int& exit_code);
 // "held by HOST pid PID (fence F, expires in X s)" or "" if free / unreadable.
 std::string describe_holder(mongoelector_locker* locker);
 // The library's last error, for the user: a storage no server of which answered becomes

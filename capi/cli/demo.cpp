@@ -75,7 +75,8 @@ class Demo {
       fds.push_back({sigfd_, POLLIN, 0});
       for (auto& n : nodes)
         if (n.out >= 0) fds.push_back({n.out, POLLIN, 0});
-      if (poll(fds.data(), fds.size(), static_cast<int>(left * 1000) + 1) < 0 && errno != EINTR) return false;
+      if (poll(fds.data(), fds.size(), static_cast<int>(left * 1000) + 1) < 0 && errno != EINTR)
+        return false;
       std::vector<struct signalfd_siginfo> sigs;
       read_signals(sigfd_, sigs);
       for (const auto& si : sigs) {
@@ -128,12 +129,18 @@ class Demo {
       std::getline(in, e.arg);
       if (!e.arg.empty() && e.arg[0] == ' ') e.arg.erase(0, 1);
       events.push_back(e);
-      if (e.what == "started") print(e.t, n.name, "started (pid " + e.arg + "), following");
-      else if (e.what == "leader") print(e.t, n.name, "LEADER (fence " + e.arg + ")");
-      else if (e.what == "lost") print(e.t, n.name, "lost leadership");
-      else if (e.what == "released") print(e.t, n.name, "released leadership");
-      else if (e.what == "stopped") print(e.t, n.name, "stopped");
-      else print(e.t, n.name, e.what + " " + e.arg);
+      if (e.what == "started")
+        print(e.t, n.name, "started (pid " + e.arg + "), following");
+      else if (e.what == "leader")
+        print(e.t, n.name, "LEADER (fence " + e.arg + ")");
+      else if (e.what == "lost")
+        print(e.t, n.name, "lost leadership");
+      else if (e.what == "released")
+        print(e.t, n.name, "released leadership");
+      else if (e.what == "stopped")
+        print(e.t, n.name, "stopped");
+      else
+        print(e.t, n.name, e.what + " " + e.arg);
     }
   }
   int sigfd_;
@@ -172,7 +179,8 @@ int cmd_demo(int argc, char** argv, int sigfd) {
     return kExitOk;
   }
   double ttl = 2;
-  if (a.values.count("ttl") && !parse_seconds("demo", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
+  if (a.values.count("ttl") && !parse_seconds("demo", "ttl", a.values["ttl"], false, ttl))
+    return kExitUsage;
   std::string uri, tmpdir, key = "demo-service", where;
   if (a.values.count("uri")) {
     uri = a.values["uri"];
@@ -180,7 +188,8 @@ int cmd_demo(int argc, char** argv, int sigfd) {
     where = redact_uri(uri);
   } else {
     const char* t = getenv("TMPDIR");
-    std::string templ = std::string(t != nullptr && t[0] == '/' ? t : "/tmp") + "/mongoelector-demo-XXXXXX";
+    std::string templ =
+        std::string(t != nullptr && t[0] == '/' ? t : "/tmp") + "/mongoelector-demo-XXXXXX";
     std::vector<char> buf(templ.begin(), templ.end());
     buf.push_back('\0');
     if (mkdtemp(buf.data()) == nullptr) {
@@ -215,7 +224,8 @@ int cmd_demo(int argc, char** argv, int sigfd) {
   snprintf(ttl_text, sizeof ttl_text, "%g", ttl);
 
   const double t0 = mono_s();
-  printf("mongoelector demo: three elector processes on key \"%s\", ttl %s s\n", key.c_str(), ttl_text);
+  printf("mongoelector demo: three elector processes on key \"%s\", ttl %s s\n", key.c_str(),
+         ttl_text);
   printf("storage: %s\n\n", where.c_str());
   printf("  %9s  %-7s %s\n", "time", "process", "event");
   fflush(stdout);
@@ -261,15 +271,16 @@ int cmd_demo(int argc, char** argv, int sigfd) {
 
   // 2. The leader keeps its leadership through several renewals.
   double hold_until = mono_s() + ttl;
-  demo.pump(hold_until, [&] { return demo.find("lost", 0) || demo.find("leader", 0, elected.node); });
+  demo.pump(hold_until,
+            [&] { return demo.find("lost", 0) || demo.find("leader", 0, elected.node); });
   if (demo.interrupted) return finish(130);
   if (demo.find("lost", 0) || demo.find("leader", 0, elected.node)) {
     printf("\nleadership moved while the leader was healthy: see the events above\n");
     return finish(kExitFailure);
   }
   char text[256];
-  snprintf(text, sizeof text, "%s still leads after %g s (it renews every %.2f s)", elected.node.c_str(),
-           ttl, ttl / 3);
+  snprintf(text, sizeof text, "%s still leads after %g s (it renews every %.2f s)",
+           elected.node.c_str(), ttl, ttl / 3);
   demo.print(mono_s(), "demo", text);
   printf("\n  $ mongoelector status %s\n", key.c_str());
   fflush(stdout);
@@ -279,14 +290,14 @@ int cmd_demo(int argc, char** argv, int sigfd) {
 
   // 3. kill -9 the leader; 4. a follower takes over.
   const double killed_at = mono_s();
-  snprintf(text, sizeof text, "kill -9 %s (pid %ld)", leader->name.c_str(), static_cast<long>(leader->pid));
+  snprintf(text, sizeof text, "kill -9 %s (pid %ld)", leader->name.c_str(),
+           static_cast<long>(leader->pid));
   demo.print(killed_at, "demo", text);
   kill(leader->pid, SIGKILL);
   leader->killed = true;
   const Event* second = nullptr;
-  demo.pump(killed_at + 3 * ttl + 10, [&] {
-    return (second = demo.find("leader", killed_at, elected.node)) != nullptr;
-  });
+  demo.pump(killed_at + 3 * ttl + 10,
+            [&] { return (second = demo.find("leader", killed_at, elected.node)) != nullptr; });
   if (demo.interrupted) return finish(130);
   if (second == nullptr) {
     printf("\nno failover within %g s of the kill: see the messages above\n", 3 * ttl + 10);
@@ -306,12 +317,14 @@ int cmd_demo(int argc, char** argv, int sigfd) {
   });
   if (demo.interrupted) return finish(130);
 
-  printf("\nfailover: %.2f s from SIGKILL to the new leader (ttl %s s: the killed leader's lease\n"
-         "ran out, then a follower took over%s)\n\n",
-         failover, ttl_text, tmpdir.empty() ? "" : "; no server, no network, no Java");
+  printf(
+      "\nfailover: %.2f s from SIGKILL to the new leader (ttl %s s: the killed leader's lease\n"
+      "ran out, then a follower took over%s)\n\n",
+      failover, ttl_text, tmpdir.empty() ? "" : "; no server, no network, no Java");
   printf("timeline:\n");
   printf("  %7.3f s  three elector processes started\n", 0.0);
-  printf("  %7.3f s  %s elected (fence %s)\n", elected.t - t0, elected.node.c_str(), elected.arg.c_str());
+  printf("  %7.3f s  %s elected (fence %s)\n", elected.t - t0, elected.node.c_str(),
+         elected.arg.c_str());
   printf("  %7.3f s  %s killed with SIGKILL\n", killed_at - t0, elected.node.c_str());
   printf("  %7.3f s  %s elected (fence %s), %.2f s after the kill\n", took_over.t - t0,
          took_over.node.c_str(), took_over.arg.c_str(), failover);

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 
-
 namespace cli {
 
 const Json* Json::get(const std::string& name) const {
@@ -65,7 +64,8 @@ struct Parser {
     return false;
   }
   static void put_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) out += static_cast<char>(cp);
+    if (cp < 0x80)
+      out += static_cast<char>(cp);
     else if (cp < 0x800) {
       out += static_cast<char>(0xC0 | (cp >> 6));
       out += static_cast<char>(0x80 | (cp & 0x3F));
@@ -86,10 +86,14 @@ struct Parser {
     for (int k = 0; k < 4; ++k) {
       char c = s[p++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-      else return fail("bad \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        return fail("bad \\u escape");
     }
     return true;
   }
@@ -105,14 +109,30 @@ struct Parser {
       if (p >= s.size()) return fail("bad escape");
       char e = s[p++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = 0;
           if (!hex4(cp)) return false;
@@ -125,7 +145,8 @@ struct Parser {
           put_utf8(out, cp);
           break;
         }
-        default: return fail("bad escape");
+        default:
+          return fail("bad escape");
       }
     }
     if (p >= s.size()) return fail("unterminated string");
@@ -153,7 +174,10 @@ struct Parser {
         if (!value(child, depth + 1)) return false;
         v.obj.emplace_back(std::move(k), std::move(child));
         ws();
-        if (p < s.size() && s[p] == ',') { ++p; continue; }
+        if (p < s.size() && s[p] == ',') {
+          ++p;
+          continue;
+        }
         if (p < s.size() && s[p] == '}') return ++p, true;
         return fail("expected ',' or '}'");
       }
@@ -168,7 +192,10 @@ struct Parser {
         if (!value(child, depth + 1)) return false;
         v.arr.push_back(std::move(child));
         ws();
-        if (p < s.size() && s[p] == ',') { ++p; continue; }
+        if (p < s.size() && s[p] == ',') {
+          ++p;
+          continue;
+        }
         if (p < s.size() && s[p] == ']') return ++p, true;
         return fail("expected ',' or ']'");
       }
@@ -177,14 +204,27 @@ struct Parser {
       v.type = Json::String;
       return string(v.str);
     }
-    if (s.compare(p, 4, "true") == 0) { v.type = Json::Bool; v.b = true; p += 4; return true; }
-    if (s.compare(p, 5, "false") == 0) { v.type = Json::Bool; p += 5; return true; }
-    if (s.compare(p, 4, "null") == 0) { v.type = Json::Null; p += 4; return true; }
+    if (s.compare(p, 4, "true") == 0) {
+      v.type = Json::Bool;
+      v.b = true;
+      p += 4;
+      return true;
+    }
+    if (s.compare(p, 5, "false") == 0) {
+      v.type = Json::Bool;
+      p += 5;
+      return true;
+    }
+    if (s.compare(p, 4, "null") == 0) {
+      v.type = Json::Null;
+      p += 4;
+      return true;
+    }
     size_t start = p;
     if (s[p] == '-') ++p;
     bool integral = true;
-    while (p < s.size() && (isdigit(static_cast<unsigned char>(s[p])) || s[p] == '.' || s[p] == 'e' ||
-                            s[p] == 'E' || s[p] == '+' || s[p] == '-')) {
+    while (p < s.size() && (isdigit(static_cast<unsigned char>(s[p])) || s[p] == '.' ||
+                            s[p] == 'e' || s[p] == 'E' || s[p] == '+' || s[p] == '-')) {
       if (!isdigit(static_cast<unsigned char>(s[p]))) integral = false;
       ++p;
     }

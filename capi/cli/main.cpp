@@ -59,11 +59,16 @@ int main(int argc, char** argv) {
   const std::string sub = argv[1];
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::string topic = argc > 2 ? argv[2] : "";
-    if (topic == "run") print_run_help();
-    else if (topic == "elect") print_elect_help();
-    else if (topic == "status") print_status_help();
-    else if (topic == "demo") print_demo_help();
-    else print_help(stdout);
+    if (topic == "run")
+      print_run_help();
+    else if (topic == "elect")
+      print_elect_help();
+    else if (topic == "status")
+      print_status_help();
+    else if (topic == "demo")
+      print_demo_help();
+    else
+      print_help(stdout);
     return kExitOk;
   }
   if (sub == "--version" || sub == "-V" || sub == "version") {

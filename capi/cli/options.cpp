@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-
 namespace cli {
 
 int usage_error(const std::string& sub, const std::string& text) {
@@ -96,16 +95,29 @@ bool parse_seconds(const std::string& sub, const std::string& name, const std::s
   double unit = 1;
   if (end != nullptr && *end != '\0' && end[1] == '\0' && end != text.c_str()) {
     switch (*end) {
-      case 's': unit = 1; ++end; break;
-      case 'm': unit = 60; ++end; break;
-      case 'h': unit = 3600; ++end; break;
-      case 'd': unit = 86400; ++end; break;
-      default: break;
+      case 's':
+        unit = 1;
+        ++end;
+        break;
+      case 'm':
+        unit = 60;
+        ++end;
+        break;
+      case 'h':
+        unit = 3600;
+        ++end;
+        break;
+      case 'd':
+        unit = 86400;
+        ++end;
+        break;
+      default:
+        break;
     }
   }
   v *= unit;
-  if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || !std::isfinite(v) ||
-      v < 0 || v > 1e9 || (!allow_zero && v == 0)) {
+  if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0 ||
+      v > 1e9 || (!allow_zero && v == 0)) {
     usage_error(sub, "--" + name + " must be a duration " + (allow_zero ? ">= 0" : "> 0") +
                          ": seconds, or a number with s, m, h or d (got '" + text + "')");
     return false;

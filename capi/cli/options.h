@@ -12,10 +12,10 @@ namespace cli {
 int usage_error(const std::string& sub, const std::string& text);
 
 struct Args {
-  std::vector<std::string> positional;              // before `--` (KEY, ...)
-  std::map<std::string, std::string> values;        // --name VALUE / --name=VALUE
-  std::map<std::string, bool> flags;                // --name
-  std::vector<std::string> command;                 // after `--` (or the first extra word)
+  std::vector<std::string> positional;        // before `--` (KEY, ...)
+  std::map<std::string, std::string> values;  // --name VALUE / --name=VALUE
+  std::map<std::string, bool> flags;          // --name
+  std::vector<std::string> command;           // after `--` (or the first extra word)
   bool help = false;
 };
 // Parses argv[first..]. `with_value` and `flag_names` list the accepted options (without

@@ -12,8 +12,8 @@ extern const char* g_prog;  // "mongoelector"
 // the library's threads do not interleave).
 void msg(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-double mono_s();        // CLOCK_MONOTONIC, seconds
-int64_t wall_ms();      // CLOCK_REALTIME, ms since the epoch
+double mono_s();                 // CLOCK_MONOTONIC, seconds
+int64_t wall_ms();               // CLOCK_REALTIME, ms since the epoch
 std::string iso_ms(int64_t ms);  // "2024-05-01 12:00:03.123 UTC"
 
 // The JSON string literal for `s` (status --json).

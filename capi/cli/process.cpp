@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 
-
 extern char** environ;
 
 namespace cli {
@@ -109,7 +108,8 @@ static std::string find_executable(const std::string& name, int& err) {
   size_t pos = 0;
   for (;;) {
     size_t colon = dirs.find(':', pos);
-    std::string dir = dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    std::string dir =
+        dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     struct stat st;
     if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {

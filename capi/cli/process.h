@@ -56,7 +56,7 @@ struct Child {
   // signal goes to the whole group, so CMD's own children (a shell's pipeline, workers)
   // are stopped with it, not left running without the lock.
   bool own_group = false;
-  bool has_terminal = false;  // it was given the terminal's foreground; reap() takes it back
+  bool has_terminal = false;     // it was given the terminal's foreground; reap() takes it back
   pid_t pgid = -1;               // CMD's group (kept after the reap)
   bool group_signalled = false;  // we signalled the group since CMD started
   double group_grace = 5;        // drain_group(): SIGTERM to SIGKILL

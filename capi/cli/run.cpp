@@ -222,17 +222,22 @@ int cmd_run(int argc, char** argv, int sigfd) {
   }
   if (a.positional.empty()) return usage_error("run", "missing KEY (the name of the lock)");
   if (a.command.empty())
-    return usage_error("run", "missing the command to run: mongoelector run KEY [options] -- CMD [ARGS...]");
+    return usage_error(
+        "run", "missing the command to run: mongoelector run KEY [options] -- CMD [ARGS...]");
   const std::string key = a.positional[0];
   double ttl = 30, grace = 0, timeout = -1;
-  if (a.values.count("ttl") && !parse_seconds("run", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
+  if (a.values.count("ttl") && !parse_seconds("run", "ttl", a.values["ttl"], false, ttl))
+    return kExitUsage;
   if (!parse_grace("run", a, ttl, grace, ec)) return ec;
-  if (a.values.count("timeout") && !parse_seconds("run", "timeout", a.values["timeout"], true, timeout))
+  if (a.values.count("timeout") &&
+      !parse_seconds("run", "timeout", a.values["timeout"], true, timeout))
     return kExitUsage;
   double min_hold = 0, once_per = 0;
-  if (a.values.count("min-hold") && !parse_seconds("run", "min-hold", a.values["min-hold"], true, min_hold))
+  if (a.values.count("min-hold") &&
+      !parse_seconds("run", "min-hold", a.values["min-hold"], true, min_hold))
     return kExitUsage;
-  if (a.values.count("once-per") && !parse_seconds("run", "once-per", a.values["once-per"], false, once_per))
+  if (a.values.count("once-per") &&
+      !parse_seconds("run", "once-per", a.values["once-per"], false, once_per))
     return kExitUsage;
   if (a.values.count("once-per") && once_per < 0.001)
     return usage_error("run", "--once-per must be at least 0.001 s");
@@ -268,8 +273,9 @@ int cmd_run(int argc, char** argv, int sigfd) {
   mongoelector_status st = acquire_interruptibly(locker.get(), lo, sigfd, &lease, interrupted_by);
   if (st != MONGOELECTOR_OK) {
     std::string error = mongoelector_last_error();
-    if (st == MONGOELECTOR_ERR_CANCELLED || (interrupted_by != 0 && st != MONGOELECTOR_ERR_LOCK_EXISTS &&
-                                             st != MONGOELECTOR_ERR_TIMEOUT)) {
+    if (st == MONGOELECTOR_ERR_CANCELLED ||
+        (interrupted_by != 0 && st != MONGOELECTOR_ERR_LOCK_EXISTS &&
+         st != MONGOELECTOR_ERR_TIMEOUT)) {
       msg("interrupted by SIG%s while waiting for %s; the command was not run",
           sigabbrev_np(interrupted_by) ? sigabbrev_np(interrupted_by) : "?", key.c_str());
       return 128 + interrupted_by;
@@ -279,10 +285,11 @@ int cmd_run(int argc, char** argv, int sigfd) {
       if (holder.empty()) holder = "held by another process";
       if (st == MONGOELECTOR_ERR_LOCK_EXISTS)
         msg("%s is %s; the command was not run (add --wait to wait for it, --timeout S to "
-            "bound the wait)", key.c_str(), holder.c_str());
+            "bound the wait)",
+            key.c_str(), holder.c_str());
       else
-        msg("gave up waiting for %s after %g s: %s; the command was not run", key.c_str(),
-            timeout, holder.c_str());
+        msg("gave up waiting for %s after %g s: %s; the command was not run", key.c_str(), timeout,
+            holder.c_str());
       return kExitHeld;
     }
     msg("cannot acquire %s: %s", key.c_str(), storage_error(st).c_str());
@@ -301,31 +308,41 @@ int cmd_run(int argc, char** argv, int sigfd) {
     // one waiting or skipped without using up the new window.
     int claimed = 0;
     int64_t window_start = 0;
-    if (mongoelector_locker_claim_window(locker.get(), once_per, &claimed, &window_start) != MONGOELECTOR_OK) {
+    if (mongoelector_locker_claim_window(locker.get(), once_per, &claimed, &window_start) !=
+        MONGOELECTOR_OK) {
       std::string error = mongoelector_last_error();
       mongoelector_lease_free(lease);
-      msg("cannot claim this window of %s: %s; the command was not run", key.c_str(), error.c_str());
+      msg("cannot claim this window of %s: %s; the command was not run", key.c_str(),
+          error.c_str());
       return kExitUnavailable;
     }
     if (!claimed) {
       mongoelector_lease_free(lease);
       msg("%s already ran in this %g s window (windows follow the server's clock); the "
-          "command was not run", key.c_str(), once_per);
+          "command was not run",
+          key.c_str(), once_per);
       return kExitHeld;
     }
-    if (verbose) msg("claimed the window of %s starting at %" PRId64 " ms (server time)", key.c_str(), window_start);
+    if (verbose)
+      msg("claimed the window of %s starting at %" PRId64 " ms (server time)", key.c_str(),
+          window_start);
   }
-  if (verbose) msg("acquired %s (fence %" PRId64 ", ttl %g s); running %s", key.c_str(), fence, ttl, a.command[0].c_str());
+  if (verbose)
+    msg("acquired %s (fence %" PRId64 ", ttl %g s); running %s", key.c_str(), fence, ttl,
+        a.command[0].c_str());
   int lost_already = 0;
   if (mongoelector_lease_lost(lease, &lost_already) == MONGOELECTOR_OK && lost_already) {
     mongoelector_lease_free(lease);
-    msg("lease on %s was lost before the command could start; the command was not run", key.c_str());
+    msg("lease on %s was lost before the command could start; the command was not run",
+        key.c_str());
     return kExitLost;
   }
 
   Child child;
   child.group_grace = grace;
-  if (!child.spawn(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}}, ec)) {
+  if (!child.spawn(a.command,
+                   {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}},
+                   ec)) {
     mongoelector_lease_free(lease);
     return ec;
   }
@@ -348,7 +365,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
       if (!lost) {
         lost = true;
         child.stop(SIGTERM, grace);  // first: the message cannot delay it
-        msg("lease on %s LOST (fence %" PRId64 "): the lock could not be renewed in time or "
+        msg("lease on %s LOST (fence %" PRId64
+            "): the lock could not be renewed in time or "
             "was taken by another; stopping the command (SIGTERM now, SIGKILL after %g s)",
             key.c_str(), fence, grace);
       }
@@ -363,7 +381,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
   }
   int lost_at_end = 0;
   if (mongoelector_lease_lost(lease, &lost_at_end) == MONGOELECTOR_OK && lost_at_end) lost = true;
-  if (!lost && min_hold > 0 && mongoelector_lease_release(lease, min_hold) == MONGOELECTOR_OK && verbose)
+  if (!lost && min_hold > 0 && mongoelector_lease_release(lease, min_hold) == MONGOELECTOR_OK &&
+      verbose)
     msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
   mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost
   if (lost) {
@@ -371,7 +390,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
         describe_wait_status(child.wait_status).c_str());
     return kExitLost;
   }
-  if (verbose) msg("command %s; released %s", describe_wait_status(child.wait_status).c_str(), key.c_str());
+  if (verbose)
+    msg("command %s; released %s", describe_wait_status(child.wait_status).c_str(), key.c_str());
   return shell_status(child.wait_status);
 }
 
@@ -418,10 +438,12 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   }
   if (a.positional.empty()) return usage_error("elect", "missing KEY (the name of the election)");
   if (a.command.empty())
-    return usage_error("elect", "missing the command to run: mongoelector elect KEY [options] -- CMD [ARGS...]");
+    return usage_error(
+        "elect", "missing the command to run: mongoelector elect KEY [options] -- CMD [ARGS...]");
   const std::string key = a.positional[0];
   double ttl = 15, grace = 0;
-  if (a.values.count("ttl") && !parse_seconds("elect", "ttl", a.values["ttl"], false, ttl)) return kExitUsage;
+  if (a.values.count("ttl") && !parse_seconds("elect", "ttl", a.values["ttl"], false, ttl))
+    return kExitUsage;
   if (!parse_grace("elect", a, ttl, grace, ec)) return ec;
   if (!check_command(a.command, ec)) return ec;  // before joining the election
 
@@ -447,8 +469,9 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   mongoelector_status st = mongoelector_elector_new(client.get(), key.c_str(), &eo, &ctx.elector);
   if (st != MONGOELECTOR_OK) {
     msg("cannot join the election for %s: %s\n  %s", key.c_str(), storage_error(st).c_str(),
-        st == MONGOELECTOR_ERR_INVALID_ARGUMENT ? "a key is 1 to 1024 bytes of UTF-8"
-                                                : "check the URI (--uri or MONGOELECTOR_URI) and the server");
+        st == MONGOELECTOR_ERR_INVALID_ARGUMENT
+            ? "a key is 1 to 1024 bytes of UTF-8"
+            : "check the URI (--uri or MONGOELECTOR_URI) and the server");
     return exit_code_for(st);
   }
   if (mongoelector_elector_start(ctx.elector) != MONGOELECTOR_OK) {
@@ -469,7 +492,9 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   auto start_child = [&]() {
     start_pending = false;
     stopping_child = false;
-    if (!child.spawn(a.command, {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}}, ec)) {
+    if (!child.spawn(a.command,
+                     {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}},
+                     ec)) {
       exit_status = ec;
       stopping = true;
       return;
@@ -480,8 +505,10 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   auto stop_child_on_loss = [&]() {
     stopping_child = true;
     child.stop(SIGTERM, grace);  // first: the message cannot delay it
-    msg("elect %s: leadership LOST (fence %" PRId64 "); stopping %s (SIGTERM now, SIGKILL "
-        "after %g s)", key.c_str(), fence, a.command[0].c_str(), grace);
+    msg("elect %s: leadership LOST (fence %" PRId64
+        "); stopping %s (SIGTERM now, SIGKILL "
+        "after %g s)",
+        key.c_str(), fence, a.command[0].c_str(), grace);
   };
   const int check_ms = state_check_ms(ttl);
   for (;;) {
@@ -496,7 +523,8 @@ int cmd_elect(int argc, char** argv, int sigfd) {
     // if on_leader_loss has not come through yet: stop CMD now.
     if (child.running() && leading && !stopping_child && !stopping) {
       int64_t fence_now = 0;
-      if (mongoelector_elector_fence(ctx.elector, &fence_now) == MONGOELECTOR_OK && fence_now != fence) {
+      if (mongoelector_elector_fence(ctx.elector, &fence_now) == MONGOELECTOR_OK &&
+          fence_now != fence) {
         leading = false;
         start_pending = false;
         stop_child_on_loss();
@@ -511,15 +539,18 @@ int cmd_elect(int argc, char** argv, int sigfd) {
             leading = true;
             fence = evs[i].fence;
             if (stopping) continue;
-            if (child.running()) start_pending = true;  // the previous one is still stopping
-            else start_child();
+            if (child.running())
+              start_pending = true;  // the previous one is still stopping
+            else
+              start_child();
           } else {
             leading = false;
             start_pending = false;
             if (child.running() && !stopping_child) {
               stop_child_on_loss();
             } else if (!child.running()) {
-              msg("elect %s: leadership lost (fence %" PRId64 "); waiting to lead again", key.c_str(), fence);
+              msg("elect %s: leadership lost (fence %" PRId64 "); waiting to lead again",
+                  key.c_str(), fence);
             }
           }
         }
@@ -540,11 +571,13 @@ int cmd_elect(int argc, char** argv, int sigfd) {
       }
       stopping = true;
       if (child.running()) {
-        msg("elect %s: SIG%s: stopping %s, then giving up leadership", key.c_str(), sigabbrev_np(sig),
-            a.command[0].c_str());
+        msg("elect %s: SIG%s: stopping %s, then giving up leadership", key.c_str(),
+            sigabbrev_np(sig), a.command[0].c_str());
         stopping_child = true;
-        if (child.should_forward(si)) child.stop(sig, grace);
-        else child.kill_at = mono_s() + grace;  // the terminal sent it to CMD already
+        if (child.should_forward(si))
+          child.stop(sig, grace);
+        else
+          child.kill_at = mono_s() + grace;  // the terminal sent it to CMD already
       }
     }
     if (child.reap()) {

@@ -71,22 +71,25 @@ std::string holder_lines(const Holder& h, int64_t now_ms, const std::string& ind
            "held by %s pid %" PRId64 " (uuid %s)\n%s          fence %" PRId64
            ", expires %s (in %.1f s unless renewed)\n",
            h.info.host, h.info.pid, h.info.uuid, indent.c_str(), h.info.fence,
-           iso_ms(h.info.expire_ms).c_str(), static_cast<double>(h.info.expire_ms - now_ms) / 1000.0);
+           iso_ms(h.info.expire_ms).c_str(),
+           static_cast<double>(h.info.expire_ms - now_ms) / 1000.0);
   return buf;
 }
 
 // The metrics a member's report carries (core Elector::report_document), in this order.
-const char* const kStatNames[] = {
-    "acquires_acquired", "acquires_held", "acquires_timeout", "acquires_cancelled",
-    "acquires_error", "renewals", "renewal_failures", "leader_elected", "leader_lost",
-    "step_downs", "clock_offset_ms", "clock_uncertainty_ms", "round_trips"};
+const char* const kStatNames[] = {"acquires_acquired",  "acquires_held",   "acquires_timeout",
+                                  "acquires_cancelled", "acquires_error",  "renewals",
+                                  "renewal_failures",   "leader_elected",  "leader_lost",
+                                  "step_downs",         "clock_offset_ms", "clock_uncertainty_ms",
+                                  "round_trips"};
 
 // One line under a member: "acquired 3, held 1, ... round trips 120".
 std::string stats_line(const std::vector<std::pair<std::string, int64_t>>& stats) {
   std::string line;
   for (const auto& [name, value] : stats) {
     std::string label = name;
-    for (char& c : label) if (c == '_') c = ' ';
+    for (char& c : label)
+      if (c == '_') c = ' ';
     if (label.rfind("acquires ", 0) == 0) label = label.substr(9);
     line += (line.empty() ? "" : ", ") + label + " " + std::to_string(value);
   }
@@ -138,7 +141,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     if (auto ms = ts->as_date_ms()) now_ms = *ms;  // the storage's clock
 
   Holder lock, leader;
-  if (!read_holder(run_locker.get(), lock, ec) || !read_holder(elect_locker.get(), leader, ec)) return ec;
+  if (!read_holder(run_locker.get(), lock, ec) || !read_holder(elect_locker.get(), leader, ec))
+    return ec;
   struct Member {
     std::string host, uuid, app;
     int64_t pid = 0, last_ms = 0;
@@ -159,7 +163,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
       x.running = bool_of(m.get("elector_running"));
       x.ttl = num_of(m.get("ttl"));
       for (const char* name : kStatNames) {
-        if (const Json* v = m.get(std::string("stat_") + name); v != nullptr && v->type == Json::Number)
+        if (const Json* v = m.get(std::string("stat_") + name);
+            v != nullptr && v->type == Json::Number)
           x.stats.emplace_back(name, v->i);
       }
       // A report says "leader" until the node's next one: trust it only while its uuid
@@ -177,16 +182,18 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
   std::string out;
   if (json) {
     out = "{\"key\": " + json_quote(key) + ", \"uri\": " + json_quote(redact_uri(uri)) +
-          ", \"server_time_ms\": " + std::to_string(now_ms) + ", \"lock\": " + holder_json(lock, now_ms) +
+          ", \"server_time_ms\": " + std::to_string(now_ms) +
+          ", \"lock\": " + holder_json(lock, now_ms) +
           ", \"leader\": " + holder_json(leader, now_ms) + ", \"members\": [";
     for (std::size_t i = 0; i < members.size(); ++i) {
       const Member& m = members[i];
       char buf[256];
-      snprintf(buf, sizeof buf, ", \"pid\": %" PRId64 ", \"is_leader\": %s, \"running\": %s, ", m.pid,
-               m.leader ? "true" : "false", m.running ? "true" : "false");
+      snprintf(buf, sizeof buf, ", \"pid\": %" PRId64 ", \"is_leader\": %s, \"running\": %s, ",
+               m.pid, m.leader ? "true" : "false", m.running ? "true" : "false");
       out += std::string(i ? ", " : "") + "{\"host\": " + json_quote(m.host) + buf +
-             "\"uuid\": " + json_quote(m.uuid) + ", \"last_report_ms\": " +
-             (m.has_last ? std::to_string(m.last_ms) : "null") + ", \"last_report_age_s\": ";
+             "\"uuid\": " + json_quote(m.uuid) +
+             ", \"last_report_ms\": " + (m.has_last ? std::to_string(m.last_ms) : "null") +
+             ", \"last_report_age_s\": ";
       if (m.has_last) {
         snprintf(buf, sizeof buf, "%.3f", static_cast<double>(now_ms - m.last_ms) / 1000.0);
         out += buf;
@@ -213,7 +220,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     // yet: say which part is not in use rather than "free" next to a busy other part.
     const bool election_used = leader.found || !members.empty();
     out += indent + "lock      " +
-           (lock.found || !election_used ? holder_lines(lock, now_ms, indent) : "not used as a lock\n");
+           (lock.found || !election_used ? holder_lines(lock, now_ms, indent)
+                                         : "not used as a lock\n");
     if (!election_used && lock.found) {
       out += indent + "election  not used for an election\n";
     } else if (!election_used) {
@@ -223,8 +231,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
       out += indent + "leader    " +
              (leader.found ? holder_lines(leader, now_ms, indent) : "none (no member leads now)\n");
       char buf[512];
-      snprintf(buf, sizeof buf, "%smembers   %-20s %8s  %-8s  %-9s %-12s %s\n", indent.c_str(), "HOST", "PID",
-               "UUID", "ROLE", "LAST REPORT", "APP");
+      snprintf(buf, sizeof buf, "%smembers   %-20s %8s  %-8s  %-9s %-12s %s\n", indent.c_str(),
+               "HOST", "PID", "UUID", "ROLE", "LAST REPORT", "APP");
       out += buf;
       for (const Member& m : members) {
         std::string role = !m.running ? "stopped" : m.leader ? "leader" : "follower";
@@ -236,10 +244,12 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
           age = ab;
           if (m.running && m.ttl > 0 && a > 3 * m.ttl) role = "gone?";
         }
-        snprintf(buf, sizeof buf, "%s          %-20s %8" PRId64 "  %-8.8s  %-9s %-12s %s\n", indent.c_str(),
-                 m.host.c_str(), m.pid, m.uuid.c_str(), role.c_str(), age.c_str(), m.app.c_str());
+        snprintf(buf, sizeof buf, "%s          %-20s %8" PRId64 "  %-8.8s  %-9s %-12s %s\n",
+                 indent.c_str(), m.host.c_str(), m.pid, m.uuid.c_str(), role.c_str(), age.c_str(),
+                 m.app.c_str());
         out += buf;
-        if (verbose && !m.stats.empty()) out += indent + "            " + stats_line(m.stats) + "\n";
+        if (verbose && !m.stats.empty())
+          out += indent + "            " + stats_line(m.stats) + "\n";
       }
     }
   }
@@ -251,7 +261,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
 int cmd_status(int argc, char** argv) {
   Args a;
   int ec = 0;
-  if (!parse_args("status", argc, argv, 2, {"uri"}, {"json", "verbose"}, 1, false, a, ec)) return ec;
+  if (!parse_args("status", argc, argv, 2, {"uri"}, {"json", "verbose"}, 1, false, a, ec))
+    return ec;
   if (a.help) {
     print_status_help();
     return kExitOk;

@@ -78,9 +78,11 @@ static int lock_example(mongoelector_client *client) {
   printf("lock acquired, fencing token %" PRId64 "\n", fence);
 
   struct fenced_store store = {0, ""};
-  printf("write with our token: %s\n", store_write(&store, fence, "report v2") ? "accepted" : "refused");
+  printf("write with our token: %s\n",
+         store_write(&store, fence, "report v2") ? "accepted" : "refused");
   /* A holder that paused past its lease and was superseded carries a smaller token: */
-  printf("write with a stale token: %s\n", store_write(&store, fence - 1, "stale") ? "accepted" : "refused");
+  printf("write with a stale token: %s\n",
+         store_write(&store, fence - 1, "stale") ? "accepted" : "refused");
 
   st = mongoelector_locker_release(locker, 0);
   mongoelector_locker_free(locker);
@@ -93,7 +95,9 @@ static void on_leader(void *user_data) {
   printf("[%s] I am the leader now\n", (const char *)user_data);
   atomic_store(&became_leader, 1);
 }
-static void on_leader_loss(void *user_data) { printf("[%s] leadership lost\n", (const char *)user_data); }
+static void on_leader_loss(void *user_data) {
+  printf("[%s] leadership lost\n", (const char *)user_data);
+}
 
 static int elector_example(mongoelector_client *client) {
   mongoelector_elector_config config;
@@ -106,7 +110,8 @@ static int elector_example(mongoelector_client *client) {
    * document, so nodes of the original mongoelector take over at once. */
 
   mongoelector_elector *elector = NULL;
-  mongoelector_status st = mongoelector_elector_new_with(client, "example-cluster", &config, &elector);
+  mongoelector_status st =
+      mongoelector_elector_new_with(client, "example-cluster", &config, &elector);
   if (st != MONGOELECTOR_OK) return fail("elector_new_with", st);
   if ((st = mongoelector_elector_start(elector)) != MONGOELECTOR_OK) {
     mongoelector_elector_free(elector);

@@ -69,14 +69,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mongoelector/common.h"
-#include "mongoelector/log.h"
-#include "mongoelector/metrics.h"
 #include "mongoelector/cancel.h"
 #include "mongoelector/client.h"
-#include "mongoelector/locker.h"
-#include "mongoelector/lease.h"
+#include "mongoelector/common.h"
 #include "mongoelector/elector.h"
+#include "mongoelector/lease.h"
+#include "mongoelector/locker.h"
+#include "mongoelector/log.h"
+#include "mongoelector/metrics.h"
 #include "mongoelector/observer.h"
 #include "mongoelector/semaphore.h"
 #ifndef MONGOELECTOR_NO_DEPRECATED

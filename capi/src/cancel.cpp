@@ -9,19 +9,21 @@ using mongoelector::capi::require;
 
 extern "C" {
 
-MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_new(mongoelector_cancel_token** out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_cancel_token_new(mongoelector_cancel_token** out) {
   return guard([&] {
     require(out != nullptr, "out is NULL");
     *out = new mongoelector_cancel_token();
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_cancel(mongoelector_cancel_token* token) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_cancel_token_cancel(mongoelector_cancel_token* token) {
   return guard([&] { checked(token).cancelled.store(true); });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_is_cancelled(mongoelector_cancel_token* token,
-                                                                           int* out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_cancel_token_is_cancelled(mongoelector_cancel_token* token, int* out) {
   return read_out(token, out, [](auto& t) { return t.cancelled.load() ? 1 : 0; });
 }
 

@@ -57,9 +57,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_server_info(mongoelecto
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_client_server_info_copy(mongoelector_client* client,
-                                                                          char** name_out,
-                                                                          char** version_out) {
+MONGOELECTOR_API mongoelector_status mongoelector_client_server_info_copy(
+    mongoelector_client* client, char** name_out, char** version_out) {
   return guard([&] {
     auto& c = checked(client);
     require(name_out != nullptr, "name_out is NULL");

@@ -10,8 +10,8 @@
 #include "utf8.h"
 
 using mongoelector::capi::checked;
-using mongoelector::capi::read_out;
 using mongoelector::capi::guard;
+using mongoelector::capi::read_out;
 using mongoelector::capi::require;
 
 namespace {
@@ -101,11 +101,10 @@ std::unique_ptr<mongoelector_elector> open_elector(mongoelector_client* client,
   h->shared = std::move(shared);
   // Borrows the client's pool (MongoDB) or connection (SQLite).
   h->storage = c.client->open_storage(op_timeout_ms);
-  h->elector = std::make_unique<mongoelector::Elector>(h->storage, std::move(opts),
-                                                       std::move(callbacks));
+  h->elector =
+      std::make_unique<mongoelector::Elector>(h->storage, std::move(opts), std::move(callbacks));
   return h;
 }
-
 
 }  // namespace
 
@@ -126,10 +125,9 @@ MONGOELECTOR_API void mongoelector_elector_options_init(mongoelector_elector_opt
   options->allow_unsafe_server = D::allow_unsafe_server ? 1 : 0;
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_client* client,
-                                                              const char* key,
-                                                              const mongoelector_elector_options* options,
-                                                              mongoelector_elector** out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_new(mongoelector_client* client, const char* key,
+                         const mongoelector_elector_options* options, mongoelector_elector** out) {
   return guard([&] {
     checked(client);
     require(out != nullptr, "out is NULL");
@@ -143,8 +141,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_clien
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_elector_config_init(mongoelector_elector_config* config,
-                                                                      uint32_t version) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_config_init(mongoelector_elector_config* config, uint32_t version) {
   return guard([&] {
     require(config != nullptr, "config is NULL");
     mongoelector::capi::check_struct_version(version, MONGOELECTOR_ELECTOR_CONFIG_VERSION,
@@ -165,10 +163,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_config_init(mongoelect
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(mongoelector_client* client,
-                                                                   const char* key,
-                                                                   const mongoelector_elector_config* config,
-                                                                   mongoelector_elector** out) {
+MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(
+    mongoelector_client* client, const char* key, const mongoelector_elector_config* config,
+    mongoelector_elector** out) {
   return guard([&] {
     checked(client);
     require(out != nullptr, "out is NULL");
@@ -291,8 +288,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_is_leader(mongoelector
   return read_out(elector, out, [](auto& h) { return h.elector->is_leader() ? 1 : 0; });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_elector_leader_exists(mongoelector_elector* elector,
-                                                                        int* out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_leader_exists(mongoelector_elector* elector, int* out) {
   return read_out(elector, out, [](auto& h) { return h.elector->leader_exists() ? 1 : 0; });
 }
 
@@ -314,7 +311,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_fence(mongoelector_ele
 }
 
 MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elector* elector,
-                                                              const char** out) {
+                                                               const char** out) {
   return read_out(elector, out,
                   [](auto& h) { return h.elector->locker().identity().uuid.c_str(); });
 }
@@ -329,8 +326,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoelector_elector* elector,
-                                                                         char** json_out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_cluster_detail(mongoelector_elector* elector, char** json_out) {
   return guard([&] {
     auto& h = checked(elector);
     require(json_out != nullptr, "json_out is NULL");

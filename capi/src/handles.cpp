@@ -41,13 +41,13 @@ AcquireArgs to_acquire_args(const mongoelector_acquire_options* o) {
   a.blocking = o->blocking != 0;
   require(!std::isnan(o->timeout_seconds), "timeout_seconds is NaN");
   if (!a.blocking) {
-    require(o->timeout_seconds < 0,
-            "blocking=0 takes no timeout: pass a negative timeout_seconds");
+    require(o->timeout_seconds < 0, "blocking=0 takes no timeout: pass a negative timeout_seconds");
   } else {
     require_positive_duration(o->step_seconds, "step_seconds");
     a.step_s = o->step_seconds;
     // Negative means "none"; +infinity is the same wait.
-    if (o->timeout_seconds >= 0 && std::isfinite(o->timeout_seconds)) a.timeout_s = o->timeout_seconds;
+    if (o->timeout_seconds >= 0 && std::isfinite(o->timeout_seconds))
+      a.timeout_s = o->timeout_seconds;
   }
   a.force = o->force != 0;
   if (o->cancel != nullptr) a.cancel = &checked(o->cancel);
@@ -78,8 +78,7 @@ void check_options_version(std::uint32_t version, std::uint32_t latest, const ch
   if (version == 0 || version > latest) {
     throw InvalidArgument(std::string(kind) + " options version " + std::to_string(version) +
                           " is not supported (this library knows 1.." + std::to_string(latest) +
-                          "); initialise options with mongoelector_" + kind +
-                          "_options_init()");
+                          "); initialise options with mongoelector_" + kind + "_options_init()");
   }
 }
 

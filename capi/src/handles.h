@@ -107,7 +107,6 @@ mongoelector_status read_out(Handle* handle, Out* out, Read&& read) noexcept {
   });
 }
 
-
 // A key given by C: non-NULL and valid (core's validate_key: non-empty, UTF-8, <= 1024).
 std::string checked_key(const char* key);
 // An options struct's version field: 1..latest (fields are only ever appended), else

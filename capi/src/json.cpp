@@ -13,7 +13,8 @@ std::string cluster_detail(const Elector::ClusterDetail& d) {
   w.document_array("member_detail", d.member_detail);
   std::optional<Document> leader;
   if (d.leader)
-    leader = Document{{"host", d.leader->host}, {"process_id", d.leader->pid}, {"uuid", d.leader->uuid}};
+    leader =
+        Document{{"host", d.leader->host}, {"process_id", d.leader->pid}, {"uuid", d.leader->uuid}};
   w.document("leader", leader);
   w.value("timestamp", d.timestamp);
   return w.json();

@@ -54,13 +54,13 @@ LeaseArgs to_args(const mongoelector_lease_options* o) {
   a.blocking = o->blocking != 0;
   require(!std::isnan(o->timeout_seconds), "timeout_seconds is NaN");
   if (!a.blocking) {
-    require(o->timeout_seconds < 0,
-            "blocking=0 takes no timeout: pass a negative timeout_seconds");
+    require(o->timeout_seconds < 0, "blocking=0 takes no timeout: pass a negative timeout_seconds");
   } else {
     mongoelector::capi::require_positive_duration(o->step_seconds, "step_seconds");
     a.step_s = o->step_seconds;
     // Negative means "none"; +infinity is the same wait.
-    if (o->timeout_seconds >= 0 && std::isfinite(o->timeout_seconds)) a.timeout_s = o->timeout_seconds;
+    if (o->timeout_seconds >= 0 && std::isfinite(o->timeout_seconds))
+      a.timeout_s = o->timeout_seconds;
   }
   a.on_lost = o->on_lost;
   a.user_data = o->user_data;
@@ -123,9 +123,9 @@ MONGOELECTOR_API void mongoelector_lease_options_init(mongoelector_lease_options
   options->user_data = nullptr;
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire(mongoelector_locker* locker,
-                                                                const mongoelector_lease_options* options,
-                                                                mongoelector_lease** out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_lease_acquire(mongoelector_locker* locker, const mongoelector_lease_options* options,
+                           mongoelector_lease** out) {
   return guard([&] {
     checked(locker);
     require(out != nullptr, "out is NULL");
@@ -133,11 +133,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire(mongoelector_loc
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(mongoelector_locker* locker,
-                                                                     const mongoelector_acquire_options* acquire,
-                                                                     mongoelector_lease_lost_fn on_lost,
-                                                                     void* user_data,
-                                                                     mongoelector_lease** out) {
+MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(
+    mongoelector_locker* locker, const mongoelector_acquire_options* acquire,
+    mongoelector_lease_lost_fn on_lost, void* user_data, mongoelector_lease** out) {
   return guard([&] {
     checked(locker);
     require(out != nullptr, "out is NULL");
@@ -154,7 +152,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(mongoelecto
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_lease_fence(mongoelector_lease* lease, int64_t* out) {
+MONGOELECTOR_API mongoelector_status mongoelector_lease_fence(mongoelector_lease* lease,
+                                                              int64_t* out) {
   return guard([&] {
     auto& h = checked_lease(lease);
     require(out != nullptr, "out is NULL");

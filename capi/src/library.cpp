@@ -28,7 +28,8 @@ struct Handler {
   }
 };
 
-mongoelector_status install_handler(mongoelector_log_level min_level, mongoelector_log_fn message_fn,
+mongoelector_status install_handler(mongoelector_log_level min_level,
+                                    mongoelector_log_fn message_fn,
                                     mongoelector_log_record_fn record_fn, void* user_data,
                                     mongoelector_release_fn release) {
   return mongoelector::capi::guard([&] {
@@ -98,9 +99,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_handler(mongoelector_l
   return install_handler(min_level, fn, nullptr, user_data, release);
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_set_log_record_handler(
-    mongoelector_log_level min_level, mongoelector_log_record_fn fn, void* user_data,
-    mongoelector_release_fn release) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_set_log_record_handler(mongoelector_log_level min_level, mongoelector_log_record_fn fn,
+                                    void* user_data, mongoelector_release_fn release) {
   return install_handler(min_level, nullptr, fn, user_data, release);
 }
 

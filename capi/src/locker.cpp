@@ -12,8 +12,8 @@
 #include "utf8.h"
 
 using mongoelector::capi::checked;
-using mongoelector::capi::read_out;
 using mongoelector::capi::guard;
+using mongoelector::capi::read_out;
 using mongoelector::capi::require;
 
 namespace {
@@ -95,10 +95,9 @@ MONGOELECTOR_API void mongoelector_locker_options_init(mongoelector_locker_optio
   options->allow_unsafe_server = D::allow_unsafe_server ? 1 : 0;
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client* client,
-                                                             const char* key,
-                                                             const mongoelector_locker_options* options,
-                                                             mongoelector_locker** out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_new(mongoelector_client* client, const char* key,
+                        const mongoelector_locker_options* options, mongoelector_locker** out) {
   return guard([&] {
     checked(client);
     require(out != nullptr, "out is NULL");
@@ -108,8 +107,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_config_init(mongoelector_locker_config* config,
-                                                                     uint32_t version) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_config_init(mongoelector_locker_config* config, uint32_t version) {
   return guard([&] {
     require(config != nullptr, "config is NULL");
     mongoelector::capi::check_struct_version(version, MONGOELECTOR_LOCKER_CONFIG_VERSION,
@@ -127,10 +126,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_config_init(mongoelecto
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_new_with(mongoelector_client* client,
-                                                                  const char* key,
-                                                                  const mongoelector_locker_config* config,
-                                                                  mongoelector_locker** out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_new_with(mongoelector_client* client, const char* key,
+                             const mongoelector_locker_config* config, mongoelector_locker** out) {
   return guard([&] {
     checked(client);
     require(out != nullptr, "out is NULL");
@@ -141,8 +139,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_new_with(mongoelector_c
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_acquire_options_init(mongoelector_acquire_options* options,
-                                                                       uint32_t version) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_acquire_options_init(mongoelector_acquire_options* options, uint32_t version) {
   return guard([&] {
     require(options != nullptr, "options is NULL");
     mongoelector::capi::check_struct_version(version, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION,
@@ -156,9 +154,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_acquire_options_init(mongoelec
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(mongoelector_locker* locker,
-                                                                      const mongoelector_acquire_options* options,
-                                                                      int64_t* fence_out) {
+MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(
+    mongoelector_locker* locker, const mongoelector_acquire_options* options, int64_t* fence_out) {
   return guard([&] {
     auto& h = checked(locker);
     const auto args = mongoelector::capi::to_acquire_args(options);
@@ -191,8 +188,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire(mongoelector_lo
     // Negative means "none"; +infinity is the same wait.
     if (timeout_seconds >= 0 && std::isfinite(timeout_seconds)) timeout = timeout_seconds;
     if (!blocking) {
-      require(timeout_seconds < 0,
-              "blocking=0 takes no timeout: pass a negative timeout_seconds");
+      require(timeout_seconds < 0, "blocking=0 takes no timeout: pass a negative timeout_seconds");
     } else {
       mongoelector::capi::require_positive_duration(step_seconds, "step_seconds");
     }
@@ -203,8 +199,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire(mongoelector_lo
     }
     mongoelector::CancelFn cancel;
     if (blocking) cancel = [&h] { return h.cancel_requested.exchange(false); };
-    const std::int64_t fence =
-        h.locker->acquire(blocking != 0, timeout, blocking ? step_seconds : 0.25, force != 0, cancel);
+    const std::int64_t fence = h.locker->acquire(
+        blocking != 0, timeout, blocking ? step_seconds : 0.25, force != 0, cancel);
     if (fence_out != nullptr) *fence_out = fence;
   });
 }
@@ -222,9 +218,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_lo
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(mongoelector_locker* locker,
-                                                                          double min_hold_seconds,
-                                                                          int64_t* frees_at_ms_out) {
+MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(
+    mongoelector_locker* locker, double min_hold_seconds, int64_t* frees_at_ms_out) {
   return guard([&] {
     auto& h = checked(locker);
     std::lock_guard<std::mutex> g(h.mu);
@@ -233,10 +228,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(mongoe
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_claim_window(mongoelector_locker* locker,
-                                                                      double window_seconds,
-                                                                      int* claimed_out,
-                                                                      int64_t* window_start_ms_out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_claim_window(mongoelector_locker* locker, double window_seconds,
+                                 int* claimed_out, int64_t* window_start_ms_out) {
   return guard([&] {
     auto& h = checked(locker);
     require(claimed_out != nullptr, "claimed_out is NULL");
@@ -330,9 +324,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_current(mongoelector_lo
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(mongoelector_locker* locker,
-                                                                         mongoelector_lock_details* details,
-                                                                         int* found_out) {
+MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(
+    mongoelector_locker* locker, mongoelector_lock_details* details, int* found_out) {
   return guard([&] {
     auto& h = checked(locker);
     require(details != nullptr, "details is NULL");

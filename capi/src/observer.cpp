@@ -51,11 +51,12 @@ void fill(const mongoelector::LeaderState& s, mongoelector_leader_state* out) {
   out->fence = s.fence;
   out->server_time_ms = s.server_time_ms;
   if (out->version < 2) return;
-  static_assert(static_cast<int>(mongoelector::LeaderStatus::kNone) == MONGOELECTOR_LEADER_NONE &&
-                    static_cast<int>(mongoelector::LeaderStatus::kLeader) == MONGOELECTOR_LEADER_LEADS &&
-                    static_cast<int>(mongoelector::LeaderStatus::kPending) == MONGOELECTOR_LEADER_PENDING &&
-                    static_cast<int>(mongoelector::LeaderStatus::kUnknown) == MONGOELECTOR_LEADER_UNKNOWN,
-                "the C status numbers are the core's");
+  static_assert(
+      static_cast<int>(mongoelector::LeaderStatus::kNone) == MONGOELECTOR_LEADER_NONE &&
+          static_cast<int>(mongoelector::LeaderStatus::kLeader) == MONGOELECTOR_LEADER_LEADS &&
+          static_cast<int>(mongoelector::LeaderStatus::kPending) == MONGOELECTOR_LEADER_PENDING &&
+          static_cast<int>(mongoelector::LeaderStatus::kUnknown) == MONGOELECTOR_LEADER_UNKNOWN,
+      "the C status numbers are the core's");
   out->status = static_cast<int>(s.status);
   out->expire_ms = s.expire_ms;
   out->handover_uuid = s.handover_uuid.c_str();
@@ -115,8 +116,8 @@ void stop_and_delete(mongoelector_observer* h) noexcept {
 
 extern "C" {
 
-MONGOELECTOR_API mongoelector_status mongoelector_observer_config_init(mongoelector_observer_config* config,
-                                                                       uint32_t version) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_observer_config_init(mongoelector_observer_config* config, uint32_t version) {
   return guard([&] {
     require(config != nullptr, "config is NULL");
     mongoelector::capi::check_struct_version(version, MONGOELECTOR_OBSERVER_CONFIG_VERSION,
@@ -128,12 +129,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_observer_config_init(mongoelec
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_observer_new(mongoelector_client* client,
-                                                               const char* key,
-                                                               const mongoelector_observer_config* config,
-                                                               mongoelector_leader_change_fn on_change,
-                                                               void* user_data,
-                                                               mongoelector_observer** out) {
+MONGOELECTOR_API mongoelector_status mongoelector_observer_new(
+    mongoelector_client* client, const char* key, const mongoelector_observer_config* config,
+    mongoelector_leader_change_fn on_change, void* user_data, mongoelector_observer** out) {
   return guard([&] {
     auto& c = mongoelector::capi::checked(client);
     require(out != nullptr, "out is NULL");

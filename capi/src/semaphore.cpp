@@ -23,7 +23,7 @@ using mongoelector::capi::guard;
 using mongoelector::capi::require;
 
 namespace mongoelector::capi {
-constexpr std::uint64_t kSemaphoreMagic = 0x6d6553656d617068ULL;  // "meSemaph"
+constexpr std::uint64_t kSemaphoreMagic = 0x6d6553656d617068ULL;       // "meSemaph"
 constexpr std::uint64_t kSemaphoreLeaseMagic = 0x6d65536d4c656173ULL;  // "meSmLeas"
 }  // namespace mongoelector::capi
 
@@ -84,8 +84,8 @@ mongoelector_semaphore_lease& checked_lease(mongoelector_semaphore_lease* h) {
 
 extern "C" {
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_config_init(
-    mongoelector_semaphore_config* config, uint32_t version) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_config_init(mongoelector_semaphore_config* config, uint32_t version) {
   return guard([&] {
     require(config != nullptr, "config is NULL");
     mongoelector::capi::check_struct_version(version, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION,
@@ -127,9 +127,9 @@ MONGOELECTOR_API void mongoelector_semaphore_free(mongoelector_semaphore* semaph
   }
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_acquire(
-    mongoelector_semaphore* semaphore, const mongoelector_acquire_options* options,
-    int64_t* fence_out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_acquire(mongoelector_semaphore* semaphore,
+                               const mongoelector_acquire_options* options, int64_t* fence_out) {
   return guard([&] {
     auto& h = checked_semaphore(semaphore);
     const auto args = mongoelector::capi::to_acquire_args(options);
@@ -140,7 +140,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_acquire(
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_release(mongoelector_semaphore* semaphore) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_release(mongoelector_semaphore* semaphore) {
   return guard([&] { checked_semaphore(semaphore).semaphore->release(); });
 }
 
@@ -165,9 +166,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_fence(mongoelector_s
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_holders(
-    mongoelector_semaphore* semaphore, mongoelector_semaphore_holder** holders_out,
-    size_t* count_out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_holders(mongoelector_semaphore* semaphore,
+                               mongoelector_semaphore_holder** holders_out, size_t* count_out) {
   return guard([&] {
     auto& h = checked_semaphore(semaphore);
     require(holders_out != nullptr, "holders_out is NULL");
@@ -233,7 +234,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_acquire(
       handle->semaphore = semaphore;
       // The handle owns the Semaphore; the lease borrows it (the handle outlives the lease).
       std::shared_ptr<mongoelector::Semaphore> borrowed(h.semaphore.get(),
-                                                       [](mongoelector::Semaphore*) {});
+                                                        [](mongoelector::Semaphore*) {});
       handle->lease = mongoelector::SemaphoreLease::acquire(std::move(borrowed), std::move(ko));
       *out = handle.release();
     } catch (...) {
@@ -243,8 +244,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_acquire(
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_fence(
-    mongoelector_semaphore_lease* lease, int64_t* out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_lease_fence(mongoelector_semaphore_lease* lease, int64_t* out) {
   return guard([&] {
     auto& h = checked_lease(lease);
     require(out != nullptr, "out is NULL");
@@ -252,8 +253,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_fence(
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_lost(
-    mongoelector_semaphore_lease* lease, int* out) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_lease_lost(mongoelector_semaphore_lease* lease, int* out) {
   return guard([&] {
     auto& h = checked_lease(lease);
     require(out != nullptr, "out is NULL");
@@ -285,8 +286,7 @@ MONGOELECTOR_API void mongoelector_semaphore_lease_free(mongoelector_semaphore_l
     lease->lease.reset();
   } catch (...) {
   }
-  if (lease->semaphore != nullptr &&
-      lease->semaphore->magic == mongoelector::capi::kSemaphoreMagic)
+  if (lease->semaphore != nullptr && lease->semaphore->magic == mongoelector::capi::kSemaphoreMagic)
     lease->semaphore->has_lease.store(false);
   delete lease;
 }

@@ -9,9 +9,9 @@
 
 #include "exceptions.h"
 #include "handles.h"
-#include "mongoelector/testing.h"
 #include "identity.h"
 #include "log.h"
+#include "mongoelector/testing.h"
 #include "storage/memory_storage.h"
 #include "testing/manual_clock.h"
 #include "utf8.h"
@@ -99,7 +99,8 @@ std::string checked_memory_uri(const char* uri) {
   require(mongoelector::is_valid_utf8(uri), "memory_uri is not valid UTF-8");
   std::string u(uri);
   if (!mongoelector::is_memory_uri(u))
-    throw InvalidArgument("not a memory:// URI: " + u + " (the testing kit acts on memory://NAME only)");
+    throw InvalidArgument("not a memory:// URI: " + u +
+                          " (the testing kit acts on memory://NAME only)");
   return u;
 }
 
@@ -166,7 +167,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_advance(mongoelecto
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_settle(mongoelector_fake_clock* clock) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_fake_clock_settle(mongoelector_fake_clock* clock) {
   return guard([&] {
     auto& h = checked_clock(clock);
     drive(h, "mongoelector_fake_clock_settle", [&] { return h.clock->settle(); });
@@ -187,8 +189,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_now(mongoelector_fa
   });
 }
 
-MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_jump_wall(mongoelector_fake_clock* clock,
-                                                                       int64_t ms) {
+MONGOELECTOR_API mongoelector_status
+mongoelector_fake_clock_jump_wall(mongoelector_fake_clock* clock, int64_t ms) {
   return guard([&] {
     auto& h = checked_clock(clock);
     const std::int64_t wall = h.clock->wall_ms();
@@ -241,8 +243,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_memory_set_unavailable(const c
     // vanish with it when the client goes.
     if (unavailable != 0 && storage.use_count() == 1) {
       throw InvalidArgument(
-          uri + " is not in use in this process: open a client on it (or attach it to a fake "
-                "clock) first, the setting would be lost with the unused backend");
+          uri +
+          " is not in use in this process: open a client on it (or attach it to a fake "
+          "clock) first, the setting would be lost with the unused backend");
     }
     storage->set_unavailable(unavailable != 0);
   });

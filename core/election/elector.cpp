@@ -2,7 +2,6 @@
 
 #include "../metrics.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -16,7 +15,8 @@ namespace mongoelector {
 namespace {
 Value ttl_value(double ttl_s) {
   // Keep an integral ttl an integer in status documents, as the original does.
-  if (ttl_s == std::floor(ttl_s) && std::fabs(ttl_s) < 9e15) return static_cast<std::int64_t>(ttl_s);
+  if (ttl_s == std::floor(ttl_s) && std::fabs(ttl_s) < 9e15)
+    return static_cast<std::int64_t>(ttl_s);
   return ttl_s;
 }
 
@@ -254,7 +254,8 @@ void Elector::announce_deadline(std::uint64_t term) {
     // and lease's announcement (callback_dispatcher.h). Until it has run, no new term
     // begins (loss_in_progress_): on_leader never overtakes on_leader_loss.
     job = std::make_shared<CallbackJob>([this, fence] {
-      log(LogLevel::Warning, "leader of " + options_.key + " reached its renew deadline: stepping down",
+      log(LogLevel::Warning,
+          "leader of " + options_.key + " reached its renew deadline: stepping down",
           log_fields(LogEvent::StepDown, fence));
       fire(Event::LostLeader);
       // Kept visible to the callback (locker().hold()); now it may still be ours on the
@@ -298,7 +299,8 @@ bool Elector::lock_for_poll(std::unique_lock<std::timed_mutex>& lk) {
 }
 
 void Elector::retry_soon() {
-  const std::int64_t backoff = std::max<std::int64_t>(1, std::min<std::int64_t>(locker_->ttl_ms() / 20, 250));
+  const std::int64_t backoff =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(locker_->ttl_ms() / 20, 250));
   std::lock_guard<std::mutex> g(mu_);
   next_poll_mono_ = clock_->mono_ms() + backoff;
 }
@@ -306,7 +308,8 @@ void Elector::retry_soon() {
 void Elector::poll() {
   std::unique_lock<std::timed_mutex> lk(poll_mu_, std::defer_lock);
   if (!lock_for_poll(lk)) {
-    log(LogLevel::Warning, "poll of " + options_.key + " waited for another thread until its renew deadline");
+    log(LogLevel::Warning,
+        "poll of " + options_.key + " waited for another thread until its renew deadline");
     retry_soon();
     return;
   }
@@ -371,7 +374,8 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
     return end_term() ? Event::LostLeader : Event::None;
   }
   if (now >= *deadline) {
-    log(LogLevel::Warning, "leader of " + options_.key + " missed its renew deadline: stepping down",
+    log(LogLevel::Warning,
+        "leader of " + options_.key + " missed its renew deadline: stepping down",
         log_fields(LogEvent::StepDown));
     metrics::record_step_down();
     return end_term() ? Event::LostLeader : Event::None;
@@ -381,9 +385,10 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
   if (locker_->server_clock().stale() && fits_before_deadline(now, 2)) {
     try {
       if (locker_->refresh_clock()) {  // a jump: the lease was written on the old base
-        log(LogLevel::Warning, "leader of " + options_.key + " steps down: the server's clock jumped",
+        log(LogLevel::Warning,
+            "leader of " + options_.key + " steps down: the server's clock jumped",
             log_fields(LogEvent::ClockJump));
-    metrics::record_step_down();
+        metrics::record_step_down();
         return end_term() ? Event::LostLeader : Event::None;
       }
     } catch (const std::exception& ex) {
@@ -404,7 +409,8 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
   try {
     std::optional<std::int64_t> lease_end = locker_->renew();
     if (!lease_end) {
-      log(LogLevel::Warning, "leader of " + options_.key + " lost its lock (taken over, expired or released)",
+      log(LogLevel::Warning,
+          "leader of " + options_.key + " lost its lock (taken over, expired or released)",
           log_fields(LogEvent::LeaderLost));
       return end_term() ? Event::LostLeader : Event::None;
     }
@@ -450,7 +456,8 @@ Elector::Event Elector::poll_follower(std::int64_t now) {
         if (auto lease = locker_->lease()) return begin_term(now, *lease);
       }
     }
-    std::optional<LockDoc> doc = locker_->storage().read(locker_->options().collection, options_.key);
+    std::optional<LockDoc> doc =
+        locker_->storage().read(locker_->options().collection, options_.key);
     // Held while a claimant could still see it held: compare with the earliest server time.
     const std::int64_t server_now = locker_->server_clock().estimate_sampling().earliest_ms();
     const std::int64_t peek = handover_poll_ms();
@@ -498,8 +505,9 @@ Elector::Event Elector::begin_term(std::int64_t now, const Lease& lease) {
   if (clock_->mono_ms() >= deadline) {
     // The claim (and its epoch round trips) ate the lease: never announce a lease that
     // is already over; free it for the others.
-    log(LogLevel::Warning, "lock of " + options_.key + " was won too late to lead (its renew "
-                           "deadline had passed): releasing it");
+    log(LogLevel::Warning, "lock of " + options_.key +
+                               " was won too late to lead (its renew "
+                               "deadline had passed): releasing it");
     try {
       locker_->release(false);
     } catch (const std::exception& ex) {
@@ -665,9 +673,12 @@ Document Elector::build_status(bool may_sample) {
   auto hold = locker_->hold();
   std::int64_t timestamp;
   auto estimate = locker_->server_clock().estimate();
-  if (estimate && !may_sample) timestamp = estimate->now_ms;
-  else if (estimate && !locker_->server_clock().stale()) timestamp = estimate->now_ms;
-  else timestamp = may_sample ? locker_->server_now_ms() : clock_->wall_ms();
+  if (estimate && !may_sample)
+    timestamp = estimate->now_ms;
+  else if (estimate && !locker_->server_clock().stale())
+    timestamp = estimate->now_ms;
+  else
+    timestamp = may_sample ? locker_->server_now_ms() : clock_->wall_ms();
   Document d;
   d.set("uuid", locker_->identity().uuid);
   d.set("key", locker_->key());

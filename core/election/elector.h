@@ -198,7 +198,7 @@ class Elector {
   void announce_deadline(std::uint64_t term);
   void schedule_deadline_locked(std::int64_t deadline);
   void cancel_deadline_locked();
-  std::optional<std::int64_t> renew_deadline_locked() const;  // mu_ held
+  std::optional<std::int64_t> renew_deadline_locked() const;           // mu_ held
   LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;  // key, uuid, host
   bool fits_before_deadline(std::int64_t now, int calls) const;
   bool lock_for_poll(std::unique_lock<std::timed_mutex>& lk);
@@ -231,15 +231,15 @@ class Elector {
   DeadlineTimer::Id deadline_task_ = 0;
   bool loss_in_progress_ = false;  // a missed deadline's loss is being announced: no new term yet
   std::shared_ptr<CallbackJob> loss_job_;  // that announcement (~Elector finishes it)
-  int deadline_tasks_running_ = 0;  // on_deadline calls under way (~Elector waits)
+  int deadline_tasks_running_ = 0;         // on_deadline calls under way (~Elector waits)
   bool leader_exists_ = false;
   bool stop_requested_ = false;
   bool running_ = false;
   std::int64_t next_poll_mono_ = 0;
-  std::int64_t hold_off_until_mono_ = 0;   // resign(): no claim, no hand-over before
-  bool handing_over_ = false;              // transfer() is between its two halves
+  std::int64_t hold_off_until_mono_ = 0;      // resign(): no claim, no hand-over before
+  bool handing_over_ = false;                 // transfer() is between its two halves
   std::int64_t accepted_handover_fence_ = 0;  // each hand-over is taken at most once
-  std::int64_t last_report_mono_ = -1;     // the last status report (peeks skip reports)
+  std::int64_t last_report_mono_ = -1;        // the last status report (peeks skip reports)
   std::optional<DateTime> last_poll_;
   std::thread thread_;
   std::thread::id loop_thread_id_;

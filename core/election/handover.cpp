@@ -180,10 +180,13 @@ bool Elector::resign(std::optional<double> hold_off_s) {
 
 void Elector::transfer(const std::string& to_uuid) {
   const std::string& me = locker_->identity().uuid;
-  if (to_uuid.empty()) throw InvalidArgument("transfer needs the uuid of the member to hand over to");
-  if (to_uuid == me) throw InvalidArgument("cannot transfer leadership of " + options_.key + " to this node");
+  if (to_uuid.empty())
+    throw InvalidArgument("transfer needs the uuid of the member to hand over to");
+  if (to_uuid == me)
+    throw InvalidArgument("cannot transfer leadership of " + options_.key + " to this node");
   const std::optional<std::int64_t> current = leader_fence();
-  if (!current) throw InvalidArgument("not the leader of " + options_.key + ": nothing to transfer");
+  if (!current)
+    throw InvalidArgument("not the leader of " + options_.key + ": nothing to transfer");
   if ((*current & (kEpochUnit - 1)) == kEpochUnit - 1)
     throw InvalidArgument("the token counter of this epoch is exhausted: resign() instead");
   // The target must be a member (its status document): its host and pid go into the
@@ -193,7 +196,8 @@ void Elector::transfer(const std::string& to_uuid) {
   std::int64_t pid = 0;
   if (options_.report_status) {
     bool found = false;
-    for (const Document& m : locker_->storage().list_status(options_.status_collection, options_.key)) {
+    for (const Document& m :
+         locker_->storage().list_status(options_.status_collection, options_.key)) {
       if (m.get_string("uuid").value_or(m.get_string("_id").value_or("")) != to_uuid) continue;
       found = true;
       host = m.get_string("host").value_or("");
@@ -208,7 +212,8 @@ void Elector::transfer(const std::string& to_uuid) {
   {
     std::lock_guard<std::timed_mutex> g(poll_mu_);
     fence = end_term_for_handover(0);
-    if (!fence) throw InvalidArgument("not the leader of " + options_.key + ": nothing to transfer");
+    if (!fence)
+      throw InvalidArgument("not the leader of " + options_.key + ": nothing to transfer");
     std::lock_guard<std::mutex> s(mu_);
     handing_over_ = true;  // the loop must not take the stranded hold back meanwhile
   }

@@ -41,11 +41,11 @@ struct RenewTicket {
   Kind kind = Kind::Lock;
   std::unique_lock<std::mutex> io;  // the holder's lock on the hold's name, if any
   std::int64_t fence = 0;
-  std::uint64_t gen = 0;   // the holder's hold generation at begin
-  std::int64_t sent = 0;   // host mono
-  ServerTime at;           // server time estimate at `sent`
-  RenewRequest request;              // Kind::Lock
-  SemaphoreRenewRequest semaphore;   // Kind::Semaphore
+  std::uint64_t gen = 0;            // the holder's hold generation at begin
+  std::int64_t sent = 0;            // host mono
+  ServerTime at;                    // server time estimate at `sent`
+  RenewRequest request;             // Kind::Lock
+  SemaphoreRenewRequest semaphore;  // Kind::Semaphore
   std::int64_t expire_ms() const {
     return kind == Kind::Lock ? request.expire_ms : semaphore.expire_ms;
   }

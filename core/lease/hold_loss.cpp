@@ -29,9 +29,11 @@ std::shared_ptr<HoldLoss> HoldLoss::watch(const std::shared_ptr<Clock>& clock, s
   return loss;
 }
 
-HoldLoss::HoldLoss(std::shared_ptr<Clock> clock, std::int64_t ttl_ms,
-                   std::function<void()> on_lost, Hooks hooks)
-    : clock_(std::move(clock)), ttl_ms_(ttl_ms), on_lost_(std::move(on_lost)),
+HoldLoss::HoldLoss(std::shared_ptr<Clock> clock, std::int64_t ttl_ms, std::function<void()> on_lost,
+                   Hooks hooks)
+    : clock_(std::move(clock)),
+      ttl_ms_(ttl_ms),
+      on_lost_(std::move(on_lost)),
       hooks_(std::move(hooks)) {}
 
 void HoldLoss::start(std::int64_t lease_end, std::int64_t margin) {
@@ -74,10 +76,12 @@ std::shared_ptr<CallbackJob> HoldLoss::announce_locked() {
   job_ = std::make_shared<CallbackJob>([self, why = reason_] {
     auto s = self.lock();
     if (!s) return;
-    if (s->hooks_.log) s->hooks_.log(LogLevel::Warning, s->hooks_.what + " lost: " + why, LogEvent::LeaseLost);
+    if (s->hooks_.log)
+      s->hooks_.log(LogLevel::Warning, s->hooks_.what + " lost: " + why, LogEvent::LeaseLost);
     call_user_code(s->on_lost_, [&](const char* what) {
       if (s->hooks_.log)
-        s->hooks_.log(LogLevel::Error, what ? std::string("on_lost raised: ") + what : "on_lost raised",
+        s->hooks_.log(LogLevel::Error,
+                      what ? std::string("on_lost raised: ") + what : "on_lost raised",
                       LogEvent::CallbackFailed);
     });
   });
@@ -128,7 +132,8 @@ void HoldLoss::declare_lost(const std::string& why) {
   arm_locked(clock_->mono_ms());
 }
 
-std::optional<std::int64_t> HoldLoss::clean_up(std::int64_t now, const std::function<void()>& release,
+std::optional<std::int64_t> HoldLoss::clean_up(std::int64_t now,
+                                               const std::function<void()>& release,
                                                std::int64_t retry_ms) {
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -137,8 +142,9 @@ std::optional<std::int64_t> HoldLoss::clean_up(std::int64_t now, const std::func
     if (now > clean_up_until_) {
       if (hooks_.log)
         hooks_.log(LogLevel::Warning,
-                   hooks_.what + ": gave up releasing the lost hold (it has expired; it is "
-                                 "released before the next acquire)",
+                   hooks_.what +
+                       ": gave up releasing the lost hold (it has expired; it is "
+                       "released before the next acquire)",
                    LogEvent::None);
       return std::nullopt;
     }
@@ -148,7 +154,8 @@ std::optional<std::int64_t> HoldLoss::clean_up(std::int64_t now, const std::func
     return std::nullopt;
   } catch (const std::exception& ex) {
     if (hooks_.log)
-      hooks_.log(LogLevel::Warning, hooks_.what + ": could not release the lost hold yet: " + ex.what(),
+      hooks_.log(LogLevel::Warning,
+                 hooks_.what + ": could not release the lost hold yet: " + ex.what(),
                  LogEvent::None);
     return now + retry_ms;
   }

@@ -59,9 +59,9 @@ class HoldLoss : public std::enable_shared_from_this<HoldLoss> {
   // log_fields(event, fence)); `what` names it in messages.
   static std::shared_ptr<HoldLoss> watch(const std::shared_ptr<Clock>& clock, std::int64_t ttl_ms,
                                          std::function<void()> on_lost,
-                                         const std::shared_ptr<Holdable>& holder, std::int64_t fence,
-                                         const std::string& what, std::int64_t lease_end,
-                                         std::int64_t margin);
+                                         const std::shared_ptr<Holdable>& holder,
+                                         std::int64_t fence, const std::string& what,
+                                         std::int64_t lease_end, std::int64_t margin);
 
   // A renewal step at `now`: closed, lost (its deadline passed, or declared), or live
   // with its deadline.

@@ -75,7 +75,8 @@ void Renewer::add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms) {
     if (!started_ && threads_ > 0) {
       started_ = true;
       workers_.reserve(static_cast<std::size_t>(threads_));
-      for (int i = 0; i < threads_; ++i) workers_.push_back(start_clock_thread(*clock_, [this] { worker(); }));
+      for (int i = 0; i < threads_; ++i)
+        workers_.push_back(start_clock_thread(*clock_, [this] { worker(); }));
     }
   }
   cv_.notify_one();
@@ -197,7 +198,8 @@ void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
   std::uint64_t sent_batches = 0, carried = 0;
   for (const auto& [group, members] : groups) {
     const auto& [kind, collection] = group;
-    const std::size_t chunk = std::max<std::size_t>(1, starts[members[0]].storage->max_renew_batch());
+    const std::size_t chunk =
+        std::max<std::size_t>(1, starts[members[0]].storage->max_renew_batch());
     for (std::size_t from = 0; from < members.size(); from += chunk) {
       const std::size_t to = std::min(members.size(), from + chunk);
       // Sent through the member with the shortest call bound, so that no member's call
@@ -244,9 +246,8 @@ void Renewer::run_batch(std::vector<std::shared_ptr<Renewable>> batch) {
       for (std::size_t j = from; j < to; ++j) {
         const std::size_t i = members[j];
         const bool ok = error.empty() && renewed[j - from];
-        next[i] = guarded_step([&] {
-          return batch[i]->finish_batched(ok, error.empty() ? nullptr : error.c_str());
-        });
+        next[i] = guarded_step(
+            [&] { return batch[i]->finish_batched(ok, error.empty() ? nullptr : error.c_str()); });
       }
     }
   }

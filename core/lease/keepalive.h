@@ -56,7 +56,7 @@ class Renewable {
     // keeps the ticket until then; the renewer only reads it.
     const RenewTicket* ticket = nullptr;
     std::string collection;
-    Storage* storage = nullptr;   // may carry the batch
+    Storage* storage = nullptr;  // may carry the batch
     // Otherwise: the step is over (no request); the next due, as renew_step() returns.
     std::optional<std::int64_t> next;
   };
@@ -121,7 +121,7 @@ class Renewer {
     std::optional<Key> queued;  // nullopt while a step runs
     std::int64_t early_ok = 0;  // batching: may run from here on
     const void* domain = nullptr;
-    bool removed = false;       // remove() was called while a step ran
+    bool removed = false;  // remove() was called while a step ran
   };
   // Pops the earliest due step (mu_ held); nullptr if none is due.
   std::shared_ptr<Renewable> pop_due_locked(std::int64_t now);
@@ -131,7 +131,8 @@ class Renewer {
                         std::vector<std::shared_ptr<Renewable>>& out);
   // mu_ held: takes the earliest due step and, if batchable, its batch. nullopt: none
   // due; else whether it is a batch.
-  std::optional<bool> take_due_locked(std::int64_t now, std::vector<std::shared_ptr<Renewable>>& out);
+  std::optional<bool> take_due_locked(std::int64_t now,
+                                      std::vector<std::shared_ptr<Renewable>>& out);
   void run_taken(std::vector<std::shared_ptr<Renewable>>& taken, bool batched);
   // Runs a batch (one begin, one shared renew_many per chunk, one finish each); requeues each.
   void run_batch(std::vector<std::shared_ptr<Renewable>> batch);

@@ -40,7 +40,8 @@ class KeepAliveLease::State final : public Renewable {
   std::optional<std::int64_t> after_failure(const char* what);
   // After loss: releases (fenced) whatever the holder may still hold of this lease.
   std::optional<std::int64_t> clean_up(std::int64_t now) {
-    return loss->clean_up(now, [this] { hold->release(); }, backoff_ms);
+    return loss->clean_up(
+        now, [this] { hold->release(); }, backoff_ms);
   }
 
   const std::shared_ptr<Holdable> hold;
@@ -50,7 +51,7 @@ class KeepAliveLease::State final : public Renewable {
   std::int64_t backoff_ms = 1;
   std::int64_t fence = 0;  // set once, before the lease is shared
   const void* domain = nullptr;
-  std::shared_ptr<HoldLoss> loss;  // set once, before the lease is shared
+  std::shared_ptr<HoldLoss> loss;     // set once, before the lease is shared
   std::optional<RenewTicket> ticket;  // between begin_batched and finish_batched
 };
 
@@ -82,8 +83,8 @@ std::optional<std::int64_t> KeepAliveLease::State::after_renewal(std::optional<s
   // Started whenever the deadline had not passed, even if it could still be running
   // then: the lease was lost at the deadline whatever the call did.
   const std::int64_t margin = renew_margin_ms(ttl_ms, hold->server_clock().uncertainty_ms());
-  const std::string not_ours = std::string("the ") + hold->unit() +
-                               " is no longer ours (taken over, expired or released)";
+  const std::string not_ours =
+      std::string("the ") + hold->unit() + " is no longer ours (taken over, expired or released)";
   switch (loss->renewed(end, margin, not_ours)) {
     case HoldLoss::Outcome::Extended:
       return (*end - ttl_ms) + interval_ms();  // an interval after the send
@@ -192,14 +193,14 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<voi
                                Renewer* renewer)
     : KeepAliveLease(with_token(locker), locker, nullptr, std::move(on_lost), renewer) {}
 
-KeepAliveLease::KeepAliveLease(std::shared_ptr<Semaphore> semaphore,
-                               std::function<void()> on_lost, Renewer* renewer)
+KeepAliveLease::KeepAliveLease(std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
+                               Renewer* renewer)
     : KeepAliveLease(require_semaphore(semaphore), nullptr, semaphore, std::move(on_lost),
                      renewer) {}
 
 KeepAliveLease::KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<Locker> locker,
-                               std::shared_ptr<Semaphore> semaphore,
-                               std::function<void()> on_lost, Renewer* renewer)
+                               std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
+                               Renewer* renewer)
     : locker_(std::move(locker)),
       semaphore_(std::move(semaphore)),
       renewer_(renewer ? renewer : &Renewer::for_clock(hold->clock())) {
@@ -218,8 +219,8 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<L
     try {
       hold->release();
     } catch (const std::exception& ex) {
-      log(LogLevel::Warning, "could not release a " + std::string(hold->unit()) +
-                                 " won too late: " + ex.what());
+      log(LogLevel::Warning,
+          "could not release a " + std::string(hold->unit()) + " won too late: " + ex.what());
     }
     throw StorageUnavailable("the " + std::string(hold->unit()) + " of " + hold->describe() +
                              " was won too late to keep (its renew deadline had passed)");
@@ -262,7 +263,7 @@ void KeepAliveLease::close(double min_hold_s) {
   if (!closed) return;  // closed before
   const bool lost = *closed;
   renewer_->remove(&s);  // waits for a renewal in flight (bounded by the call bound)
-  if (lost) return;  // a lost lease is not released (its hold stays stranded in the holder)
+  if (lost) return;      // a lost lease is not released (its hold stays stranded in the holder)
   try {
     if (min_hold_s > 0)
       locker_->release_min_hold(min_hold_s);

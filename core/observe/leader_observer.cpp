@@ -79,8 +79,8 @@ LeaderState state_of(const std::optional<LockDoc>& doc, const ServerTime& t) {
 
 LeaderObserver::LeaderObserver(std::shared_ptr<Storage> storage, LeaderObserverOptions options,
                                OnChange on_change, std::shared_ptr<Clock> clock)
-    : shared_(std::make_shared<Shared>(std::move(storage), std::move(options),
-                                       std::move(on_change), std::move(clock))) {
+    : shared_(std::make_shared<Shared>(std::move(storage), std::move(options), std::move(on_change),
+                                       std::move(clock))) {
   const LeaderObserverOptions& o = shared_->options;
   validate_key(o.key);
   validate_collection(o.lock_collection);
@@ -207,8 +207,10 @@ void LeaderObserver::run(const std::shared_ptr<Shared>& s) {
     std::int64_t t = next_read;
     if (!end) return t;
     const std::int64_t before = *end - lead;
-    if (last_read < before) t = std::min(t, before);
-    else if (last_read < *end) t = std::min(t, *end);
+    if (last_read < before)
+      t = std::min(t, before);
+    else if (last_read < *end)
+      t = std::min(t, *end);
     if (failing && t > before && t < *end) t = *end;
     return t;
   };

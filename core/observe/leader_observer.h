@@ -70,7 +70,9 @@ struct LeaderState {
   std::int64_t handover_fence = 0;
 
   // A status whose lease may still run (kLeader, kPending): it lapses at expire_ms.
-  bool has_lease() const { return status == LeaderStatus::kLeader || status == LeaderStatus::kPending; }
+  bool has_lease() const {
+    return status == LeaderStatus::kLeader || status == LeaderStatus::kPending;
+  }
   // Same status naming the same term (the leader's or the hand-over target's uuid and
   // fence), whenever observed and however often renewed.
   bool same_leader(const LeaderState& o) const {

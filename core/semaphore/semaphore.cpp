@@ -44,7 +44,8 @@ Semaphore::Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
       options_(std::move(options)),
       clock_(clock_or_storage_clock(std::move(clock), storage_)),
       identity_(std::move(identity)),
-      server_clock_(clock_, require_storage(storage_), kClockRefreshMs, half_rtt_cap_ms(options_.ttl_s)) {
+      server_clock_(clock_, require_storage(storage_), kClockRefreshMs,
+                    half_rtt_cap_ms(options_.ttl_s)) {
   validate_key(options_.key);
   validate_collection(options_.collection);
   if (options_.limit < 1 || options_.limit > semaphore_doc::kMaxLimit)
@@ -89,12 +90,14 @@ void Semaphore::check_server_safety() {
     if (!options_.allow_unsafe_server)
       throw UnsafeServer(what +
                          " does not run single-document updates atomically, so more than "
-                         "`limit` nodes could hold semaphore " + options_.key +
+                         "`limit` nodes could hold semaphore " +
+                         options_.key +
                          " at once; refusing to run. Set allow_unsafe_server to accept that "
                          "risk (tests, single node).");
     log(LogLevel::Warning,
-        what + ": updates are not atomic; the semaphore limit is NOT guaranteed under "
-               "contention and fencing tokens may repeat (allow_unsafe_server is set)",
+        what +
+            ": updates are not atomic; the semaphore limit is NOT guaranteed under "
+            "contention and fencing tokens may repeat (allow_unsafe_server is set)",
         log_fields(LogEvent::UnsafeServer));
   }
   std::lock_guard<std::mutex> g(mu_);
@@ -123,7 +126,8 @@ std::int64_t Semaphore::acquire_waiting(bool blocking, std::optional<double> tim
   // The Locker's retry rule (the contract's _acquireretry).
   while (Locker::acquire_retry(blocking, start, clock_->mono_ms(), timeout_s, count)) {
     ++count;
-    if (cancel && cancel()) throw Cancelled("acquire of semaphore " + options_.key + " was cancelled");
+    if (cancel && cancel())
+      throw Cancelled("acquire of semaphore " + options_.key + " was cancelled");
     if (auto token = try_acquire()) return *token;
     if (!blocking) {
       std::optional<SemaphoreDoc> doc;
@@ -265,9 +269,15 @@ std::optional<std::int64_t> Semaphore::try_acquire_locked() {
         throw StorageError("fence epoch out of range: " + std::to_string(epoch));
       const std::int64_t sent = clock_->mono_ms();  // before the estimate (see locker.h)
       const ServerTime t = server_time_for_write();
-      SemaphoreClaim c{options_.key,   options_.limit,  0,
-                       0,              std::max(epoch * kEpochUnit, attempted_fence() + 1), identity_.uuid,
-                       identity_.host, identity_.pid,   t.earliest_ms(),
+      SemaphoreClaim c{options_.key,
+                       options_.limit,
+                       0,
+                       0,
+                       std::max(epoch * kEpochUnit, attempted_fence() + 1),
+                       identity_.uuid,
+                       identity_.host,
+                       identity_.pid,
+                       t.earliest_ms(),
                        t.earliest_ms() + ttl_ms()};
       if (write_claim(c, /*create=*/true, sent)) {
         {
@@ -294,10 +304,9 @@ std::optional<std::int64_t> Semaphore::try_acquire_locked() {
     const std::int64_t new_fence = next_fence(std::max(doc->fence, attempted_fence()));
     const std::int64_t sent = clock_->mono_ms();
     const ServerTime t = server_time_for_write();
-    SemaphoreClaim c{options_.key,   options_.limit, slot,
-                     doc->fence,     new_fence,      identity_.uuid,
-                     identity_.host, identity_.pid,  t.earliest_ms(),
-                     t.earliest_ms() + ttl_ms()};
+    SemaphoreClaim c{
+        options_.key,   options_.limit, slot,          doc->fence,      new_fence,
+        identity_.uuid, identity_.host, identity_.pid, t.earliest_ms(), t.earliest_ms() + ttl_ms()};
     if (write_claim(c, /*create=*/false, sent)) {
       doc->fence = new_fence;
       doc->slots[static_cast<std::size_t>(slot)] = semaphore_doc::claimed_slot(c);
@@ -379,8 +388,7 @@ void Semaphore::settle_stranded() {
     s = stranded_;
   }
   if (!s) return;
-  storage_->release_semaphore(options_.collection, options_.key, s->slot, identity_.uuid,
-                              s->fence);
+  storage_->release_semaphore(options_.collection, options_.key, s->slot, identity_.uuid, s->fence);
   std::lock_guard<std::mutex> g(mu_);
   if (stranded_ && stranded_->fence == s->fence) stranded_.reset();
   if (cache_ && s->slot < static_cast<std::int64_t>(cache_->slots.size()) &&
@@ -459,8 +467,8 @@ RenewTicket Semaphore::begin_renew(std::int64_t sent) {
   }
   t.sent = sent;
   t.at = server_time_for_write(sent);
-  t.semaphore = SemaphoreRenewRequest{options_.key, slot, identity_.uuid, t.fence,
-                                      t.at.now_ms + ttl_ms()};
+  t.semaphore =
+      SemaphoreRenewRequest{options_.key, slot, identity_.uuid, t.fence, t.at.now_ms + ttl_ms()};
   return t;
 }
 
@@ -489,8 +497,7 @@ bool Semaphore::refresh_clock() {
   std::lock_guard<std::mutex> g(mu_);
   if (hold_) {
     log(LogLevel::Warning,
-        "the server's clock jumped: the hold of semaphore " + options_.key +
-            " is treated as lost",
+        "the server's clock jumped: the hold of semaphore " + options_.key + " is treated as lost",
         log_fields(LogEvent::ClockJump, hold_->fence));
     strand_locked();
   }

@@ -52,8 +52,8 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -139,7 +139,7 @@ class Semaphore : public Holdable {
   // The key's document as stored (no checks), or nullopt. One round trip.
   std::optional<SemaphoreDoc> read();
 
-  double verify_time();   // see Locker::verify_time
+  double verify_time();           // see Locker::verify_time
   bool refresh_clock() override;  // see Locker::refresh_clock (a jump strands the hold)
   ServerClock& server_clock() override { return server_clock_; }
 

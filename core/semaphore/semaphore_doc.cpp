@@ -64,8 +64,8 @@ SemaphoreSlot claimed_slot(const SemaphoreClaim& c) {
   return s;
 }
 
-bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid,
-                std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) {
+bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                std::int64_t now_ms, std::int64_t expire_ms) {
   if (slot < 0 || slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
   SemaphoreSlot& s = doc.slots[static_cast<std::size_t>(slot)];
   if (s.uuid != uuid || s.fence != fence || !s.held_at(now_ms)) return false;
@@ -114,8 +114,8 @@ SemaphoreDoc from_flat(const Document& f) {
   // Slots are numbered 0..n-1 without gaps; reading stops at the first index without a
   // single field (a bounded loop: at most kMaxLimit + 1 slots are looked at).
   for (std::size_t i = 0; i <= static_cast<std::size_t>(kMaxLimit); ++i) {
-    const bool any = f.has(field(i, "uuid")) || f.has(field(i, "fence")) ||
-                     f.has(field(i, "ts_expire"));
+    const bool any =
+        f.has(field(i, "uuid")) || f.has(field(i, "fence")) || f.has(field(i, "ts_expire"));
     if (!any) break;
     SemaphoreSlot s;
     s.uuid = f.get_string(field(i, "uuid")).value_or("");

@@ -28,8 +28,8 @@ SemaphoreDoc created_doc(const SemaphoreClaim& claim);
 // Storage::renew_semaphore on the document: if slot `slot` is {uuid, fence} and
 // unexpired at now_ms, moves its ts_expire to expire_ms unless later already (monotonic)
 // and returns true; else false, doc untouched.
-bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid,
-                std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms);
+bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                std::int64_t now_ms, std::int64_t expire_ms);
 
 // Flat form: {_id, limit, fence, "slots.<i>.uuid", "slots.<i>.host", "slots.<i>.pid",
 // "slots.<i>.fence", "slots.<i>.ts_created", "slots.<i>.ts_expire", ...}.

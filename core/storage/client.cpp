@@ -18,9 +18,12 @@ bool is_mongodb_uri(const std::string& uri) {
 std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database) {
   const StorageUri parsed = parse_storage_uri(uri);  // InvalidArgument naming what is wrong
   switch (parsed.backend) {
-    case UriBackend::Sqlite: return SqliteClient::open(uri);  // `database` is not used
-    case UriBackend::Memory: return MemoryClient::open(uri);  // nor here
-    case UriBackend::MongoDB: break;
+    case UriBackend::Sqlite:
+      return SqliteClient::open(uri);  // `database` is not used
+    case UriBackend::Memory:
+      return MemoryClient::open(uri);  // nor here
+    case UriBackend::MongoDB:
+      break;
   }
   // libmongoc reads the hosts and options again itself; the database is ours.
   return MongoClient::open(uri, database_for(parsed, database));

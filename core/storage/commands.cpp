@@ -48,14 +48,16 @@ Node later_than(std::int64_t now_ms) { return Node::doc({{"$gt", DateTime{now_ms
 // {$max: {field: expire}}: a renewal never lowers an expiry (storage.h, renew()); with
 // `exact`, set_expiry's {$set: {field: expire}}.
 Node expiry_update(std::string field, std::int64_t expire_ms, bool exact = false) {
-  return Node::doc({{exact ? "$set" : "$max", Node::doc({{std::move(field), DateTime{expire_ms}}})}});
+  return Node::doc(
+      {{exact ? "$set" : "$max", Node::doc({{std::move(field), DateTime{expire_ms}}})}});
 }
 
 // renew()'s filter (and set_expiry's, hand_over's): {_id, locked: true, uuid,
 // ts_expire: {$gt: now}, fence (unless 0)}.
 Node renew_filter(const std::string& key, const std::string& uuid, std::int64_t fence,
                   std::int64_t now_ms) {
-  Node f = Node::doc({{"_id", key}, {"locked", true}, {"uuid", uuid}, {"ts_expire", later_than(now_ms)}});
+  Node f = Node::doc(
+      {{"_id", key}, {"locked", true}, {"uuid", uuid}, {"ts_expire", later_than(now_ms)}});
   if (fence != 0) f.add("fence", fence);
   return f;
 }
@@ -80,10 +82,13 @@ Node slot_node(const SemaphoreSlot& s) {
 // `$` to the wrong element (storage.h).
 Node slot_filter(const std::string& key, std::int64_t slot, const std::string& uuid,
                  std::int64_t fence) {
-  return Node::doc({{"_id", key}, {slot_path(slot, "uuid"), uuid}, {slot_path(slot, "fence"), fence}});
+  return Node::doc(
+      {{"_id", key}, {slot_path(slot, "uuid"), uuid}, {slot_path(slot, "fence"), fence}});
 }
 
-Node in_list(std::vector<Node> elements) { return Node::doc({{"$in", Node::array(std::move(elements))}}); }
+Node in_list(std::vector<Node> elements) {
+  return Node::doc({{"$in", Node::array(std::move(elements))}});
+}
 
 }  // namespace
 
@@ -95,8 +100,10 @@ Command claim(const std::string& collection, const LockClaim& c, bool force) {
     // or expired"; a document with an odd-typed or missing locked/ts_expire cannot block
     // the key forever. When held, the upsert becomes an insert of the same _id, which
     // fails with E11000: that is how "held" is reported atomically.
-    filter.add("$or", Node::array({Node::doc({{"locked", Node::doc({{"$ne", true}})}}),
-                                   Node::doc({{"ts_expire", Node::doc({{"$not", later_than(c.now_ms)}})}})}));
+    filter.add(
+        "$or",
+        Node::array({Node::doc({{"locked", Node::doc({{"$ne", true}})}}),
+                     Node::doc({{"ts_expire", Node::doc({{"$not", later_than(c.now_ms)}})}})}));
   }
   Node update = Node::doc({{"$set", Node::doc({{"locked", true},
                                                {"host", c.host},
@@ -175,14 +182,17 @@ Command release(const std::string& collection, const std::string& key,
     // client, applied later) cannot free a newer hold of the same owner.
     if (fence != 0) filter.add("fence", fence);
   }
-  if (delete_document) return make(Op::delete_one, collection, std::move(filter), Node(), "delete (release)");
-  return make(Op::update_one, collection, std::move(filter),
-              Node::doc({{"$set", Node::doc({{"locked", false}, {"ts_expire", DateTime{now_ms}}})}}),
-              "update (release)");
+  if (delete_document)
+    return make(Op::delete_one, collection, std::move(filter), Node(), "delete (release)");
+  return make(
+      Op::update_one, collection, std::move(filter),
+      Node::doc({{"$set", Node::doc({{"locked", false}, {"ts_expire", DateTime{now_ms}}})}}),
+      "update (release)");
 }
 
 Command read(const std::string& collection, const std::string& key) {
-  Command c = make(Op::find, collection, Node::doc({{"_id", key}}), Node(), "find (read " + key + ")");
+  Command c =
+      make(Op::find, collection, Node::doc({{"_id", key}}), Node(), "find (read " + key + ")");
   c.limit = 1;
   c.one = true;
   return c;
@@ -209,12 +219,14 @@ Command create_semaphore(const std::string& collection, const SemaphoreClaim& c)
 
 Command claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
   // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
-  Node filter = Node::doc({{"_id", c.key},
-                           {"limit", c.limit},
-                           {"fence", c.old_fence},
-                           {slot_path(c.slot, "ts_expire"), Node::doc({{"$not", later_than(c.now_ms)}})}});
-  Node update = Node::doc({{"$set", Node::doc({{"fence", c.new_fence},
-                                               {slot_path(c.slot), slot_node(semaphore_doc::claimed_slot(c))}})}});
+  Node filter =
+      Node::doc({{"_id", c.key},
+                 {"limit", c.limit},
+                 {"fence", c.old_fence},
+                 {slot_path(c.slot, "ts_expire"), Node::doc({{"$not", later_than(c.now_ms)}})}});
+  Node update = Node::doc(
+      {{"$set", Node::doc({{"fence", c.new_fence},
+                           {slot_path(c.slot), slot_node(semaphore_doc::claimed_slot(c))}})}});
   return make(Op::update_one, collection, std::move(filter), std::move(update),
               "update (claim semaphore " + c.key + ")");
 }
@@ -259,11 +271,12 @@ std::vector<std::string> semaphore_keys(const std::vector<SemaphoreRenewRequest>
   return keys;
 }
 
-Command release_semaphore(const std::string& collection, const std::string& key,
-                          std::int64_t slot, const std::string& uuid, std::int64_t fence) {
-  return make(Op::update_one, collection, slot_filter(key, slot, uuid, fence),
-              Node::doc({{"$set", Node::doc({{slot_path(slot), slot_node(semaphore_doc::empty_slot())}})}}),
-              "update (release semaphore " + key + ")");
+Command release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                          const std::string& uuid, std::int64_t fence) {
+  return make(
+      Op::update_one, collection, slot_filter(key, slot, uuid, fence),
+      Node::doc({{"$set", Node::doc({{slot_path(slot), slot_node(semaphore_doc::empty_slot())}})}}),
+      "update (release semaphore " + key + ")");
 }
 
 Command put_status(const std::string& collection, const Document& doc) {
@@ -275,8 +288,8 @@ Command put_status(const std::string& collection, const Document& doc) {
 }
 
 Command list_status(const std::string& collection, const std::string& key) {
-  Command c = make(Op::find, collection, Node::doc({{"key", key}}), Node(),
-                   "find (status of " + key + ")");
+  Command c =
+      make(Op::find, collection, Node::doc({{"key", key}}), Node(), "find (status of " + key + ")");
   c.sort = Node::doc({{"timestamp", std::int64_t{-1}}});
   return c;
 }

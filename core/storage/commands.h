@@ -66,7 +66,7 @@ struct Command {
   Op op = Op::find;
   std::string collection;
   Node filter;
-  Node update;  // update, document to insert, or replacement
+  Node update;                        // update, document to insert, or replacement
   std::vector<Statement> statements;  // bulk_update only
   Node sort;                          // find: empty for none
   std::int64_t limit = 0;             // find
@@ -82,8 +82,7 @@ Command set_fence(const std::string& collection, const std::string& key, const s
                   std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence);
 // renew() ($max) or, with `exact`, set_expiry() ($set).
 Command renew(const std::string& collection, const std::string& key, const std::string& uuid,
-              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms,
-              bool exact = false);
+              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact = false);
 // renew_many: one update_many per group (renew_groups), then renew_read_back.
 Command renew_group(const std::string& collection, const std::vector<RenewRequest>& requests,
                     const RenewGroup& group, std::int64_t now_ms);
@@ -102,8 +101,8 @@ Command claim_semaphore(const std::string& collection, const SemaphoreClaim& cla
 Command renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                         const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                         std::int64_t expire_ms);
-Command release_semaphore(const std::string& collection, const std::string& key,
-                          std::int64_t slot, const std::string& uuid, std::int64_t fence);
+Command release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                          const std::string& uuid, std::int64_t fence);
 // renew_semaphores: ONE unordered bulk `update` of requests[from, to), one statement per
 // request (renew_semaphore's filter and $max), then read_keys over their distinct keys
 // (semaphore_keys), whose documents decide (SemaphoreRenewRequest::renewed_by).

@@ -24,13 +24,27 @@ void put_string(std::string& out, const std::string& s, const char* what) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -88,10 +102,12 @@ class Reader {
     skip_ws();
     if (peek() != '{') fail("expected an object");
     Document doc;
-    object_members([&](std::string name, Parsed p) {
-      if (name.find('\0') != std::string::npos) return;  // cannot be a field name
-      if (p.value) doc.set(name, std::move(*p.value));
-    }, 0);
+    object_members(
+        [&](std::string name, Parsed p) {
+          if (name.find('\0') != std::string::npos) return;  // cannot be a field name
+          if (p.value) doc.set(name, std::move(*p.value));
+        },
+        0);
     skip_ws();
     if (pos_ != s_.size()) fail("trailing characters");
     return doc;
@@ -101,13 +117,14 @@ class Reader {
   static constexpr int kMaxDepth = 64;
 
   [[noreturn]] void fail(const std::string& why) const {
-    throw StorageError("malformed stored " + what_ + " at offset " + std::to_string(pos_) +
-                       ": " + why);
+    throw StorageError("malformed stored " + what_ + " at offset " + std::to_string(pos_) + ": " +
+                       why);
   }
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   bool at_end() const { return pos_ >= s_.size(); }
   void skip_ws() {
-    while (!at_end() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+    while (!at_end() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
       ++pos_;
   }
   void expect(char c) {
@@ -130,10 +147,14 @@ class Reader {
     for (int i = 0; i < 4; ++i) {
       char c = s_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-      else fail("bad \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("bad \\u escape");
     }
     return v;
   }
@@ -173,14 +194,30 @@ class Reader {
       if (at_end()) fail("unterminated escape");
       char e = s_[pos_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           unsigned cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -194,7 +231,8 @@ class Reader {
           put_utf8(out, cp);
           break;
         }
-        default: fail("bad escape");
+        default:
+          fail("bad escape");
       }
     }
     if (!is_valid_utf8(out)) fail("string is not valid UTF-8");
@@ -279,9 +317,9 @@ class Reader {
   // its Value; anything else is skipped.
   Parsed object(int depth) {
     std::vector<std::pair<std::string, Parsed>> members;
-    object_members([&](std::string name, Parsed p) {
-      members.emplace_back(std::move(name), std::move(p));
-    }, depth);
+    object_members(
+        [&](std::string name, Parsed p) { members.emplace_back(std::move(name), std::move(p)); },
+        depth);
     if (members.size() != 1) return Parsed{};
     const std::string& name = members[0].first;
     const std::optional<Value>& v = members[0].second.value;
@@ -301,7 +339,8 @@ class Reader {
     }
     if (name == "$date") {
       // {"$date": {"$numberLong": "ms"}} arrives here already reduced to an int64.
-      if (const std::int64_t* ms = std::get_if<std::int64_t>(&*v)) return Parsed{Value{DateTime{*ms}}};
+      if (const std::int64_t* ms = std::get_if<std::int64_t>(&*v))
+        return Parsed{Value{DateTime{*ms}}};
       if (const double* d = std::get_if<double>(&*v)) {
         // [-2^63, 2^63): the doubles an int64 can hold (converting any other is undefined).
         if (*d >= -9223372036854775808.0 && *d < 9223372036854775808.0)

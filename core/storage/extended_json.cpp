@@ -60,7 +60,8 @@ void ExtendedJsonWriter::document(const std::string& name, const std::optional<D
     throw InvalidArgument("document " + key + " does not fit in a BSON document");
 }
 
-void ExtendedJsonWriter::document_array(const std::string& name, const std::vector<Document>& docs) {
+void ExtendedJsonWriter::document_array(const std::string& name,
+                                        const std::vector<Document>& docs) {
   bson_t array;
   const std::string key = lossy(name, true);
   bson_append_array_begin(bson_->doc.get(), key.c_str(), -1, &array);

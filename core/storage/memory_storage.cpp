@@ -241,7 +241,7 @@ void MemoryStorage::put_semaphore(const std::string& collection, const Semaphore
 }
 
 std::optional<SemaphoreDoc> MemoryStorage::read_semaphore(const std::string& collection,
-                                                         const std::string& key) {
+                                                          const std::string& key) {
   return call("read_semaphore", [this, collection, key]() -> std::optional<SemaphoreDoc> {
     auto& coll = semaphores_[collection];
     auto it = coll.find(key);
@@ -278,9 +278,8 @@ bool MemoryStorage::claim_semaphore(const std::string& collection, const Semapho
 }
 
 bool MemoryStorage::renew_semaphore(const std::string& collection, const std::string& key,
-                                    std::int64_t slot, const std::string& uuid,
-                                    std::int64_t fence, std::int64_t now_ms,
-                                    std::int64_t expire_ms) {
+                                    std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                                    std::int64_t now_ms, std::int64_t expire_ms) {
   return call("renew_semaphore", [=] {
     auto& coll = semaphores_[collection];
     auto it = coll.find(key);
@@ -300,9 +299,9 @@ std::vector<bool> MemoryStorage::renew_semaphores(
     renewed.reserve(requests.size());
     for (const SemaphoreRenewRequest& r : requests) {
       auto it = coll.find(r.key);
-      renewed.push_back(it != coll.end() &&
-                        semaphore_doc::renew_slot(it->second, r.slot, r.uuid, r.fence, now_ms,
-                                                  r.expire_ms));
+      renewed.push_back(
+          it != coll.end() &&
+          semaphore_doc::renew_slot(it->second, r.slot, r.uuid, r.fence, now_ms, r.expire_ms));
     }
     return renewed;
   });
@@ -314,8 +313,7 @@ bool MemoryStorage::release_semaphore(const std::string& collection, const std::
   return call("release_semaphore", [=] {
     auto& coll = semaphores_[collection];
     auto it = coll.find(key);
-    if (it == coll.end() || slot < 0 ||
-        slot >= static_cast<std::int64_t>(it->second.slots.size()))
+    if (it == coll.end() || slot < 0 || slot >= static_cast<std::int64_t>(it->second.slots.size()))
       return false;
     auto& s = it->second.slots[static_cast<std::size_t>(slot)];
     if (s.uuid != uuid || s.fence != fence) return false;
@@ -344,7 +342,8 @@ std::shared_ptr<Clock> MemoryStorage::clock() {
 std::shared_ptr<MemoryClient> MemoryClient::open(const std::string& uri,
                                                  std::shared_ptr<Clock> clock) {
   const StorageUri parsed = parse_storage_uri(uri);
-  if (parsed.backend != UriBackend::Memory) throw InvalidArgument("not a memory:// URI: " + redact_uri(uri));
+  if (parsed.backend != UriBackend::Memory)
+    throw InvalidArgument("not a memory:// URI: " + redact_uri(uri));
   const std::string& name = parsed.path;
   // name -> the shared storage, kept only while someone uses it.
   static std::mutex registry_mu;

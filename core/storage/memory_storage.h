@@ -31,21 +31,39 @@ class MemoryStorage final : public Storage {
 
   std::int64_t round_trips() const;
   // Test hooks: the server's clock, and failure injection.
-  void set_server_time(std::int64_t ms) { std::lock_guard<std::mutex> g(mu_); server_time_ = ms; }
+  void set_server_time(std::int64_t ms) {
+    std::lock_guard<std::mutex> g(mu_);
+    server_time_ = ms;
+  }
   void set_server_time_source(std::function<std::int64_t()> fn) {
     std::lock_guard<std::mutex> g(mu_);
     server_time_source_ = std::move(fn);
   }
-  void set_unavailable(bool down) { std::lock_guard<std::mutex> g(mu_); down_ = down; }
-  void set_fault_hook(FaultHook hook) { std::lock_guard<std::mutex> g(mu_); hook_ = std::move(hook); }
+  void set_unavailable(bool down) {
+    std::lock_guard<std::mutex> g(mu_);
+    down_ = down;
+  }
+  void set_fault_hook(FaultHook hook) {
+    std::lock_guard<std::mutex> g(mu_);
+    hook_ = std::move(hook);
+  }
   // The next call of `op` is not applied: it fails at the caller (StorageUnavailable, as
   // a client-side timeout) and is applied when land_stalled() runs.
-  void stall_next(const std::string& op) { std::lock_guard<std::mutex> g(mu_); stall_op_ = op; }
+  void stall_next(const std::string& op) {
+    std::lock_guard<std::mutex> g(mu_);
+    stall_op_ = op;
+  }
   // Applies the stalled calls now, in order. Returns how many.
   int land_stalled();
   // Memory calls cannot hang, so a small bound is honest; tests set larger ones.
-  void set_call_bound_ms(std::int64_t ms) { std::lock_guard<std::mutex> g(mu_); call_bound_ = ms; }
-  std::int64_t call_bound_ms() const override { std::lock_guard<std::mutex> g(mu_); return call_bound_; }
+  void set_call_bound_ms(std::int64_t ms) {
+    std::lock_guard<std::mutex> g(mu_);
+    call_bound_ = ms;
+  }
+  std::int64_t call_bound_ms() const override {
+    std::lock_guard<std::mutex> g(mu_);
+    return call_bound_;
+  }
   // Shared server-time samples (server_clock.h): none unless a test sets a board.
   void set_clock_sample_board(std::shared_ptr<ClockSampleBoard> b) { board_ = std::move(b); }
   std::shared_ptr<ClockSampleBoard> clock_sample_board() override { return board_; }
@@ -71,8 +89,7 @@ class MemoryStorage final : public Storage {
                                bool force) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
-                 std::int64_t old_fence, std::int64_t created_ms,
-                 std::int64_t new_fence) override;
+                 std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   std::vector<bool> renew_many(const std::string& collection,
@@ -94,8 +111,8 @@ class MemoryStorage final : public Storage {
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;
-  bool release_semaphore(const std::string& collection, const std::string& key,
-                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                         const std::string& uuid, std::int64_t fence) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;
@@ -118,9 +135,9 @@ class MemoryStorage final : public Storage {
   FaultHook hook_;
   std::string stall_op_;
   std::vector<std::function<void()>> stalled_;
-  std::map<std::string, std::map<std::string, Document>> locks_;     // coll -> key -> doc
+  std::map<std::string, std::map<std::string, Document>> locks_;  // coll -> key -> doc
   std::map<std::string, std::map<std::string, std::int64_t>> epochs_;
-  std::map<std::string, std::map<std::string, Document>> status_;    // coll -> _id -> doc
+  std::map<std::string, std::map<std::string, Document>> status_;          // coll -> _id -> doc
   std::map<std::string, std::map<std::string, SemaphoreDoc>> semaphores_;  // coll -> key
 
  public:

@@ -137,12 +137,14 @@ inline void append_node(bson_t* b, const std::string& name, const commands::Node
   using Kind = commands::Node::Kind;
   if (n.kind == Kind::scalar) return append_value(b, name, n.value);
   bson_t child;
-  const bool ok = n.kind == Kind::array
-                      ? bson_append_array_begin(b, name.c_str(), static_cast<int>(name.size()), &child)
-                      : bson_append_document_begin(b, name.c_str(), static_cast<int>(name.size()), &child);
+  const bool ok =
+      n.kind == Kind::array
+          ? bson_append_array_begin(b, name.c_str(), static_cast<int>(name.size()), &child)
+          : bson_append_document_begin(b, name.c_str(), static_cast<int>(name.size()), &child);
   if (!ok) throw InvalidArgument("field " + name + " does not fit in a BSON document");
   append_tree(&child, n);
-  if (!(n.kind == Kind::array ? bson_append_array_end(b, &child) : bson_append_document_end(b, &child)))
+  if (!(n.kind == Kind::array ? bson_append_array_end(b, &child)
+                              : bson_append_document_end(b, &child)))
     throw InvalidArgument("field " + name + " does not fit in a BSON document");
 }
 

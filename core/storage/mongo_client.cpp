@@ -15,7 +15,8 @@ struct MongoClient::Impl {
   ClientUri uri;
 };
 
-std::shared_ptr<MongoClient> MongoClient::open(const std::string& uri, const std::string& database) {
+std::shared_ptr<MongoClient> MongoClient::open(const std::string& uri,
+                                               const std::string& database) {
   std::shared_ptr<MongoClient> client(new MongoClient());
   client->impl_ = std::make_unique<Impl>();
   client->impl_->uri = parse_client_uri(uri, database, kDefaultPoolSize);

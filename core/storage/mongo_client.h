@@ -22,20 +22,20 @@
 //   there).
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
-#include "client.h"
 #include "../storage.h"
+#include "client.h"
 
 namespace mongoelector {
 
-class MongoPool;  // mongo_connection.h
+class MongoPool;         // mongo_connection.h
 class ClockSampleBoard;  // server_clock.h
 
 // What every storage of one client (one database) shares for batched renewal: its
@@ -44,8 +44,7 @@ struct MongoBatchDomain {
   std::shared_ptr<ClockSampleBoard> board;
 };
 
-class MongoClient final : public StorageClient,
-                          public std::enable_shared_from_this<MongoClient> {
+class MongoClient final : public StorageClient, public std::enable_shared_from_this<MongoClient> {
  public:
   static constexpr int kDefaultPoolSize = 10;
 
@@ -93,9 +92,9 @@ class MongoClient final : public StorageClient,
   std::unique_ptr<Impl> impl_;
   std::mutex mu_;
   std::map<std::int64_t, std::shared_ptr<MongoPool>> pools_;  // by timeout class
-  long owner_pid_ = 0;                                          // process the pools belong to
-  std::shared_ptr<MongoBatchDomain> domain_;                    // under mu_
-  long domain_pid_ = 0;                                         // process domain_ belongs to
+  long owner_pid_ = 0;                                        // process the pools belong to
+  std::shared_ptr<MongoBatchDomain> domain_;                  // under mu_
+  long domain_pid_ = 0;                                       // process domain_ belongs to
 };
 
 }  // namespace mongoelector

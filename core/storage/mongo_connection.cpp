@@ -30,8 +30,8 @@ std::once_flag g_mongoc_once;
 // stdout/stderr, so the C API callback / Python logging see them.
 void forward_mongoc_log(mongoc_log_level_t level, const char* domain, const char* message,
                         void* /*user_data*/) {
-  std::string text = std::string("libmongoc ") + (domain ? domain : "") + ": " +
-                     (message ? message : "");
+  std::string text =
+      std::string("libmongoc ") + (domain ? domain : "") + ": " + (message ? message : "");
   switch (level) {
     case MONGOC_LOG_LEVEL_ERROR:
     case MONGOC_LOG_LEVEL_CRITICAL:
@@ -40,8 +40,7 @@ void forward_mongoc_log(mongoc_log_level_t level, const char* domain, const char
     case MONGOC_LOG_LEVEL_WARNING:
       // Servers without sessions (mongo-java-server) reject the endSessions a client
       // sends when destroyed: harmless, so not a warning.
-      log(std::strstr(text.c_str(), "endSessions") ? LogLevel::Debug : LogLevel::Warning,
-          text);
+      log(std::strstr(text.c_str(), "endSessions") ? LogLevel::Debug : LogLevel::Warning, text);
       break;
     case MONGOC_LOG_LEVEL_MESSAGE:
       log(LogLevel::Info, text);
@@ -126,7 +125,9 @@ struct CursorDeleter {
 using CursorPtr = std::unique_ptr<mongoc_cursor_t, CursorDeleter>;
 
 struct FamOptsDeleter {
-  void operator()(mongoc_find_and_modify_opts_t* o) const { mongoc_find_and_modify_opts_destroy(o); }
+  void operator()(mongoc_find_and_modify_opts_t* o) const {
+    mongoc_find_and_modify_opts_destroy(o);
+  }
 };
 using FamOptsPtr = std::unique_ptr<mongoc_find_and_modify_opts_t, FamOptsDeleter>;
 
@@ -203,7 +204,8 @@ void note_failed_reply(const bson_t* reply) {
 }  // namespace
 
 void throw_error(const std::string& what, const bson_error_t& e) {
-  std::string msg = what + ": " + e.message + " [libmongoc domain " + std::to_string(e.domain) + " code " + std::to_string(e.code) + "]";
+  std::string msg = what + ": " + e.message + " [libmongoc domain " + std::to_string(e.domain) +
+                    " code " + std::to_string(e.code) + "]";
   // Only server codes are passed on: libmongoc's own codes overlap with them.
   ServerErrorDetail detail;
   if (is_server_domain(e.domain)) {
@@ -260,9 +262,11 @@ namespace {
 thread_local std::atomic<std::int64_t>* t_command_counter = nullptr;
 }  // namespace
 
-MongoPool::MongoPool(const mongoc_uri_t* base, std::string database,
-                     std::int64_t timeout_class_ms, int max_size)
-    : database_(std::move(database)), timeout_ms_(timeout_class_ms), max_size_(max_size),
+MongoPool::MongoPool(const mongoc_uri_t* base, std::string database, std::int64_t timeout_class_ms,
+                     int max_size)
+    : database_(std::move(database)),
+      timeout_ms_(timeout_class_ms),
+      max_size_(max_size),
       pid_(static_cast<long>(getpid())) {
   init_mongoc_once();
   if (timeout_class_ms <= 0 || timeout_class_ms > INT32_MAX / 2) {
@@ -273,7 +277,8 @@ MongoPool::MongoPool(const mongoc_uri_t* base, std::string database,
   const auto timeout = static_cast<std::int32_t>(timeout_class_ms);
   for (const char* opt : {MONGOC_URI_SOCKETTIMEOUTMS, MONGOC_URI_CONNECTTIMEOUTMS,
                           MONGOC_URI_SERVERSELECTIONTIMEOUTMS}) {
-    if (!mongoc_uri_has_option(uri.get(), opt)) mongoc_uri_set_option_as_int32(uri.get(), opt, timeout);
+    if (!mongoc_uri_has_option(uri.get(), opt))
+      mongoc_uri_set_option_as_int32(uri.get(), opt, timeout);
   }
   // The wait for a free connection: half a class. (Selection keeps a whole one: the
   // first call on a new pool waits for the monitor's first handshake, which a loaded
@@ -287,13 +292,14 @@ MongoPool::MongoPool(const mongoc_uri_t* base, std::string database,
   // retries, if the URI turns them on, repeat all but the slot wait once. A 0 (or
   // negative) timeout means "none": no bound is known.
   {
-    const std::int64_t sst = mongoc_uri_get_option_as_int32(
-        uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, 0);
-    const std::int64_t cto = mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, 0);
-    const std::int64_t sto = mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, 0);
-    const bool retries =
-        mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYWRITES, false) ||
-        mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYREADS, false);
+    const std::int64_t sst =
+        mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, 0);
+    const std::int64_t cto =
+        mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, 0);
+    const std::int64_t sto =
+        mongoc_uri_get_option_as_int32(uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, 0);
+    const bool retries = mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYWRITES, false) ||
+                         mongoc_uri_get_option_as_bool(uri.get(), MONGOC_URI_RETRYREADS, false);
     if (sst > 0 && cto > 0 && sto > 0) {
       call_bound_ms_ = slot_wait_ms_ + (sst + cto + sto) * (retries ? 2 : 1);
     }
@@ -387,9 +393,8 @@ void MongoConnection::Session::append_majority(bson_t* opts) const {
 MongoConnection::Session::CollectionPtr MongoConnection::Session::collection(
     const std::string& name) {
   check_collection_name(name);
-  return CollectionPtr(
-      mongoc_client_get_collection(client_, c_.database().c_str(), name.c_str()),
-      mongoc_collection_destroy);
+  return CollectionPtr(mongoc_client_get_collection(client_, c_.database().c_str(), name.c_str()),
+                       mongoc_collection_destroy);
 }
 
 bool MongoConnection::Session::try_admin_command(const char* name, bson_t* reply,
@@ -431,9 +436,8 @@ bool MongoConnection::Session::find_and_modify(const std::string& collection_nam
   return true;
 }
 
-bool MongoConnection::Session::update_one(const std::string& collection_name,
-                                          const bson_t* filter, const bson_t* update,
-                                          const std::string& what) {
+bool MongoConnection::Session::update_one(const std::string& collection_name, const bson_t* filter,
+                                          const bson_t* update, const std::string& what) {
   auto coll = collection(collection_name);
   Bson reply, opts;
   append_majority(opts.get());
@@ -446,14 +450,13 @@ bool MongoConnection::Session::update_one(const std::string& collection_name,
 }
 
 std::int64_t MongoConnection::Session::update_many(const std::string& collection_name,
-                                                  const bson_t* filter, const bson_t* update,
-                                                  const std::string& what) {
+                                                   const bson_t* filter, const bson_t* update,
+                                                   const std::string& what) {
   auto coll = collection(collection_name);
   Bson reply, opts;
   append_majority(opts.get());
   bson_error_t error;
-  if (!mongoc_collection_update_many(coll.get(), filter, update, opts.get(), reply.get(),
-                                     &error)) {
+  if (!mongoc_collection_update_many(coll.get(), filter, update, opts.get(), reply.get(), &error)) {
     note_failed_reply(reply.get());
     throw_error(what, error);
   }
@@ -483,8 +486,8 @@ void MongoConnection::Session::update_bulk(
   }
 }
 
-bool MongoConnection::Session::delete_one(const std::string& collection_name,
-                                          const bson_t* filter, const std::string& what) {
+bool MongoConnection::Session::delete_one(const std::string& collection_name, const bson_t* filter,
+                                          const std::string& what) {
   auto coll = collection(collection_name);
   Bson reply, opts;
   append_majority(opts.get());
@@ -496,14 +499,13 @@ bool MongoConnection::Session::delete_one(const std::string& collection_name,
   return reply_int(reply.get(), "deletedCount") > 0;
 }
 
-void MongoConnection::Session::replace_one(const std::string& collection_name,
-                                           const bson_t* filter, const bson_t* replacement,
-                                           const bson_t* opts, const std::string& what) {
+void MongoConnection::Session::replace_one(const std::string& collection_name, const bson_t* filter,
+                                           const bson_t* replacement, const bson_t* opts,
+                                           const std::string& what) {
   auto coll = collection(collection_name);
   Bson reply;
   bson_error_t error;
-  if (!mongoc_collection_replace_one(coll.get(), filter, replacement, opts, reply.get(),
-                                     &error)) {
+  if (!mongoc_collection_replace_one(coll.get(), filter, replacement, opts, reply.get(), &error)) {
     note_failed_reply(reply.get());
     throw_error(what, error);
   }
@@ -519,9 +521,9 @@ std::vector<Document> MongoConnection::Session::find(const std::string& collecti
   return result;
 }
 
-void MongoConnection::Session::find_each(const std::string& collection_name,
-                                         const bson_t* filter, bson_t* opts,
-                                         const std::string& what, std::size_t max_docs,
+void MongoConnection::Session::find_each(const std::string& collection_name, const bson_t* filter,
+                                         bson_t* opts, const std::string& what,
+                                         std::size_t max_docs,
                                          const std::function<void(const bson_t*)>& each) {
   BSON_APPEND_INT64(opts, "maxTimeMS", c_.op_timeout_ms());
   auto coll = collection(collection_name);
@@ -541,8 +543,8 @@ void MongoConnection::Session::find_each(const std::string& collection_name,
 }
 
 bool MongoConnection::Session::find_one_raw(const std::string& collection_name,
-                                             const bson_t* filter, bson_t* out,
-                                             const std::string& what) {
+                                            const bson_t* filter, bson_t* out,
+                                            const std::string& what) {
   Bson opts;
   BSON_APPEND_INT64(opts.get(), "limit", 1);
   BSON_APPEND_BOOL(opts.get(), "singleBatch", true);  // no cursor left open: one round trip

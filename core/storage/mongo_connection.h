@@ -135,9 +135,8 @@ class MongoConnection::Session {
   bool try_admin_command(const char* name, bson_t* reply, bson_error_t* error);
 
   // findAndModify with upsert and new: true; `after` is the document written, if any.
-  bool find_and_modify(const std::string& collection, const bson_t* query,
-                       const bson_t* update, std::optional<Document>* after,
-                       bson_error_t* error);
+  bool find_and_modify(const std::string& collection, const bson_t* query, const bson_t* update,
+                       std::optional<Document>* after, bson_error_t* error);
   // Whether a document matched / was deleted.
   bool update_one(const std::string& collection, const bson_t* filter, const bson_t* update,
                   const std::string& what);
@@ -151,8 +150,8 @@ class MongoConnection::Session {
                    const std::vector<std::pair<const bson_t*, const bson_t*>>& statements,
                    const std::string& what);
   bool delete_one(const std::string& collection, const bson_t* filter, const std::string& what);
-  void replace_one(const std::string& collection, const bson_t* filter,
-                   const bson_t* replacement, const bson_t* opts, const std::string& what);
+  void replace_one(const std::string& collection, const bson_t* filter, const bson_t* replacement,
+                   const bson_t* opts, const std::string& what);
   // At most `max_docs` documents of find(filter, opts + maxTimeMS).
   std::vector<Document> find(const std::string& collection, const bson_t* filter, bson_t* opts,
                              const std::string& what, std::size_t max_docs = SIZE_MAX);

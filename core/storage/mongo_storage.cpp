@@ -34,8 +34,8 @@ std::atomic<bool> g_ttl_warned{false};
 
 // A TTL index is a clean-up aid only; servers that refuse the option are tolerated.
 bool is_ttl_rejection(const bson_error_t& e) {
-  return is_server_error(e, 238)     // NotImplemented (FerretDB)
-         || is_server_error(e, 197)  // InvalidIndexSpecificationOption
+  return is_server_error(e, 238)      // NotImplemented (FerretDB)
+         || is_server_error(e, 197)   // InvalidIndexSpecificationOption
          || is_server_error(e, 115);  // CommandNotSupported
 }
 
@@ -113,7 +113,8 @@ std::vector<Document> found(MongoConnection::Session& s, const commands::Command
 
 struct MongoStorage::Impl {
   Impl(std::shared_ptr<MongoClient> c, std::int64_t op_timeout_ms)
-      : client(std::move(c)), conn(client->pool_for(op_timeout_ms)),
+      : client(std::move(c)),
+        conn(client->pool_for(op_timeout_ms)),
         domain(client->batch_domain()) {}
   std::shared_ptr<MongoClient> client;
   MongoConnection conn;
@@ -219,8 +220,8 @@ std::optional<LockDoc> MongoStorage::claim(const std::string& collection, const 
   Encoded e(c);
   std::optional<Document> value;
   bson_error_t error;
-  if (!impl_->conn.session().find_and_modify(c.collection, e.filter.get(), e.update.get(),
-                                             &value, &error)) {
+  if (!impl_->conn.session().find_and_modify(c.collection, e.filter.get(), e.update.get(), &value,
+                                             &error)) {
     if (is_server_error(error, kDuplicateKey)) return std::nullopt;  // held by someone else
     throw_error(c.what, error);
   }
@@ -289,24 +290,24 @@ std::vector<bool> MongoStorage::renew_many(const std::string& collection,
   if (requests.empty()) return {};
   check_strings(requests);
   auto s = impl_->conn.session();  // every command of the call on one connection
-  return commands::renew_in_chunks<LockDoc>(requests, max_renew_batch(), [&](std::size_t from,
-                                                                             std::size_t to) {
-    for (const RenewGroup& g : renew_groups(requests, from, to)) {
-      const commands::Command c = commands::renew_group(collection, requests, g, now_ms);
-      Encoded e(c);
-      // The matched count is not used: it cannot say WHICH requests matched.
-      (void)s.update_many(c.collection, e.filter.get(), e.update.get(), c.what);
-    }
-    std::vector<std::string> keys;
-    keys.reserve(to - from);
-    for (std::size_t i = from; i < to; ++i) keys.push_back(requests[i].key);
-    std::map<std::string, LockDoc> docs;
-    for (const Document& d : found(s, commands::read_keys(collection, keys))) {
-      LockDoc doc = LockDoc::from_document(d);
-      docs.emplace(doc.key, std::move(doc));
-    }
-    return docs;
-  });
+  return commands::renew_in_chunks<LockDoc>(
+      requests, max_renew_batch(), [&](std::size_t from, std::size_t to) {
+        for (const RenewGroup& g : renew_groups(requests, from, to)) {
+          const commands::Command c = commands::renew_group(collection, requests, g, now_ms);
+          Encoded e(c);
+          // The matched count is not used: it cannot say WHICH requests matched.
+          (void)s.update_many(c.collection, e.filter.get(), e.update.get(), c.what);
+        }
+        std::vector<std::string> keys;
+        keys.reserve(to - from);
+        for (std::size_t i = from; i < to; ++i) keys.push_back(requests[i].key);
+        std::map<std::string, LockDoc> docs;
+        for (const Document& d : found(s, commands::read_keys(collection, keys))) {
+          LockDoc doc = LockDoc::from_document(d);
+          docs.emplace(doc.key, std::move(doc));
+        }
+        return docs;
+      });
 }
 
 const void* MongoStorage::batch_domain() const { return impl_->domain.get(); }
@@ -434,42 +435,43 @@ bool MongoStorage::claim_semaphore(const std::string& collection, const Semaphor
 }
 
 bool MongoStorage::renew_semaphore(const std::string& collection, const std::string& key,
-                                   std::int64_t slot, const std::string& uuid,
-                                   std::int64_t fence, std::int64_t now_ms,
-                                   std::int64_t expire_ms) {
-  return matched(impl_->conn.session(), commands::renew_semaphore(collection, key, slot, uuid,
-                                                                  fence, now_ms, expire_ms));
+                                   std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                                   std::int64_t now_ms, std::int64_t expire_ms) {
+  return matched(impl_->conn.session(),
+                 commands::renew_semaphore(collection, key, slot, uuid, fence, now_ms, expire_ms));
 }
 
-std::vector<bool> MongoStorage::renew_semaphores(
-    const std::string& collection, const std::vector<SemaphoreRenewRequest>& requests,
-    std::int64_t now_ms) {
+std::vector<bool> MongoStorage::renew_semaphores(const std::string& collection,
+                                                 const std::vector<SemaphoreRenewRequest>& requests,
+                                                 std::int64_t now_ms) {
   if (requests.empty()) return {};
   check_strings(requests);
   auto s = impl_->conn.session();  // every command of the call on one connection
-  return commands::renew_in_chunks<SemaphoreDoc>(requests, max_renew_batch(), [&](std::size_t from,
-                                                                                  std::size_t to) {
-    const commands::Command c = commands::renew_semaphores(collection, requests, from, to, now_ms);
-    std::vector<std::unique_ptr<Bson>> encoded;  // owns what `statements` points at
-    std::vector<std::pair<const bson_t*, const bson_t*>> statements;
-    for (const commands::Statement& st : c.statements) {
-      encoded.push_back(std::make_unique<Bson>());
-      mongo_bson::append_tree(encoded.back()->get(), st.filter);
-      encoded.push_back(std::make_unique<Bson>());
-      mongo_bson::append_tree(encoded.back()->get(), st.update);
-      statements.emplace_back(encoded[encoded.size() - 2]->get(), encoded.back()->get());
-    }
-    s.update_bulk(c.collection, statements, c.what);
-    const auto read = commands::read_keys(collection, commands::semaphore_keys(requests, from, to));
-    Encoded e(read);
-    std::map<std::string, SemaphoreDoc> docs;
-    s.find_each(read.collection, e.filter.get(), e.opts.get(), read.what,
-                static_cast<std::size_t>(read.limit), [&](const bson_t* raw) {
-                  SemaphoreDoc d = parse_semaphore(raw);
-                  docs.emplace(d.key, std::move(d));
-                });
-    return docs;
-  });
+  return commands::renew_in_chunks<SemaphoreDoc>(
+      requests, max_renew_batch(), [&](std::size_t from, std::size_t to) {
+        const commands::Command c =
+            commands::renew_semaphores(collection, requests, from, to, now_ms);
+        std::vector<std::unique_ptr<Bson>> encoded;  // owns what `statements` points at
+        std::vector<std::pair<const bson_t*, const bson_t*>> statements;
+        for (const commands::Statement& st : c.statements) {
+          encoded.push_back(std::make_unique<Bson>());
+          mongo_bson::append_tree(encoded.back()->get(), st.filter);
+          encoded.push_back(std::make_unique<Bson>());
+          mongo_bson::append_tree(encoded.back()->get(), st.update);
+          statements.emplace_back(encoded[encoded.size() - 2]->get(), encoded.back()->get());
+        }
+        s.update_bulk(c.collection, statements, c.what);
+        const auto read =
+            commands::read_keys(collection, commands::semaphore_keys(requests, from, to));
+        Encoded e(read);
+        std::map<std::string, SemaphoreDoc> docs;
+        s.find_each(read.collection, e.filter.get(), e.opts.get(), read.what,
+                    static_cast<std::size_t>(read.limit), [&](const bson_t* raw) {
+                      SemaphoreDoc d = parse_semaphore(raw);
+                      docs.emplace(d.key, std::move(d));
+                    });
+        return docs;
+      });
 }
 
 bool MongoStorage::release_semaphore(const std::string& collection, const std::string& key,

@@ -14,7 +14,7 @@
 namespace mongoelector {
 
 struct MongoStorageOptions {
-  std::string uri;       // mongodb://...
+  std::string uri;  // mongodb://...
   std::string database;
   // Upper bound for one call (socketTimeoutMS, serverSelectionTimeoutMS,
   // connectTimeoutMS, maxTimeMS) unless the URI sets them. Lockers and electors pass a
@@ -47,8 +47,7 @@ class MongoStorage final : public Storage {
                                bool force) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
-                 std::int64_t old_fence, std::int64_t created_ms,
-                 std::int64_t new_fence) override;
+                 std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
   // update_one, {$max: {ts_expire}}: matched (matchedCount) is renewed.
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
@@ -83,8 +82,8 @@ class MongoStorage final : public Storage {
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;
-  bool release_semaphore(const std::string& collection, const std::string& key,
-                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                         const std::string& uuid, std::int64_t fence) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;

@@ -28,11 +28,11 @@
 #include <map>
 
 #include "../exceptions.h"
+#include "../semaphore/semaphore_doc.h"
 #include "../server_clock.h"
 #include "../utf8.h"
 #include "document_json.h"
 #include "uri.h"
-#include "../semaphore/semaphore_doc.h"
 
 namespace mongoelector {
 
@@ -47,7 +47,8 @@ constexpr int kOpenBusyTimeoutMs = 5000;
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
   const int ext = db ? sqlite3_extended_errcode(db) : rc;
   const std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  const std::string file = db ? std::string(sqlite3_db_filename(db, "main") ? sqlite3_db_filename(db, "main") : "") : "";
+  const std::string file =
+      db ? std::string(sqlite3_db_filename(db, "main") ? sqlite3_db_filename(db, "main") : "") : "";
   const std::string where = what + " on " + file + ": " + msg;
   switch (rc & 0xff) {
     case SQLITE_BUSY:
@@ -173,8 +174,14 @@ void store(sqlite3* db, const std::string& coll, const std::string& id, const Do
          "ts = excluded.ts",
          what);
   w.bind(1, coll).bind(2, id).bind(3, text);
-  if (auto k = doc.get_string("key")) w.bind(4, *k); else w.bind_null(4);
-  if (auto t = doc.get_date("timestamp")) w.bind(5, t->ms); else w.bind_null(5);
+  if (auto k = doc.get_string("key"))
+    w.bind(4, *k);
+  else
+    w.bind_null(4);
+  if (auto t = doc.get_date("timestamp"))
+    w.bind(5, t->ms);
+  else
+    w.bind_null(5);
   w.step();
 }
 
@@ -219,7 +226,8 @@ sqlite3* open_database(const std::string& path) {
                           " does not exist (" + std::strerror(errno) + "); create it first");
   }
   if (!S_ISDIR(st.st_mode))
-    throw InvalidArgument("cannot open SQLite database " + path + ": " + dir + " is not a directory");
+    throw InvalidArgument("cannot open SQLite database " + path + ": " + dir +
+                          " is not a directory");
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode))
     throw InvalidArgument("cannot open SQLite database " + path + ": it is a directory");
@@ -257,9 +265,10 @@ sqlite3* open_database(const std::string& path) {
         throw InvalidArgument(path + " is not a SQLite database (or is encrypted): " + e.what());
       if (primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN || primary == SQLITE_PERM ||
           primary == SQLITE_AUTH)
-        throw InvalidArgument("cannot write SQLite database " + path + " or create its -wal/-shm "
-                              "files next to it (check permissions of the file and of " + dir +
-                              "): " + e.what());
+        throw InvalidArgument("cannot write SQLite database " + path +
+                              " or create its -wal/-shm "
+                              "files next to it (check permissions of the file and of " +
+                              dir + "): " + e.what());
       if (primary == SQLITE_CORRUPT)
         throw InvalidArgument("SQLite database " + path + " is corrupt: " + e.what());
     };
@@ -311,8 +320,10 @@ sqlite3* open_database(const std::string& path) {
                              *version + "'");
         }
         if (v > SqliteClient::kSchemaVersion) {
-          throw StorageError("SQLite database " + path + " was written by a newer mongoelector "
-                             "(schema version " + *version + "; this version reads up to " +
+          throw StorageError("SQLite database " + path +
+                             " was written by a newer mongoelector "
+                             "(schema version " +
+                             *version + "; this version reads up to " +
                              std::to_string(SqliteClient::kSchemaVersion) +
                              "): upgrade mongoelector, or use another file");
         }
@@ -348,9 +359,9 @@ sqlite3* open_database(const std::string& path) {
 
 struct SqliteClient::Impl {
   std::string path;
-  std::timed_mutex mu;          // serialises the connection
-  sqlite3* db = nullptr;        // guarded by mu
-  long pid = 0;                 // process that opened db
+  std::timed_mutex mu;    // serialises the connection
+  sqlite3* db = nullptr;  // guarded by mu
+  long pid = 0;           // process that opened db
   // Server-time samples of every storage of this client (storage.h).
   std::shared_ptr<ClockSampleBoard> board = std::make_shared<ClockSampleBoard>();
 
@@ -372,7 +383,8 @@ struct SqliteClient::Impl {
 
 std::string SqliteClient::path_from_uri(const std::string& uri) {
   const StorageUri parsed = parse_storage_uri(uri);
-  if (parsed.backend != UriBackend::Sqlite) throw InvalidArgument("not a sqlite:// URI: " + redact_uri(uri));
+  if (parsed.backend != UriBackend::Sqlite)
+    throw InvalidArgument("not a sqlite:// URI: " + redact_uri(uri));
   return parsed.path;
 }
 
@@ -564,8 +576,8 @@ bool SqliteStorage::renew(const std::string& collection, const std::string& key,
 bool SqliteStorage::set_expiry(const std::string& collection, const std::string& key,
                                const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                                std::int64_t expire_ms) {
-  return write_expiry("set_expiry", collection, RenewRequest{key, uuid, fence, expire_ms},
-                      now_ms, /*exact=*/true);
+  return write_expiry("set_expiry", collection, RenewRequest{key, uuid, fence, expire_ms}, now_ms,
+                      /*exact=*/true);
 }
 
 bool SqliteStorage::write_expiry(const char* op, const std::string& collection,
@@ -699,8 +711,7 @@ std::vector<Document> SqliteStorage::list_status(const std::string& collection,
   if (!is_valid_utf8(key)) throw InvalidArgument("key is not valid UTF-8");
   return call("list_status", [&](sqlite3* db) {
     // Newest first; documents without a date timestamp last (as MongoDB sorts them).
-    Stmt q(db,
-           "SELECT doc FROM documents WHERE coll = ?1 AND key = ?2 ORDER BY ts DESC, id",
+    Stmt q(db, "SELECT doc FROM documents WHERE coll = ?1 AND key = ?2 ORDER BY ts DESC, id",
            "list_status " + key);
     q.bind(1, collection).bind(2, key);
     std::vector<Document> out;
@@ -720,7 +731,7 @@ void check_semaphore_strings(const SemaphoreClaim& c) {
 }  // namespace
 
 std::optional<SemaphoreDoc> SqliteStorage::read_semaphore(const std::string& collection,
-                                                         const std::string& key) {
+                                                          const std::string& key) {
   check_collection_name(collection);
   const std::string id = id_of_key(key);
   return call("read_semaphore", [&](sqlite3* db) -> std::optional<SemaphoreDoc> {
@@ -770,9 +781,8 @@ bool SqliteStorage::claim_semaphore(const std::string& collection, const Semapho
 }
 
 bool SqliteStorage::renew_semaphore(const std::string& collection, const std::string& key,
-                                    std::int64_t slot, const std::string& uuid,
-                                    std::int64_t fence, std::int64_t now_ms,
-                                    std::int64_t expire_ms) {
+                                    std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                                    std::int64_t now_ms, std::int64_t expire_ms) {
   check_collection_name(collection);
   const std::string id = id_of_key(key);
   return call("renew_semaphore", [&](sqlite3* db) {
@@ -816,8 +826,8 @@ std::vector<bool> SqliteStorage::renew_semaphores(
         it = docs.emplace(ids[i], std::move(doc)).first;
       }
       if (!it->second) continue;
-      renewed[i] = semaphore_doc::renew_slot(*it->second, r.slot, r.uuid, r.fence, now_ms,
-                                             r.expire_ms);
+      renewed[i] =
+          semaphore_doc::renew_slot(*it->second, r.slot, r.uuid, r.fence, now_ms, r.expire_ms);
       if (renewed[i]) changed[ids[i]] = true;
     }
     // Nothing written: the rollback of the destructor ends it without a WAL commit.

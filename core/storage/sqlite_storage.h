@@ -58,8 +58,7 @@
 
 namespace mongoelector {
 
-class SqliteClient final : public StorageClient,
-                           public std::enable_shared_from_this<SqliteClient> {
+class SqliteClient final : public StorageClient, public std::enable_shared_from_this<SqliteClient> {
  public:
   // Schema of the file (table `meta`, row schema_version). A file with a larger version
   // was written by a newer mongoelector: refused with a StorageError.
@@ -108,15 +107,14 @@ class SqliteStorage final : public Storage {
 
   // op_timeout_ms (connection wait + busy timeout) + kCallMarginMs.
   std::int64_t call_bound_ms() const override;
-  ServerInfo server_info() override;  // {"SQLite", sqlite3_libversion(), atomic}
+  ServerInfo server_info() override;       // {"SQLite", sqlite3_libversion(), atomic}
   std::int64_t server_time_ms() override;  // the host's wall clock (see above)
   void ensure_lock_indexes(const std::string& collection) override;  // nothing to do
   std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
                                bool force) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
-                 std::int64_t old_fence, std::int64_t created_ms,
-                 std::int64_t new_fence) override;
+                 std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   // ONE `BEGIN IMMEDIATE` transaction: renew()'s read-decide-write for each request.
@@ -145,8 +143,8 @@ class SqliteStorage final : public Storage {
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;
-  bool release_semaphore(const std::string& collection, const std::string& key,
-                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                         const std::string& uuid, std::int64_t fence) override;
   // Remembers ttl_s for the collection: put_status then deletes older status rows.
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;

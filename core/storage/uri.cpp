@@ -85,8 +85,9 @@ void parse_sqlite(const std::string& uri, std::string_view rest, StorageUri& out
   if (rest.find_first_of("?#") != std::string_view::npos)
     refuse(uri, "a SQLite URI takes no options (form: sqlite:///absolute/path/locks.db)");
   if (rest.empty() || rest[0] != '/')
-    refuse(uri, "a SQLite URI names an absolute path, as in sqlite:///absolute/path/locks.db "
-                "(three slashes)");
+    refuse(uri,
+           "a SQLite URI names an absolute path, as in sqlite:///absolute/path/locks.db "
+           "(three slashes)");
   out.path = decode(uri, rest, "the SQLite path");
   if (out.path.find('\0') != std::string::npos) refuse(uri, "the SQLite path contains NUL");
   if (out.path.size() < 2 || out.path.back() == '/')
@@ -97,9 +98,12 @@ void parse_sqlite(const std::string& uri, std::string_view rest, StorageUri& out
 
 const char* StorageUri::backend_name() const {
   switch (backend) {
-    case UriBackend::Sqlite: return "sqlite";
-    case UriBackend::Memory: return "memory";
-    case UriBackend::MongoDB: break;
+    case UriBackend::Sqlite:
+      return "sqlite";
+    case UriBackend::Memory:
+      return "memory";
+    case UriBackend::MongoDB:
+      break;
   }
   return "mongodb";
 }
@@ -137,8 +141,9 @@ StorageUri parse_storage_uri(const std::string& uri) {
     out.scheme = "sqlite";
     parse_sqlite(uri, u.substr(kSqlite.size()), out);
   } else if (starts_with(u, "sqlite:")) {  // "sqlite:/path", "sqlite:path"
-    refuse(uri, "a SQLite URI names an absolute path, as in sqlite:///absolute/path/locks.db "
-                "(three slashes)");
+    refuse(uri,
+           "a SQLite URI names an absolute path, as in sqlite:///absolute/path/locks.db "
+           "(three slashes)");
   } else if (starts_with(u, kMemory)) {
     out.scheme = "memory";
     out.backend = UriBackend::Memory;

@@ -24,7 +24,7 @@ namespace mongoelector {
 enum class UriBackend { MongoDB, Sqlite, Memory };
 
 struct StorageUri {
-  std::string scheme;           // "mongodb", "mongodb+srv", "sqlite" or "memory"
+  std::string scheme;  // "mongodb", "mongodb+srv", "sqlite" or "memory"
   UriBackend backend = UriBackend::MongoDB;
   std::string username, password;  // decoded; mongodb only
   bool has_password = false;       // "user:@h" names an empty one

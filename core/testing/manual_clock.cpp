@@ -182,7 +182,8 @@ bool ManualClock::wait_until(std::unique_lock<std::mutex>& lk, std::condition_va
   {
     std::lock_guard<std::mutex> g(s_->mu);
     if (s_->mono >= deadline_mono_ms) return false;
-    me = s_->waiters.insert(s_->waiters.end(), detail::ManualClockState::Waiter{&cv, deadline_mono_ms});
+    me = s_->waiters.insert(s_->waiters.end(),
+                            detail::ManualClockState::Waiter{&cv, deadline_mono_ms});
     if (worker) --s_->running;
   }
   bool woken = false;
@@ -231,10 +232,10 @@ bool ManualClock::settle_once() {
     return true;
   });
   if (!idle) {
-    log(LogLevel::Warning,
-        "ManualClock: " + std::to_string(s_->running + s_->spawning) +
-            " thread(s) still busy after " + std::to_string(s_->settle_timeout_ms) +
-            " ms of real time (blocked outside the clock?)");
+    log(LogLevel::Warning, "ManualClock: " + std::to_string(s_->running + s_->spawning) +
+                               " thread(s) still busy after " +
+                               std::to_string(s_->settle_timeout_ms) +
+                               " ms of real time (blocked outside the clock?)");
   }
   return idle;
 }
@@ -260,7 +261,8 @@ std::optional<std::int64_t> ManualClock::next_deadline_after(std::int64_t now) {
 }
 
 bool ManualClock::advance(std::int64_t ms) {
-  if (ms < 0) throw InvalidArgument("a clock cannot go back (advance by " + std::to_string(ms) + " ms)");
+  if (ms < 0)
+    throw InvalidArgument("a clock cannot go back (advance by " + std::to_string(ms) + " ms)");
   bool ok = settle();
   const std::int64_t target = mono_ms() + ms;
   for (;;) {
@@ -284,7 +286,8 @@ std::size_t ManualClock::waiters() {
 
 bool ManualClock::block_until_waiters(std::size_t n, std::int64_t real_timeout_ms) {
   std::unique_lock<std::mutex> lk(s_->mu);
-  return s_->changed.wait_for(lk, std::chrono::milliseconds(std::max<std::int64_t>(0, real_timeout_ms)),
+  return s_->changed.wait_for(lk,
+                              std::chrono::milliseconds(std::max<std::int64_t>(0, real_timeout_ms)),
                               [&] { return s_->waiters.size() >= n; });
 }
 

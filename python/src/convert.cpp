@@ -139,7 +139,8 @@ py::object to_py(const me::commands::Node& node) {
   if (node.kind == Kind::array) {
     py::list list(node.children.size());
     for (std::size_t i = 0; i < node.children.size(); ++i)
-      PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i), to_py(node.children[i]).release().ptr());
+      PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i),
+                      to_py(node.children[i]).release().ptr());
     return std::move(list);
   }
   py::dict d;

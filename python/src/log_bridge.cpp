@@ -34,7 +34,7 @@ struct Bridge {
   std::uint64_t queued = 0;
   std::uint64_t delivered = 0;
   bool stop = false;
-  bool closed = false;   // after shutdown: write to stderr instead
+  bool closed = false;  // after shutdown: write to stderr instead
   bool started = false;
   std::thread* drainer = nullptr;  // leaked on purpose: never destroyed at exit
 };
@@ -86,7 +86,8 @@ void sink(const me::LogRecord& r) {
   Bridge* b = g_bridge;
   std::lock_guard<std::mutex> g(b->mu);
   if (b->closed) {
-    if (r.level >= me::LogLevel::Warning) std::fprintf(stderr, "mongoelector: %s\n", r.message.c_str());
+    if (r.level >= me::LogLevel::Warning)
+      std::fprintf(stderr, "mongoelector: %s\n", r.message.c_str());
     return;
   }
   b->queue.push_back(Queued{static_cast<int>(r.level), r.message, r.fields});

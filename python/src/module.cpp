@@ -9,12 +9,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <atomic>
-#include <cmath>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <memory>
+#include <cmath>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -29,8 +29,6 @@
 #include "log.h"
 #include "log_bridge.h"
 #include "metrics_binding.h"
-#include "testing_binding.h"
-#include "uri_binding.h"
 #include "observer_binding.h"
 #include "pymongo_storage.h"
 #include "semaphore/semaphore.h"
@@ -38,6 +36,8 @@
 #include "storage/memory_storage.h"
 #include "storage/mongo_storage.h"
 #include "storage/sqlite_storage.h"
+#include "testing_binding.h"
+#include "uri_binding.h"
 
 namespace py = pybind11;
 namespace me = mongoelector;
@@ -149,8 +149,7 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
   o.lazy_token = lazy_token;
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;  // index creation goes through the storage
-  return std::make_shared<me::Locker>(std::move(storage), std::move(o), nullptr,
-                                      std::move(id));
+  return std::make_shared<me::Locker>(std::move(storage), std::move(o), nullptr, std::move(id));
 }
 
 // ------------------------------------------------------------- elector ------
@@ -230,11 +229,11 @@ int slot_of(const std::string& name) {
 
 class PyElector {
  public:
-  PyElector(std::shared_ptr<me::Storage> storage, std::string key, double ttl,
-            bool report_status, std::optional<std::string> app_version, py::object dispatch,
-            std::string lock_collection, std::string status_collection,
-            bool allow_unsafe_server, std::optional<me::Identity> identity,
-            bool delete_on_release, std::optional<double> handover_poll)
+  PyElector(std::shared_ptr<me::Storage> storage, std::string key, double ttl, bool report_status,
+            std::optional<std::string> app_version, py::object dispatch,
+            std::string lock_collection, std::string status_collection, bool allow_unsafe_server,
+            std::optional<me::Identity> identity, bool delete_on_release,
+            std::optional<double> handover_poll)
       : callbacks_(std::make_shared<CallbackState>()) {
     callbacks_->dispatch = SharedPyObject(std::move(dispatch));
     me::ElectorOptions o;
@@ -321,8 +320,8 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
 // runs on a thread of the core's callback dispatcher (never the timer that decides
 // losses: a GIL wait here delays no other lease's loss): it takes the GIL only to call
 // the Python callable, never once the interpreter is finalizing.
-me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> timeout,
-                                        double step, py::object on_lost, const char* what) {
+me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> timeout, double step,
+                                        py::object on_lost, const char* what) {
   me::KeepAliveOptions o;
   o.blocking = blocking;
   o.timeout_s = timeout;
@@ -384,10 +383,9 @@ struct PyLease {
 
 namespace {
 
-std::shared_ptr<me::Semaphore> make_semaphore(std::shared_ptr<me::Storage> storage,
-                                              std::string key, std::int64_t limit,
-                                              std::string collection, double ttl,
-                                              bool timeparanoid, double maxoffset,
+std::shared_ptr<me::Semaphore> make_semaphore(std::shared_ptr<me::Storage> storage, std::string key,
+                                              std::int64_t limit, std::string collection,
+                                              double ttl, bool timeparanoid, double maxoffset,
                                               bool allow_unsafe_server,
                                               std::optional<me::Identity> identity) {
   me::SemaphoreOptions o;
@@ -401,8 +399,7 @@ std::shared_ptr<me::Semaphore> make_semaphore(std::shared_ptr<me::Storage> stora
   o.allow_unbounded_calls = allow_unbounded(storage);
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;
-  return std::make_shared<me::Semaphore>(std::move(storage), std::move(o), nullptr,
-                                         std::move(id));
+  return std::make_shared<me::Semaphore>(std::move(storage), std::move(o), nullptr, std::move(id));
 }
 
 py::dict semaphore_slot_dict(const me::SemaphoreSlot& s) {
@@ -429,8 +426,8 @@ std::optional<std::int64_t> live_semaphore_fence(me::Semaphore& s) {
 struct PySemaphoreLease {
   std::unique_ptr<me::SemaphoreLease> lease;
 
-  PySemaphoreLease(std::shared_ptr<me::Semaphore> sem, bool blocking,
-                   std::optional<double> timeout, double step, py::object on_lost) {
+  PySemaphoreLease(std::shared_ptr<me::Semaphore> sem, bool blocking, std::optional<double> timeout,
+                   double step, py::object on_lost) {
     auto o = keep_alive_options(blocking, timeout, step, std::move(on_lost),
                                 "mongoelector semaphore lease on_lost");
     py::gil_scoped_release nogil;
@@ -462,10 +459,11 @@ PYBIND11_MODULE(_native, m) {
 
   // ------------------------------------------------------------ storages -----
   py::class_<me::Storage, std::shared_ptr<me::Storage>>(m, "Storage")
-      .def("server_time", [](me::Storage& s) {
-        auto ms = nogil<std::int64_t>([&] { return s.server_time_ms(); });
-        return datetime_from_ms(ms);
-      })
+      .def("server_time",
+           [](me::Storage& s) {
+             auto ms = nogil<std::int64_t>([&] { return s.server_time_ms(); });
+             return datetime_from_ms(ms);
+           })
       .def("server_info", [](me::Storage& s) {
         auto info = nogil<me::ServerInfo>([&] { return s.server_info(); });
         py::dict d;
@@ -492,12 +490,14 @@ PYBIND11_MODULE(_native, m) {
              return me::open_client(uri, database);
            }),
            py::arg("uri"), py::arg("database"))
-      .def("open_storage",
-           [](me::StorageClient& c, double op_timeout) {
-             return c.open_storage(ms_from_seconds(op_timeout));
-           },
-           py::arg("op_timeout"))
-      .def_property_readonly("backend", [](const me::StorageClient& c) { return std::string(c.backend()); })
+      .def(
+          "open_storage",
+          [](me::StorageClient& c, double op_timeout) {
+            return c.open_storage(ms_from_seconds(op_timeout));
+          },
+          py::arg("op_timeout"))
+      .def_property_readonly("backend",
+                             [](const me::StorageClient& c) { return std::string(c.backend()); })
       .def_property_readonly("uri", &me::StorageClient::uri);
 
   py::class_<me::MongoClient, me::StorageClient, std::shared_ptr<me::MongoClient>>(m, "MongoClient")
@@ -536,22 +536,23 @@ PYBIND11_MODULE(_native, m) {
            py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
            py::arg("ensure_indexes") = true, py::arg("identity") = py::none(),
            py::arg("lazy_token") = false)
-      .def("try_acquire",
-           [](me::Locker& l, bool force) {
-             return nogil<std::optional<std::int64_t>>([&] { return l.try_acquire(force); });
-           },
-           py::arg("force") = false)
-      .def("acquire",
-           [](me::Locker& l, bool blocking, std::optional<double> timeout, double step,
-              bool force) {
-             return nogil<std::int64_t>(
-                 [&] { return l.acquire(blocking, timeout, step, force, check_signals); });
-           },
-           py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
-           py::arg("force") = false)
-      .def("release",
-           [](me::Locker& l, bool force) { nogil<void>([&] { l.release(force); }); },
-           py::arg("force") = false)
+      .def(
+          "try_acquire",
+          [](me::Locker& l, bool force) {
+            return nogil<std::optional<std::int64_t>>([&] { return l.try_acquire(force); });
+          },
+          py::arg("force") = false)
+      .def(
+          "acquire",
+          [](me::Locker& l, bool blocking, std::optional<double> timeout, double step, bool force) {
+            return nogil<std::int64_t>(
+                [&] { return l.acquire(blocking, timeout, step, force, check_signals); });
+          },
+          py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
+          py::arg("force") = false)
+      .def(
+          "release", [](me::Locker& l, bool force) { nogil<void>([&] { l.release(force); }); },
+          py::arg("force") = false)
       .def("touch",
            [](me::Locker& l) -> py::object {
              auto r = nogil<std::optional<std::int64_t>>([&] { return l.touch(); });
@@ -564,60 +565,69 @@ PYBIND11_MODULE(_native, m) {
              auto d = nogil<std::optional<me::LockDoc>>([&] { return l.current(); });
              return d ? py::object(to_py(d->raw)) : py::none();
            })
-      .def("status",
-           [](me::Locker& l) {
-             return to_py(nogil<me::Document>([&] { return me::Elector::locker_status(l); }));
-           },
-           "MongoLocker.status (one round trip).")
+      .def(
+          "status",
+          [](me::Locker& l) {
+            return to_py(nogil<me::Document>([&] { return me::Elector::locker_status(l); }));
+          },
+          "MongoLocker.status (one round trip).")
       .def("read",
            [](me::Locker& l) -> py::object {
              auto d = nogil<std::optional<me::LockDoc>>(
                  [&] { return l.storage().read(l.options().collection, l.key()); });
              return d ? py::object(to_py(d->raw)) : py::none();
            })
-      .def("measure_offset",
-           [](me::Locker& l) {
-             return nogil<double>([&] {
-               l.server_clock().refresh();
-               return l.server_clock().offset_s();
-             });
-           },
-           "Server clock minus host clock in seconds, from a fresh hello round trip.")
-      .def("verify_time", [](me::Locker& l) { return nogil<double>([&] { return l.verify_time(); }); })
+      .def(
+          "measure_offset",
+          [](me::Locker& l) {
+            return nogil<double>([&] {
+              l.server_clock().refresh();
+              return l.server_clock().offset_s();
+            });
+          },
+          "Server clock minus host clock in seconds, from a fresh hello round trip.")
+      .def("verify_time",
+           [](me::Locker& l) { return nogil<double>([&] { return l.verify_time(); }); })
       .def("server_now",
            [](me::Locker& l) {
              return datetime_from_ms(nogil<std::int64_t>([&] { return l.server_now_ms(); }));
            })
-      .def_property_readonly("hold",
-                             [](me::Locker& l) {
-                               return hold_tuple(nogil<std::optional<me::Hold>>([&] { return l.hold(); }));
-                             })
-      .def_property_readonly("fence",
-                             [](me::Locker& l) {
-                               return nogil<std::optional<std::int64_t>>([&] { return live_fence(l); });
-                             })
+      .def_property_readonly(
+          "hold",
+          [](me::Locker& l) {
+            return hold_tuple(nogil<std::optional<me::Hold>>([&] { return l.hold(); }));
+          })
+      .def_property_readonly(
+          "fence",
+          [](me::Locker& l) {
+            return nogil<std::optional<std::int64_t>>([&] { return live_fence(l); });
+          })
       .def_property_readonly("lease_remaining",
                              [](me::Locker& l) {
-                               return nogil<std::optional<double>>(
-                                   [&] { return seconds_until(l.lease_deadline_mono(), l.clock()); });
+                               return nogil<std::optional<double>>([&] {
+                                 return seconds_until(l.lease_deadline_mono(), l.clock());
+                               });
                              })
       .def_property_readonly("uuid", [](me::Locker& l) { return l.identity().uuid; })
       .def_property_readonly("host", [](me::Locker& l) { return l.identity().host; })
       .def_property_readonly("pid", [](me::Locker& l) { return l.identity().pid; })
       .def_property_readonly("key", [](me::Locker& l) { return l.key(); })
       .def_property_readonly("collection", [](me::Locker& l) { return l.options().collection; })
-      .def("release_min_hold",
-           [](me::Locker& l, double min_hold) -> py::object {
-             auto r = nogil<std::optional<std::int64_t>>([&] { return l.release_min_hold(min_hold); });
-             return r ? datetime_from_ms(*r) : py::none();
-           },
-           py::arg("min_hold"))
-      .def("claim_window",
-           [](me::Locker& l, double window) -> py::object {
-             auto r = nogil<std::optional<std::int64_t>>([&] { return l.claim_window(window); });
-             return r ? datetime_from_ms(*r) : py::none();
-           },
-           py::arg("window"))
+      .def(
+          "release_min_hold",
+          [](me::Locker& l, double min_hold) -> py::object {
+            auto r =
+                nogil<std::optional<std::int64_t>>([&] { return l.release_min_hold(min_hold); });
+            return r ? datetime_from_ms(*r) : py::none();
+          },
+          py::arg("min_hold"))
+      .def(
+          "claim_window",
+          [](me::Locker& l, double window) -> py::object {
+            auto r = nogil<std::optional<std::int64_t>>([&] { return l.claim_window(window); });
+            return r ? datetime_from_ms(*r) : py::none();
+          },
+          py::arg("window"))
       .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); });
 
   // --------------------------------------------------------------- lease -----
@@ -627,25 +637,30 @@ PYBIND11_MODULE(_native, m) {
            py::arg("step") = 0.25, py::arg("on_lost") = py::none(),
            "Acquires the locker's lock and keeps it alive on the process's renewer thread.")
       .def_property_readonly("fence", [](PyLease& l) { return l.lease->fence(); })
-      .def_property_readonly("lost", [](PyLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
+      .def_property_readonly(
+          "lost", [](PyLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
       .def_property_readonly(
           "deadline_in",
           [](PyLease& l) {
             return nogil<double>([&] {
               return static_cast<double>(l.lease->renew_deadline_mono() -
-                                         l.lease->locker()->clock().mono_ms()) / 1000.0;
+                                         l.lease->locker()->clock().mono_ms()) /
+                     1000.0;
             });
           },
           "Seconds until the renew deadline on the lease's clock (<= 0: passed).")
-      .def_property_readonly("lost_reason",
-                             [](PyLease& l) { return nogil<std::string>([&] { return l.lease->lost_reason(); }); })
-      .def("wait_lost",
-           [](PyLease& l, std::optional<double> timeout) {
-             std::optional<std::int64_t> ms;
-             if (timeout) ms = static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout) * 1000.0));
-             return nogil<bool>([&] { return l.lease->wait_lost(ms); });
-           },
-           py::arg("timeout") = py::none())
+      .def_property_readonly(
+          "lost_reason",
+          [](PyLease& l) { return nogil<std::string>([&] { return l.lease->lost_reason(); }); })
+      .def(
+          "wait_lost",
+          [](PyLease& l, std::optional<double> timeout) {
+            std::optional<std::int64_t> ms;
+            if (timeout)
+              ms = static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout) * 1000.0));
+            return nogil<bool>([&] { return l.lease->wait_lost(ms); });
+          },
+          py::arg("timeout") = py::none())
       .def("close", &PyLease::close, "Stops renewing; releases the lock (fenced) unless lost.")
       .def("close_min_hold", &PyLease::close_min_hold, py::arg("min_hold"),
            "close(), keeping the lock taken until min_hold seconds after its acquisition.");
@@ -662,22 +677,26 @@ PYBIND11_MODULE(_native, m) {
            py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none(),
            py::arg("delete_on_release") = false, py::arg("handover_poll") = py::none())
       .def("set_callback_enabled", &PyElector::set_enabled)
-      .def("start", [](PyElector& e) {
-        UserCall uc;
-        nogil<void>([&] { e.get().start(); });
-      })
-      .def("stop", [](PyElector& e) {
-        UserCall uc;
-        nogil<void>([&] { e.get().stop(); });
-      })
-      .def("poll", [](PyElector& e) {
-        UserCall uc;
-        nogil<void>([&] { e.get().poll(); });
-      })
-      .def("release", [](PyElector& e) {
-        UserCall uc;
-        nogil<void>([&] { e.get().release(); });
-      })
+      .def("start",
+           [](PyElector& e) {
+             UserCall uc;
+             nogil<void>([&] { e.get().start(); });
+           })
+      .def("stop",
+           [](PyElector& e) {
+             UserCall uc;
+             nogil<void>([&] { e.get().stop(); });
+           })
+      .def("poll",
+           [](PyElector& e) {
+             UserCall uc;
+             nogil<void>([&] { e.get().poll(); });
+           })
+      .def("release",
+           [](PyElector& e) {
+             UserCall uc;
+             nogil<void>([&] { e.get().release(); });
+           })
       .def(
           "resign",
           [](PyElector& e, std::optional<double> hold_off) {
@@ -693,33 +712,40 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("to"))
       .def("_abandon", &PyElector::abandon)
-      .def_property_readonly("running",
-                             [](PyElector& e) { return nogil<bool>([&] { return e.get().running(); }); })
-      .def_property_readonly("is_leader",
-                             [](PyElector& e) { return nogil<bool>([&] { return e.get().is_leader(); }); })
-      .def_property_readonly("leader_fence",
-                             [](PyElector& e) {
-                               return nogil<std::optional<std::int64_t>>(
-                                   [&] { return e.get().leader_fence(); });
-                             })
       .def_property_readonly(
-          "leader_exists", [](PyElector& e) { return nogil<bool>([&] { return e.get().leader_exists(); }); })
+          "running", [](PyElector& e) { return nogil<bool>([&] { return e.get().running(); }); })
       .def_property_readonly(
-          "poll_wait", [](PyElector& e) { return nogil<double>([&] { return e.get().poll_wait(); }); })
-      .def_property_readonly("last_poll",
-                             [](PyElector& e) -> py::object {
-                               auto lp = nogil<std::optional<me::DateTime>>([&] { return e.get().last_poll(); });
-                               return lp ? datetime_from_ms(lp->ms) : py::none();
-                             })
+          "is_leader",
+          [](PyElector& e) { return nogil<bool>([&] { return e.get().is_leader(); }); })
+      .def_property_readonly(
+          "leader_fence",
+          [](PyElector& e) {
+            return nogil<std::optional<std::int64_t>>([&] { return e.get().leader_fence(); });
+          })
+      .def_property_readonly(
+          "leader_exists",
+          [](PyElector& e) { return nogil<bool>([&] { return e.get().leader_exists(); }); })
+      .def_property_readonly(
+          "poll_wait",
+          [](PyElector& e) { return nogil<double>([&] { return e.get().poll_wait(); }); })
+      .def_property_readonly(
+          "last_poll",
+          [](PyElector& e) -> py::object {
+            auto lp = nogil<std::optional<me::DateTime>>([&] { return e.get().last_poll(); });
+            return lp ? datetime_from_ms(lp->ms) : py::none();
+          })
       .def_property_readonly("renew_deadline_remaining",
                              [](PyElector& e) {
                                return nogil<std::optional<double>>([&] {
                                  me::Elector& el = e.get();
-                                 return seconds_until(el.renew_deadline_mono(), el.locker().clock());
+                                 return seconds_until(el.renew_deadline_mono(),
+                                                      el.locker().clock());
                                });
                              })
       .def("node_status",
-           [](PyElector& e) { return to_py(nogil<me::Document>([&] { return e.get().node_status(); })); })
+           [](PyElector& e) {
+             return to_py(nogil<me::Document>([&] { return e.get().node_status(); }));
+           })
       .def("cluster_detail",
            [](PyElector& e) {
              return cluster_detail_dict(
@@ -735,12 +761,13 @@ PYBIND11_MODULE(_native, m) {
            py::arg("collection") = "mongosemaphore", py::arg("ttl") = 600.0,
            py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
            py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none())
-      .def("acquire",
-           [](me::Semaphore& s, bool blocking, std::optional<double> timeout, double step) {
-             return nogil<std::int64_t>(
-                 [&] { return s.acquire(blocking, timeout, step, check_signals); });
-           },
-           py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25)
+      .def(
+          "acquire",
+          [](me::Semaphore& s, bool blocking, std::optional<double> timeout, double step) {
+            return nogil<std::int64_t>(
+                [&] { return s.acquire(blocking, timeout, step, check_signals); });
+          },
+          py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25)
       .def("try_acquire",
            [](me::Semaphore& s) {
              return nogil<std::optional<std::int64_t>>([&] { return s.try_acquire(); });
@@ -771,22 +798,26 @@ PYBIND11_MODULE(_native, m) {
              out["slots"] = slots;
              return py::object(out);
            })
-      .def("verify_time", [](me::Semaphore& s) { return nogil<double>([&] { return s.verify_time(); }); })
-      .def_property_readonly("hold",
-                             [](me::Semaphore& s) -> py::object {
-                               auto h = nogil<std::optional<me::SemaphoreHold>>([&] { return s.hold(); });
-                               if (!h) return py::none();
-                               return py::make_tuple(h->fence, h->slot, datetime_from_ms(h->created_ms),
-                                                     datetime_from_ms(h->expire_ms));
-                             })
-      .def_property_readonly("fence",
-                             [](me::Semaphore& s) {
-                               return nogil<std::optional<std::int64_t>>([&] { return live_semaphore_fence(s); });
-                             })
+      .def("verify_time",
+           [](me::Semaphore& s) { return nogil<double>([&] { return s.verify_time(); }); })
+      .def_property_readonly(
+          "hold",
+          [](me::Semaphore& s) -> py::object {
+            auto h = nogil<std::optional<me::SemaphoreHold>>([&] { return s.hold(); });
+            if (!h) return py::none();
+            return py::make_tuple(h->fence, h->slot, datetime_from_ms(h->created_ms),
+                                  datetime_from_ms(h->expire_ms));
+          })
+      .def_property_readonly(
+          "fence",
+          [](me::Semaphore& s) {
+            return nogil<std::optional<std::int64_t>>([&] { return live_semaphore_fence(s); });
+          })
       .def_property_readonly("lease_remaining",
                              [](me::Semaphore& s) {
-                               return nogil<std::optional<double>>(
-                                   [&] { return seconds_until(s.lease_deadline_mono(), s.clock()); });
+                               return nogil<std::optional<double>>([&] {
+                                 return seconds_until(s.lease_deadline_mono(), s.clock());
+                               });
                              })
       .def_property_readonly("uuid", [](me::Semaphore& s) { return s.identity().uuid; })
       .def_property_readonly("host", [](me::Semaphore& s) { return s.identity().host; })
@@ -797,55 +828,65 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("ttl", [](me::Semaphore& s) { return s.ttl_s(); });
 
   py::class_<PySemaphoreLease>(m, "_SemaphoreLease")
-      .def(py::init<std::shared_ptr<me::Semaphore>, bool, std::optional<double>, double, py::object>(),
+      .def(py::init<std::shared_ptr<me::Semaphore>, bool, std::optional<double>, double,
+                    py::object>(),
            py::arg("semaphore"), py::arg("blocking") = true, py::arg("timeout") = py::none(),
            py::arg("step") = 0.25, py::arg("on_lost") = py::none(),
            "Acquires a slot and keeps it alive on the process's renewer threads.")
       .def_property_readonly("fence", [](PySemaphoreLease& l) { return l.lease->fence(); })
-      .def_property_readonly("lost", [](PySemaphoreLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
-      .def_property_readonly("lost_reason", [](PySemaphoreLease& l) {
-        return nogil<std::string>([&] { return l.lease->lost_reason(); });
-      })
-      .def("wait_lost",
-           [](PySemaphoreLease& l, std::optional<double> timeout) {
-             std::optional<std::int64_t> ms;
-             if (timeout) ms = static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout) * 1000.0));
-             return nogil<bool>([&] { return l.lease->wait_lost(ms); });
-           },
-           py::arg("timeout") = py::none())
-      .def("close", &PySemaphoreLease::close, "Stops renewing; releases the slot (fenced) unless lost.");
+      .def_property_readonly(
+          "lost", [](PySemaphoreLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
+      .def_property_readonly("lost_reason",
+                             [](PySemaphoreLease& l) {
+                               return nogil<std::string>([&] { return l.lease->lost_reason(); });
+                             })
+      .def(
+          "wait_lost",
+          [](PySemaphoreLease& l, std::optional<double> timeout) {
+            std::optional<std::int64_t> ms;
+            if (timeout)
+              ms = static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout) * 1000.0));
+            return nogil<bool>([&] { return l.lease->wait_lost(ms); });
+          },
+          py::arg("timeout") = py::none())
+      .def("close", &PySemaphoreLease::close,
+           "Stops renewing; releases the slot (fenced) unless lost.");
 
   // ------------------------------------------------------------- process -----
-  m.def("op_timeout_for_ttl",
-        [](double ttl_s) { return static_cast<double>(me::op_timeout_ms_for_ttl(ttl_s)) / 1000.0; },
-        "The default per-call timeout of a locker or elector with this ttl (seconds): ttl/10 "
-        "in [0.1 s, 5 s], as in every binding.");
+  m.def(
+      "op_timeout_for_ttl",
+      [](double ttl_s) { return static_cast<double>(me::op_timeout_ms_for_ttl(ttl_s)) / 1000.0; },
+      "The default per-call timeout of a locker or elector with this ttl (seconds): ttl/10 "
+      "in [0.1 s, 5 s], as in every binding.");
   // mongoelector.testing: the in-process memory:// backend's test levers.
-  m.def("memory_expire",
-        [](const std::string& uri, const std::string& collection, const std::string& key) {
-          auto client = me::MemoryClient::open(uri);
-          return client->storage()->expire_lock(collection, key);
-        },
-        py::arg("uri"), py::arg("collection"), py::arg("key"));
-  m.def("memory_set_unavailable",
-        [](const std::string& uri, bool down) {
-          me::MemoryClient::open(uri)->storage()->set_unavailable(down);
-        },
-        py::arg("uri"), py::arg("down"));
+  m.def(
+      "memory_expire",
+      [](const std::string& uri, const std::string& collection, const std::string& key) {
+        auto client = me::MemoryClient::open(uri);
+        return client->storage()->expire_lock(collection, key);
+      },
+      py::arg("uri"), py::arg("collection"), py::arg("key"));
+  m.def(
+      "memory_set_unavailable",
+      [](const std::string& uri, bool down) {
+        me::MemoryClient::open(uri)->storage()->set_unavailable(down);
+      },
+      py::arg("uri"), py::arg("down"));
   m.def("flush_log", &flush_log_bridge, "Wait until queued core log messages reached logging.");
   m.def("shutdown_log", &shutdown_log_bridge, "Flush and stop the log bridge (interpreter exit).");
   m.def("finalizing", &interpreter_finalizing);
   m.def("wait_reapers", &wait_reapers, py::arg("timeout"),
         "Wait until electors released from their own callbacks are destroyed.");
-  m.def("_spin_with_gil",
-        [](double seconds) {
-          // Test helper: a long C call that keeps the GIL, like a heavy C extension.
-          auto end = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                         std::chrono::duration<double>(seconds));
-          volatile std::uint64_t n = 0;
-          while (std::chrono::steady_clock::now() < end) n = n + 1;
-          return static_cast<std::uint64_t>(n);
-        },
-        py::arg("seconds"), "Busy-wait for `seconds` holding the GIL (tests only).");
+  m.def(
+      "_spin_with_gil",
+      [](double seconds) {
+        // Test helper: a long C call that keeps the GIL, like a heavy C extension.
+        auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(seconds));
+        volatile std::uint64_t n = 0;
+        while (std::chrono::steady_clock::now() < end) n = n + 1;
+        return static_cast<std::uint64_t>(n);
+      },
+      py::arg("seconds"), "Busy-wait for `seconds` holding the GIL (tests only).");
 }

@@ -111,8 +111,7 @@ class PyLeaderObserver {
     auto q = queue_;
     py::gil_scoped_release nogil;
     observer_ = std::make_unique<me::LeaderObserver>(
-        std::move(storage), std::move(o),
-        [q, key](const me::LeaderState& s) { q->push(s, key); });
+        std::move(storage), std::move(o), [q, key](const me::LeaderState& s) { q->push(s, key); });
     observer_->start();
   }
 
@@ -146,8 +145,10 @@ class PyLeaderObserver {
         py::gil_scoped_release nogil;
         std::unique_lock<std::mutex> lk(queue_->mu);
         const clock::time_point now = clock::now();
-        const clock::time_point slice = deadline - now > kSignalCheck ? now + kSignalCheck : deadline;
-        queue_->cv.wait_until(lk, slice, [this] { return queue_->closed || !queue_->items.empty(); });
+        const clock::time_point slice =
+            deadline - now > kSignalCheck ? now + kSignalCheck : deadline;
+        queue_->cv.wait_until(lk, slice,
+                              [this] { return queue_->closed || !queue_->items.empty(); });
         if (!queue_->closed && !queue_->items.empty()) {
           got = queue_->items.front();
           queue_->items.pop_front();

@@ -320,7 +320,9 @@ bool PyMongoStorage::matched(const me::commands::Command& c) {
   if (c.op == me::commands::Op::delete_one)
     return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;
   // matched_count: for a renewal, "matched but already later" is renewed too.
-  return coll.attr("update_one")(filter, to_py(c.update)).attr("matched_count").cast<std::int64_t>() > 0;
+  return coll.attr("update_one")(filter, to_py(c.update))
+             .attr("matched_count")
+             .cast<std::int64_t>() > 0;
 }
 
 py::object PyMongoStorage::find_one_and_update(const me::commands::Command& c) {
@@ -334,8 +336,10 @@ void PyMongoStorage::ensure_indexes(const std::string& collection,
   with_python([&] {
     py::object coll = this->collection(collection);
     for (const auto& spec : specs) {
-      if (spec.expire_after_s) ensure_ttl_index(coll, spec.field.c_str(), *spec.expire_after_s);
-      else coll.attr("create_index")(spec.field);
+      if (spec.expire_after_s)
+        ensure_ttl_index(coll, spec.field.c_str(), *spec.expire_after_s);
+      else
+        coll.attr("create_index")(spec.field);
     }
   });
 }
@@ -416,23 +420,23 @@ std::vector<bool> PyMongoStorage::renew_many(const std::string& collection,
   auto batched = with_python([&]() -> std::optional<std::vector<bool>> {
     py::object coll = this->collection(collection);
     if (!py::hasattr(coll, "update_many")) return std::nullopt;
-    return me::commands::renew_in_chunks<me::LockDoc>(requests, max_renew_batch(), [&](
-        std::size_t from, std::size_t to) {
-      for (const me::RenewGroup& g : me::renew_groups(requests, from, to)) {
-        const auto c = me::commands::renew_group(collection, requests, g, now_ms);
-        // Its counts are not used: they cannot say WHICH requests matched.
-        coll.attr("update_many")(to_py(c.filter), to_py(c.update));
-      }
-      std::vector<std::string> keys;
-      keys.reserve(to - from);
-      for (std::size_t i = from; i < to; ++i) keys.push_back(requests[i].key);
-      std::map<std::string, me::LockDoc> found;
-      for (py::handle d : find(me::commands::read_keys(collection, keys))) {
-        me::LockDoc doc = me::LockDoc::from_document(doc_from_py(d));
-        found.emplace(doc.key, std::move(doc));
-      }
-      return found;
-    });
+    return me::commands::renew_in_chunks<me::LockDoc>(
+        requests, max_renew_batch(), [&](std::size_t from, std::size_t to) {
+          for (const me::RenewGroup& g : me::renew_groups(requests, from, to)) {
+            const auto c = me::commands::renew_group(collection, requests, g, now_ms);
+            // Its counts are not used: they cannot say WHICH requests matched.
+            coll.attr("update_many")(to_py(c.filter), to_py(c.update));
+          }
+          std::vector<std::string> keys;
+          keys.reserve(to - from);
+          for (std::size_t i = from; i < to; ++i) keys.push_back(requests[i].key);
+          std::map<std::string, me::LockDoc> found;
+          for (py::handle d : find(me::commands::read_keys(collection, keys))) {
+            me::LockDoc doc = me::LockDoc::from_document(doc_from_py(d));
+            found.emplace(doc.key, std::move(doc));
+          }
+          return found;
+        });
   });
   if (batched) return std::move(*batched);
   return Storage::renew_many(collection, requests, now_ms);
@@ -444,7 +448,7 @@ py::object PyMongoStorage::find(const me::commands::Command& c) {
   if (c.one) return coll.attr("find_one")(filter);  // a document or None
   // A negative limit: one batch, the cursor closed by the server (no getMore).
   py::object cursor = c.limit > 0 ? coll.attr("find")(filter, py::arg("limit") = -c.limit)
-                                   : coll.attr("find")(filter);
+                                  : coll.attr("find")(filter);
   if (!c.sort.empty()) {
     py::list order;
     for (const auto& s : c.sort.children) order.append(py::make_tuple(s.name, to_py(s)));
@@ -549,8 +553,7 @@ bool PyMongoStorage::create_semaphore(const std::string& collection,
       this->collection(c.collection).attr("insert_one")(to_py(c.update));
     } catch (py::error_already_set& e) {
       if (e.matches(refs_->duplicate_key_error)) return false;  // created by someone else
-      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
-        return false;
+      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e))) return false;
       throw;
     }
     return true;
@@ -564,9 +567,8 @@ bool PyMongoStorage::claim_semaphore(const std::string& collection,
 }
 
 bool PyMongoStorage::renew_semaphore(const std::string& collection, const std::string& key,
-                                     std::int64_t slot, const std::string& uuid,
-                                     std::int64_t fence, std::int64_t now_ms,
-                                     std::int64_t expire_ms) {
+                                     std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                                     std::int64_t now_ms, std::int64_t expire_ms) {
   const auto c =
       me::commands::renew_semaphore(collection, key, slot, uuid, fence, now_ms, expire_ms);
   return with_python([&] { return matched(c); });
@@ -581,25 +583,25 @@ std::vector<bool> PyMongoStorage::renew_semaphores(
     // One by one on mongomock (its bulk_write does not take pymongo's UpdateOne of every
     // version) and on the aio facade (no bulk_write).
     if (mock_ || !py::hasattr(coll, "bulk_write")) return std::nullopt;
-    return me::commands::renew_in_chunks<me::SemaphoreDoc>(requests, max_renew_batch(), [&](
-        std::size_t from, std::size_t to) {
-      const auto c = me::commands::renew_semaphores(collection, requests, from, to, now_ms);
-      py::list ops(c.statements.size());
-      for (std::size_t j = 0; j < c.statements.size(); ++j) {
-        py::object op = refs_->update_one_op(to_py(c.statements[j].filter),
-                                             to_py(c.statements[j].update));
-        PyList_SET_ITEM(ops.ptr(), static_cast<Py_ssize_t>(j), op.release().ptr());
-      }
-      // One `update` command; its counts are not used (they cannot say WHICH matched).
-      coll.attr("bulk_write")(ops, py::arg("ordered") = false);
-      std::map<std::string, me::SemaphoreDoc> found;
-      const auto keys = me::commands::semaphore_keys(requests, from, to);
-      for (py::handle d : find(me::commands::read_keys(collection, keys))) {
-        me::SemaphoreDoc doc = semaphore_from_py(d);
-        found.emplace(doc.key, std::move(doc));
-      }
-      return found;
-    });
+    return me::commands::renew_in_chunks<me::SemaphoreDoc>(
+        requests, max_renew_batch(), [&](std::size_t from, std::size_t to) {
+          const auto c = me::commands::renew_semaphores(collection, requests, from, to, now_ms);
+          py::list ops(c.statements.size());
+          for (std::size_t j = 0; j < c.statements.size(); ++j) {
+            py::object op =
+                refs_->update_one_op(to_py(c.statements[j].filter), to_py(c.statements[j].update));
+            PyList_SET_ITEM(ops.ptr(), static_cast<Py_ssize_t>(j), op.release().ptr());
+          }
+          // One `update` command; its counts are not used (they cannot say WHICH matched).
+          coll.attr("bulk_write")(ops, py::arg("ordered") = false);
+          std::map<std::string, me::SemaphoreDoc> found;
+          const auto keys = me::commands::semaphore_keys(requests, from, to);
+          for (py::handle d : find(me::commands::read_keys(collection, keys))) {
+            me::SemaphoreDoc doc = semaphore_from_py(d);
+            found.emplace(doc.key, std::move(doc));
+          }
+          return found;
+        });
   });
   if (batched) return std::move(*batched);
   return Storage::renew_semaphores(collection, requests, now_ms);

@@ -59,8 +59,7 @@ class PyMongoStorage final : public mongoelector::Storage {
                                              bool force) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
-                 std::int64_t old_fence, std::int64_t created_ms,
-                 std::int64_t new_fence) override;
+                 std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
   // update_one with {$max: {ts_expire}}: matched (matched_count) is renewed.
   bool renew(const std::string& collection, const std::string& key, const std::string& uuid,
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
@@ -94,14 +93,15 @@ class PyMongoStorage final : public mongoelector::Storage {
                         const mongoelector::SemaphoreClaim& claim) override;
   bool claim_semaphore(const std::string& collection,
                        const mongoelector::SemaphoreClaim& claim) override;
-  std::vector<bool> renew_semaphores(const std::string& collection,
-                                     const std::vector<mongoelector::SemaphoreRenewRequest>& requests,
-                                     std::int64_t now_ms) override;
+  std::vector<bool> renew_semaphores(
+      const std::string& collection,
+      const std::vector<mongoelector::SemaphoreRenewRequest>& requests,
+      std::int64_t now_ms) override;
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;
-  bool release_semaphore(const std::string& collection, const std::string& key,
-                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                         const std::string& uuid, std::int64_t fence) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const mongoelector::Document& doc) override;
   std::vector<mongoelector::Document> list_status(const std::string& collection,

@@ -62,8 +62,9 @@ void bind_testing(py::module_& m) {
           py::arg("n"), py::arg("timeout_ms"))
       .def("mono_ms", [](PyManualClock& c) { return c.clock->mono_ms(); })
       .def("wall_ms", [](PyManualClock& c) { return c.clock->wall_ms(); })
-      .def("jump_wall", [](PyManualClock& c, std::int64_t ms) { c.clock->jump_wall(ms); },
-           py::arg("ms"))
+      .def(
+          "jump_wall", [](PyManualClock& c, std::int64_t ms) { c.clock->jump_wall(ms); },
+          py::arg("ms"))
       .def("attach", &PyManualClock::attach, py::arg("uri"),
            "Runs the memory:// backend `uri` on this clock (ValueError if it runs on another).");
 
@@ -77,8 +78,8 @@ void bind_testing(py::module_& m) {
         return exact ? s.set_expiry(coll, key, uuid, fence, now_ms, expire_ms)
                      : s.renew(coll, key, uuid, fence, now_ms, expire_ms);
       },
-      py::arg("storage"), py::arg("collection"), py::arg("key"), py::arg("uuid"),
-      py::arg("fence"), py::arg("now_ms"), py::arg("expire_ms"), py::arg("exact") = false,
+      py::arg("storage"), py::arg("collection"), py::arg("key"), py::arg("uuid"), py::arg("fence"),
+      py::arg("now_ms"), py::arg("expire_ms"), py::arg("exact") = false,
       "Storage::renew, or with exact=True Storage::set_expiry.");
   m.def(
       "_storage_renew_many",
@@ -104,8 +105,8 @@ void bind_testing(py::module_& m) {
   m.def(
       "_storage_renew_semaphores",
       [](me::Storage& s, const std::string& coll,
-         const std::vector<std::tuple<std::string, std::int64_t, std::string, std::int64_t,
-                                      std::int64_t>>& rs,
+         const std::vector<
+             std::tuple<std::string, std::int64_t, std::string, std::int64_t, std::int64_t>>& rs,
          std::int64_t now_ms) {
         std::vector<me::SemaphoreRenewRequest> requests;
         for (const auto& [key, slot, uuid, fence, expire] : rs)

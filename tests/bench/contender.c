@@ -11,8 +11,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,8 @@ static struct {
   const char *cmd, *uri, *other_uri, *db, *keys, *key, *clients, *mode, *kind;
   int unsafe, n, threads, warmup, rounds;
   double seconds, ttl, start_at, step, idle;
-} opt = {NULL, NULL, NULL, NULL, "k", "k", "shared", "batched", "lock", 0, 50, 1, 50, 5,
-         5.0, 15.0, 0.0, 0.25, 60.0};
+} opt = {NULL, NULL, NULL, NULL, "k", "k",  "shared", "batched", "lock", 0,
+         50,   1,    50,   5,    5.0, 15.0, 0.0,      0.25,      60.0};
 
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -49,9 +49,9 @@ static void die(const char *what) {
   _exit(1);
 }
 
-#define CHECK(call, what)                                            \
-  do {                                                               \
-    if ((call) != MONGOELECTOR_OK) die(what);                        \
+#define CHECK(call, what)                     \
+  do {                                        \
+    if ((call) != MONGOELECTOR_OK) die(what); \
   } while (0)
 
 static double mono(void) {
@@ -162,17 +162,17 @@ static double *lat_slot(const char *name) {
 }
 
 static char mark_buf[128];
-#define TIMED(op, stmt)                                        \
-  do {                                                         \
-    double t0_, *slot_;                                        \
-    snprintf(mark_buf, sizeof mark_buf, "%s:begin", op);       \
-    mark(mark_buf);                                            \
-    t0_ = mono();                                              \
-    stmt;                                                      \
-    slot_ = lat_slot(op);                                      \
-    *slot_ = (mono() - t0_) * 1e3;                             \
-    snprintf(mark_buf, sizeof mark_buf, "%s:end", op);         \
-    mark(mark_buf);                                            \
+#define TIMED(op, stmt)                                  \
+  do {                                                   \
+    double t0_, *slot_;                                  \
+    snprintf(mark_buf, sizeof mark_buf, "%s:begin", op); \
+    mark(mark_buf);                                      \
+    t0_ = mono();                                        \
+    stmt;                                                \
+    slot_ = lat_slot(op);                                \
+    *slot_ = (mono() - t0_) * 1e3;                       \
+    snprintf(mark_buf, sizeof mark_buf, "%s:end", op);   \
+    mark(mark_buf);                                      \
   } while (0)
 
 static void print_lat_result(void) {
@@ -349,9 +349,10 @@ static void cmd_cycles(void) {
   cpu = cpu_seconds() - cpu0;
   for (t = 0; t < T; ++t) total += args[t].n;
   pthread_mutex_lock(&out_mu);
-  printf("RESULT {\"phase\":\"cycles\",\"threads\":%d,\"clients\":\"%s\",\"cycles\":%ld,"
-         "\"seconds\":%.6f,\"cpu_s\":%.4f,\"per_thread\":[",
-         T, opt.clients, total, secs, cpu);
+  printf(
+      "RESULT {\"phase\":\"cycles\",\"threads\":%d,\"clients\":\"%s\",\"cycles\":%ld,"
+      "\"seconds\":%.6f,\"cpu_s\":%.4f,\"per_thread\":[",
+      T, opt.clients, total, secs, cpu);
   for (t = 0; t < T; ++t) printf("%s%ld", t ? "," : "", args[t].n);
   printf("]");
   if (T == 1 && args[0].n > 0) {
@@ -563,9 +564,7 @@ static mongoelector_status scale_grow_slot(int i) {
   return st;
 }
 
-static void ev_lease_lost(void *p) {
-  say("EVENT lost %.6f scale-%ld", mono(), (long)(intptr_t)p);
-}
+static void ev_lease_lost(void *p) { say("EVENT lost %.6f scale-%ld", mono(), (long)(intptr_t)p); }
 
 static void *scale_grow(void *unused) {
   (void)unused;
@@ -685,11 +684,13 @@ static void cmd_scale(void) {
                                      : mongoelector_lease_lost(sc.le[i], &lost);
         if (ls == MONGOELECTOR_OK && lost) ++lost_n;
       }
-      say("RESULT {\"phase\":\"scale\",\"kind\":\"%s\",\"mode\":\"%s\",\"held\":%d,\"lost\":%d,\"threads\":%ld,"
+      say("RESULT "
+          "{\"phase\":\"scale\",\"kind\":\"%s\",\"mode\":\"%s\",\"held\":%d,\"lost\":%d,"
+          "\"threads\":%ld,"
           "\"rss_kib\":%ld,\"cpu_s\":%.4f,\"renewals\":%llu,\"renewal_failures\":%llu,"
           "\"round_trips\":%llu}",
-          opt.kind, opt.mode, held, lost_n, proc_status("Threads"), proc_status("VmRSS"), cpu_seconds(),
-          (unsigned long long)st.renewals, (unsigned long long)st.renewal_failures,
+          opt.kind, opt.mode, held, lost_n, proc_status("Threads"), proc_status("VmRSS"),
+          cpu_seconds(), (unsigned long long)st.renewals, (unsigned long long)st.renewal_failures,
           (unsigned long long)st.round_trips);
     } else if (strncmp(line, "QUIT", 4) == 0) {
       break;
@@ -706,8 +707,8 @@ static void cmd_probe(void) {
   CHECK(mongoelector_locker_acquire(l, 0, -1, 0.25, 0, NULL), "acquire");
   release(l);
   CHECK(mongoelector_client_server_info(c, &name, &version), "server_info");
-  say("RESULT {\"phase\":\"probe\",\"version\":\"%s\",\"server\":\"%s %s\"}", mongoelector_version(),
-      name, version);
+  say("RESULT {\"phase\":\"probe\",\"version\":\"%s\",\"server\":\"%s %s\"}",
+      mongoelector_version(), name, version);
   mongoelector_locker_free(l);
   mongoelector_client_free(c);
 }
@@ -715,8 +716,9 @@ static void cmd_probe(void) {
 int main(int argc, char **argv) {
   int i;
   if (argc < 2) {
-    fprintf(stderr, "usage: bench_contender probe|ops|cycles|elect|contend|cost|scale --uri URI "
-                    "--db NAME [options] (see contender.py)\n");
+    fprintf(stderr,
+            "usage: bench_contender probe|ops|cycles|elect|contend|cost|scale --uri URI "
+            "--db NAME [options] (see contender.py)\n");
     return 2;
   }
   opt.cmd = argv[1];
@@ -731,22 +733,38 @@ int main(int argc, char **argv) {
       return 2;
     }
     ++i;
-    if (strcmp(a, "--uri") == 0) opt.uri = v;
-    else if (strcmp(a, "--other-uri") == 0) opt.other_uri = v;
-    else if (strcmp(a, "--db") == 0) opt.db = v;
-    else if (strcmp(a, "--keys") == 0) opt.keys = v;
-    else if (strcmp(a, "--key") == 0) opt.key = v;
-    else if (strcmp(a, "--clients") == 0) opt.clients = v;
-    else if (strcmp(a, "--mode") == 0) opt.mode = v;
-    else if (strcmp(a, "--kind") == 0) opt.kind = v;
-    else if (strcmp(a, "--n") == 0) opt.n = atoi(v);
-    else if (strcmp(a, "--threads") == 0) opt.threads = atoi(v);
-    else if (strcmp(a, "--warmup") == 0) opt.warmup = atoi(v);
-    else if (strcmp(a, "--rounds") == 0) opt.rounds = atoi(v);
-    else if (strcmp(a, "--seconds") == 0) opt.seconds = atof(v);
-    else if (strcmp(a, "--ttl") == 0) opt.ttl = atof(v);
-    else if (strcmp(a, "--step") == 0) opt.step = atof(v);
-    else if (strcmp(a, "--idle") == 0) opt.idle = atof(v);
+    if (strcmp(a, "--uri") == 0)
+      opt.uri = v;
+    else if (strcmp(a, "--other-uri") == 0)
+      opt.other_uri = v;
+    else if (strcmp(a, "--db") == 0)
+      opt.db = v;
+    else if (strcmp(a, "--keys") == 0)
+      opt.keys = v;
+    else if (strcmp(a, "--key") == 0)
+      opt.key = v;
+    else if (strcmp(a, "--clients") == 0)
+      opt.clients = v;
+    else if (strcmp(a, "--mode") == 0)
+      opt.mode = v;
+    else if (strcmp(a, "--kind") == 0)
+      opt.kind = v;
+    else if (strcmp(a, "--n") == 0)
+      opt.n = atoi(v);
+    else if (strcmp(a, "--threads") == 0)
+      opt.threads = atoi(v);
+    else if (strcmp(a, "--warmup") == 0)
+      opt.warmup = atoi(v);
+    else if (strcmp(a, "--rounds") == 0)
+      opt.rounds = atoi(v);
+    else if (strcmp(a, "--seconds") == 0)
+      opt.seconds = atof(v);
+    else if (strcmp(a, "--ttl") == 0)
+      opt.ttl = atof(v);
+    else if (strcmp(a, "--step") == 0)
+      opt.step = atof(v);
+    else if (strcmp(a, "--idle") == 0)
+      opt.idle = atof(v);
     else if (strcmp(a, "--impl") == 0 || strcmp(a, "--spin") == 0 || strcmp(a, "--spin-ttl") == 0) {
       /* contender.py's options without a meaning here */
     } else {
@@ -758,13 +776,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_contender: --uri and --db are required\n");
     return 2;
   }
-  if (strcmp(opt.cmd, "probe") == 0) cmd_probe();
-  else if (strcmp(opt.cmd, "ops") == 0) cmd_ops();
-  else if (strcmp(opt.cmd, "cycles") == 0) cmd_cycles();
-  else if (strcmp(opt.cmd, "elect") == 0) cmd_elect();
-  else if (strcmp(opt.cmd, "contend") == 0) cmd_contend();
-  else if (strcmp(opt.cmd, "cost") == 0) cmd_cost();
-  else if (strcmp(opt.cmd, "scale") == 0) cmd_scale();
+  if (strcmp(opt.cmd, "probe") == 0)
+    cmd_probe();
+  else if (strcmp(opt.cmd, "ops") == 0)
+    cmd_ops();
+  else if (strcmp(opt.cmd, "cycles") == 0)
+    cmd_cycles();
+  else if (strcmp(opt.cmd, "elect") == 0)
+    cmd_elect();
+  else if (strcmp(opt.cmd, "contend") == 0)
+    cmd_contend();
+  else if (strcmp(opt.cmd, "cost") == 0)
+    cmd_cost();
+  else if (strcmp(opt.cmd, "scale") == 0)
+    cmd_scale();
   else {
     fprintf(stderr, "bench_contender: unknown subcommand %s\n", opt.cmd);
     return 2;

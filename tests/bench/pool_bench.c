@@ -120,8 +120,9 @@ int main(int argc, char **argv) {
   }
   mongoelector_client_free(client);
   free(lockers);
-  printf("n=%d threads_one=%d threads_all=%d rss_one_kib=%ld rss_all_kib=%ld renewals=%ld "
-         "missed=%ld round_max_s=%.3f\n",
-         n, threads_one, threads_all, rss_one, rss_all, renewals, missed, round_max);
+  printf(
+      "n=%d threads_one=%d threads_all=%d rss_one_kib=%ld rss_all_kib=%ld renewals=%ld "
+      "missed=%ld round_max_s=%.3f\n",
+      n, threads_one, threads_all, rss_one, rss_all, renewals, missed, round_max);
   return 0;
 }

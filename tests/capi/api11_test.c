@@ -329,7 +329,8 @@ static void test_log_handler(void) {
   pthread_mutex_init(&b.mu, NULL);
   a.min = MONGOELECTOR_LOG_DEBUG;
   b.min = MONGOELECTOR_LOG_ERROR;
-  CHECK_INVALID(mongoelector_set_log_handler((mongoelector_log_level)15, sink_log, &a, sink_release));
+  CHECK_INVALID(
+      mongoelector_set_log_handler((mongoelector_log_level)15, sink_log, &a, sink_release));
   CHECK(a.released == 0); /* refused: never installed, never released */
   CHECK_OK(mongoelector_set_log_handler(MONGOELECTOR_LOG_DEBUG, sink_log, &a, sink_release));
   provoke_logs();
@@ -452,8 +453,7 @@ static void test_server_error_code(mongoelector_client *client, const char *serv
   st = mongoelector_locker_new_with(client, "k", &lc, &l);
   if (st == MONGOELECTOR_OK && strcmp(server_name, "mongo-java-server") != 0) {
     /* MongoDB 4.4+ allows 255-byte namespaces, FerretDB longer ones: nothing to refuse. */
-    printf("  server error code: not applicable on %s (the namespace is accepted)\n",
-           server_name);
+    printf("  server error code: not applicable on %s (the namespace is accepted)\n", server_name);
     mongoelector_locker_free(l);
     return;
   }
@@ -573,7 +573,8 @@ static void test_stats_and_records(mongoelector_client *client) {
     CHECK(after.leader_elected - before.leader_elected == 1);
     CHECK(after.leader_lost - before.leader_lost == 1);
   }
-  for (i = 0; i < MONGOELECTOR_STATS_LATENCY_BUCKETS; i++) in_buckets += after.acquire_latency_buckets[i];
+  for (i = 0; i < MONGOELECTOR_STATS_LATENCY_BUCKETS; i++)
+    in_buckets += after.acquire_latency_buckets[i];
   CHECK(in_buckets == after.acquire_latency_count);
   for (i = 1; i + 1 < MONGOELECTOR_STATS_LATENCY_BUCKETS; i++)
     CHECK(after.acquire_latency_bounds[i] > after.acquire_latency_bounds[i - 1]);
@@ -647,8 +648,8 @@ static void test_semaphore(mongoelector_client *client) {
   mongoelector_semaphore_free(c);
   mongoelector_semaphore_free(wrong);
   mongoelector_semaphore_free(NULL);
-  printf("  semaphore: tokens %lld < %lld < %lld, limit 2 enforced\n", (long long)fa,
-         (long long)fb, (long long)fc);
+  printf("  semaphore: tokens %lld < %lld < %lld, limit 2 enforced\n", (long long)fa, (long long)fb,
+         (long long)fc);
 }
 
 /* A semaphore slot kept alive by the renewer: it outlives its ttl, counts against the

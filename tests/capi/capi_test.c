@@ -42,8 +42,6 @@ static int g_freed_handle_checks = 1;
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
-
-
 /* A loopback port nobody listens on: bind an ephemeral port, then close it. */
 static int closed_port(void) {
   struct sockaddr_in addr;
@@ -91,9 +89,9 @@ static void counter_destroy(counter *c) { pthread_mutex_destroy(&c->mu); }
 typedef struct log_capture {
   pthread_mutex_t mu;
   int count;
-  int bad_level;     /* a level outside the enum was seen */
-  char last[512];    /* the last message */
-  char wanted[256];  /* count `hits` of messages containing this */
+  int bad_level;    /* a level outside the enum was seen */
+  char last[512];   /* the last message */
+  char wanted[256]; /* count `hits` of messages containing this */
   int hits;
 } log_capture;
 
@@ -162,15 +160,21 @@ static void test_library(void) {
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_OK), "MONGOELECTOR_OK") == 0);
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_INVALID_ARGUMENT),
                "MONGOELECTOR_ERR_INVALID_ARGUMENT") == 0);
-  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_LOCK_EXISTS), "MONGOELECTOR_ERR_LOCK_EXISTS") == 0);
-  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_TIMEOUT), "MONGOELECTOR_ERR_TIMEOUT") == 0);
-  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_TIME_OFFSET), "MONGOELECTOR_ERR_TIME_OFFSET") == 0);
-  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_CANCELLED), "MONGOELECTOR_ERR_CANCELLED") == 0);
-  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_UNAVAILABLE), "MONGOELECTOR_ERR_UNAVAILABLE") == 0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_LOCK_EXISTS),
+               "MONGOELECTOR_ERR_LOCK_EXISTS") == 0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_TIMEOUT), "MONGOELECTOR_ERR_TIMEOUT") ==
+        0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_TIME_OFFSET),
+               "MONGOELECTOR_ERR_TIME_OFFSET") == 0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_CANCELLED),
+               "MONGOELECTOR_ERR_CANCELLED") == 0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_UNAVAILABLE),
+               "MONGOELECTOR_ERR_UNAVAILABLE") == 0);
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_SERVER), "MONGOELECTOR_ERR_SERVER") == 0);
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_UNSAFE_SERVER),
                "MONGOELECTOR_ERR_UNSAFE_SERVER") == 0);
-  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_INTERNAL), "MONGOELECTOR_ERR_INTERNAL") == 0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_INTERNAL), "MONGOELECTOR_ERR_INTERNAL") ==
+        0);
   CHECK(strcmp(mongoelector_status_name((mongoelector_status)42), "unknown") == 0);
 
   /* No failure yet on this thread: empty message. */
@@ -391,7 +395,10 @@ static void test_offline(void) {
   CHECK_INVALID(mongoelector_client_new("mongodb://127.0.0.1:1/", "db", NULL));
   CHECK_INVALID(mongoelector_client_new("not a uri", "db", &client));
   CHECK_INVALID(mongoelector_client_new("mongodb://127.0.0.1:1/", "", &client));
-  CHECK_INVALID(mongoelector_client_new("mongodb://127.0.0.1:1/", "d\xe9" "b", &client));
+  CHECK_INVALID(mongoelector_client_new("mongodb://127.0.0.1:1/",
+                                        "d\xe9"
+                                        "b",
+                                        &client));
   CHECK_INVALID(mongoelector_client_new("mongodb://127.0.0.1:1/", "a.b", &client));
   CHECK(client == NULL);
 
@@ -762,7 +769,7 @@ typedef struct elector_probe {
   counter leader;
   counter loss;
   counter loop;
-  mongoelector_elector *self;  /* for stop-from-callback */
+  mongoelector_elector *self; /* for stop-from-callback */
   int stop_in_loop;
   mongoelector_status stop_status;
 } elector_probe;
@@ -805,8 +812,9 @@ static void new_elector(mongoelector_client *client, const char *key, double ttl
   CHECK(*out != NULL);
 }
 
-static int wait_for_flag(mongoelector_elector *el, mongoelector_status (*get)(mongoelector_elector *, int *),
-                         int want, double timeout) {
+static int wait_for_flag(mongoelector_elector *el,
+                         mongoelector_status (*get)(mongoelector_elector *, int *), int want,
+                         double timeout) {
   double deadline = now_s() + timeout;
   int v = -1;
   for (;;) {
@@ -1034,8 +1042,8 @@ static void test_server_safety(mongoelector_client *client, const char *key, con
   } else {
     CHECK(st == MONGOELECTOR_ERR_UNSAFE_SERVER);
     CHECK_ERROR_MENTIONS("allow_unsafe_server");
-    printf("capi_test: %s refused as unsafe (%s); continuing with allow_unsafe_server=1\n",
-           name, mongoelector_last_error());
+    printf("capi_test: %s refused as unsafe (%s); continuing with allow_unsafe_server=1\n", name,
+           mongoelector_last_error());
     g_allow_unsafe = 1;
   }
   mongoelector_locker_free(lk);
@@ -1101,8 +1109,9 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (uri == NULL || uri[0] == '\0') {
-    printf("capi_test: MONGOELECTOR_TEST_URI is not set: skipping the server tests "
-           "(tests/servers/testserver.sh run java -- ctest -L integration)\n");
+    printf(
+        "capi_test: MONGOELECTOR_TEST_URI is not set: skipping the server tests "
+        "(tests/servers/testserver.sh run java -- ctest -L integration)\n");
     return 77;
   }
   test_online(uri);

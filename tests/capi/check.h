@@ -18,30 +18,30 @@
 
 static int g_passed = 0;
 
-#define CHECK(cond)                                                                    \
-  do {                                                                                 \
-    if (cond) {                                                                        \
-      g_passed++;                                                                      \
-    } else {                                                                           \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: \"%s\")\n", __FILE__,      \
-              __LINE__, #cond, mongoelector_last_error());                              \
-      fprintf(stderr, "%s: %d passed, 1 failed\n", CHECK_PROGRAM, g_passed);           \
-      exit(1);                                                                         \
-    }                                                                                  \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      g_passed++;                                                                                  \
+    } else {                                                                                       \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: \"%s\")\n", __FILE__, __LINE__, #cond, \
+              mongoelector_last_error());                                                          \
+      fprintf(stderr, "%s: %d passed, 1 failed\n", CHECK_PROGRAM, g_passed);                       \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_STATUS(expr, expected)                                                   \
-  do {                                                                                 \
-    mongoelector_status st_ = (expr);                                                  \
-    if (st_ == (expected)) {                                                           \
-      g_passed++;                                                                      \
-    } else {                                                                           \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s (last error: \"%s\")\n",      \
-              __FILE__, __LINE__, #expr, mongoelector_status_name(st_),                \
-              mongoelector_status_name(expected), mongoelector_last_error());          \
-      fprintf(stderr, "%s: %d passed, 1 failed\n", CHECK_PROGRAM, g_passed);           \
-      exit(1);                                                                         \
-    }                                                                                  \
+#define CHECK_STATUS(expr, expected)                                                              \
+  do {                                                                                            \
+    mongoelector_status st_ = (expr);                                                             \
+    if (st_ == (expected)) {                                                                      \
+      g_passed++;                                                                                 \
+    } else {                                                                                      \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (last error: \"%s\")\n", __FILE__,      \
+              __LINE__, #expr, mongoelector_status_name(st_), mongoelector_status_name(expected), \
+              mongoelector_last_error());                                                         \
+      fprintf(stderr, "%s: %d passed, 1 failed\n", CHECK_PROGRAM, g_passed);                      \
+      exit(1);                                                                                    \
+    }                                                                                             \
   } while (0)
 
 #define CHECK_OK(expr) CHECK_STATUS(expr, MONGOELECTOR_OK)

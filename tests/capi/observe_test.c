@@ -60,11 +60,11 @@ typedef struct recorder {
   pthread_mutex_t mu;
   event ev[MAX_EVENTS];
   int n;
-  int bad;                  /* a report that broke the callback's contract */
-  int in_callback;          /* on_change is running now */
-  double hold_s;            /* each call sleeps this long (free from another thread) */
-  int returned;             /* calls that returned */
-  int free_on;              /* free `self` from inside the call number free_on (0: never) */
+  int bad;         /* a report that broke the callback's contract */
+  int in_callback; /* on_change is running now */
+  double hold_s;   /* each call sleeps this long (free from another thread) */
+  int returned;    /* calls that returned */
+  int free_on;     /* free `self` from inside the call number free_on (0: never) */
   mongoelector_observer *self;
 } recorder;
 
@@ -110,8 +110,7 @@ static void on_change(const mongoelector_leader_state *s, void *user_data) {
   if (r->in_callback) r->bad = 1; /* calls of one observer never overlap */
   r->in_callback = 1;
   if (s == NULL || s->version != MONGOELECTOR_LEADER_STATE_VERSION || s->uuid == NULL ||
-      s->host == NULL || (!s->has_leader && (s->uuid[0] || s->fence)) ||
-      !state_consistent(s)) {
+      s->host == NULL || (!s->has_leader && (s->uuid[0] || s->fence)) || !state_consistent(s)) {
     r->bad = 1;
   }
   if (r->n < MAX_EVENTS && s != NULL && s->uuid != NULL && s->host != NULL) {
@@ -158,12 +157,11 @@ static int wait_status(recorder *r, int from, int status, const char *uuid, int6
     }
     pthread_mutex_unlock(&r->mu);
     if (now_s() - t0 > timeout_s) {
-      fprintf(stderr, "no report of status=%d uuid=%s fence=%lld within %.1f s; reports:\n",
-              status, uuid ? uuid : "(any)", (long long)fence, timeout_s);
+      fprintf(stderr, "no report of status=%d uuid=%s fence=%lld within %.1f s; reports:\n", status,
+              uuid ? uuid : "(any)", (long long)fence, timeout_s);
       for (i = 0; i < n; ++i) {
         fprintf(stderr, "  [%d] status=%d uuid=%s fence=%lld handover_uuid=%s\n", i,
-                r->ev[i].status, r->ev[i].uuid, (long long)r->ev[i].fence,
-                r->ev[i].handover_uuid);
+                r->ev[i].status, r->ev[i].uuid, (long long)r->ev[i].fence, r->ev[i].handover_uuid);
       }
       CHECK(!"the observer reported the expected state");
     }
@@ -400,7 +398,7 @@ static void test_arguments(void) {
   memset(&ec, 0, sizeof ec);
   ec.handover_poll_seconds = 123;
   CHECK_OK(mongoelector_elector_config_init(&ec, 1));
-  CHECK(ec.version == 1 && ec.handover_poll_seconds == 123); /* not a version-1 field */
+  CHECK(ec.version == 1 && ec.handover_poll_seconds == 123);     /* not a version-1 field */
   CHECK_OK(mongoelector_elector_new_with(client, "k", &ec, &e)); /* field ignored */
   mongoelector_elector_free(e);
   e = NULL;
@@ -500,8 +498,7 @@ static void test_observe_handover(mongoelector_client *client, const char *what)
   fa2 = fence_of(&a);
   CHECK(fa2 > fb);
   i_a2 = wait_event(&r, i_b + 1, 1, a.uuid, fa2, 10);
-  CHECK(i_a2 == i_b + 1 ||
-        (i_a2 == i_b + 2 && r.ev[i_b + 1].status == MONGOELECTOR_LEADER_NONE));
+  CHECK(i_a2 == i_b + 1 || (i_a2 == i_b + 2 && r.ev[i_b + 1].status == MONGOELECTOR_LEADER_NONE));
   wait_count(&a, &a.led, 2, 10);
   CHECK(is_leader(&b) == 0);
   /* Resigning when not leader: only the hold-off applies. */
@@ -523,8 +520,9 @@ static void test_observe_handover(mongoelector_client *client, const char *what)
   CHECK(recorded(&r) == i_none + 1); /* nothing after the free */
   node_free(&a);
   node_free(&b);
-  printf("  %s: nobody -> A -> B (transfer, %.0f ms) -> A (resign, %.0f ms) -> nobody: %d reports\n",
-         what, took_transfer * 1000, took_resign * 1000, recorded(&r));
+  printf(
+      "  %s: nobody -> A -> B (transfer, %.0f ms) -> A (resign, %.0f ms) -> nobody: %d reports\n",
+      what, took_transfer * 1000, took_resign * 1000, recorded(&r));
 }
 
 /* handover_poll_seconds reaches the elector: with ttl 60 s (default peek 15 s) a target

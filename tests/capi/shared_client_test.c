@@ -20,13 +20,13 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond)                                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      fprintf(stderr, "%s:%d: [pid %ld] CHECK failed: %s (last error: %s)\n", __FILE__, \
-              __LINE__, (long)getpid(), #cond, mongoelector_last_error());            \
-      ++g_failures;                                                                   \
-    }                                                                                 \
+#define CHECK(cond)                                                                               \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "%s:%d: [pid %ld] CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, \
+              (long)getpid(), #cond, mongoelector_last_error());                                  \
+      ++g_failures;                                                                               \
+    }                                                                                             \
   } while (0)
 #define CHECK_OK(call) CHECK((call) == MONGOELECTOR_OK)
 

@@ -402,7 +402,8 @@ static void test_blocking_acquire_waits_in_fake_time(void) {
   CHECK_OK(mongoelector_fake_clock_advance(clock, 1));
   CHECK(pthread_join(t, NULL) == 0);
   CHECK(w.status == MONGOELECTOR_ERR_TIMEOUT);
-  CHECK(mongoelector_fake_clock_wait_for_waiters(clock, idle + 50, 10, NULL) == MONGOELECTOR_ERR_TIMEOUT);
+  CHECK(mongoelector_fake_clock_wait_for_waiters(clock, idle + 50, 10, NULL) ==
+        MONGOELECTOR_ERR_TIMEOUT);
   CHECK_OK(mongoelector_locker_release(holder, 0));
   mongoelector_locker_free(other);
   mongoelector_locker_free(holder);
@@ -549,9 +550,10 @@ static void test_election_takeover(void) {
     if (b_at < 0 && is_leader(b)) b_at = mono(clock) - t0;
     if (a_off_at < 0 && !is_leader(a)) a_off_at = mono(clock) - t0;
   }
-  printf("  takeover after force_expire: follower leads at +%lld ms, leader stepped down at "
-         "+%lld ms (ttl 10 s)\n",
-         (long long)b_at, (long long)a_off_at);
+  printf(
+      "  takeover after force_expire: follower leads at +%lld ms, leader stepped down at "
+      "+%lld ms (ttl 10 s)\n",
+      (long long)b_at, (long long)a_off_at);
   CHECK(b_at > 0 && b_at <= 5000);
   CHECK(a_off_at > 0 && a_off_at <= 5000);
   CHECK(count(&nb, &nb.led) == 1 && count(&na, &na.lost) == 1 && count(&na, &na.led) == 1);

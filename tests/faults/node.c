@@ -21,9 +21,9 @@
 #include <mongoelector.h>
 
 #include <errno.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,9 +87,10 @@ static void write_record(void) {
 static void saw_leader(int64_t fence, const char *src) {
   double now = mono();
   if (leading && fence != cur_fence && fence != 0) {
-    logline("\"ev\":\"end\",\"fence\":%lld,\"last_true\":%.6f,\"first_false\":%.6f,"
-            "\"loss_cb\":null,\"why\":\"new-term\"",
-            (long long)cur_fence, last_true, now);
+    logline(
+        "\"ev\":\"end\",\"fence\":%lld,\"last_true\":%.6f,\"first_false\":%.6f,"
+        "\"loss_cb\":null,\"why\":\"new-term\"",
+        (long long)cur_fence, last_true, now);
     leading = 0;
   }
   if (!leading) {
@@ -108,13 +109,15 @@ static void saw_follower(const char *why) {
   if (!leading) return;
   double now = mono();
   if (loss_cb_at > 0)
-    logline("\"ev\":\"end\",\"fence\":%lld,\"last_true\":%.6f,\"first_false\":%.6f,"
-            "\"loss_cb\":%.6f,\"why\":\"%s\"",
-            (long long)cur_fence, last_true, now, loss_cb_at, why);
+    logline(
+        "\"ev\":\"end\",\"fence\":%lld,\"last_true\":%.6f,\"first_false\":%.6f,"
+        "\"loss_cb\":%.6f,\"why\":\"%s\"",
+        (long long)cur_fence, last_true, now, loss_cb_at, why);
   else
-    logline("\"ev\":\"end\",\"fence\":%lld,\"last_true\":%.6f,\"first_false\":%.6f,"
-            "\"loss_cb\":null,\"why\":\"%s\"",
-            (long long)cur_fence, last_true, now, why);
+    logline(
+        "\"ev\":\"end\",\"fence\":%lld,\"last_true\":%.6f,\"first_false\":%.6f,"
+        "\"loss_cb\":null,\"why\":\"%s\"",
+        (long long)cur_fence, last_true, now, why);
   leading = 0;
 }
 
@@ -125,8 +128,10 @@ static void on_leader(void *ud) {
   pthread_mutex_lock(&mu);
   mongoelector_elector_is_leader(elector, &is);
   mongoelector_elector_fence(elector, &fence);
-  if (is && fence) saw_leader(fence, "on_leader");
-  else logline("\"ev\":\"on_leader_stale\",\"fence\":%lld", (long long)fence);
+  if (is && fence)
+    saw_leader(fence, "on_leader");
+  else
+    logline("\"ev\":\"on_leader_stale\",\"fence\":%lld", (long long)fence);
   pthread_mutex_unlock(&mu);
 }
 
@@ -140,8 +145,10 @@ static void on_leader_loss(void *ud) {
 }
 
 static void on_signal(int sig) {
-  if (sig == SIGUSR1) release_requested = 1;
-  else stop_requested = 1;
+  if (sig == SIGUSR1)
+    release_requested = 1;
+  else
+    stop_requested = 1;
 }
 
 static void log_cb(mongoelector_log_level level, const char *msg, void *ud) {
@@ -334,11 +341,12 @@ static int run_forkcheck(int argc, char **argv) {
   int held_by_parent = found && strcmp(info.uuid, puuid) == 0 && info.fence == fence;
   int safe = strcmp(cu, puuid) != 0 && strcmp(cu, puuid2) != 0 && owned == 0 && renewed == 0 &&
              held_by_parent && still_owned == 1;
-  printf("{\"parent_uuid\":\"%s\",\"parent_new_uuid\":\"%s\",\"child_uuid\":\"%s\","
-         "\"child_owned\":%d,\"child_renewed\":%d,\"child_release\":\"%s\","
-         "\"parent_still_holds\":%d,\"safe\":%s}\n",
-         puuid, puuid2, cu, owned, renewed, rs, held_by_parent && still_owned == 1,
-         safe ? "true" : "false");
+  printf(
+      "{\"parent_uuid\":\"%s\",\"parent_new_uuid\":\"%s\",\"child_uuid\":\"%s\","
+      "\"child_owned\":%d,\"child_renewed\":%d,\"child_release\":\"%s\","
+      "\"parent_still_holds\":%d,\"safe\":%s}\n",
+      puuid, puuid2, cu, owned, renewed, rs, held_by_parent && still_owned == 1,
+      safe ? "true" : "false");
   mongoelector_locker_release(pl, 0);
   mongoelector_locker_free(pl2);
   mongoelector_client_free(pc2);

@@ -53,13 +53,15 @@ bool construction_is_offline(const std::string& uri) {
     if (opts == nullptr || !bson_iter_init(&it, opts)) continue;
     while (bson_iter_next(&it)) {
       std::string k = bson_iter_key(&it);
-      std::transform(k.begin(), k.end(), k.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::transform(k.begin(), k.end(), k.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
       if (k.find("file") != std::string::npos) offline = false;
     }
   }
   // Any "+srv" spelling the parser might accept later is skipped as well.
   std::string lower = uri;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (lower.find("srv") != std::string::npos) offline = false;
   mongoc_uri_destroy(u);
   return offline;
@@ -73,10 +75,16 @@ std::string fuzz_string(FuzzedDataProvider& p, std::size_t max) {
 const char* maybe_string(FuzzedDataProvider& p, std::string& storage, std::size_t max,
                          const char* usual) {
   switch (p.ConsumeIntegralInRange<int>(0, 5)) {
-    case 0: return nullptr;
-    case 1: return usual;
-    case 2: storage.assign(p.ConsumeIntegralInRange<std::size_t>(0, 2000), 'k'); return storage.c_str();
-    default: storage = fuzz_string(p, max); return storage.c_str();
+    case 0:
+      return nullptr;
+    case 1:
+      return usual;
+    case 2:
+      storage.assign(p.ConsumeIntegralInRange<std::size_t>(0, 2000), 'k');
+      return storage.c_str();
+    default:
+      storage = fuzz_string(p, max);
+      return storage.c_str();
   }
 }
 
@@ -89,9 +97,9 @@ void client_new(FuzzedDataProvider& p) {
   if (!construction_is_offline(uri)) return;
   mongoelector_client* c = nullptr;
   const int nulls = p.ConsumeIntegralInRange<int>(0, 7);
-  mongoelector_status st = mongoelector_client_new(nulls == 1 ? nullptr : uri.c_str(),
-                                                   nulls == 2 ? nullptr : db.c_str(),
-                                                   nulls == 3 ? nullptr : &c);
+  mongoelector_status st =
+      mongoelector_client_new(nulls == 1 ? nullptr : uri.c_str(), nulls == 2 ? nullptr : db.c_str(),
+                              nulls == 3 ? nullptr : &c);
   fuzz::check_status(st);
   if (st == MONGOELECTOR_OK) {
     FUZZ_CHECK(c != nullptr, uri);
@@ -114,9 +122,12 @@ mongoelector_client* offline_client() {
 
 std::uint32_t fuzz_version(FuzzedDataProvider& p, std::uint32_t latest) {
   switch (p.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: return p.ConsumeIntegral<std::uint32_t>();
-    case 1: return 0;
-    default: return latest;
+    case 0:
+      return p.ConsumeIntegral<std::uint32_t>();
+    case 1:
+      return 0;
+    default:
+      return latest;
   }
 }
 
@@ -165,13 +176,26 @@ Document fuzz_lock_doc(FuzzedDataProvider& p, const std::string& key, const std:
   d.set("_id", p.ConsumeIntegralInRange<int>(0, 7) == 0 ? fuzz_string(p, 64) : key);
   auto field = [&](const char* name, auto right) {
     switch (p.ConsumeIntegralInRange<int>(0, 7)) {
-      case 0: return;  // absent
-      case 1: d.set(name, Null{}); return;
-      case 2: d.set(name, fuzz::odd_double(p)); return;
-      case 3: d.set(name, fuzz_string(p, 400)); return;
-      case 4: d.set(name, DateTime{fuzz::odd_int64(p)}); return;
-      case 5: d.set(name, p.ConsumeBool()); return;
-      default: right(); return;
+      case 0:
+        return;  // absent
+      case 1:
+        d.set(name, Null{});
+        return;
+      case 2:
+        d.set(name, fuzz::odd_double(p));
+        return;
+      case 3:
+        d.set(name, fuzz_string(p, 400));
+        return;
+      case 4:
+        d.set(name, DateTime{fuzz::odd_int64(p)});
+        return;
+      case 5:
+        d.set(name, p.ConsumeBool());
+        return;
+      default:
+        right();
+        return;
     }
   };
   field("locked", [&] { d.set("locked", p.ConsumeIntegralInRange<int>(0, 3) != 0); });
@@ -180,8 +204,10 @@ Document fuzz_lock_doc(FuzzedDataProvider& p, const std::string& key, const std:
   field("pid", [&] { d.set("pid", fuzz::odd_int64(p)); });
   field("ts_created", [&] { d.set("ts_created", DateTime{fuzz::odd_int64(p)}); });
   field("ts_expire", [&] {
-    d.set("ts_expire", DateTime{p.ConsumeBool() ? fuzz::odd_int64(p)
-                                                : 1700000000000 + p.ConsumeIntegralInRange<std::int64_t>(-1000000, 1000000)});
+    d.set("ts_expire",
+          DateTime{p.ConsumeBool() ? fuzz::odd_int64(p)
+                                   : 1700000000000 + p.ConsumeIntegralInRange<std::int64_t>(
+                                                         -1000000, 1000000)});
   });
   if (with_fence) {
     field("fence", [&] { d.set("fence", fuzz::odd_int64(p)); });
@@ -203,7 +229,8 @@ void locker_calls(FuzzedDataProvider& p) {
   mem->set_server_time(fuzz_server_time(p));
   LockerOptions opts;
   opts.key = p.ConsumeBool() ? std::string("k") : fuzz_string(p, 80);
-  opts.ttl_s = p.ConsumeBool() ? p.ConsumeFloatingPointInRange<double>(0.001, 1000) : fuzz::odd_double(p);
+  opts.ttl_s =
+      p.ConsumeBool() ? p.ConsumeFloatingPointInRange<double>(0.001, 1000) : fuzz::odd_double(p);
   opts.timeparanoid = p.ConsumeBool();
   opts.maxoffset_s = p.ConsumeBool() ? 0.5 : fuzz::odd_double(p);
   opts.delete_on_release = p.ConsumeBool();
@@ -258,7 +285,8 @@ void locker_calls(FuzzedDataProvider& p) {
           if (!want_fence) FUZZ_CHECK(mongoelector_locker_fence(h, &fence) == MONGOELECTOR_OK, "");
           FUZZ_CHECK(fence > 0, std::to_string(fence));
           if (acquired_once && !tampered)
-            FUZZ_CHECK(fence > last_fence, std::to_string(fence) + " after " + std::to_string(last_fence));
+            FUZZ_CHECK(fence > last_fence,
+                       std::to_string(fence) + " after " + std::to_string(last_fence));
           acquired_once = true;
           last_fence = fence;
         } else if (want_fence && st != MONGOELECTOR_OK) {
@@ -266,7 +294,9 @@ void locker_calls(FuzzedDataProvider& p) {
         }
         break;
       }
-      case 2: st = mongoelector_locker_release(h, p.ConsumeBool()); break;
+      case 2:
+        st = mongoelector_locker_release(h, p.ConsumeBool());
+        break;
       case 3: {
         int renewed = -1;
         std::int64_t expire = -1;
@@ -314,17 +344,27 @@ void locker_calls(FuzzedDataProvider& p) {
         }
         break;
       }
-      case 10: st = mongoelector_locker_cancel(h); break;
+      case 10:
+        st = mongoelector_locker_cancel(h);
+        break;
       case 11: {  // someone else writes the document
         const bool fenced = p.ConsumeBool();
         mem->put_lock(opts.collection, fuzz_lock_doc(p, opts.key, our_uuid, fenced));
         tampered = tampered || fenced;
         break;
       }
-      case 12: mem->delete_lock(opts.collection, opts.key); break;  // TTL monitor
-      case 13: clock->advance(p.ConsumeIntegralInRange<std::int64_t>(0, 4000000000)); break;
-      case 14: mem->set_unavailable(p.ConsumeBool()); break;
-      case 15: mem->set_server_time(fuzz_server_time(p)); break;
+      case 12:
+        mem->delete_lock(opts.collection, opts.key);
+        break;  // TTL monitor
+      case 13:
+        clock->advance(p.ConsumeIntegralInRange<std::int64_t>(0, 4000000000));
+        break;
+      case 14:
+        mem->set_unavailable(p.ConsumeBool());
+        break;
+      case 15:
+        mem->set_server_time(fuzz_server_time(p));
+        break;
     }
     fuzz::check_status(st);
   }
@@ -338,20 +378,44 @@ Document fuzz_status_doc(FuzzedDataProvider& p, const std::string& key) {
   for (int i = 0, n = p.ConsumeIntegralInRange<int>(0, 12); i < n; ++i) {
     std::string name;
     switch (p.ConsumeIntegralInRange<int>(0, 9)) {
-      case 0: name = "_id"; break;
-      case 1: name = "key"; break;
-      case 2: name = "timestamp"; break;
-      case 3: name = "host"; break;
-      case 4: name = "is_leader"; break;
-      default: name = fuzz_string(p, 40); break;
+      case 0:
+        name = "_id";
+        break;
+      case 1:
+        name = "key";
+        break;
+      case 2:
+        name = "timestamp";
+        break;
+      case 3:
+        name = "host";
+        break;
+      case 4:
+        name = "is_leader";
+        break;
+      default:
+        name = fuzz_string(p, 40);
+        break;
     }
     switch (p.ConsumeIntegralInRange<int>(0, 6)) {
-      case 0: d.set(name, Null{}); break;
-      case 1: d.set(name, p.ConsumeBool()); break;
-      case 2: d.set(name, fuzz::odd_int64(p)); break;
-      case 3: d.set(name, fuzz::odd_double(p)); break;
-      case 4: d.set(name, DateTime{fuzz::odd_int64(p)}); break;
-      default: d.set(name, fuzz_string(p, 300)); break;
+      case 0:
+        d.set(name, Null{});
+        break;
+      case 1:
+        d.set(name, p.ConsumeBool());
+        break;
+      case 2:
+        d.set(name, fuzz::odd_int64(p));
+        break;
+      case 3:
+        d.set(name, fuzz::odd_double(p));
+        break;
+      case 4:
+        d.set(name, DateTime{fuzz::odd_int64(p)});
+        break;
+      default:
+        d.set(name, fuzz_string(p, 300));
+        break;
     }
   }
   if (p.ConsumeIntegralInRange<int>(0, 3) != 0) d.set("key", key);
@@ -364,7 +428,8 @@ void elector_calls(FuzzedDataProvider& p) {
   mem->set_server_time(fuzz_server_time(p));
   ElectorOptions opts;
   opts.key = p.ConsumeBool() ? std::string("k") : fuzz_string(p, 80);
-  opts.ttl_s = p.ConsumeBool() ? p.ConsumeFloatingPointInRange<double>(0.001, 1000) : fuzz::odd_double(p);
+  opts.ttl_s =
+      p.ConsumeBool() ? p.ConsumeFloatingPointInRange<double>(0.001, 1000) : fuzz::odd_double(p);
   opts.report_status = p.ConsumeBool();
   if (p.ConsumeBool()) opts.app_version = fuzz_string(p, 200);
   if (p.ConsumeIntegralInRange<int>(0, 7) == 0) {  // a storage that cannot bound its calls
@@ -391,8 +456,12 @@ void elector_calls(FuzzedDataProvider& p) {
     mongoelector_status st = MONGOELECTOR_OK;
     switch (p.ConsumeIntegralInRange<int>(0, 12)) {
       case 0:
-      case 1: st = mongoelector_elector_poll(h); break;
-      case 2: st = mongoelector_elector_release(h); break;
+      case 1:
+        st = mongoelector_elector_poll(h);
+        break;
+      case 2:
+        st = mongoelector_elector_release(h);
+        break;
       case 3: {
         int out = -1;
         st = mongoelector_elector_is_leader(h, p.ConsumeBool() ? &out : nullptr);
@@ -411,8 +480,9 @@ void elector_calls(FuzzedDataProvider& p) {
       case 6:
       case 7: {
         char* json = nullptr;
-        st = p.ConsumeBool() ? mongoelector_elector_node_status(h, p.ConsumeBool() ? &json : nullptr)
-                             : mongoelector_elector_cluster_detail(h, p.ConsumeBool() ? &json : nullptr);
+        st = p.ConsumeBool()
+                 ? mongoelector_elector_node_status(h, p.ConsumeBool() ? &json : nullptr)
+                 : mongoelector_elector_cluster_detail(h, p.ConsumeBool() ? &json : nullptr);
         if (st == MONGOELECTOR_OK) fuzz::check_json(json);
         mongoelector_free(json);
         break;
@@ -420,10 +490,19 @@ void elector_calls(FuzzedDataProvider& p) {
       case 8:  // another node reports (the harness's write, not the library's)
         if (!down) mem->put_status(opts.status_collection, fuzz_status_doc(p, opts.key));
         break;
-      case 9: mem->put_lock(opts.lock_collection, fuzz_lock_doc(p, opts.key, our_uuid, true)); break;
-      case 10: clock->advance(p.ConsumeIntegralInRange<std::int64_t>(0, 4000000000)); break;
-      case 11: down = p.ConsumeBool(); mem->set_unavailable(down); break;
-      case 12: mem->set_server_time(fuzz_server_time(p)); break;
+      case 9:
+        mem->put_lock(opts.lock_collection, fuzz_lock_doc(p, opts.key, our_uuid, true));
+        break;
+      case 10:
+        clock->advance(p.ConsumeIntegralInRange<std::int64_t>(0, 4000000000));
+        break;
+      case 11:
+        down = p.ConsumeBool();
+        mem->set_unavailable(down);
+        break;
+      case 12:
+        mem->set_server_time(fuzz_server_time(p));
+        break;
     }
     fuzz::check_status(st);
   }
@@ -436,10 +515,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::silence_logs();
   FuzzedDataProvider p(data, size);
   switch (p.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: client_new(p); break;
-    case 1: new_handles(p); break;
-    case 2: locker_calls(p); break;
-    case 3: elector_calls(p); break;
+    case 0:
+      client_new(p);
+      break;
+    case 1:
+      new_handles(p);
+      break;
+    case 2:
+      locker_calls(p);
+      break;
+    case 3:
+      elector_calls(p);
+      break;
   }
   return 0;
 }

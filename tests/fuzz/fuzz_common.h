@@ -26,8 +26,8 @@ namespace fuzz {
   std::fprintf(stderr, "fuzz property violated: %s %s\n", what, detail.c_str());
   std::abort();
 }
-#define FUZZ_CHECK(cond, detail) \
-  do {                           \
+#define FUZZ_CHECK(cond, detail)                \
+  do {                                          \
     if (!(cond)) ::fuzz::fail(#cond, (detail)); \
   } while (0)
 
@@ -43,40 +43,64 @@ inline void silence_logs() {
 // A double that is often one of the values that break arithmetic.
 inline double odd_double(FuzzedDataProvider& p) {
   switch (p.ConsumeIntegralInRange<int>(0, 15)) {
-    case 0: return std::numeric_limits<double>::quiet_NaN();
-    case 1: return std::numeric_limits<double>::infinity();
-    case 2: return -std::numeric_limits<double>::infinity();
-    case 3: return 0.0;
-    case 4: return -0.0;
-    case 5: return std::numeric_limits<double>::max();
-    case 6: return std::numeric_limits<double>::lowest();
-    case 7: return std::numeric_limits<double>::denorm_min();
-    case 8: return 1e9;
-    case 9: return 1e9 + 1;
-    case 10: return 9.3e15;
-    case 11: return static_cast<double>(p.ConsumeIntegral<std::int64_t>());
-    case 12: return p.ConsumeFloatingPointInRange<double>(-1.0, 1.0);
-    case 13: return p.ConsumeFloatingPointInRange<double>(0.0, 100.0);
-    default: return p.ConsumeFloatingPoint<double>();
+    case 0:
+      return std::numeric_limits<double>::quiet_NaN();
+    case 1:
+      return std::numeric_limits<double>::infinity();
+    case 2:
+      return -std::numeric_limits<double>::infinity();
+    case 3:
+      return 0.0;
+    case 4:
+      return -0.0;
+    case 5:
+      return std::numeric_limits<double>::max();
+    case 6:
+      return std::numeric_limits<double>::lowest();
+    case 7:
+      return std::numeric_limits<double>::denorm_min();
+    case 8:
+      return 1e9;
+    case 9:
+      return 1e9 + 1;
+    case 10:
+      return 9.3e15;
+    case 11:
+      return static_cast<double>(p.ConsumeIntegral<std::int64_t>());
+    case 12:
+      return p.ConsumeFloatingPointInRange<double>(-1.0, 1.0);
+    case 13:
+      return p.ConsumeFloatingPointInRange<double>(0.0, 100.0);
+    default:
+      return p.ConsumeFloatingPoint<double>();
   }
 }
 
 // An int64 that is often an edge value.
 inline std::int64_t odd_int64(FuzzedDataProvider& p) {
   switch (p.ConsumeIntegralInRange<int>(0, 9)) {
-    case 0: return std::numeric_limits<std::int64_t>::max();
-    case 1: return std::numeric_limits<std::int64_t>::min();
-    case 2: return 0;
-    case 3: return -1;
-    case 4: return std::int64_t{1} << 32;
-    case 5: return (std::int64_t{1} << 62) + p.ConsumeIntegralInRange<std::int64_t>(-5, 5);
-    case 6: return 1700000000000 + p.ConsumeIntegralInRange<std::int64_t>(-100000, 100000);
-    default: return p.ConsumeIntegral<std::int64_t>();
+    case 0:
+      return std::numeric_limits<std::int64_t>::max();
+    case 1:
+      return std::numeric_limits<std::int64_t>::min();
+    case 2:
+      return 0;
+    case 3:
+      return -1;
+    case 4:
+      return std::int64_t{1} << 32;
+    case 5:
+      return (std::int64_t{1} << 62) + p.ConsumeIntegralInRange<std::int64_t>(-5, 5);
+    case 6:
+      return 1700000000000 + p.ConsumeIntegralInRange<std::int64_t>(-100000, 100000);
+    default:
+      return p.ConsumeIntegral<std::int64_t>();
   }
 }
 
 // A deterministic identity: Identity::generate() would resolve this host's FQDN.
-inline mongoelector::Identity identity(const std::string& uuid, const std::string& host = "fuzzhost",
+inline mongoelector::Identity identity(const std::string& uuid,
+                                       const std::string& host = "fuzzhost",
                                        std::int64_t pid = 4242) {
   return mongoelector::Identity{uuid, host, pid};
 }
@@ -97,13 +121,20 @@ class JsonChecker {
   bool value(int depth) {
     if (depth > 64 || i_ >= n_) return false;
     switch (s_[i_]) {
-      case '{': return object(depth);
-      case '[': return array(depth);
-      case '"': return string();
-      case 't': return lit("true");
-      case 'f': return lit("false");
-      case 'n': return lit("null");
-      default: return number();
+      case '{':
+        return object(depth);
+      case '[':
+        return array(depth);
+      case '"':
+        return string();
+      case 't':
+        return lit("true");
+      case 'f':
+        return lit("false");
+      case 'n':
+        return lit("null");
+      default:
+        return number();
     }
   }
   bool object(int depth) {
@@ -149,7 +180,8 @@ class JsonChecker {
         const char e = s_[i_];
         if (e == 'u') {
           for (int k = 1; k <= 4; ++k)
-            if (i_ + k >= n_ || !std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) return false;
+            if (i_ + k >= n_ || !std::isxdigit(static_cast<unsigned char>(s_[i_ + k])))
+              return false;
           i_ += 5;
           continue;
         }

@@ -39,14 +39,15 @@ void check_json_of(const Document& d) {
 void convert(const bson_t* b, FuzzedDataProvider& p, std::vector<Document>& docs) {
   Document d = mongo_bson::to_document(b);
   // Reply helpers on the same bytes, with a fuzzed (possibly nested) path.
-  const std::string path = p.ConsumeBool() ? std::string("value.uuid") : p.ConsumeRandomLengthString(40);
+  const std::string path =
+      p.ConsumeBool() ? std::string("value.uuid") : p.ConsumeRandomLengthString(40);
   (void)mongo_bson::find_utf8(b, path.c_str());
   (void)mongo_bson::find_date_time(b, p.ConsumeBool() ? "localTime" : "ts_expire");
 
   LockDoc lock = LockDoc::from_document(d);
-  for (std::int64_t now : {std::numeric_limits<std::int64_t>::min(), std::int64_t{-1}, std::int64_t{0},
-                           std::int64_t{1700000000000}, std::numeric_limits<std::int64_t>::max(),
-                           fuzz::odd_int64(p)}) {
+  for (std::int64_t now : {std::numeric_limits<std::int64_t>::min(), std::int64_t{-1},
+                           std::int64_t{0}, std::int64_t{1700000000000},
+                           std::numeric_limits<std::int64_t>::max(), fuzz::odd_int64(p)}) {
     const bool held = lock.held_at(now);
     if (held) FUZZ_CHECK(lock.locked && lock.ts_expire && lock.ts_expire->ms > now, "");
   }
@@ -75,7 +76,7 @@ void run_protocol(const std::vector<Document>& docs, FuzzedDataProvider& p) {
   const std::string key = "k";
   const std::string uuid = "00000000-0000-4000-8000-000000000003";
   Document lock_doc = docs.empty() ? Document{} : docs.front();
-  if (p.ConsumeBool()) lock_doc.set("_id", key);  // make it the key's document
+  if (p.ConsumeBool()) lock_doc.set("_id", key);    // make it the key's document
   if (p.ConsumeBool()) lock_doc.set("uuid", uuid);  // ... and ours
   mem->put_lock("elector.locks", lock_doc);
   mem->put_lock("mongolocker", lock_doc);
@@ -94,14 +95,30 @@ void run_protocol(const std::vector<Document>& docs, FuzzedDataProvider& p) {
   for (int i = 0; i < ops; ++i) {
     try {
       switch (p.ConsumeIntegralInRange<int>(0, 7)) {
-        case 0: locker.acquire(false, std::nullopt, 0.25, p.ConsumeBool()); break;
-        case 1: (void)locker.try_acquire(p.ConsumeBool()); break;
-        case 2: (void)locker.touch(); break;
-        case 3: (void)locker.current(); break;
-        case 4: (void)locker.owned(); break;
-        case 5: locker.release(p.ConsumeBool()); break;
-        case 6: check_json_of(Elector::locker_status(locker)); break;
-        case 7: clock->advance(p.ConsumeIntegralInRange<std::int64_t>(0, 1000000000)); break;
+        case 0:
+          locker.acquire(false, std::nullopt, 0.25, p.ConsumeBool());
+          break;
+        case 1:
+          (void)locker.try_acquire(p.ConsumeBool());
+          break;
+        case 2:
+          (void)locker.touch();
+          break;
+        case 3:
+          (void)locker.current();
+          break;
+        case 4:
+          (void)locker.owned();
+          break;
+        case 5:
+          locker.release(p.ConsumeBool());
+          break;
+        case 6:
+          check_json_of(Elector::locker_status(locker));
+          break;
+        case 7:
+          clock->advance(p.ConsumeIntegralInRange<std::int64_t>(0, 1000000000));
+          break;
       }
     } catch (const Error&) {
       // LockExists, TimeOffsetError, StorageError, ...: a clean error.

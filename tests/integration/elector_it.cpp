@@ -24,11 +24,11 @@ ElectorOptions eopts(const std::string& key, double ttl, bool report = true) {
 
 // Electors refuse allow_unsafe_server (issue #14.7): on a server whose findAndModify is
 // not atomic (FerretDB) two nodes could both lead and tokens could repeat.
-#define SKIP_ON_UNSAFE_SERVER()                                                         \
-  do {                                                                                  \
-    if (it::unsafe_server())                                                            \
-      GTEST_SKIP() << it::test_server_kind()                                            \
-                   << " is not atomic: electors refuse allow_unsafe_server";            \
+#define SKIP_ON_UNSAFE_SERVER()                                              \
+  do {                                                                       \
+    if (it::unsafe_server())                                                 \
+      GTEST_SKIP() << it::test_server_kind()                                 \
+                   << " is not atomic: electors refuse allow_unsafe_server"; \
   } while (0)
 
 TEST(ElectorIT, FailoverToAnotherProcessAfterKill9) {
@@ -108,9 +108,10 @@ void step_down_scenario(bool freeze) {
   ASSERT_NE(loss, 0) << "on_leader_loss never fired";
   ASSERT_NE(lease_end, 0);
   std::int64_t margin = lease_end - loss;
-  std::printf("server %s under the leader: on_leader_loss %.3f s after the cut, %.3f s BEFORE "
-              "the lease could expire (ttl %.1f s)\n",
-              freeze ? "frozen (SIGSTOP)" : "killed", (loss - cut) / 1000.0, margin / 1000.0, ttl);
+  std::printf(
+      "server %s under the leader: on_leader_loss %.3f s after the cut, %.3f s BEFORE "
+      "the lease could expire (ttl %.1f s)\n",
+      freeze ? "frozen (SIGSTOP)" : "killed", (loss - cut) / 1000.0, margin / 1000.0, ttl);
   EXPECT_FALSE(e->is_leader());
   EXPECT_GE(margin, 200) << "step-down must come at least ttl/10 - scheduling slack early";
   std::thread stopper([&] { e->stop(); });  // bounded even though the server is gone
@@ -139,9 +140,10 @@ TEST(ElectorIT, RoundTripsPerPoll) {
     return it::round_trips(s) - before;
   };
   std::int64_t lp = count(*sa, leader), fp = count(*sb, follower), qp = count(*sc, quiet);
-  std::printf("round trips per poll: leader %lld (renew + status), follower %lld (read; its "
-              "status is written at most every ttl/2), follower without status %lld\n",
-              static_cast<long long>(lp), static_cast<long long>(fp), static_cast<long long>(qp));
+  std::printf(
+      "round trips per poll: leader %lld (renew + status), follower %lld (read; its "
+      "status is written at most every ttl/2), follower without status %lld\n",
+      static_cast<long long>(lp), static_cast<long long>(fp), static_cast<long long>(qp));
   EXPECT_EQ(lp, 2);
   EXPECT_EQ(fp, 1) << "the follower's status was written by its first poll, < ttl/2 ago";
   EXPECT_EQ(qp, 1);

@@ -68,7 +68,8 @@ std::string sqlite_uri_for(const std::string& uri, const std::string& db);
 
 std::string unique_db(const std::string& tag) {
   static int counter = 0;
-  std::string db = "me_it_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + "_" + tag;
+  std::string db =
+      "me_it_" + std::to_string(getpid()) + "_" + std::to_string(++counter) + "_" + tag;
   if (sqlite_backend()) (void)sqlite_uri_for(test_uri(), db);  // removed at the end
   return db;
 }
@@ -171,11 +172,14 @@ void insert_original_lock(const std::string& uri, const std::string& db,
                                            {"ts_expire", mongoelector::DateTime{expire_ms}}});
     return;
   }
-  mongoelector::storage_test::RawClient(uri, db)
-      .insert(collection, "{\"_id\": \"" + key + "\", \"locked\": true, \"host\": "
-                          "\"original-host\", \"uuid\": \"" + uuid + "\", \"pid\": 4242, "
-                          "\"ts_created\": " + date(created_ms) + ", \"ts_expire\": " +
-                          date(expire_ms) + "}");
+  mongoelector::storage_test::RawClient(uri, db).insert(
+      collection, "{\"_id\": \"" + key +
+                      "\", \"locked\": true, \"host\": "
+                      "\"original-host\", \"uuid\": \"" +
+                      uuid +
+                      "\", \"pid\": 4242, "
+                      "\"ts_created\": " +
+                      date(created_ms) + ", \"ts_expire\": " + date(expire_ms) + "}");
 }
 
 namespace {

@@ -37,15 +37,15 @@ void remove_sqlite_files();
 // Servers whose findAndModify is not atomic need the opt-in even for single-client tests.
 bool unsafe_server();
 
-#define SKIP_WITHOUT_SERVER()                                                            \
-  do {                                                                                   \
-    if (it::test_uri().empty()) GTEST_SKIP() << "MONGOELECTOR_TEST_URI is not set";      \
+#define SKIP_WITHOUT_SERVER()                                                       \
+  do {                                                                              \
+    if (it::test_uri().empty()) GTEST_SKIP() << "MONGOELECTOR_TEST_URI is not set"; \
   } while (0)
 
 // Tests of MongoDB-only machinery (servers that die or hang, libmongoc timeouts).
-#define SKIP_ON_SQLITE(why)                                                              \
-  do {                                                                                   \
-    if (it::sqlite_backend()) GTEST_SKIP() << "MongoDB-specific: " << why;               \
+#define SKIP_ON_SQLITE(why)                                                \
+  do {                                                                     \
+    if (it::sqlite_backend()) GTEST_SKIP() << "MongoDB-specific: " << why; \
   } while (0)
 
 // A child process running `role` with args; its stdout is readable line by line.
@@ -71,8 +71,7 @@ bool run_child_role(int argc, char** argv, int* exit_code);
 // Inserts a raw lock document in the ORIGINAL package's schema (no fence field).
 void insert_original_lock(const std::string& uri, const std::string& db,
                           const std::string& collection, const std::string& key,
-                          const std::string& uuid, std::int64_t created_ms,
-                          std::int64_t expire_ms);
+                          const std::string& uuid, std::int64_t created_ms, std::int64_t expire_ms);
 
 // A private server started through tests/servers/testserver.sh (for tests that stop or
 // freeze it). kind: "java" or "ferretdb".

@@ -38,9 +38,9 @@ class LockerIT : public ::testing::Test {
 
 TEST_F(LockerIT, ServerIdentity) {
   ServerInfo info = store->server_info();
-  std::cout << "integration suite talking to " << info.name << " " << info.version << " at "
-            << uri << " (atomic findAndModify: " << (info.atomic_find_and_modify ? "yes" : "no")
-            << ")" << std::endl;
+  std::cout << "integration suite talking to " << info.name << " " << info.version << " at " << uri
+            << " (atomic findAndModify: " << (info.atomic_find_and_modify ? "yes" : "no") << ")"
+            << std::endl;
   EXPECT_FALSE(info.name.empty());
   EXPECT_FALSE(info.version.empty());
   if (it::test_server_kind() == "ferretdb") {
@@ -75,7 +75,10 @@ TEST_F(LockerIT, TwoProcessesNeverBothHold) {
     EXPECT_EQ(a.wait(), 0);
     EXPECT_EQ(b.wait(), 0);
   }
-  struct Hold { long pid; std::int64_t t0, t1, token; };
+  struct Hold {
+    long pid;
+    std::int64_t t0, t1, token;
+  };
   std::vector<Hold> holds;
   std::ifstream in(log);
   Hold h{};
@@ -136,9 +139,10 @@ TEST_F(LockerIT, HundredMixedAcquisitionsGiveStrictlyIncreasingTokens) {
     ASSERT_GT(token, last) << "acquisition " << i << " kind " << kind;
     last = token;
   }
-  std::printf("100 acquisitions (%d after release, %d after expiry, %d forced, %d after deletion): "
-              "tokens strictly increasing, last %lld\n",
-              kinds[0], kinds[1], kinds[2], kinds[3], static_cast<long long>(last));
+  std::printf(
+      "100 acquisitions (%d after release, %d after expiry, %d forced, %d after deletion): "
+      "tokens strictly increasing, last %lld\n",
+      kinds[0], kinds[1], kinds[2], kinds[3], static_cast<long long>(last));
 }
 
 TEST_F(LockerIT, OriginalSchemaDocumentIsHonouredAndTakenOverAtExpiry) {
@@ -185,11 +189,11 @@ TEST_F(LockerIT, RoundTripsPerOperation) {
   std::int64_t renew = count([&] { EXPECT_TRUE(a.touch()); });
   std::int64_t release = count([&] { a.release(); });
   std::int64_t read = count([&] { a.locked(); });
-  std::printf("round trips: acquire %lld, contended attempt %lld, renew %lld, release %lld, "
-              "locked() %lld\n",
-              static_cast<long long>(acquire), static_cast<long long>(contended),
-              static_cast<long long>(renew), static_cast<long long>(release),
-              static_cast<long long>(read));
+  std::printf(
+      "round trips: acquire %lld, contended attempt %lld, renew %lld, release %lld, "
+      "locked() %lld\n",
+      static_cast<long long>(acquire), static_cast<long long>(contended),
+      static_cast<long long>(renew), static_cast<long long>(release), static_cast<long long>(read));
   EXPECT_EQ(acquire, 1);
   EXPECT_EQ(contended, 1);
   EXPECT_EQ(renew, 1);

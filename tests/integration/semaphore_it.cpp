@@ -137,9 +137,11 @@ TEST_F(SemaphoreIT, TwelveProcessesNeverExceedTheLimitAndTokensFollowTheHolds) {
   std::set<std::int64_t> unique;
   for (const auto& h : holds) unique.insert(h.token);
   EXPECT_EQ(unique.size(), holds.size()) << "a token was handed out twice";
-  std::sort(holds.begin(), holds.end(), [](const Hold& a, const Hold& b) { return a.t_req < b.t_req; });
+  std::sort(holds.begin(), holds.end(),
+            [](const Hold& a, const Hold& b) { return a.t_req < b.t_req; });
   std::vector<Hold> by_claim = holds;
-  std::sort(by_claim.begin(), by_claim.end(), [](const Hold& a, const Hold& b) { return a.t0 < b.t0; });
+  std::sort(by_claim.begin(), by_claim.end(),
+            [](const Hold& a, const Hold& b) { return a.t0 < b.t0; });
   std::size_t claimed = 0;
   std::int64_t max_claimed_token = 0;
   for (const auto& h : holds) {
@@ -147,9 +149,10 @@ TEST_F(SemaphoreIT, TwelveProcessesNeverExceedTheLimitAndTokensFollowTheHolds) {
       max_claimed_token = std::max(max_claimed_token, by_claim[claimed++].token);
     EXPECT_GT(h.token, max_claimed_token) << "a later claim got a smaller token";
   }
-  std::printf("semaphore limit 3: %d processes x %d holds = %zu acquisitions in %.2f s, "
-              "max %d holders at once, tokens unique and ordered\n",
-              procs, rounds, holds.size(), wall_s, max_inside);
+  std::printf(
+      "semaphore limit 3: %d processes x %d holds = %zu acquisitions in %.2f s, "
+      "max %d holders at once, tokens unique and ordered\n",
+      procs, rounds, holds.size(), wall_s, max_inside);
 }
 
 TEST_F(SemaphoreIT, AKilledHoldersSlotFreesAtItsExpiryNotBeforeNotMuchAfter) {
@@ -169,8 +172,10 @@ TEST_F(SemaphoreIT, AKilledHoldersSlotFreesAtItsExpiryNotBeforeNotMuchAfter) {
   EXPECT_FALSE(taker.try_acquire()) << "the dead holder's slot was free at once";
   const std::int64_t t = taker.acquire(true, 10.0, 0.02);
   const double after_hold = (it::mono_ms() - held_at) / 1000.0;
-  std::printf("holder killed with SIGKILL: its slot taken %.3f s after its acquire returned "
-              "(ttl %.1f s)\n", after_hold, ttl);
+  std::printf(
+      "holder killed with SIGKILL: its slot taken %.3f s after its acquire returned "
+      "(ttl %.1f s)\n",
+      after_hold, ttl);
   EXPECT_GE(after_hold, ttl - 0.25) << "taken before the dead holder's expiry";
   EXPECT_LE(after_hold, ttl + 1.0);
   EXPECT_GT(t, token);
@@ -190,8 +195,10 @@ TEST_F(SemaphoreIT, RoundTripsOfAnUncontendedAcquire) {
   before = it::round_trips(*store);
   b.acquire(false);
   const std::int64_t cold = it::round_trips(*store) - before;
-  std::printf("uncontended acquire: %lld round trip(s) with a current copy, %lld for a new "
-              "instance\n", static_cast<long long>(warm), static_cast<long long>(cold));
+  std::printf(
+      "uncontended acquire: %lld round trip(s) with a current copy, %lld for a new "
+      "instance\n",
+      static_cast<long long>(warm), static_cast<long long>(cold));
   EXPECT_EQ(warm, 1);
   EXPECT_LE(cold, 2 + 1);  // read + claim (+ the server check, cached per client on MongoDB)
 }

@@ -23,7 +23,8 @@ namespace {
 
 TEST(SqliteElectorIT, LeaderStepsDownBeforeLeaseExpiryWhenTheDatabaseStaysLocked) {
   SKIP_WITHOUT_SERVER();
-  if (!it::sqlite_backend()) GTEST_SKIP() << "SQLite-specific (MONGOELECTOR_TEST_URI=sqlite:///...)";
+  if (!it::sqlite_backend())
+    GTEST_SKIP() << "SQLite-specific (MONGOELECTOR_TEST_URI=sqlite:///...)";
   const double ttl = 3.0;
   const std::string db = it::unique_db("locked");
   auto store = it::storage(it::test_uri(), db, op_timeout_ms_for_ttl(ttl));
@@ -92,9 +93,10 @@ TEST(SqliteElectorIT, LeaderStepsDownBeforeLeaseExpiryWhenTheDatabaseStaysLocked
   ASSERT_NE(loss, 0) << "on_leader_loss never fired";
   ASSERT_NE(lease_end, 0);
   const std::int64_t margin = lease_end - loss;
-  std::printf("database write-locked by a frozen process under the leader: on_leader_loss "
-              "%.3f s after the cut, %.3f s BEFORE the lease could expire (ttl %.1f s)\n",
-              (loss - cut) / 1000.0, margin / 1000.0, ttl);
+  std::printf(
+      "database write-locked by a frozen process under the leader: on_leader_loss "
+      "%.3f s after the cut, %.3f s BEFORE the lease could expire (ttl %.1f s)\n",
+      (loss - cut) / 1000.0, margin / 1000.0, ttl);
   EXPECT_FALSE(e->is_leader());
   EXPECT_GE(margin, 200);
   EXPECT_EQ(leads.load(), 1);

@@ -34,7 +34,8 @@ struct Unregister {
 
 // The belief rule of a plain hold (Locker or Semaphore), see the file comment.
 template <class Holder>
-bool plain_believes(Holder& holder, bool holding, std::int64_t fence, std::int64_t u, std::int64_t now) {
+bool plain_believes(Holder& holder, bool holding, std::int64_t fence, std::int64_t u,
+                    std::int64_t now) {
   if (!holding) return false;
   const auto h = holder.hold();
   if (!h || h->fence != fence) return false;
@@ -43,8 +44,9 @@ bool plain_believes(Holder& holder, bool holding, std::int64_t fence, std::int64
   return now < h->lease_start_mono + holder.ttl_ms() - margin;
 }
 
-Believer believer(int node, Kind kind, const char* coll, const std::string& key, const std::string& uuid,
-                  const std::string& label, std::function<std::optional<BeliefState>()> probe) {
+Believer believer(int node, Kind kind, const char* coll, const std::string& key,
+                  const std::string& uuid, const std::string& label,
+                  std::function<std::optional<BeliefState>()> probe) {
   Believer b;
   b.node = node;
   b.kind = kind;
@@ -79,11 +81,14 @@ KeepAliveOptions World::lease_options(Rng& r, NodeClock& c, int node, const std:
   if (ko.blocking) ko.timeout_s = static_cast<double>(r.range(T / 4, T)) / 1000.0;
   ko.step_s = static_cast<double>(r.range(20, T / 5)) / 1000.0;
   ko.cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
-  const std::int64_t slow = (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
+  const std::int64_t slow =
+      (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
   bool* flag = &in_callback;
   ko.on_lost = [this, flag, slow, &c, node, key, what] {
     *flag = true;
-    trace(node, key, what + " on " + Scheduler::self_label() + (slow ? " (slow callback: " + ms(slow) + " ms)" : ""));
+    trace(node, key,
+          what + " on " + Scheduler::self_label() +
+              (slow ? " (slow callback: " + ms(slow) + " ms)" : ""));
     if (slow) c.sleep_ms(slow);
     *flag = false;
   };
@@ -101,11 +106,12 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     Rng rng;
     Elector* e = nullptr;
     std::string uuid;
-    bool stop = false;      // restart: the loop stops itself from on_loop
-    bool in_loss = false;   // on_leader_loss is running
+    bool stop = false;     // restart: the loop stops itself from on_loop
+    bool in_loss = false;  // on_leader_loss is running
     explicit St(std::uint64_t s) : rng(s) {}
   };
-  auto st = std::make_shared<St>(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xCB, static_cast<std::uint64_t>(idx)));
+  auto st = std::make_shared<St>(
+      hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xCB, static_cast<std::uint64_t>(idx)));
   ElectorOptions o;
   o.key = key;
   o.ttl_s = static_cast<double>(T) / 1000.0;
@@ -119,11 +125,13 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     std::int64_t d = 0;
     {
       std::lock_guard<std::mutex> g(st->mu);
-      if (p_.p_slow_cb > 0 && st->rng.chance(p_.p_slow_cb)) d = st->rng.range(T / 10, p_.slow_cb_max);
+      if (p_.p_slow_cb > 0 && st->rng.chance(p_.p_slow_cb))
+        d = st->rng.range(T / 10, p_.slow_cb_max);
       st->in_loss = true;
     }
-    trace(node, key, label + ": on_leader_loss on " + Scheduler::self_label() +
-                         (d ? " (slow callback: " + ms(d) + " ms)" : ""));
+    trace(node, key,
+          label + ": on_leader_loss on " + Scheduler::self_label() +
+              (d ? " (slow callback: " + ms(d) + " ms)" : ""));
     if (d) c.sleep_ms(d);
     std::lock_guard<std::mutex> g(st->mu);
     st->in_loss = false;
@@ -159,8 +167,10 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
         for (const auto& u : elector_uuids_.at(key))
           if (u != st->uuid) others.push_back(u);
       }
-      if (others.empty()) resign = true;
-      else target = st->rng.pick(others);
+      if (others.empty())
+        resign = true;
+      else
+        target = st->rng.pick(others);
     }
     try {
       if (resign) {
@@ -186,7 +196,8 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     while (!e) {
       if (stopping() || (gen == 0 && sched_.mono() >= p_.P)) return;  // a restart completes
       try {
-        e = std::make_shared<Elector>(n.storage, o, cb, n.clock, Identity{uuid, "host-" + n.name, 1000 + n.id});
+        e = std::make_shared<Elector>(n.storage, o, cb, n.clock,
+                                      Identity{uuid, "host-" + n.name, 1000 + n.id});
       } catch (const std::exception& ex) {
         trace(node, key, label + ": constructor: " + ex.what());
         c.sleep_ms(r.range(10, T / 4));
@@ -200,11 +211,12 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     }
     Elector* ep = e.get();
     const std::uint64_t bid =
-        add_believer(believer(node, Kind::Elector, kElectColl, key, uuid, loop_label, [ep]() -> std::optional<BeliefState> {
-          const std::optional<std::int64_t> f = ep->leader_fence();
-          if (!f) return std::nullopt;
-          return BeliefState{*f, -1};
-        }));
+        add_believer(believer(node, Kind::Elector, kElectColl, key, uuid, loop_label,
+                              [ep]() -> std::optional<BeliefState> {
+                                const std::optional<std::int64_t> f = ep->leader_fence();
+                                if (!f) return std::nullopt;
+                                return BeliefState{*f, -1};
+                              }));
     {
       std::lock_guard<std::mutex> g(mu_);
       n.electors.push_back(e);
@@ -273,7 +285,8 @@ void World::locker_actor(Node& n, int idx) {
   while (!lk) {
     if (cancel()) return;
     try {
-      lk = std::make_shared<Locker>(n.storage, o, n.clock, Identity{uuid, "host-" + n.name, 1000 + node});
+      lk = std::make_shared<Locker>(n.storage, o, n.clock,
+                                    Identity{uuid, "host-" + n.name, 1000 + node});
     } catch (const std::exception& ex) {
       trace(node, key, label + ": constructor: " + ex.what());
       c.sleep_ms(r.range(10, T / 4));
@@ -284,8 +297,8 @@ void World::locker_actor(Node& n, int idx) {
     std::int64_t fence = 0, u = 0, acq = 0;
   } st;
   auto believes = [&] { return plain_believes(*lk, st.holding, st.fence, st.u, sched_.mono()); };
-  const std::uint64_t bid =
-      add_believer(believer(node, Kind::Lock, kLockColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+  const std::uint64_t bid = add_believer(
+      believer(node, Kind::Lock, kLockColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
         if (!believes()) return std::nullopt;
         return BeliefState{st.fence, -1, st.in_token};
       }));
@@ -296,7 +309,8 @@ void World::locker_actor(Node& n, int idx) {
     st.fence = h ? h->fence : token;
     st.u = lk->server_clock().uncertainty_ms();
     st.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
-    trace(node, key, label + " " + how + ": token " + ms(token) + ", clock uncertainty " + ms(st.u) + " ms");
+    trace(node, key,
+          label + " " + how + ": token " + ms(token) + ", clock uncertainty " + ms(st.u) + " ms");
     if (token == 0 && r.chance(0.7)) {  // deferred: the user asks for it (two round trips)
       trace(node, key, label + ": token()");
       st.in_token = true;
@@ -309,15 +323,18 @@ void World::locker_actor(Node& n, int idx) {
       }
       st.in_token = false;
       trace(node, key, label + ": token() -> " + (t ? ms(*t) : "none (the hold is gone)"));
-      if (t) st.fence = *t;
-      else st.holding = false;
+      if (t)
+        st.fence = *t;
+      else
+        st.holding = false;
     }
   };
   auto window = [&] {
     const std::int64_t w = p_.window_of.at(key);
     trace(node, key, label + ": claim_window(" + ms(w) + " ms)");
     const std::optional<std::int64_t> start = lk->claim_window(static_cast<double>(w) / 1000.0);
-    trace(node, key, label + ": claim_window -> " + (start ? "won window " + ms(*start) : "not won"));
+    trace(node, key,
+          label + ": claim_window -> " + (start ? "won window " + ms(*start) : "not won"));
     if (start) note_window(key, *start, w, uuid, node);
   };
   while (!cancel()) {
@@ -333,9 +350,10 @@ void World::locker_actor(Node& n, int idx) {
           took(lk->acquire(false), "acquired");
         } else if (u < 0.85) {
           const std::int64_t timeout = r.range(T / 4, 2 * T), step = r.range(20, T / 5);
-          trace(node, key, label + ": acquire(blocking, timeout " + ms(timeout) + ", step " + ms(step) + ")");
-          took(lk->acquire(true, static_cast<double>(timeout) / 1000.0, static_cast<double>(step) / 1000.0,
-                           false, cancel),
+          trace(node, key,
+                label + ": acquire(blocking, timeout " + ms(timeout) + ", step " + ms(step) + ")");
+          took(lk->acquire(true, static_cast<double>(timeout) / 1000.0,
+                           static_cast<double>(step) / 1000.0, false, cancel),
                "acquired");
         }
       } else {
@@ -359,10 +377,15 @@ void World::locker_actor(Node& n, int idx) {
           const bool valid = believes();
           st.holding = false;
           const std::uint64_t id = valid ? begin_min_hold(key, uuid, st.acq, m) : 0;
-          trace(node, key, label + ": release_min_hold(" + ms(m) + " ms), acquired at server time " + ms(st.acq));
+          trace(node, key,
+                label + ": release_min_hold(" + ms(m) + " ms), acquired at server time " +
+                    ms(st.acq));
           try {
-            const std::optional<std::int64_t> until = lk->release_min_hold(static_cast<double>(m) / 1000.0);
-            trace(node, key, label + ": release_min_hold -> " + (until ? "taken until " + ms(*until) : "released now"));
+            const std::optional<std::int64_t> until =
+                lk->release_min_hold(static_cast<double>(m) / 1000.0);
+            trace(node, key,
+                  label + ": release_min_hold -> " +
+                      (until ? "taken until " + ms(*until) : "released now"));
             if (id) end_min_hold(id, true);
           } catch (...) {
             if (id) end_min_hold(id, false);
@@ -408,7 +431,8 @@ void World::lease_actor(Node& n) {
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<std::string> keys = p_.lock_keys;
   for (std::size_t i = keys.size(); i > 1; --i) std::swap(keys[i - 1], keys[r.next() % i]);
-  const std::size_t nslots = static_cast<std::size_t>(r.range(2, static_cast<std::int64_t>(keys.size())));
+  const std::size_t nslots =
+      static_cast<std::size_t>(r.range(2, static_cast<std::int64_t>(keys.size())));
   for (std::size_t i = 0; i < nslots; ++i) {
     slots.push_back(std::make_unique<Slot>());
     slots.back()->key = keys[i];
@@ -426,8 +450,10 @@ void World::lease_actor(Node& n) {
       m = r.range(1, 2 * T);
       busy_until(s.key, s.acq + m + 2 * p_.bound);
     }
-    trace(node, s.key, label + ": close lease " + s.key + " (" + s.uuid + ")" + (lost ? " [lost: " + s.lease->lost_reason() + "]" : "") +
-                           (m ? " with min_hold " + ms(m) + " ms" : ""));
+    trace(node, s.key,
+          label + ": close lease " + s.key + " (" + s.uuid + ")" +
+              (lost ? " [lost: " + s.lease->lost_reason() + "]" : "") +
+              (m ? " with min_hold " + ms(m) + " ms" : ""));
     try {
       s.lease->close(static_cast<double>(m) / 1000.0);
     } catch (const std::exception& ex) {
@@ -447,11 +473,14 @@ void World::lease_actor(Node& n) {
     o.ttl_s = static_cast<double>(T) / 1000.0;
     o.ensure_indexes = false;
     o.delete_on_release = r.chance(0.2);
-    s.locker = std::make_shared<Locker>(n.storage, o, n.clock, Identity{s.uuid, "host-" + n.name, 1000 + node});
+    s.locker = std::make_shared<Locker>(n.storage, o, n.clock,
+                                        Identity{s.uuid, "host-" + n.name, 1000 + node});
     Slot* sp = &s;
-    KeepAliveOptions ko = lease_options(r, c, node, s.key, label + ": on_lost of lease " + s.key + " (" + s.uuid + ")", sp->in_cb);
-    trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") acquire(" +
-                           (ko.blocking ? "blocking" : "non-blocking") + ")");
+    KeepAliveOptions ko = lease_options(
+        r, c, node, s.key, label + ": on_lost of lease " + s.key + " (" + s.uuid + ")", sp->in_cb);
+    trace(node, s.key,
+          label + ": lease " + s.key + " (" + s.uuid + ") acquire(" +
+              (ko.blocking ? "blocking" : "non-blocking") + ")");
     try {
       s.lease = KeepAliveLease::acquire(s.locker, ko);
     } catch (const std::exception& ex) {
@@ -461,12 +490,14 @@ void World::lease_actor(Node& n) {
     }
     const std::optional<Hold> h = s.locker->hold();
     s.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
-    trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") held, token " + ms(s.lease->fence()) +
-                           ", renew deadline " + ms(s.lease->renew_deadline_mono()));
-    s.bid = add_believer(believer(node, Kind::Lease, kLockColl, s.key, s.uuid, label, [sp]() -> std::optional<BeliefState> {
-      if (!sp->lease || sp->closing || sp->lease->lost()) return std::nullopt;
-      return BeliefState{sp->lease->fence(), sp->lease->renew_deadline_mono()};
-    }));
+    trace(node, s.key,
+          label + ": lease " + s.key + " (" + s.uuid + ") held, token " + ms(s.lease->fence()) +
+              ", renew deadline " + ms(s.lease->renew_deadline_mono()));
+    s.bid = add_believer(believer(
+        node, Kind::Lease, kLockColl, s.key, s.uuid, label, [sp]() -> std::optional<BeliefState> {
+          if (!sp->lease || sp->closing || sp->lease->lost()) return std::nullopt;
+          return BeliefState{sp->lease->fence(), sp->lease->renew_deadline_mono()};
+        }));
   };
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
@@ -505,13 +536,14 @@ void World::semaphore_actor(Node& n) {
   };
   // A plain hold.
   const std::string uuid = uuid_for(node, "sem");
-  auto sem = std::make_shared<Semaphore>(n.storage, options(), n.clock, Identity{uuid, "host-" + n.name, 1000 + node});
+  auto sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
+                                         Identity{uuid, "host-" + n.name, 1000 + node});
   struct {
     bool holding = false;
     std::int64_t fence = 0, u = 0;
   } st;
-  const std::uint64_t bid =
-      add_believer(believer(node, Kind::Sem, kSemColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+  const std::uint64_t bid = add_believer(
+      believer(node, Kind::Sem, kSemColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
         if (!plain_believes(*sem, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
         return BeliefState{st.fence, -1};
       }));
@@ -529,8 +561,9 @@ void World::semaphore_actor(Node& n) {
   auto close_lease = [&] {
     ls.closing = true;
     quiet();
-    trace(node, key, label + ": close semaphore lease (" + ls.uuid + ")" +
-                         (ls.lease->lost() ? " [lost: " + ls.lease->lost_reason() + "]" : ""));
+    trace(node, key,
+          label + ": close semaphore lease (" + ls.uuid + ")" +
+              (ls.lease->lost() ? " [lost: " + ls.lease->lost_reason() + "]" : ""));
     ls.lease->close();
     ls.lease.reset();
     remove_believer(ls.bid);
@@ -547,9 +580,10 @@ void World::semaphore_actor(Node& n) {
         if (!st.holding) {
           const bool blocking = r.chance(0.5);
           trace(node, key, label + ": acquire(" + (blocking ? "blocking" : "non-blocking") + ")");
-          const std::int64_t f = blocking ? sem->acquire(true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
-                                                         static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
-                                          : sem->acquire(false);
+          const std::int64_t f =
+              blocking ? sem->acquire(true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
+                                      static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
+                       : sem->acquire(false);
           const std::optional<SemaphoreHold> h = sem->hold();
           st.holding = true;
           st.fence = h ? h->fence : f;
@@ -558,8 +592,10 @@ void World::semaphore_actor(Node& n) {
         } else if (r.chance(0.5)) {
           trace(node, key, label + ": touch()");
           const std::optional<std::int64_t> e = sem->touch();
-          if (!e) st.holding = false;
-          else st.u = std::max(st.u, sem->server_clock().uncertainty_ms());
+          if (!e)
+            st.holding = false;
+          else
+            st.u = std::max(st.u, sem->server_clock().uncertainty_ms());
           trace(node, key, label + ": touch -> " + (e ? ms(*e) : "not ours any more"));
         } else {
           st.holding = false;
@@ -572,7 +608,8 @@ void World::semaphore_actor(Node& n) {
           ls.uuid = uuid_for(node, "seml-" + std::to_string(ls.gen));
           ls.sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
                                                Identity{ls.uuid, "host-" + n.name, 1000 + node});
-          KeepAliveOptions ko = lease_options(r, c, node, key, label + ": on_lost of semaphore lease (" + ls.uuid + ")", ls.in_cb);
+          KeepAliveOptions ko = lease_options(
+              r, c, node, key, label + ": on_lost of semaphore lease (" + ls.uuid + ")", ls.in_cb);
           trace(node, key, label + ": semaphore lease (" + ls.uuid + ") acquire");
           try {
             ls.lease = SemaphoreLease::acquire(ls.sem, ko);
@@ -581,10 +618,12 @@ void World::semaphore_actor(Node& n) {
             throw;
           }
           trace(node, key, label + ": semaphore lease held, token " + ms(ls.lease->fence()));
-          ls.bid = add_believer(believer(node, Kind::SemLease, kSemColl, key, ls.uuid, label, [&ls]() -> std::optional<BeliefState> {
-            if (!ls.lease || ls.closing || ls.lease->lost()) return std::nullopt;
-            return BeliefState{ls.lease->fence(), ls.lease->renew_deadline_mono()};
-          }));
+          ls.bid = add_believer(
+              believer(node, Kind::SemLease, kSemColl, key, ls.uuid, label,
+                       [&ls]() -> std::optional<BeliefState> {
+                         if (!ls.lease || ls.closing || ls.lease->lost()) return std::nullopt;
+                         return BeliefState{ls.lease->fence(), ls.lease->renew_deadline_mono()};
+                       }));
         } else if (ls.lease->lost() || r.chance(0.4)) {
           close_lease();
         }
@@ -635,22 +674,26 @@ void World::prober(Node& n) {
       if (!t) {
         const std::optional<LockDoc> d = mem_->read(kLockColl, key);
         violate("I6", key,
-                "lock " + key + " cannot be acquired at " + ms(sched_.mono()) + " although every holder stopped at " +
-                    ms(p_.P) + " and faults at " + ms(p_.F) + "; the server has " +
-                    (d ? "{uuid=" + d->uuid + " locked=" + std::to_string(d->locked) + " fence=" + ms(d->fence) +
-                             " ts_expire=" + ms(d->ts_expire ? d->ts_expire->ms : 0) + "} at server time " +
-                             ms(sched_.wall())
+                "lock " + key + " cannot be acquired at " + ms(sched_.mono()) +
+                    " although every holder stopped at " + ms(p_.P) + " and faults at " + ms(p_.F) +
+                    "; the server has " +
+                    (d ? "{uuid=" + d->uuid + " locked=" + std::to_string(d->locked) +
+                             " fence=" + ms(d->fence) +
+                             " ts_expire=" + ms(d->ts_expire ? d->ts_expire->ms : 0) +
+                             "} at server time " + ms(sched_.wall())
                        : std::string("no document")));
       } else {
         trace(node, key, "probe acquired " + key + " (token " + ms(*t) + ")");
         lk.release();
       }
     } catch (const std::exception& ex) {
-      violate("I6", key, "probe of lock " + key + " failed on a quiet network: " + std::string(ex.what()));
+      violate("I6", key,
+              "probe of lock " + key + " failed on a quiet network: " + std::string(ex.what()));
     }
   }
   bool sem_used = false;
-  for (int i = 0; i < p_.nodes; ++i) sem_used = sem_used || p_.roles[static_cast<std::size_t>(i)].semaphore;
+  for (int i = 0; i < p_.nodes; ++i)
+    sem_used = sem_used || p_.roles[static_cast<std::size_t>(i)].semaphore;
   if (sem_used) {
     SemaphoreOptions o;
     o.key = "s0";
@@ -660,14 +703,16 @@ void World::prober(Node& n) {
     try {
       const std::optional<std::int64_t> t = sem.try_acquire();
       if (!t) {
-        violate("I6", "s0", "semaphore s0 has no free slot at " + ms(sched_.mono()) +
-                                " although every holder stopped at " + ms(p_.P));
+        violate("I6", "s0",
+                "semaphore s0 has no free slot at " + ms(sched_.mono()) +
+                    " although every holder stopped at " + ms(p_.P));
       } else {
         trace(node, "s0", "probe acquired a slot of s0 (token " + ms(*t) + ")");
         sem.release();
       }
     } catch (const std::exception& ex) {
-      violate("I6", "s0", std::string("probe of semaphore s0 failed on a quiet network: ") + ex.what());
+      violate("I6", "s0",
+              std::string("probe of semaphore s0 failed on a quiet network: ") + ex.what());
     }
   }
   probed_ = true;

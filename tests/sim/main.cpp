@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -85,7 +85,8 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
     if (global || key.empty() || e.key == key || e.text.find(key) != std::string::npos)
       out.push_back(render(e));
   }
-  if (out.size() > max_lines) out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_lines));
+  if (out.size() > max_lines)
+    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(max_lines));
   return out;
 }
 
@@ -110,7 +111,8 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   {
     std::ofstream f(path_for(c.tag, ".res.tmp"));
     f << "status " << r.status << "\n";
-    f << "stats " << r.steps << " " << r.grants << " " << r.calls << " " << r.end_t << " " << r.trace_hash << "\n";
+    f << "stats " << r.steps << " " << r.grants << " " << r.calls << " " << r.end_t << " "
+      << r.trace_hash << "\n";
     if (!r.error.empty()) f << "error " << r.error << "\n";
     for (const auto& v : r.violations) {
       std::string what = v.what;
@@ -234,13 +236,15 @@ Outcome load(std::uint32_t tag, std::uint64_t seed, int code) {
   o.code = code;
   std::ifstream f(path_for(tag, ".res"));
   if (!f) {
-    o.status = code >= 128 ? "crash(signal " + std::to_string(code - 128) + ")" : "crash(exit " + std::to_string(code) + ")";
+    o.status = code >= 128 ? "crash(signal " + std::to_string(code - 128) + ")"
+                           : "crash(exit " + std::to_string(code) + ")";
     return o;
   }
   std::string line;
   while (std::getline(f, line)) {
     const auto sp = line.find(' ');
-    const std::string k = line.substr(0, sp), rest = sp == std::string::npos ? "" : line.substr(sp + 1);
+    const std::string k = line.substr(0, sp),
+                      rest = sp == std::string::npos ? "" : line.substr(sp + 1);
     if (k == "status") {
       o.status = rest;
     } else if (k == "stats") {
@@ -293,22 +297,23 @@ std::set<std::string> holes_of(const Outcome::V& v) {
 }
 
 void usage() {
-  std::cout <<
-      "usage: mongoelector_sim [--seeds A..B | --seed N] [--jobs J] [--time-limit S]\n"
-      "                        [--expect-violations] [--show N] [--check-determinism K]\n"
-      "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
-      "  --seeds A..B            run schedules A to B (default 1..200)\n"
-      "  --seed N                replay schedule N and print its full trace\n"
-      "  --jobs J                schedules run at once (default: number of CPUs)\n"
-      "  --time-limit S          start no schedule after S seconds\n"
-      "  --expect-violations     succeed only if some schedule violates an invariant (proof mode)\n"
-      "  --show N                print the trace excerpt of up to N failing schedules (default 3)\n"
-      "  --check-determinism K   run every schedule K times and compare the traces\n"
-      "  --all-violations        keep running a schedule after its first violation\n"
-      "  --no-shuffle            threads runnable at one instant run in a fixed order\n"
-      "  --calm                  the same workloads without faults (checks the checks)\n"
-      "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
-      "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
+  std::cout << "usage: mongoelector_sim [--seeds A..B | --seed N] [--jobs J] [--time-limit S]\n"
+               "                        [--expect-violations] [--show N] [--check-determinism K]\n"
+               "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
+               "  --seeds A..B            run schedules A to B (default 1..200)\n"
+               "  --seed N                replay schedule N and print its full trace\n"
+               "  --jobs J                schedules run at once (default: number of CPUs)\n"
+               "  --time-limit S          start no schedule after S seconds\n"
+               "  --expect-violations     succeed only if some schedule violates an invariant "
+               "(proof mode)\n"
+               "  --show N                print the trace excerpt of up to N failing schedules "
+               "(default 3)\n"
+               "  --check-determinism K   run every schedule K times and compare the traces\n"
+               "  --all-violations        keep running a schedule after its first violation\n"
+               "  --no-shuffle            threads runnable at one instant run in a fixed order\n"
+               "  --calm                  the same workloads without faults (checks the checks)\n"
+               "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
+               "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
 }
 
 }  // namespace
@@ -318,7 +323,8 @@ int main(int argc, char** argv) {
   // address space randomisation.
   if (!std::getenv("MONGOELECTOR_SIM_ASLR")) {
     const int pers = personality(0xffffffff);
-    if (pers != -1 && (pers & ADDR_NO_RANDOMIZE) == 0 && personality(pers | ADDR_NO_RANDOMIZE) != -1) {
+    if (pers != -1 && (pers & ADDR_NO_RANDOMIZE) == 0 &&
+        personality(pers | ADDR_NO_RANDOMIZE) != -1) {
       execv("/proc/self/exe", argv);
     }
   }
@@ -454,7 +460,8 @@ int main(int argc, char** argv) {
       }
       if (!quiet && !single && elapsed() - last_report > 10) {
         last_report = elapsed();
-        std::cerr << "  ... " << done << " schedules, " << static_cast<long>(done / elapsed()) << "/s\n";
+        std::cerr << "  ... " << done << " schedules, " << static_cast<long>(done / elapsed())
+                  << "/s\n";
       }
       while (inflight < jobs && dispatch()) {
       }
@@ -496,8 +503,9 @@ int main(int argc, char** argv) {
       const Outcome& p = outcomes[idx[k]];
       if (p.hash != o.hash || p.status != o.status) {
         ++nondet;
-        std::cout << "seed " << seed << ": NOT deterministic (run 1: " << o.status << " hash " << std::hex
-                  << o.hash << ", run " << k + 1 << ": " << p.status << " hash " << p.hash << std::dec << ")\n";
+        std::cout << "seed " << seed << ": NOT deterministic (run 1: " << o.status << " hash "
+                  << std::hex << o.hash << ", run " << k + 1 << ": " << p.status << " hash "
+                  << p.hash << std::dec << ")\n";
       }
     }
   }
@@ -519,7 +527,8 @@ int main(int argc, char** argv) {
   std::cout << "\nschedules run: " << outcomes.size();
   for (const auto& [s, n] : by_status) std::cout << ", " << s << " " << n;
   std::cout << "\ntime: " << secs << " s, " << static_cast<double>(outcomes.size()) / secs
-            << " schedules/s (" << jobs << " jobs; " << steps << " steps, " << calls << " storage calls)\n";
+            << " schedules/s (" << jobs << " jobs; " << steps << " steps, " << calls
+            << " storage calls)\n";
   std::cout << "violations by invariant (schedules):";
   if (by_inv.empty()) std::cout << " none";
   for (const auto& [i, n] : by_inv) std::cout << " " << i << " " << n << ";";
@@ -531,7 +540,9 @@ int main(int argc, char** argv) {
     std::cout << ")";
   }
   std::cout << "\n";
-  if (repeat > 1) std::cout << "determinism: " << nondet << " of " << runs_of_seed.size() << " seeds differed between runs\n";
+  if (repeat > 1)
+    std::cout << "determinism: " << nondet << " of " << runs_of_seed.size()
+              << " seeds differed between runs\n";
 
   if (!single && show > 0) {
     // One excerpt per diagnosis first, then more.
@@ -549,22 +560,23 @@ int main(int argc, char** argv) {
         if (pass == 0 && !fresh) continue;
         shown.insert(o.tag);
         shown_holes.insert(hs.begin(), hs.end());
-        std::cout << "\n==== seed " << o.seed << " (" << o.status << "; replay: mongoelector_sim --seed "
-                  << o.seed << ") ====\n";
+        std::cout << "\n==== seed " << o.seed << " (" << o.status
+                  << "; replay: mongoelector_sim --seed " << o.seed << ") ====\n";
         for (const auto& v : o.violations) {
           std::cout << v.inv << " at t=" << v.t << " (" << v.key << "): " << v.what << "\n";
           for (const auto& t : v.tags) std::cout << "  diagnosis: " << t << "\n";
         }
         if (!o.error.empty()) std::cout << o.error << "\n";
-        std::cout << "-- trace excerpt (lines about " << (o.violations.empty() ? "everything" : o.violations.front().key)
-                  << ") --\n"
+        std::cout << "-- trace excerpt (lines about "
+                  << (o.violations.empty() ? "everything" : o.violations.front().key) << ") --\n"
                   << slurp(path_for(o.tag, ".excerpt"));
       }
     }
   }
   // Clean up the result files.
   for (std::uint32_t t = 1; t <= next_tag; ++t) {
-    for (const char* ext : {".res", ".res.tmp", ".trace", ".excerpt"}) unlink(path_for(t, ext).c_str());
+    for (const char* ext : {".res", ".res.tmp", ".trace", ".excerpt"})
+      unlink(path_for(t, ext).c_str());
   }
   rmdir(g_dir);
 

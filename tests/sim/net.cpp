@@ -91,8 +91,10 @@ Fate World::draw_fate(int node, std::uint64_t seq, const char* op, std::int64_t 
   const bool sample = std::string(op) == "server_time_ms";
   if (sample && p_.roles[static_cast<std::size_t>(node)].bad_sampler && r.chance(p_.p_asym)) {
     // A slow sample that still fits the bound: its reading is off by up to rtt/2.
-    const std::int64_t rtt = r.range(std::max<std::int64_t>(4, B / 3), std::max<std::int64_t>(4, B - 2));
-    const std::int64_t q = r.chance(0.5) ? r.range(1, rtt / 10 + 1) : rtt - r.range(1, rtt / 10 + 1);
+    const std::int64_t rtt =
+        r.range(std::max<std::int64_t>(4, B / 3), std::max<std::int64_t>(4, B - 2));
+    const std::int64_t q =
+        r.chance(0.5) ? r.range(1, rtt / 10 + 1) : rtt - r.range(1, rtt / 10 + 1);
     dq = q;
     dr = rtt - q;
     shape = "lopsided";
@@ -224,7 +226,9 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
       } else {
         o << describe(*box->value);
       }
-      if (!c.fate.success) o << (w_.sched().mono() >= c.fate.return_at ? "  (LATE: caller gave up)" : "  (reply will be lost)");
+      if (!c.fate.success)
+        o << (w_.sched().mono() >= c.fate.return_at ? "  (LATE: caller gave up)"
+                                                    : "  (reply will be lost)");
       w_.trace(-1, key, std::move(o.s));
     });
   }
@@ -235,7 +239,9 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
   if (w_.stopping() && (!f.success || !box->done))
     throw StorageUnavailable(std::string("sim: stopping (") + op + ")");
   if (!f.success) {
-    w_.trace(node_, key, c.who + " <- #" + std::to_string(c.seq) + " " + op + ": StorageUnavailable (" + f.kind + ")");
+    w_.trace(node_, key,
+             c.who + " <- #" + std::to_string(c.seq) + " " + op + ": StorageUnavailable (" +
+                 f.kind + ")");
     throw StorageUnavailable(std::string("sim: ") + op + " " + f.kind);
   }
   if (!box->done) throw std::logic_error("sim: reply before the request was applied");
@@ -246,12 +252,14 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
 
 ServerInfo NodeStorage::server_info() {
   auto mem = w_.mem();
-  return rpc<ServerInfo>("server_info", "", "", [mem](const CallCtx&) { return mem->server_info(); });
+  return rpc<ServerInfo>("server_info", "", "",
+                         [mem](const CallCtx&) { return mem->server_info(); });
 }
 
 std::int64_t NodeStorage::server_time_ms() {
   auto mem = w_.mem();
-  return rpc<std::int64_t>("server_time_ms", "", "", [mem](const CallCtx&) { return mem->server_time_ms(); });
+  return rpc<std::int64_t>("server_time_ms", "", "",
+                           [mem](const CallCtx&) { return mem->server_time_ms(); });
 }
 
 void NodeStorage::ensure_lock_indexes(const std::string& collection) {
@@ -268,12 +276,14 @@ std::optional<LockDoc> NodeStorage::claim(const std::string& collection, const L
   Str what;
   what << cl.key << " uuid=" << cl.uuid << " now=" << cl.now_ms << " exp=" << cl.expire_ms
        << (force ? " force" : "");
-  return rpc<std::optional<LockDoc>>("claim", cl.key, what.str(), [w, collection, cl, force](const CallCtx& c) {
-    const LockSnap before = w->snap_lock(collection, cl.key);
-    auto r = w->mem()->claim(collection, cl, force);
-    w->note_lock_write(c, "claim", collection, cl.key, before, w->snap_lock(collection, cl.key));
-    return r;
-  });
+  return rpc<std::optional<LockDoc>>("claim", cl.key, what.str(),
+                                     [w, collection, cl, force](const CallCtx& c) {
+                                       const LockSnap before = w->snap_lock(collection, cl.key);
+                                       auto r = w->mem()->claim(collection, cl, force);
+                                       w->note_lock_write(c, "claim", collection, cl.key, before,
+                                                          w->snap_lock(collection, cl.key));
+                                       return r;
+                                     });
 }
 
 std::int64_t NodeStorage::bump_epoch(const std::string& collection, const std::string& key) {
@@ -302,7 +312,8 @@ bool NodeStorage::renew(const std::string& collection, const std::string& key,
                         std::int64_t expire_ms) {
   World* w = &w_;
   Str what;
-  what << key << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms << " exp=" << expire_ms;
+  what << key << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
+       << " exp=" << expire_ms;
   return rpc<bool>("renew", key, what.str(), [=](const CallCtx& c) {
     const LockSnap before = w->snap_lock(collection, key);
     bool r = w->mem()->renew(collection, key, uuid, fence, now_ms, expire_ms);
@@ -318,7 +329,8 @@ std::vector<bool> NodeStorage::renew_many(const std::string& collection,
   // Listed by key: the renewer's batch order follows addresses, not the schedule.
   std::vector<std::string> parts;
   for (const auto& r : requests)
-    parts.push_back(r.key + " fence=" + std::to_string(r.fence) + " exp=" + std::to_string(r.expire_ms));
+    parts.push_back(r.key + " fence=" + std::to_string(r.fence) +
+                    " exp=" + std::to_string(r.expire_ms));
   std::sort(parts.begin(), parts.end());
   std::string what;
   for (const auto& s : parts) what += (what.empty() ? "" : "; ") + s;
@@ -359,9 +371,9 @@ std::optional<LockDoc> NodeStorage::read(const std::string& collection, const st
 std::optional<SemaphoreDoc> NodeStorage::read_semaphore(const std::string& collection,
                                                         const std::string& key) {
   auto mem = w_.mem();
-  return rpc<std::optional<SemaphoreDoc>>("read_semaphore", key, key, [mem, collection, key](const CallCtx&) {
-    return mem->read_semaphore(collection, key);
-  });
+  return rpc<std::optional<SemaphoreDoc>>(
+      "read_semaphore", key, key,
+      [mem, collection, key](const CallCtx&) { return mem->read_semaphore(collection, key); });
 }
 
 namespace {
@@ -378,7 +390,8 @@ bool NodeStorage::create_semaphore(const std::string& collection, const Semaphor
   return rpc<bool>("create_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, cl.key);
     bool r = w->mem()->create_semaphore(collection, cl);
-    w->note_sem_write(c, "create_semaphore", cl.key, before, w->mem()->read_semaphore(collection, cl.key));
+    w->note_sem_write(c, "create_semaphore", cl.key, before,
+                      w->mem()->read_semaphore(collection, cl.key));
     return r;
   });
 }
@@ -388,28 +401,30 @@ bool NodeStorage::claim_semaphore(const std::string& collection, const Semaphore
   return rpc<bool>("claim_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, cl.key);
     bool r = w->mem()->claim_semaphore(collection, cl);
-    w->note_sem_write(c, "claim_semaphore", cl.key, before, w->mem()->read_semaphore(collection, cl.key));
+    w->note_sem_write(c, "claim_semaphore", cl.key, before,
+                      w->mem()->read_semaphore(collection, cl.key));
     return r;
   });
 }
 
 // The batch of semaphore slots as one call, as a backend that implements it in one round
 // trip: it lands (or runs late) as a whole.
-std::vector<bool> NodeStorage::renew_semaphores(const std::string& collection,
-                                                const std::vector<me::SemaphoreRenewRequest>& requests,
-                                                std::int64_t now_ms) {
+std::vector<bool> NodeStorage::renew_semaphores(
+    const std::string& collection, const std::vector<me::SemaphoreRenewRequest>& requests,
+    std::int64_t now_ms) {
   World* w = &w_;
   std::vector<std::string> parts;  // by key, as renew_many's
   for (const auto& r : requests)
-    parts.push_back(r.key + " slot=" + std::to_string(r.slot) + " fence=" + std::to_string(r.fence) +
-                    " exp=" + std::to_string(r.expire_ms));
+    parts.push_back(r.key + " slot=" + std::to_string(r.slot) +
+                    " fence=" + std::to_string(r.fence) + " exp=" + std::to_string(r.expire_ms));
   std::sort(parts.begin(), parts.end());
   std::string what;
   for (const auto& s : parts) what += (what.empty() ? "" : "; ") + s;
   what += " now=" + std::to_string(now_ms);
   return rpc<std::vector<bool>>("renew_semaphores", "", what, [=](const CallCtx& c) {
     std::map<std::string, std::optional<me::SemaphoreDoc>> before;
-    for (const auto& r : requests) before.emplace(r.key, w->mem()->read_semaphore(collection, r.key));
+    for (const auto& r : requests)
+      before.emplace(r.key, w->mem()->read_semaphore(collection, r.key));
     auto out = w->mem()->renew_semaphores(collection, requests, now_ms);
     for (const auto& [key, doc] : before)
       w->note_sem_write(c, "renew_semaphores", key, doc, w->mem()->read_semaphore(collection, key));
@@ -441,7 +456,8 @@ bool NodeStorage::release_semaphore(const std::string& collection, const std::st
   return rpc<bool>("release_semaphore", key, what.str(), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, key);
     bool r = w->mem()->release_semaphore(collection, key, slot, uuid, fence);
-    w->note_sem_write(c, "release_semaphore", key, before, w->mem()->read_semaphore(collection, key));
+    w->note_sem_write(c, "release_semaphore", key, before,
+                      w->mem()->read_semaphore(collection, key));
     return r;
   });
 }
@@ -466,9 +482,9 @@ void NodeStorage::put_status(const std::string& collection, const Document& doc)
 std::vector<Document> NodeStorage::list_status(const std::string& collection,
                                                const std::string& key) {
   auto mem = w_.mem();
-  return rpc<std::vector<Document>>("list_status", key, key, [mem, collection, key](const CallCtx&) {
-    return mem->list_status(collection, key);
-  });
+  return rpc<std::vector<Document>>(
+      "list_status", key, key,
+      [mem, collection, key](const CallCtx&) { return mem->list_status(collection, key); });
 }
 
 bool NodeStorage::hand_over(const std::string& collection, const HandOver& h) {

@@ -30,7 +30,8 @@ constexpr std::int64_t kFarMs = std::int64_t{1} << 50;
 
 static_assert(sizeof(std::atomic<int>) == sizeof(int), "a futex word");
 void futex_wait(std::atomic<int>* word, int expected) {
-  syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr,
+          0);
 }
 void futex_wake(std::atomic<int>* word) {
   syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
@@ -50,7 +51,8 @@ Scheduler::Scheduler(std::uint64_t seed, std::int64_t wall0, bool shuffle, std::
 }
 
 Scheduler::~Scheduler() {
-  for (SimThread* t : threads_) t->sched = nullptr;  // leaked on purpose: a stalled thread may hold it
+  for (SimThread* t : threads_)
+    t->sched = nullptr;  // leaked on purpose: a stalled thread may hold it
 }
 
 SimThread* Scheduler::self() { return t_driving ? nullptr : t_mark.self; }
@@ -270,7 +272,8 @@ SimThread* Scheduler::pass_locked() {
   if (runnable.empty()) return nullptr;
   std::size_t i = 0;
   if (shuffle_ && runnable.size() > 1)
-    i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) % runnable.size());
+    i = static_cast<std::size_t>(hash64(seed_, static_cast<std::uint64_t>(now), grants_) %
+                                 runnable.size());
   SimThread* pick = runnable[i];
   ++grants_;
   ++pick->grants;
@@ -374,7 +377,8 @@ void NodeTimer::loop() {
       continue;
     }
     const std::uint64_t seen = changes_;
-    clock_.wait_until(lk, cv_, has ? next : now + kFarMs, [&] { return stop_ || changes_ != seen; });
+    clock_.wait_until(lk, cv_, has ? next : now + kFarMs,
+                      [&] { return stop_ || changes_ != seen; });
   }
 }
 
@@ -436,7 +440,8 @@ void NodeClock::start(const std::string& name) {
   // One renewer thread per process (the real one has a fixed pool; one keeps the
   // batches of a node in one order).
   // Not owning: the renewer lives inside this clock.
-  renewer_ = std::make_unique<me::Renewer>(std::shared_ptr<me::Clock>(std::shared_ptr<me::Clock>(), this), 1);
+  renewer_ = std::make_unique<me::Renewer>(
+      std::shared_ptr<me::Clock>(std::shared_ptr<me::Clock>(), this), 1);
   s_.set_spawn_label(node_, name + ".renewer");
   renewer_->add(std::make_shared<Noop>(), 0);
   s_.await_registered();

@@ -67,7 +67,9 @@ class Rng {
   double unit() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
   bool chance(double p) { return unit() < p; }
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[static_cast<std::size_t>(next() % v.size())]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[static_cast<std::size_t>(next() % v.size())];
+  }
 
  private:
   std::uint64_t s_;

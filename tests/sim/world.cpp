@@ -24,11 +24,16 @@ std::string ms(std::int64_t v) { return std::to_string(v); }
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::Lock: return "lock";
-    case Kind::Elector: return "leader";
-    case Kind::Lease: return "lease";
-    case Kind::Sem: return "slot";
-    case Kind::SemLease: return "slot-lease";
+    case Kind::Lock:
+      return "lock";
+    case Kind::Elector:
+      return "leader";
+    case Kind::Lease:
+      return "lease";
+    case Kind::Sem:
+      return "slot";
+    case Kind::SemLease:
+      return "slot-lease";
   }
   return "?";
 }
@@ -59,7 +64,8 @@ Params make_params(std::uint64_t seed, bool calm) {
     w.b = std::min(w.a + r.range(min_len, max_len), p.F - 1);
     return w;
   };
-  for (auto n = r.range(0, h > 0.5 ? 2 : 1); n > 0; --n) p.freezes.push_back(window_in(T / 20, T * 6 / 5, -1));
+  for (auto n = r.range(0, h > 0.5 ? 2 : 1); n > 0; --n)
+    p.freezes.push_back(window_in(T / 20, T * 6 / 5, -1));
   for (auto n = r.range(0, h > 0.3 ? 3 : 1); n > 0; --n)
     p.partitions.push_back(window_in(T / 20, T * 3 / 2, static_cast<int>(r.range(0, p.nodes - 1))));
   for (auto n = r.range(0, 2); n > 0; --n)
@@ -87,7 +93,8 @@ Params make_params(std::uint64_t seed, bool calm) {
   p.lock_keys = r.chance(0.5) ? std::vector<std::string>{"k0", "k1"}
                               : std::vector<std::string>{"k0", "k1", "k2"};
   // One window length per key, as a user's schedule has (markers are named by the start only).
-  for (const auto& k : p.lock_keys) p.window_of[k] = r.pick(std::vector<std::int64_t>{1500, 2000, 3000, 5000});
+  for (const auto& k : p.lock_keys)
+    p.window_of[k] = r.pick(std::vector<std::int64_t>{1500, 2000, 3000, 5000});
   p.roles.resize(static_cast<std::size_t>(p.nodes) + 1);
   int e0 = 0;
   for (int i = 0; i < p.nodes; ++i) {
@@ -141,14 +148,18 @@ std::string Params::describe() const {
   o << "  per call before " << F << ": fail " << p_fail << ", lost reply " << p_lost << ", held "
     << p_held << " (up to " << hold_max << " ms past the bound), slow " << p_slow << "\n";
   for (const auto& w : freezes) o << "  server frozen [" << w.a << ", " << w.b << ")\n";
-  for (const auto& w : partitions) o << "  n" << w.node << " partitioned [" << w.a << ", " << w.b << ")\n";
+  for (const auto& w : partitions)
+    o << "  n" << w.node << " partitioned [" << w.a << ", " << w.b << ")\n";
   for (const auto& w : pauses) o << "  n" << w.node << " paused [" << w.a << ", " << w.b << ")\n";
-  for (const auto& s : steps) o << "  server clock steps by " << s.second << " ms at " << s.first << "\n";
+  for (const auto& s : steps)
+    o << "  server clock steps by " << s.second << " ms at " << s.first << "\n";
   if (!ttl_sweeps.empty())
-    o << "  TTL monitor deletes expired lock documents every " << (ttl_sweeps.size() > 1 ? ttl_sweeps[1] - ttl_sweeps[0] : 0)
-      << " ms from " << ttl_sweeps[0] << "\n";
-  o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max << " ms), resign/transfer "
-    << p_handover << " per leader loop, elector restarts " << p_restart << ", semaphore limit " << sem_limit << "\n";
+    o << "  TTL monitor deletes expired lock documents every "
+      << (ttl_sweeps.size() > 1 ? ttl_sweeps[1] - ttl_sweeps[0] : 0) << " ms from " << ttl_sweeps[0]
+      << "\n";
+  o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max
+    << " ms), resign/transfer " << p_handover << " per leader loop, elector restarts " << p_restart
+    << ", semaphore limit " << sem_limit << "\n";
   for (int i = 0; i < nodes; ++i) {
     const auto& nr = roles[static_cast<std::size_t>(i)];
     o << "  n" << i << ":";
@@ -243,7 +254,9 @@ void World::remove_believer(std::uint64_t id) {
 void World::violate(const std::string& inv, const std::string& key, const std::string& what,
                     std::vector<std::string> tags) {
   if (inv != "I3" && inv != "I6" && excused()) {
-    trace(-1, key, "(not a violation: the server's clock stepped outside the timing assumption) " + inv + ": " + what);
+    trace(-1, key,
+          "(not a violation: the server's clock stepped outside the timing assumption) " + inv +
+              ": " + what);
     return;
   }
   {
@@ -290,8 +303,9 @@ LockSnap World::snap_lock(const std::string& coll, const std::string& key) {
 }
 
 WriteRec World::write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
-                          const std::string& uuid_after, std::int64_t fence_before, std::int64_t fence_after,
-                          std::int64_t expire_before, std::int64_t expire_after) {
+                          const std::string& uuid_after, std::int64_t fence_before,
+                          std::int64_t fence_after, std::int64_t expire_before,
+                          std::int64_t expire_after) {
   WriteRec w;
   w.t = sched_.mono();
   w.node = c.node;
@@ -314,7 +328,8 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
                             const std::string& key, const LockSnap& before, const LockSnap& after,
                             const std::string& from_uuid) {
   if (before == after) return;
-  WriteRec w = write_rec(c, op, before.uuid, after.uuid, before.fence, after.fence, before.expire, after.expire);
+  WriteRec w = write_rec(c, op, before.uuid, after.uuid, before.fence, after.fence, before.expire,
+                         after.expire);
   w.from_uuid = from_uuid;
   {
     Str o;
@@ -322,8 +337,8 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
       << "->" << (after.uuid.empty() ? "-" : after.uuid) << " fence " << before.fence << "->"
       << after.fence << " locked " << before.locked << "->" << after.locked << " ts_expire "
       << before.expire << "->" << after.expire << " (server now " << sched_.wall() << ")";
-    if (after.expire < before.expire && after.locked && before.locked && after.uuid == before.uuid &&
-        std::string(op).rfind("renew", 0) == 0)
+    if (after.expire < before.expire && after.locked && before.locked &&
+        after.uuid == before.uuid && std::string(op).rfind("renew", 0) == 0)
       o << "  EXPIRY MOVED EARLIER";
     trace(-1, key, std::move(o.s));
   }
@@ -349,7 +364,8 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
     SemaphoreSlot b;
     if (before && i < before->slots.size()) b = before->slots[i];
     const SemaphoreSlot& a = after->slots[i];
-    const std::int64_t be = b.ts_expire ? b.ts_expire->ms : 0, ae = a.ts_expire ? a.ts_expire->ms : 0;
+    const std::int64_t be = b.ts_expire ? b.ts_expire->ms : 0,
+                       ae = a.ts_expire ? a.ts_expire->ms : 0;
     if (b.uuid == a.uuid && b.fence == a.fence && be == ae) continue;
     const WriteRec w = write_rec(c, op, b.uuid, a.uuid, b.fence, a.fence, be, ae);
     Str o;
@@ -403,7 +419,8 @@ void World::end_min_hold(std::uint64_t id, bool kept) {
   std::vector<std::pair<std::int64_t, std::string>> early;
   {
     std::lock_guard<std::mutex> g(mu_);
-    auto it = std::find_if(min_holds_.begin(), min_holds_.end(), [&](const MinHold& x) { return x.id == id; });
+    auto it = std::find_if(min_holds_.begin(), min_holds_.end(),
+                           [&](const MinHold& x) { return x.id == id; });
     if (it == min_holds_.end()) return;
     if (!kept) {
       min_holds_.erase(it);
@@ -412,7 +429,8 @@ void World::end_min_hold(std::uint64_t id, bool kept) {
     it->confirmed = true;
     m = *it;
     for (const auto& c : claims_[m.key])
-      if (c.mono >= m.registered_mono && c.t < m.acq + m.min_hold - step_slack()) early.emplace_back(c.t, c.uuid);
+      if (c.mono >= m.registered_mono && c.t < m.acq + m.min_hold - step_slack())
+        early.emplace_back(c.t, c.uuid);
   }
   for (const auto& c : early) min_hold_violated(m, c.second, c.first);
 }
@@ -421,7 +439,8 @@ void World::min_hold_violated(const MinHold& m, const std::string& claimant, std
   violate("I5", m.key,
           "lock " + m.key + " released by " + m.uuid + " with min_hold " + ms(m.min_hold) +
               " ms (acquired at server time " + ms(m.acq) + ") was claimed by " + claimant +
-              " at server time " + ms(t) + ", " + ms(m.acq + m.min_hold - t) + " ms before the minimum hold ended",
+              " at server time " + ms(t) + ", " + ms(m.acq + m.min_hold - t) +
+              " ms before the minimum hold ended",
           min_hold_tags(m, t));
 }
 
@@ -444,39 +463,51 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
         continue;
       }
       if (r.op == "release") {
-        tags.push_back("release_min_hold judged the minimum hold over and released at once (ts_created + "
-                       "min_hold <= its estimate of now at server time " + ms(claim_t) + "), " +
-                       "although acquire + min_hold is " + ms(m.acq + m.min_hold) +
-                       ": ts_created is the earliest estimate of the server's clock (hole 3)");
+        tags.push_back(
+            "release_min_hold judged the minimum hold over and released at once (ts_created + "
+            "min_hold <= its estimate of now at server time " +
+            ms(claim_t) + "), " + "although acquire + min_hold is " + ms(m.acq + m.min_hold) +
+            ": ts_created is the earliest estimate of the server's clock (hole 3)");
         break;
       }
     }
-    if (until >= 0 && r.op.rfind("renew", 0) == 0 && r.uuid_after == m.uuid && r.expire_after < r.expire_before &&
-        (r.late || r.unacked))
-      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " + r.op + " by " +
-                     r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) + " after the minimum hold was "
-                     "written, moved ts_expire EARLIER " + ms(r.expire_before) + " -> " + ms(r.expire_after) + " (hole 1)");
+    if (until >= 0 && r.op.rfind("renew", 0) == 0 && r.uuid_after == m.uuid &&
+        r.expire_after < r.expire_before && (r.late || r.unacked))
+      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
+                     " " + r.op + " by " + r.who + " sent at " + ms(r.send) + ", applied at " +
+                     ms(r.t) +
+                     " after the minimum hold was "
+                     "written, moved ts_expire EARLIER " +
+                     ms(r.expire_before) + " -> " + ms(r.expire_after) + " (hole 1)");
     if (until >= 0 && r.op == "release" && r.uuid_before == m.uuid)
-      tags.push_back("the minimum hold was cut short by a release of its own owner " + m.uuid + " (n" +
-                     std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who + " sent at " +
-                     ms(r.send) + ", applied at " + ms(r.t) +
-                     "): a later claim of that locker failed, and clearing the hold it stranded released "
-                     "the document that still carries its uuid (min-hold/stranded-claim)");
+      tags.push_back(
+          "the minimum hold was cut short by a release of its own owner " + m.uuid + " (n" +
+          std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who + " sent at " +
+          ms(r.send) + ", applied at " + ms(r.t) +
+          "): a later claim of that locker failed, and clearing the hold it stranded released "
+          "the document that still carries its uuid (min-hold/stranded-claim)");
   }
-  if (tags.empty() && until < 0 && !h.empty() && h.back().op == "claim" && h.back().uuid_before == m.uuid)
-    until = h.back().expire_before;  // its write changed nothing (ts_created + min_hold == ts_expire)
+  if (tags.empty() && until < 0 && !h.empty() && h.back().op == "claim" &&
+      h.back().uuid_before == m.uuid)
+    until =
+        h.back().expire_before;  // its write changed nothing (ts_created + min_hold == ts_expire)
   if (tags.empty() && until >= 0 && claim_t + step_slack() >= until)
-    tags.push_back("the lock was written to stay taken until " + ms(until) + " (ts_created + min_hold), " +
-                   ms(m.acq + m.min_hold - until) +
-                   " ms before acquire + min_hold: ts_created is the earliest estimate of the server's clock "
-                   "(hole 3)");
+    tags.push_back(
+        "the lock was written to stay taken until " + ms(until) + " (ts_created + min_hold), " +
+        ms(m.acq + m.min_hold - until) +
+        " ms before acquire + min_hold: ts_created is the earliest estimate of the server's clock "
+        "(hole 3)");
   if (tags.empty() && until < 0) {
     for (const WriteRec& r : h)
-      if (r.op == "set_fence" && r.uuid_after == m.uuid && r.fence_before < kEpochUnit && (r.late || r.unacked)) {
-        tags.push_back("release_min_hold's fenced write named the hold by its counter " + ms(r.fence_before) +
-                       ", but a token() whose set_fence had failed at the caller (n" + std::to_string(r.node) + "#" +
-                       std::to_string(r.seq) + ", applied at " + ms(r.t) + ") had moved it to " + ms(r.fence_after) +
-                       ": nothing matched, the lock kept its old ts_expire and freed before acquire + min_hold "
+      if (r.op == "set_fence" && r.uuid_after == m.uuid && r.fence_before < kEpochUnit &&
+          (r.late || r.unacked)) {
+        tags.push_back("release_min_hold's fenced write named the hold by its counter " +
+                       ms(r.fence_before) +
+                       ", but a token() whose set_fence had failed at the caller (n" +
+                       std::to_string(r.node) + "#" + std::to_string(r.seq) + ", applied at " +
+                       ms(r.t) + ") had moved it to " + ms(r.fence_after) +
+                       ": nothing matched, the lock kept its old ts_expire and freed before "
+                       "acquire + min_hold "
                        "(lazy-token-in-doubt)");
         break;
       }
@@ -518,11 +549,12 @@ void World::note_window(const std::string& key, std::int64_t start, std::int64_t
       std::vector<std::string> early;
       for (const WriteRec& r : history_[std::string(kLockColl) + "/" + marker]) {
         if (r.op == "release")
-          tags.push_back("the window marker " + marker + " was released by " + r.uuid_before + " (n" +
-                         std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who + " sent at " +
-                         ms(r.send) + ", applied at " + ms(r.t) +
-                         "): a failed claim of the marker stranded a hold that, cleared, released the marker "
-                         "its owner had already won (window/stranded-claim)");
+          tags.push_back(
+              "the window marker " + marker + " was released by " + r.uuid_before + " (n" +
+              std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who + " sent at " +
+              ms(r.send) + ", applied at " + ms(r.t) +
+              "): a failed claim of the marker stranded a hold that, cleared, released the marker "
+              "its owner had already won (window/stranded-claim)");
         if (r.op != "claim") continue;
         if (r.expire_after < start + window)
           early.push_back("window marker of " + r.uuid_after + " was written to expire at " +
@@ -561,8 +593,9 @@ void World::token_check(const Believer& b, const BeliefState& s) {
       if (it->second == b.uuid) return;
       other = it->second;
     }
-    violate("I3", b.key, "token " + ms(s.fence) + " of semaphore " + b.key + " believed by " + b.uuid +
-                             " was already believed by " + other);
+    violate("I3", b.key,
+            "token " + ms(s.fence) + " of semaphore " + b.key + " believed by " + b.uuid +
+                " was already believed by " + other);
     return;
   }
   TokenState prev;
@@ -590,14 +623,19 @@ void World::token_check(const Believer& b, const BeliefState& s) {
     std::lock_guard<std::mutex> g(mu_);
     for (const WriteRec& r : history_[gk]) {
       if (r.op == "set_fence" && (r.late || r.unacked) && r.fence_after < prev.max)
-        tags.push_back("late set_fence: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " by " + r.who +
-                       " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
-                       (r.late ? " after its caller gave up" : " with its reply lost") + ", moved the fence of a "
-                       "re-created document " + ms(r.fence_before) + " -> " + ms(r.fence_after) +
-                       ", below token " + ms(prev.max) + " handed out before: {uuid, fence} of a document's own "
+        tags.push_back("late set_fence: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
+                       " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+                       (r.late ? " after its caller gave up" : " with its reply lost") +
+                       ", moved the fence of a "
+                       "re-created document " +
+                       ms(r.fence_before) + " -> " + ms(r.fence_after) + ", below token " +
+                       ms(prev.max) +
+                       " handed out before: {uuid, fence} of a document's own "
                        "counter does not name one incarnation of the document (late-set-fence)");
-      if (r.op == "ttl-delete" || (r.op == "release" && !r.uuid_after.empty() && r.fence_after == 0))
-        tags.push_back("the document was deleted at " + ms(r.t) + " by " + (r.op == "ttl-delete" ? "the TTL monitor" : "a release"));
+      if (r.op == "ttl-delete" ||
+          (r.op == "release" && !r.uuid_after.empty() && r.fence_after == 0))
+        tags.push_back("the document was deleted at " + ms(r.t) + " by " +
+                       (r.op == "ttl-delete" ? "the TTL monitor" : "a release"));
     }
   }
   violate("I3", b.key,
@@ -611,9 +649,10 @@ std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s
   const std::int64_t now = sched_.mono();
   if ((b.kind == Kind::Lease || b.kind == Kind::SemLease) && s.renew_deadline >= 0 &&
       now >= s.renew_deadline)
-    tags.push_back(std::string(kind_name(b.kind)) + " of " + b.uuid + " still not lost " +
-                   ms(now - s.renew_deadline) +
-                   " ms after its own renew deadline: the loss waits for the node's timer thread (hole 4)");
+    tags.push_back(
+        std::string(kind_name(b.kind)) + " of " + b.uuid + " still not lost " +
+        ms(now - s.renew_deadline) +
+        " ms after its own renew deadline: the loss waits for the node's timer thread (hole 4)");
   std::deque<WriteRec> h;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -623,24 +662,28 @@ std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s
     const bool renewal = r.op.rfind("renew", 0) == 0;
     if (renewal && r.uuid_after == b.uuid && r.uuid_before == b.uuid &&
         r.expire_after < r.expire_before && (r.late || r.unacked))
-      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " +
-                     r.op + " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
-                     (r.late ? " after its caller gave up" : " with its reply lost") +
-                     ", moved ts_expire EARLIER " + ms(r.expire_before) + " -> " + ms(r.expire_after) +
-                     " (hole 1)");
+      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
+                     " " + r.op + " by " + r.who + " sent at " + ms(r.send) + ", applied at " +
+                     ms(r.t) + (r.late ? " after its caller gave up" : " with its reply lost") +
+                     ", moved ts_expire EARLIER " + ms(r.expire_before) + " -> " +
+                     ms(r.expire_after) + " (hole 1)");
     if ((r.op == "release" || r.op == "release_semaphore") && r.uuid_before == b.uuid &&
         r.fence_before == s.fence && (r.late || r.unacked))
-      tags.push_back("late release: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " + r.op + " by " +
-                     r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
-                     (r.late ? " after its caller gave up" : " with its reply lost") +
-                     ", freed a hold with the same uuid and fence " + ms(s.fence) +
-                     " that began after it was sent: a failed claim's name was used again (late-release)");
-    if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == s.fence && s.fence < kEpochUnit &&
-        (r.late || r.unacked))
-      tags.push_back("a token() whose set_fence failed at the caller (n" + std::to_string(r.node) + "#" +
-                     std::to_string(r.seq) + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
-                     ") moved the document to token " + ms(r.fence_after) + " while the hold is still named by "
-                     "its counter " + ms(s.fence) + ": its fenced writes (touch, release, release_min_hold) "
+      tags.push_back(
+          "late release: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) + " " + r.op +
+          " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+          (r.late ? " after its caller gave up" : " with its reply lost") +
+          ", freed a hold with the same uuid and fence " + ms(s.fence) +
+          " that began after it was sent: a failed claim's name was used again (late-release)");
+    if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == s.fence &&
+        s.fence < kEpochUnit && (r.late || r.unacked))
+      tags.push_back("a token() whose set_fence failed at the caller (n" + std::to_string(r.node) +
+                     "#" + std::to_string(r.seq) + " sent at " + ms(r.send) + ", applied at " +
+                     ms(r.t) + ") moved the document to token " + ms(r.fence_after) +
+                     " while the hold is still named by "
+                     "its counter " +
+                     ms(s.fence) +
+                     ": its fenced writes (touch, release, release_min_hold) "
                      "no longer match (lazy-token-in-doubt)");
     if (r.op == "hand_over" && r.from_uuid == b.uuid && (r.late || r.unacked))
       tags.push_back("late hand-over: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
@@ -679,15 +722,19 @@ void World::check() {
       if (paused(b.node, now)) continue;  // a paused process believes nothing new
       const std::optional<BeliefState> s = b.probe();
       const std::optional<std::int64_t> before = b.believed;
-      if (!s) b.believed.reset();
-      else b.believed = s->fence;
+      if (!s)
+        b.believed.reset();
+      else
+        b.believed = s->fence;
       if (!s) {
-        if (before) trace(b.node, b.key, "belief ends: " + b.label + " " + kind_name(b.kind) + " " + b.key);
+        if (before)
+          trace(b.node, b.key, "belief ends: " + b.label + " " + kind_name(b.kind) + " " + b.key);
         continue;
       }
       if (!before || *before != s->fence) {
         trace(b.node, b.key,
-              "belief begins: " + b.label + " " + kind_name(b.kind) + " " + b.key + " fence " + ms(s->fence));
+              "belief begins: " + b.label + " " + kind_name(b.kind) + " " + b.key + " fence " +
+                  ms(s->fence));
         started.emplace_back(&b, *s);
       }
       group_of(b.gk).push_back({&b, *s});
@@ -699,7 +746,8 @@ void World::check() {
       const Believer& b0 = *items[0].b;
       const bool sem = b0.kind == Kind::Sem || b0.kind == Kind::SemLease;
       if (exc) continue;
-      if ((!sem && items.size() > 1) || (sem && items.size() > static_cast<std::size_t>(p_.sem_limit))) {
+      if ((!sem && items.size() > 1) ||
+          (sem && items.size() > static_cast<std::size_t>(p_.sem_limit))) {
         std::string who;
         std::vector<std::string> tags;
         for (const auto& it : items) {
@@ -715,8 +763,10 @@ void World::check() {
       DocCache& cached = doc_cache_[*gk];
       if (cached.gen != server_gen_) {
         cached.gen = server_gen_;
-        if (!sem) cached.lock = mem_->read(b0.coll, b0.key);
-        else cached.sem = mem_->read_semaphore(b0.coll, b0.key);
+        if (!sem)
+          cached.lock = mem_->read(b0.coll, b0.key);
+        else
+          cached.sem = mem_->read_semaphore(b0.coll, b0.key);
       }
       const std::optional<LockDoc>& lock_doc = cached.lock;
       const std::optional<SemaphoreDoc>& sem_doc = cached.sem;
@@ -730,8 +780,8 @@ void World::check() {
                d->ts_expire->ms > T;
           // A deferred token being assigned (lazy_token: token() in flight): its set_fence
           // may have landed before the holder heard of it.
-          if (!ok && it.s.refencing && d && d->locked && d->uuid == b.uuid && it.s.fence < kEpochUnit &&
-              d->ts_expire && d->ts_expire->ms > T) {
+          if (!ok && it.s.refencing && d && d->locked && d->uuid == b.uuid &&
+              it.s.fence < kEpochUnit && d->ts_expire && d->ts_expire->ms > T) {
             std::lock_guard<std::mutex> g(mu_);
             for (const WriteRec& r : history_[b.gk])
               if (r.op == "set_fence" && r.uuid_after == b.uuid && r.fence_before == it.s.fence &&
@@ -762,8 +812,9 @@ void World::check() {
         }
         if (!ok)
           violate("I2", b.key,
-                  b.label + " believes it holds " + b.key + " as " + kind_name(b.kind) + " (uuid " + b.uuid +
-                      ", fence " + ms(it.s.fence) + ") but at server time " + ms(T) + " the server has " + state,
+                  b.label + " believes it holds " + b.key + " as " + kind_name(b.kind) + " (uuid " +
+                      b.uuid + ", fence " + ms(it.s.fence) + ") but at server time " + ms(T) +
+                      " the server has " + state,
                   diagnose(b, it.s));
       }
     }
@@ -853,10 +904,14 @@ bool World::step() {
   for (const auto& s : p_.steps) {
     if (s.first != next) continue;
     sched_.jump_wall(s.second);
-    trace(-1, "", "server clock steps by " + ms(s.second) + " ms" +
-                      (s.first == p_.beyond_at ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)" : ""));
+    trace(-1, "",
+          "server clock steps by " + ms(s.second) + " ms" +
+              (s.first == p_.beyond_at
+                   ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)"
+                   : ""));
   }
-  if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end()) ttl_sweep();
+  if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end())
+    ttl_sweep();
   for (;;) {
     std::function<void()> fn;
     {
@@ -904,8 +959,10 @@ Result World::run() {
   {
     std::string g = "grants by role:";
     for (const auto& [role, n] : sched_.grants_by_role()) g += " " + role + "=" + std::to_string(n);
-    trace(-1, "", g + " (steps " + std::to_string(steps_) + ", contended wake checks " +
-                      std::to_string(sched_.contended()) + ", foreign threads " + std::to_string(sched_.foreign_threads()) + ")");
+    trace(-1, "",
+          g + " (steps " + std::to_string(steps_) + ", contended wake checks " +
+              std::to_string(sched_.contended()) + ", foreign threads " +
+              std::to_string(sched_.foreign_threads()) + ")");
   }
   res.steps = steps_;
   res.grants = sched_.grants();
@@ -936,7 +993,9 @@ void World::ttl_sweep() {
     if (!s.exists || s.expire > now) continue;
     ++server_gen_;
     mem_->delete_lock(coll, key);
-    trace(-1, key, "TTL monitor deletes " + gk + " (ts_expire " + ms(s.expire) + " <= server now " + ms(now) + ")");
+    trace(-1, key,
+          "TTL monitor deletes " + gk + " (ts_expire " + ms(s.expire) + " <= server now " +
+              ms(now) + ")");
     CallCtx c;
     c.node = -1;
     c.who = "ttl-monitor";
@@ -973,7 +1032,8 @@ std::uint64_t World::trace_hash() {
   std::lock_guard<std::mutex> g(mu_);
   std::uint64_t h = 0;
   for (const auto& e : trace_) {
-    std::uint64_t x = hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
+    std::uint64_t x =
+        hash64(static_cast<std::uint64_t>(e.t), static_cast<std::uint64_t>(e.node + 7));
     for (char ch : e.text) x = mix64(x ^ static_cast<unsigned char>(ch));
     h = mix64(h ^ x);
   }

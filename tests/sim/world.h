@@ -28,16 +28,46 @@ namespace sim {
 // A string builder for the trace, cheaper than std::ostringstream (no locale).
 struct Str {
   std::string s;
-  Str& operator<<(const std::string& v) { s += v; return *this; }
-  Str& operator<<(const char* v) { s += v; return *this; }
-  Str& operator<<(char v) { s += v; return *this; }
-  Str& operator<<(bool v) { s += v ? '1' : '0'; return *this; }
-  Str& operator<<(int v) { s += std::to_string(v); return *this; }
-  Str& operator<<(unsigned v) { s += std::to_string(v); return *this; }
-  Str& operator<<(long v) { s += std::to_string(v); return *this; }
-  Str& operator<<(unsigned long v) { s += std::to_string(v); return *this; }
-  Str& operator<<(long long v) { s += std::to_string(v); return *this; }
-  Str& operator<<(unsigned long long v) { s += std::to_string(v); return *this; }
+  Str& operator<<(const std::string& v) {
+    s += v;
+    return *this;
+  }
+  Str& operator<<(const char* v) {
+    s += v;
+    return *this;
+  }
+  Str& operator<<(char v) {
+    s += v;
+    return *this;
+  }
+  Str& operator<<(bool v) {
+    s += v ? '1' : '0';
+    return *this;
+  }
+  Str& operator<<(int v) {
+    s += std::to_string(v);
+    return *this;
+  }
+  Str& operator<<(unsigned v) {
+    s += std::to_string(v);
+    return *this;
+  }
+  Str& operator<<(long v) {
+    s += std::to_string(v);
+    return *this;
+  }
+  Str& operator<<(unsigned long v) {
+    s += std::to_string(v);
+    return *this;
+  }
+  Str& operator<<(long long v) {
+    s += std::to_string(v);
+    return *this;
+  }
+  Str& operator<<(unsigned long long v) {
+    s += std::to_string(v);
+    return *this;
+  }
   const std::string& str() const { return s; }
 };
 
@@ -47,7 +77,7 @@ inline const char* const kSemColl = "mongosemaphore";
 inline constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
 
 struct Window {
-  int node = -1;  // -1: the server
+  int node = -1;              // -1: the server
   std::int64_t a = 0, b = 0;  // [a, b) in fake mono ms
 };
 
@@ -63,7 +93,7 @@ struct NodeRoles {
 // Everything a schedule does, drawn from its seed (make_params).
 struct Params {
   std::uint64_t seed = 0;
-  int nodes = 0;  // workload nodes 0..nodes-1; node `nodes` is the liveness prober
+  int nodes = 0;           // workload nodes 0..nodes-1; node `nodes` is the liveness prober
   std::int64_t ttl = 0;    // ms, every key
   std::int64_t bound = 0;  // call bound (ms) of every node's storage
   // Phases (fake mono ms): faults until F; actors stop at P; the prober tries every key
@@ -81,9 +111,9 @@ struct Params {
   std::vector<Window> pauses;      // a node's threads do not run
   std::vector<std::pair<std::int64_t, std::int64_t>> steps;  // (when, delta): server clock
   std::vector<std::int64_t> ttl_sweeps;  // MongoDB's TTL monitor deletes expired lock documents
-  std::int64_t step_ok_ms = 20;  // |step| up to this is inside the timing assumption
-  std::int64_t beyond_at = -1;   // first larger step: I1, I2, I4, I5 excused from then on
-  double p_slow_cb = 0;          // a loss callback sleeps (on the thread that runs it)
+  std::int64_t step_ok_ms = 20;          // |step| up to this is inside the timing assumption
+  std::int64_t beyond_at = -1;           // first larger step: I1, I2, I4, I5 excused from then on
+  double p_slow_cb = 0;                  // a loss callback sleeps (on the thread that runs it)
   std::int64_t slow_cb_max = 0;
   double p_handover = 0;  // per election loop as leader: resign() or transfer()
   double p_restart = 0;   // an elector's process restarts (new uuid), checked every 1-3 ttl
@@ -178,8 +208,8 @@ class NodeStorage final : public me::Storage {
   bool renew_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                        const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                        std::int64_t expire_ms) override;
-  bool release_semaphore(const std::string& collection, const std::string& key,
-                         std::int64_t slot, const std::string& uuid, std::int64_t fence) override;
+  bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
+                         const std::string& uuid, std::int64_t fence) override;
   std::vector<bool> renew_semaphores(const std::string& collection,
                                      const std::vector<me::SemaphoreRenewRequest>& requests,
                                      std::int64_t now_ms) override;
@@ -216,7 +246,7 @@ const char* kind_name(Kind k);
 struct BeliefState {
   std::int64_t fence = 0;
   std::int64_t renew_deadline = -1;  // leases: the library's own renew deadline (mono)
-  bool refencing = false;  // a deferred token is being assigned (token() in flight)
+  bool refencing = false;            // a deferred token is being assigned (token() in flight)
 };
 
 // Something that may believe it holds a key; probed by the driver after every step.
@@ -279,8 +309,9 @@ class World {
   const std::shared_ptr<me::MemoryStorage>& mem() { return mem_; }
   LockSnap snap_lock(const std::string& coll, const std::string& key);
   WriteRec write_rec(const CallCtx& c, const char* op, const std::string& uuid_before,
-                     const std::string& uuid_after, std::int64_t fence_before, std::int64_t fence_after,
-                     std::int64_t expire_before, std::int64_t expire_after);
+                     const std::string& uuid_after, std::int64_t fence_before,
+                     std::int64_t fence_after, std::int64_t expire_before,
+                     std::int64_t expire_after);
   void note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
                        const std::string& key, const LockSnap& before, const LockSnap& after,
                        const std::string& from_uuid = "");
@@ -303,7 +334,8 @@ class World {
                std::vector<std::string> tags = {});
   bool paused(int node, std::int64_t t) const;
   bool excused() const;
-  std::int64_t step_slack() const;  // sum of the server clock's steps so far (inside the assumption)
+  std::int64_t step_slack()
+      const;  // sum of the server clock's steps so far (inside the assumption)
   void check();
   bool step();
   std::exception_ptr step_error_;  // of a step run by a sim thread
@@ -331,9 +363,10 @@ class World {
   };
   // Why a minimum hold ended before acquire + min_hold (history of the lock document).
   std::vector<std::string> min_hold_tags(const MinHold& m, std::int64_t claim_server_t);
-  void min_hold_violated(const MinHold& m, const std::string& claimant, std::int64_t claim_server_t);
-  std::uint64_t begin_min_hold(const std::string& key, const std::string& uuid,
-                               std::int64_t acq, std::int64_t m);
+  void min_hold_violated(const MinHold& m, const std::string& claimant,
+                         std::int64_t claim_server_t);
+  std::uint64_t begin_min_hold(const std::string& key, const std::string& uuid, std::int64_t acq,
+                               std::int64_t m);
   void end_min_hold(std::uint64_t id, bool kept);
   void busy_until(const std::string& key, std::int64_t server_t);
   std::string uuid_for(int node, const std::string& what);
@@ -370,13 +403,13 @@ class World {
     std::int64_t max = 0;
     std::string owner;
   };
-  std::map<std::string, TokenState> tokens_;                         // exclusive keys
+  std::map<std::string, TokenState> tokens_;  // exclusive keys
   // When each (uuid, token) of a key was granted at the server (order of the writes that
   // gave a document that uuid and token): the order in which holds began.
   std::map<std::string, std::map<std::pair<std::string, std::int64_t>, std::uint64_t>> grants_;
   std::uint64_t grant_seq_ = 0;
   std::map<std::string, std::map<std::int64_t, std::string>> sem_tokens_;
-  std::map<std::string, std::deque<WriteRec>> history_;              // "coll/key"
+  std::map<std::string, std::deque<WriteRec>> history_;  // "coll/key"
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::string>> windows_won_;
   std::vector<MinHold> min_holds_;
   std::uint64_t next_min_hold_ = 1;
@@ -385,12 +418,12 @@ class World {
     std::string uuid;
   };
   std::map<std::string, std::vector<Claim>> claims_;  // successful claims of lock keys
-  std::map<std::string, std::int64_t> busy_until_;  // server time a key stays taken (min holds)
+  std::map<std::string, std::int64_t> busy_until_;    // server time a key stays taken (min holds)
   std::vector<Violation> violations_;
   std::map<std::string, std::int64_t> last_leader_seen_;
   std::vector<std::thread> actor_threads_;
   std::map<std::string, std::vector<std::string>> elector_uuids_;  // key -> uuids
-  std::vector<std::shared_ptr<void>> keep_;  // objects kept until teardown
+  std::vector<std::shared_ptr<void>> keep_;                        // objects kept until teardown
   std::uint64_t steps_ = 0;
   std::atomic<bool> probed_{false};
 };

@@ -6,8 +6,8 @@
 
 #include <chrono>
 #include <functional>
-#include <set>
 #include <iostream>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -28,9 +28,7 @@ std::unique_ptr<MongoStorage> storage_at(const std::string& uri, std::int64_t ti
   return std::make_unique<MongoStorage>(o);
 }
 
-std::string loopback_uri(int port) {
-  return "mongodb://127.0.0.1:" + std::to_string(port) + "/";
-}
+std::string loopback_uri(int port) { return "mongodb://127.0.0.1:" + std::to_string(port) + "/"; }
 
 // Runs `op`, expects StorageUnavailable within the storage's own call bound (plus
 // scheduling slack) and within `limit_ms`; returns the elapsed milliseconds.
@@ -40,8 +38,8 @@ long long expect_unavailable(const MongoStorage& s, long long limit_ms,
   EXPECT_THROW(op(), StorageUnavailable);
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-  std::cout << "  unavailable after " << ms << " ms (call bound " << s.call_bound_ms()
-            << " ms)" << std::endl;
+  std::cout << "  unavailable after " << ms << " ms (call bound " << s.call_bound_ms() << " ms)"
+            << std::endl;
   EXPECT_LE(ms, s.call_bound_ms() + 300);
   EXPECT_LE(ms, limit_ms);
   return ms;
@@ -69,7 +67,8 @@ TEST(Configuration, MalformedUrisAreInvalidArguments) {
 TEST(Configuration, BadDatabaseNamesAndTimeoutsAreInvalidArguments) {
   MongoStorageOptions o;
   o.uri = "mongodb://127.0.0.1:1/";
-  for (const std::string& db : std::vector<std::string>{"", "a.b", "a b", "a/b", "a$b", std::string(64, 'x')}) {
+  for (const std::string& db :
+       std::vector<std::string>{"", "a.b", "a b", "a/b", "a$b", std::string(64, 'x')}) {
     o.database = db;
     EXPECT_THROW(MongoStorage{o}, InvalidArgument) << db;
   }

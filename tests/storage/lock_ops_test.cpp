@@ -35,8 +35,8 @@ TEST_F(LockOps, ClaimOnAbsentKeyCreatesTheDocumentWithFenceOne) {
   ASSERT_TRUE(stored.has_value());
   std::vector<std::string> names;
   for (const auto& f : stored->raw.fields()) names.push_back(f.first);
-  const std::vector<std::string> expected{"_id",        "locked",    "host", "uuid", "pid",
-                                          "ts_created", "ts_expire", "fence"};
+  const std::vector<std::string> expected{"_id", "locked",     "host",      "uuid",
+                                          "pid", "ts_created", "ts_expire", "fence"};
   if (test_server_kind() == "ferretdb") {
     std::sort(names.begin(), names.end());
     auto sorted = expected;
@@ -110,9 +110,9 @@ TEST_F(LockOps, RenewMatchesOnlyTheUnexpiredHolderWithItsFence) {
   EXPECT_TRUE(s->renew(coll, "k", "uuid-a", 0, now + 6000, now + 16000));
   EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 16000);
 
-  EXPECT_FALSE(s->renew(coll, "k", "uuid-b", 1, now + 6000, now + 99000));  // not the holder
-  EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 2, now + 6000, now + 99000));  // stale fence
-  EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 1, now + 16000, now + 99000)); // expired (==)
+  EXPECT_FALSE(s->renew(coll, "k", "uuid-b", 1, now + 6000, now + 99000));   // not the holder
+  EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 2, now + 6000, now + 99000));   // stale fence
+  EXPECT_FALSE(s->renew(coll, "k", "uuid-a", 1, now + 16000, now + 99000));  // expired (==)
   EXPECT_FALSE(s->renew(coll, "absent", "uuid-a", 1, now, now + 99000));
   EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 16000);
 }
@@ -209,8 +209,8 @@ TEST_F(LockOps, ReleaseWithDeleteRemovesTheDocumentOnlyForTheHolder) {
 // A release names the hold (uuid AND fence): one that timed out at the client and runs
 // late at the server cannot free a newer hold of the same owner (issue #14.4).
 TEST_F(LockOps, StaleFencedReleaseDoesNotFreeANewerHold) {
-  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 1000), false));              // fence 1
-  ASSERT_TRUE(s->claim(coll, claim_by("a", now + 1000, 10000), false));      // fence 2
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 1000), false));          // fence 1
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now + 1000, 10000), false));  // fence 2
   for (bool del : {false, true}) {
     EXPECT_FALSE(s->release(coll, "k", std::string("uuid-a"), 1, now + 1500, del)) << del;
     auto doc = s->read(coll, "k");
@@ -222,7 +222,7 @@ TEST_F(LockOps, StaleFencedReleaseDoesNotFreeANewerHold) {
   EXPECT_TRUE(s->release(coll, "k", std::string("uuid-a"), 2, now + 1500, false));
   EXPECT_FALSE(s->read(coll, "k")->locked);
   // A forced release ignores the fence.
-  ASSERT_TRUE(s->claim(coll, claim_by("b", now + 2000, 10000), false));      // fence 3
+  ASSERT_TRUE(s->claim(coll, claim_by("b", now + 2000, 10000), false));  // fence 3
   EXPECT_TRUE(s->release(coll, "k", std::nullopt, 1, now + 2500, true));
   EXPECT_FALSE(s->read(coll, "k").has_value());
 }
@@ -268,8 +268,8 @@ TEST_F(LockOps, SetFenceRefusesAReleasedHold) {
 
 TEST_F(LockOps, SetFenceIsACompareAndSet) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
-  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-b", 1, now, 7));  // other uuid
-  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 2, now, 7));  // wrong old fence
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-b", 1, now, 7));      // other uuid
+  EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 2, now, 7));      // wrong old fence
   EXPECT_FALSE(s->set_fence(coll, "k", "uuid-a", 1, now - 1, 7));  // another claim's
   EXPECT_EQ(s->read(coll, "k")->fence, 1);
   EXPECT_TRUE(s->set_fence(coll, "k", "uuid-a", 1, now, 7));
@@ -287,8 +287,9 @@ TEST_F(LockOps, ReadOfAnAbsentKeyIsNullopt) {
 }
 
 TEST_F(LockOps, OddTypedDocumentsReadWithDefaults) {
-  raw().insert(coll,
-               R"({"_id": "k", "locked": "yes", "host": 5, "uuid": {"$oid": "0123456789abcdef01234567"},
+  raw().insert(
+      coll,
+      R"({"_id": "k", "locked": "yes", "host": 5, "uuid": {"$oid": "0123456789abcdef01234567"},
                    "pid": "123", "ts_created": null, "ts_expire": "tomorrow",
                    "fence": "x", "nested": {"a": 1}, "list": [1, 2], "ratio": 2.5})");
   std::optional<LockDoc> doc;
@@ -319,7 +320,8 @@ TEST_F(LockOps, OddTypedDocumentsReadWithDefaults) {
 TEST_F(LockOps, ClaimTreatsDocumentsThatReadAsNotHeldAsFree) {
   // claim's filter is the negation of LockDoc::held_at: what reads as "not held" can be
   // claimed, so a document with unusable fields cannot block its key forever.
-  const std::string future = R"({"$date": {"$numberLong": ")" + std::to_string(now + 60000) + R"("}})";
+  const std::string future =
+      R"({"$date": {"$numberLong": ")" + std::to_string(now + 60000) + R"("}})";
   raw().insert(coll, R"({"_id": "odd_expiry", "locked": true, "ts_expire": "tomorrow"})");
   raw().insert(coll, R"({"_id": "no_expiry", "locked": true})");
   raw().insert(coll, R"({"_id": "odd_locked", "locked": 1, "ts_expire": )" + future + "}");
@@ -417,10 +419,14 @@ TEST_F(LockOps, RoundTripsCountOneCommandPerOperation) {
   step("renew", [&] { ASSERT_TRUE(fresh->renew(coll, "k", "uuid-a", 1, now, now + 20000)); });
   step("read", [&] { ASSERT_TRUE(fresh->read(coll, "k")); });
   step("set_fence", [&] { ASSERT_TRUE(fresh->set_fence(coll, "k", "uuid-a", 1, now, 2)); });
-  step("release", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::string("uuid-a"), 0, now, false)); });
-  step("release (delete)", [&] { ASSERT_TRUE(fresh->release(coll, "k", std::nullopt, 0, now, true)); });
+  step("release",
+       [&] { ASSERT_TRUE(fresh->release(coll, "k", std::string("uuid-a"), 0, now, false)); });
+  step("release (delete)",
+       [&] { ASSERT_TRUE(fresh->release(coll, "k", std::nullopt, 0, now, true)); });
   step("bump_epoch", [&] { ASSERT_EQ(fresh->bump_epoch(coll, "k"), 1); });
-  step("put_status", [&] { fresh->put_status(coll + "_status", Document{{"_id", std::string("n")}}); });
+  step("put_status", [&] {
+    fresh->put_status(coll + "_status", Document{{"_id", std::string("n")}});
+  });
   // server_time_ms: the first call may need a fall-back (isMaster on servers without
   // hello); from then on it is one command.
   fresh->server_time_ms();

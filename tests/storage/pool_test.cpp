@@ -85,7 +85,7 @@ TEST(SharedClient, StoragesOutliveTheirClient) {
   auto client = test_client();
   auto store = std::make_unique<MongoStorage>(client, 1500);
   std::weak_ptr<MongoClient> weak = client;
-  client.reset();  // the C API's client_free before locker_free
+  client.reset();                // the C API's client_free before locker_free
   EXPECT_FALSE(weak.expired());  // the storage keeps it
   EXPECT_NO_THROW(store->read("pool", "k"));
   store.reset();

@@ -32,15 +32,16 @@ class RawClient {
                                      static_cast<ssize_t>(json.size()), &error);
     if (cmd == nullptr) throw std::runtime_error(std::string("bad test JSON: ") + error.message);
     bson_t reply;
-    bool ok = mongoc_client_command_simple(client_, database_.c_str(), cmd, nullptr, &reply,
-                                           &error);
+    bool ok =
+        mongoc_client_command_simple(client_, database_.c_str(), cmd, nullptr, &reply, &error);
     bson_destroy(cmd);
     char* text = bson_as_relaxed_extended_json(&reply, nullptr);
     std::string out = text ? text : "";
     bson_free(text);
     bson_destroy(&reply);
-    if (!ok) throw std::runtime_error("command failed (" + std::to_string(error.code) +
-                                      "): " + error.message);
+    if (!ok)
+      throw std::runtime_error("command failed (" + std::to_string(error.code) +
+                               "): " + error.message);
     return out;
   }
 

@@ -48,7 +48,7 @@ TEST_F(RenewMany, EachRequestIsAnsweredAloneAndOnlyRenewedHoldsChange) {
   ASSERT_TRUE(s->set_fence(coll, "refenced", "uuid-a", 1, now, 7));
   // "missing" has no document at all.
 
-  const std::vector<std::string> keys{"ok-fenced", "stolen",      "released", "expired",
+  const std::vector<std::string> keys{"ok-fenced",   "stolen",   "released", "expired",
                                       "expires-now", "refenced", "missing",  "ok-unfenced"};
   std::map<std::string, std::optional<LockDoc>> before;
   for (const auto& k : keys) before[k] = s->read(coll, k);
@@ -177,9 +177,9 @@ TEST_F(RenewMany, AThousandKeysInOneBatchAndLargerBatchesInChunks) {
       if (i) docs += ",";
       docs += R"({"_id": ")" + key_n(i) +
               R"(", "locked": true, "host": "host-a", "uuid": "uuid-a", "pid": 4242, )"
-              R"("ts_created": {"$date": {"$numberLong": ")" + std::to_string(now) +
-              R"("}}, "ts_expire": {"$date": {"$numberLong": ")" + std::to_string(now + 60000) +
-              R"("}}, "fence": {"$numberLong": "1"}})";
+              R"("ts_created": {"$date": {"$numberLong": ")" +
+              std::to_string(now) + R"("}}, "ts_expire": {"$date": {"$numberLong": ")" +
+              std::to_string(now + 60000) + R"("}}, "fence": {"$numberLong": "1"}})";
     }
     raw().insert(coll, docs);
   }
@@ -194,8 +194,8 @@ TEST_F(RenewMany, AThousandKeysInOneBatchAndLargerBatchesInChunks) {
                       .count() /
                   1000.0;
   const auto used = round_trips(*s) - rt;
-  std::cout << "  renew_many of " << max << " keys on " << s->server_info().name << ": "
-            << used << " round trips, " << ms << " ms" << std::endl;
+  std::cout << "  renew_many of " << max << " keys on " << s->server_info().name << ": " << used
+            << " round trips, " << ms << " ms" << std::endl;
   EXPECT_EQ(renewed, std::vector<bool>(max, true));
   EXPECT_EQ(used, expected_round_trips(1));
   for (std::size_t i : {std::size_t{0}, max / 2, max - 1}) {
@@ -301,12 +301,11 @@ TEST_F(RenewMany, OneStorageRenewsWhatAnotherOfItsDomainClaimed) {
   ASSERT_EQ(a->batch_domain(), b->batch_domain());
   ASSERT_TRUE(a->claim(coll, claim_by("a", now, 10000, "x"), false));
   ASSERT_TRUE(b->claim(coll, claim_by("b", now, 10000, "y"), false));
-  EXPECT_EQ(b->renew_many(coll, {{"x", "uuid-a", 1, now + 20000}, {"y", "uuid-b", 1, now + 20000}},
-                          now),
-            (std::vector<bool>{true, true}));
+  EXPECT_EQ(
+      b->renew_many(coll, {{"x", "uuid-a", 1, now + 20000}, {"y", "uuid-b", 1, now + 20000}}, now),
+      (std::vector<bool>{true, true}));
   EXPECT_EQ(a->read(coll, "x")->ts_expire->ms, now + 20000);
 }
 
 }  // namespace
 }  // namespace mongoelector::storage_test
-

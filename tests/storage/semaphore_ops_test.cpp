@@ -244,8 +244,8 @@ TEST_P(SemaphoreOps, ConcurrentClaimsOfOneVersionHaveExactlyOneWinner) {
         ++go;
         while (go.load() < kThreads) std::this_thread::yield();
         // Every thread aims at a free slot of the same version (slots 1 and 2 alternate).
-        SemaphoreClaim c = by("t" + std::to_string(i), 1 + (i + round) % 2, f, f + 1,
-                              now + 100000 * (round + 1));
+        SemaphoreClaim c =
+            by("t" + std::to_string(i), 1 + (i + round) % 2, f, f + 1, now + 100000 * (round + 1));
         if (stores[static_cast<std::size_t>(i)]->claim_semaphore(coll, c)) ++wins;
       });
     }
@@ -261,7 +261,8 @@ TEST_P(SemaphoreOps, NumbersWrittenAsInt32ByOtherClientsStillMatch) {
   const std::string slot0 =
       R"({"uuid": "uuid-a", "host": "h", "pid": 7, "fence": {"$numberLong": "4294967296"},)"
       R"( "ts_created": {"$date": {"$numberLong": "0"}},)"
-      R"( "ts_expire": {"$date": {"$numberLong": ")" + std::to_string(now + 10000) + R"("}}})";
+      R"( "ts_expire": {"$date": {"$numberLong": ")" +
+      std::to_string(now + 10000) + R"("}}})";
   const std::string empty =
       R"({"uuid": "", "host": "", "pid": 0, "fence": 0, "ts_created": {"$date": {"$numberLong": "0"}},)"
       R"( "ts_expire": {"$date": {"$numberLong": "0"}}})";
@@ -282,7 +283,8 @@ TEST_P(SemaphoreOps, NumbersWrittenAsInt32ByOtherClientsStillMatch) {
     raw_insert(document_json::encode(semaphore_doc::to_flat(d)));
   } else {
     raw_insert(R"({"_id": "pool", "limit": 2, "fence": {"$numberLong": "4294967296"},)"
-                       R"( "slots": [)" + slot0 + ", " + empty + "]}");
+               R"( "slots": [)" +
+               slot0 + ", " + empty + "]}");
   }
   SemaphoreDoc d = must_read();
   EXPECT_EQ(d.limit, 2);
@@ -323,7 +325,7 @@ TEST_P(SemaphoreOps, RenewSemaphoresRenewsEachNamedSlot) {
   ASSERT_TRUE(s->create_semaphore(coll, other));
   const std::vector<bool> r = s->renew_semaphores(
       coll,
-      {slot_renewal("pool", 0, "a", kEpoch, now + 5000),      // two slots of one key
+      {slot_renewal("pool", 0, "a", kEpoch, now + 5000),  // two slots of one key
        slot_renewal("pool", 1, "b", kEpoch + 1, now + 6000),
        slot_renewal("other", 0, "c", kEpoch, now + 7000)},
       now + 500);
@@ -339,10 +341,10 @@ TEST_P(SemaphoreOps, RenewSemaphoresNeedsSlotUuidFenceAndAnUnexpiredSlot) {
   ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now, 1000)));
   const std::vector<bool> r = s->renew_semaphores(
       coll,
-      {slot_renewal("pool", 1, "a", kEpoch, now + 5000),      // another slot
-       slot_renewal("pool", 0, "x", kEpoch, now + 5000),      // another uuid
-       slot_renewal("pool", 0, "a", kEpoch + 1, now + 5000),  // another fence
-       slot_renewal("nope", 0, "a", kEpoch, now + 5000),      // no document
+      {slot_renewal("pool", 1, "a", kEpoch, now + 5000),       // another slot
+       slot_renewal("pool", 0, "x", kEpoch, now + 5000),       // another uuid
+       slot_renewal("pool", 0, "a", kEpoch + 1, now + 5000),   // another fence
+       slot_renewal("nope", 0, "a", kEpoch, now + 5000),       // no document
        slot_renewal("pool", 1, "b", kEpoch + 1, now + 5000)},  // this one is fine
       now + 500);
   EXPECT_EQ(r, (std::vector<bool>{false, false, false, false, true}));
@@ -350,9 +352,9 @@ TEST_P(SemaphoreOps, RenewSemaphoresNeedsSlotUuidFenceAndAnUnexpiredSlot) {
   EXPECT_EQ(d.slots[0].ts_expire->ms, now + 1000) << "slot 0 untouched";
   EXPECT_EQ(d.slots[1].ts_expire->ms, now + 5000);
   // An expired slot is not revived.
-  EXPECT_EQ(s->renew_semaphores(coll, {slot_renewal("pool", 0, "a", kEpoch, now + 9000)},
-                                now + 1000),
-            std::vector<bool>{false});
+  EXPECT_EQ(
+      s->renew_semaphores(coll, {slot_renewal("pool", 0, "a", kEpoch, now + 9000)}, now + 1000),
+      std::vector<bool>{false});
   EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 1000);
 }
 
@@ -361,8 +363,9 @@ TEST_P(SemaphoreOps, RenewSemaphoresNeverLowersAnExpiry) {
   ASSERT_TRUE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch, now, now + 9000));
   // A late batch of the same hold: matched, lowers nothing, and reported renewed (the
   // slot is kept at least as long as it asked).
-  EXPECT_EQ(s->renew_semaphores(coll, {slot_renewal("pool", 0, "a", kEpoch, now + 5000)}, now + 200),
-            std::vector<bool>{true});
+  EXPECT_EQ(
+      s->renew_semaphores(coll, {slot_renewal("pool", 0, "a", kEpoch, now + 5000)}, now + 200),
+      std::vector<bool>{true});
   EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 9000);
 }
 
@@ -376,7 +379,8 @@ TEST_P(SemaphoreOps, RenewSemaphoresIsTwoRoundTripsForManySlots) {
   ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 10000)));
   std::vector<SemaphoreRenewRequest> batch{slot_renewal("pool", 0, "a", kEpoch, now + 20000)};
   for (std::int64_t i = 1; i < 3; ++i) {
-    ASSERT_TRUE(s->claim_semaphore(coll, by("s" + std::to_string(i), i, kEpoch + i - 1, kEpoch + i, now, 10000)));
+    ASSERT_TRUE(s->claim_semaphore(
+        coll, by("s" + std::to_string(i), i, kEpoch + i - 1, kEpoch + i, now, 10000)));
     batch.push_back(slot_renewal("pool", i, "s" + std::to_string(i), kEpoch + i, now + 20000));
   }
   const std::int64_t before = trips();

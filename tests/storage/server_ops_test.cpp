@@ -164,8 +164,8 @@ TEST_F(ServerOps, StatusDocumentsAreUpsertedAndListedNewestFirst) {
   EXPECT_EQ(list[0], status_doc("n2", "k", now - 1000));
 
   // Replace, not merge: a field left out disappears; a newer timestamp moves it first.
-  Document replaced{{"_id", std::string("n1")}, {"key", std::string("k")},
-                    {"timestamp", DateTime{now}}};
+  Document replaced{
+      {"_id", std::string("n1")}, {"key", std::string("k")}, {"timestamp", DateTime{now}}};
   s->put_status(coll, replaced);
   list = s->list_status(coll, "k");
   ASSERT_EQ(list.size(), 3u);
@@ -184,9 +184,9 @@ TEST_F(ServerOps, BadNamesAreInvalidArguments) {
   EXPECT_THROW(s->read("a$b", "k"), InvalidArgument);
   EXPECT_THROW(s->read(std::string("a\0b", 3), "k"), InvalidArgument);
   EXPECT_THROW(s->claim(coll, claim_by("\xff\xfe", now), false), InvalidArgument);
-  EXPECT_THROW(s->put_status(coll, Document{{"_id", std::string("n")},
-                                            {std::string("a\0b", 3), true}}),
-               InvalidArgument);
+  EXPECT_THROW(
+      s->put_status(coll, Document{{"_id", std::string("n")}, {std::string("a\0b", 3), true}}),
+      InvalidArgument);
 }
 
 }  // namespace

@@ -329,11 +329,13 @@ TEST(SqliteStorageOps, StatusRowsOlderThanTheTtlAreDeletedOnPut) {
   TempDir dir;
   auto s = open_client(dir.uri("locks.db"), "")->open_storage(1000);
   const std::int64_t now = s->server_time_ms();
-  s->put_status("st", Document{{"_id", std::string("old")}, {"key", std::string("k")},
+  s->put_status("st", Document{{"_id", std::string("old")},
+                               {"key", std::string("k")},
                                {"timestamp", DateTime{now - 60000}}});
   EXPECT_EQ(s->list_status("st", "k").size(), 1u);  // no TTL known yet: kept
   s->ensure_status_indexes("st", 30);
-  s->put_status("st", Document{{"_id", std::string("new")}, {"key", std::string("k")},
+  s->put_status("st", Document{{"_id", std::string("new")},
+                               {"key", std::string("k")},
                                {"timestamp", DateTime{now}}});
   auto list = s->list_status("st", "k");
   ASSERT_EQ(list.size(), 1u);
@@ -404,9 +406,9 @@ TEST(SqliteProcesses, WriterKilledMidTransactionLosesNothingAndBlocksNothing) {
   // While it holds the write lock, writes wait and then fail within their bound...
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(s->claim("c", LockClaim{"k", "b", "h", 2, 5000, 6000}, false), StorageUnavailable);
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count();
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_LE(waited, s->call_bound_ms());
   // ...reads are not blocked (WAL).
   EXPECT_EQ(s->read("c", "k")->fence, 1);
@@ -452,9 +454,9 @@ TEST(SqliteProcesses, ThreadsOfOneClientWaitAtMostTheirBudgetForTheConnection) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // slow now holds the connection
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(fast->read("c", "k"), StorageUnavailable);
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - t0)
-                          .count();
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_LE(waited, fast->call_bound_ms());
   ::kill(holder, SIGKILL);
   ::waitpid(holder, nullptr, 0);

@@ -89,23 +89,23 @@ inline std::unique_ptr<MongoStorage> make_storage(std::int64_t op_timeout_ms = 5
 }  // namespace mongoelector::storage_test
 
 // Any backend (the shared conformance suite).
-#define REQUIRE_TEST_BACKEND()                                                           \
-  do {                                                                                   \
-    if (!::mongoelector::storage_test::test_uri()) {                                     \
-      GTEST_SKIP() << "MONGOELECTOR_TEST_URI is not set; run with a server, e.g. "       \
-                      "tests/servers/testserver.sh run java -- ctest -L integration";    \
-    }                                                                                    \
+#define REQUIRE_TEST_BACKEND()                                                        \
+  do {                                                                                \
+    if (!::mongoelector::storage_test::test_uri()) {                                  \
+      GTEST_SKIP() << "MONGOELECTOR_TEST_URI is not set; run with a server, e.g. "    \
+                      "tests/servers/testserver.sh run java -- ctest -L integration"; \
+    }                                                                                 \
   } while (0)
 
 // A MongoDB-protocol server (tests of MongoDB-only machinery).
-#define REQUIRE_TEST_SERVER()                                                            \
-  do {                                                                                   \
-    REQUIRE_TEST_BACKEND();                                                              \
-    SKIP_ON_SQLITE("needs a MongoDB-protocol server");                                   \
+#define REQUIRE_TEST_SERVER()                          \
+  do {                                                 \
+    REQUIRE_TEST_BACKEND();                            \
+    SKIP_ON_SQLITE("needs a MongoDB-protocol server"); \
   } while (0)
 
-#define SKIP_ON_SQLITE(why)                                                              \
-  do {                                                                                   \
-    if (::mongoelector::storage_test::sqlite_backend())                                  \
-      GTEST_SKIP() << "MongoDB-specific (" << why << "); the backend is SQLite";         \
+#define SKIP_ON_SQLITE(why)                                                      \
+  do {                                                                           \
+    if (::mongoelector::storage_test::sqlite_backend())                          \
+      GTEST_SKIP() << "MongoDB-specific (" << why << "); the backend is SQLite"; \
   } while (0)

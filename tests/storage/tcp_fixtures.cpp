@@ -125,7 +125,8 @@ void FreezableProxy::run() {
       const pollfd& c = fds[1 + 2 * i];
       const pollfd& s = fds[2 + 2 * i];
       bool ok = true;
-      if (c.revents & (POLLIN | POLLHUP | POLLERR)) ok = pump(pairs_[i].client, pairs_[i].server, true);
+      if (c.revents & (POLLIN | POLLHUP | POLLERR))
+        ok = pump(pairs_[i].client, pairs_[i].server, true);
       if (ok && (s.revents & (POLLIN | POLLHUP | POLLERR))) {
         ok = pump(pairs_[i].server, pairs_[i].client, false);
       }

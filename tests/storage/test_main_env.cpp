@@ -27,8 +27,9 @@ class SuiteEnvironment : public ::testing::Environment {
       if (r.level >= LogLevel::Warning) std::cerr << "[log] " << r.message << "\n";
     });
     if (auto uri = test_uri()) {
-      std::cout << "storage conformance: server " << *uri << " (MONGOELECTOR_TEST_SERVER="
-                << test_server_kind() << "), database " << test_database() << std::endl;
+      std::cout << "storage conformance: server " << *uri
+                << " (MONGOELECTOR_TEST_SERVER=" << test_server_kind() << "), database "
+                << test_database() << std::endl;
     }
   }
   void TearDown() override {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "renewer_steps.h"
 #include "lease/keepalive.h"
 #include "lease/lease.h"
+#include "renewer_steps.h"
 #include "server_clock.h"
 
 using namespace mongoelector;
@@ -50,7 +50,9 @@ class BatchedRenewalTest : public CoreTest {
     leases.push_back(KeepAliveLease::acquire(l, o, renewer.get()));
     return *leases.back();
   }
-  void step(std::int64_t limit = INT64_MAX) { mongoelector::testing::step_renewer(*clock, *renewer, limit); }
+  void step(std::int64_t limit = INT64_MAX) {
+    mongoelector::testing::step_renewer(*clock, *renewer, limit);
+  }
   void run_for(std::int64_t ms) { mongoelector::testing::run_renewer_for(*clock, *renewer, ms); }
   std::unique_ptr<Locker> thief(const std::string& key) { return make_locker("thief", 15, key); }
 
@@ -98,9 +100,9 @@ TEST_F(BatchedRenewalTest, APartialBatchRenewsExactlyTheHoldsStillOurs) {
   // ts_expire pushed back to now: expired at the server, still naming our uuid and fence.
   ASSERT_TRUE(storage->set_expiry("mongolocker", "expired", "uuid-me-expired",
                                   by_key["expired"]->fence(), now - 1, now));
-  ASSERT_TRUE(storage->set_fence("mongolocker", "refenced", "uuid-me-refenced",
-                                 by_key["refenced"]->fence(), storage->read("mongolocker", "refenced")->ts_created->ms,
-                                 by_key["refenced"]->fence() + 7));
+  ASSERT_TRUE(storage->set_fence(
+      "mongolocker", "refenced", "uuid-me-refenced", by_key["refenced"]->fence(),
+      storage->read("mongolocker", "refenced")->ts_created->ms, by_key["refenced"]->fence() + 7));
 
   const std::int64_t rt = storage->round_trips();
   step();  // one batch carries all six
@@ -167,7 +169,8 @@ TEST_F(BatchedRenewalTest, AHungBatchLosesEachLeaseAtItsOwnDeadline) {
   // deadline: not before, not later.
   for (std::size_t i = 0; i < 3; ++i) {
     clock->advance(deadlines[i] - 1 - clock->mono_ms());
-    for (std::size_t j = i; j < 3; ++j) EXPECT_FALSE(leases[j]->lost()) << j << " before its deadline";
+    for (std::size_t j = i; j < 3; ++j)
+      EXPECT_FALSE(leases[j]->lost()) << j << " before its deadline";
     clock->advance(1);
     EXPECT_TRUE(leases[i]->lost()) << i << " at its deadline";
     for (std::size_t j = i + 1; j < 3; ++j) EXPECT_FALSE(leases[j]->lost()) << j;
@@ -244,7 +247,8 @@ TEST_F(BatchedRenewalTest, LockersOfOneClientShareOneClockSample) {
   auto board = std::make_shared<ClockSampleBoard>();
   storage->set_clock_sample_board(board);
   std::vector<std::unique_ptr<Locker>> lockers;
-  for (int i = 0; i < 50; ++i) lockers.push_back(make_locker("s" + std::to_string(i), 15, "s" + std::to_string(i)));
+  for (int i = 0; i < 50; ++i)
+    lockers.push_back(make_locker("s" + std::to_string(i), 15, "s" + std::to_string(i)));
   const std::int64_t rt = storage->round_trips();
   for (auto& l : lockers) l->refresh_clock();
   EXPECT_EQ(storage->round_trips() - rt, 1) << "one hello for fifty lockers";

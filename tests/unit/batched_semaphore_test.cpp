@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "renewer_steps.h"
 #include "lease/keepalive.h"
 #include "lease/lease.h"
+#include "renewer_steps.h"
 #include "semaphore/semaphore.h"
 #include "semaphore/semaphore_doc.h"
 #include "server_clock.h"
@@ -60,8 +60,8 @@ class CountingStorage final : public Storage {
              std::int64_t now, std::int64_t e) override {
     return count("renew"), m_->renew(c, k, u, f, now, e);
   }
-  bool set_expiry(const std::string& c, const std::string& k, const std::string& u,
-                  std::int64_t f, std::int64_t now, std::int64_t e) override {
+  bool set_expiry(const std::string& c, const std::string& k, const std::string& u, std::int64_t f,
+                  std::int64_t now, std::int64_t e) override {
     return count("set_expiry"), m_->set_expiry(c, k, u, f, now, e);
   }
   std::vector<bool> renew_many(const std::string& c, const std::vector<RenewRequest>& r,
@@ -69,7 +69,9 @@ class CountingStorage final : public Storage {
     return count("renew_many"), m_->renew_many(c, r, now);
   }
   const void* batch_domain() const override { return m_->batch_domain(); }
-  std::shared_ptr<ClockSampleBoard> clock_sample_board() override { return m_->clock_sample_board(); }
+  std::shared_ptr<ClockSampleBoard> clock_sample_board() override {
+    return m_->clock_sample_board();
+  }
   std::size_t max_renew_batch() const override { return m_->max_renew_batch(); }
   bool release(const std::string& c, const std::string& k, const std::optional<std::string>& u,
                std::int64_t f, std::int64_t now, bool del) override {
@@ -136,15 +138,17 @@ class BatchedSemaphoreTest : public CoreTest {
     o.key = key;
     o.limit = limit;
     o.ttl_s = ttl_s;
-    return keep(std::make_shared<Semaphore>(counting, o, clock, Identity{"uuid-" + name, "host-" + name, 100}),
+    return keep(std::make_shared<Semaphore>(counting, o, clock,
+                                            Identity{"uuid-" + name, "host-" + name, 100}),
                 name);
   }
   KeepAliveLease& hold_lock(const std::string& key, double ttl_s = 15) {
     LockerOptions o;
     o.key = key;
     o.ttl_s = ttl_s;
-    return keep(std::make_shared<Locker>(counting, o, clock, Identity{"uuid-" + key, "host-" + key, 100}),
-                key);
+    return keep(
+        std::make_shared<Locker>(counting, o, clock, Identity{"uuid-" + key, "host-" + key, 100}),
+        key);
   }
   // Keeps `holder`'s hold alive (acquired now, not blocking); its loss is noted as `name`.
   template <class Holder>
@@ -155,7 +159,9 @@ class BatchedSemaphoreTest : public CoreTest {
     leases.push_back(KeepAliveLease::acquire(std::move(holder), ko, renewer.get()));
     return *leases.back();
   }
-  void step(std::int64_t limit = INT64_MAX) { mongoelector::testing::step_renewer(*clock, *renewer, limit); }
+  void step(std::int64_t limit = INT64_MAX) {
+    mongoelector::testing::step_renewer(*clock, *renewer, limit);
+  }
   void run_for(std::int64_t ms) { mongoelector::testing::run_renewer_for(*clock, *renewer, ms); }
   // Storage commands over 12 renew intervals (5 s each, ttl 15 s) of 1,000 leases
   // acquired over 4 s, after a first round that aligns them.
@@ -192,8 +198,9 @@ TEST_F(BatchedSemaphoreTest, AThousandSlotsCostAsFewCommandsAsAThousandLocks) {
   leases.clear();
   counting->calls.clear();
   const std::int64_t slots = commands_for_1000(true);
-  std::printf("commands per 12 renew intervals: 1000 lock leases %lld, 1000 semaphore leases %lld\n",
-              static_cast<long long>(locks), static_cast<long long>(slots));
+  std::printf(
+      "commands per 12 renew intervals: 1000 lock leases %lld, 1000 semaphore leases %lld\n",
+      static_cast<long long>(locks), static_cast<long long>(slots));
   EXPECT_TRUE(lost.empty());
   EXPECT_GE(slots, 11) << "still renewing";
   EXPECT_LE(slots, 2 * 12) << "about one batch per interval, not 1000 renewals";
@@ -216,7 +223,9 @@ TEST_F(BatchedSemaphoreTest, ASlotTakenInABatchIsLostTheOthersRenewed) {
   hold_lock("l1", 6);
   hold_lock("l2", 6);
   std::map<std::string, std::int64_t> deadline;
-  for (auto& l : leases) deadline[l->semaphore() ? l->semaphore()->identity().uuid : l->locker()->key()] = l->renew_deadline_mono();
+  for (auto& l : leases)
+    deadline[l->semaphore() ? l->semaphore()->identity().uuid : l->locker()->key()] =
+        l->renew_deadline_mono();
 
   // Behind the leases' backs: a2's slot is emptied and taken by a thief; b1's released.
   KeepAliveLease* a2 = leases[2].get();

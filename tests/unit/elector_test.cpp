@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "election/elector.h"
@@ -87,7 +87,7 @@ TEST_F(ElectorTest, CutOffLeaderStepsDownBeforeAnyoneCanTakeOver) {
 
   storage->set_unavailable(true);  // a is cut off from the database
   clock->advance(4000);
-  a->poll();                       // renewal fails, but the deadline is still ahead
+  a->poll();  // renewal fails, but the deadline is still ahead
   EXPECT_TRUE(a->is_leader());
   EXPECT_LE(a->next_poll_mono() - clock->mono_ms(), 1000);  // retries soon
 

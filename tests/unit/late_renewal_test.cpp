@@ -75,7 +75,7 @@ TEST_F(LateRenewalTest, ALeaderKeepsItsLockWhenAnOlderRenewalLandsLate) {
   ASSERT_TRUE(a->is_leader());
   const std::int64_t deadline = *a->renew_deadline_mono();
   ASSERT_GT(deadline, start + 12000);
-  ASSERT_EQ(storage->land_stalled(), 1);  // R1 lands now
+  ASSERT_EQ(storage->land_stalled(), 1);             // R1 lands now
   clock->advance(start + 12000 - clock->mono_ms());  // R1's expiry, before a's deadline
   ASSERT_TRUE(a->is_leader());
   b->poll();
@@ -149,8 +149,9 @@ TEST_F(LateRenewalTest, MemoryRenewalsAreMonotonicAndSetExpiryIsExact) {
   EXPECT_TRUE(storage->renew("c", "k", "u", 1, now, now + 20000));
   EXPECT_TRUE(storage->renew("c", "k", "u", 1, now, now + 15000)) << "matched: still ours";
   EXPECT_EQ(expiry("k", "c"), now + 20000);
-  EXPECT_EQ(storage->renew_many("c", {{"k", "u", 1, now + 12000}, {"k2", "u", 1, now + 12000}}, now),
-            (std::vector<bool>{true, false}));
+  EXPECT_EQ(
+      storage->renew_many("c", {{"k", "u", 1, now + 12000}, {"k2", "u", 1, now + 12000}}, now),
+      (std::vector<bool>{true, false}));
   EXPECT_EQ(expiry("k", "c"), now + 20000);
   EXPECT_FALSE(storage->set_expiry("c", "k", "u", 2, now, now + 5000)) << "another hold";
   EXPECT_TRUE(storage->set_expiry("c", "k", "u", 1, now, now + 5000));

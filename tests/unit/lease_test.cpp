@@ -123,7 +123,8 @@ TEST_F(LeaseTest, LossAtTheDeadlineWhenTheStorageIsDown) {
   const std::int64_t lease_end = lease_start + 6000;
   while (renewer->next_due() && clock->mono_ms() < lease_end) {
     step();
-    ASSERT_TRUE(a->has_stranded() || clock->mono_ms() >= lease_end) << "released before the lease end";
+    ASSERT_TRUE(a->has_stranded() || clock->mono_ms() >= lease_end)
+        << "released before the lease end";
   }
   EXPECT_EQ(clock->mono_ms(), lease_end);
   EXPECT_TRUE(lease->lost()) << "loss is final";
@@ -190,9 +191,9 @@ TEST_F(LeaseTest, LossWhenTheLockIsTaken) {
   auto lease = hold(a, [&] { lost_on.push_back(std::this_thread::get_id()); });
   auto tb = b->try_acquire(/*force=*/true);
   ASSERT_TRUE(tb.has_value());
-  step();                // the renewal finds the lock taken...
+  step();  // the renewal finds the lock taken...
   EXPECT_TRUE(lost_on.empty()) << "announced on the timer's thread, not the renewer's";
-  clock->advance(0);     // ...and the timer announces it at once
+  clock->advance(0);  // ...and the timer announces it at once
   EXPECT_TRUE(lease->lost());
   ASSERT_EQ(lost_on.size(), 1u);
   step();

@@ -100,10 +100,10 @@ void lost_at_its_deadline_while_another_callback_blocks(ManualClock& clock, Memo
   const bool entered = blocker.entered.get_future().wait_for(10s) == std::future_status::ready;
   EXPECT_TRUE(entered) << "A's on_lost never ran";
   EXPECT_GE(clock.mono_ms(), deadline);
-  EXPECT_TRUE(b.lost()) << "B still reads held after its renew deadline, because A's on_lost blocks";
+  EXPECT_TRUE(b.lost())
+      << "B still reads held after its renew deadline, because A's on_lost blocks";
   EXPECT_TRUE(b.wait_lost(0));
-  EXPECT_TRUE(eventually([&] { return b_calls.load() == 1; }))
-      << "B's on_lost waits behind A's";
+  EXPECT_TRUE(eventually([&] { return b_calls.load() == 1; })) << "B's on_lost waits behind A's";
   blocker.go.set_value();
   mover.join();
   storage.set_unavailable(false);
@@ -176,9 +176,12 @@ void child_sees_the_inherited_lease_lost(Lease& lease) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     int code = 0;
-    if (lease.lost()) code = 2;                      // lost at once: not a test of the deadline
-    else if (!lease.wait_lost(5000)) code = 3;       // never lost: the timer's flag is gone
-    else if (!lease.lost()) code = 4;
+    if (lease.lost())
+      code = 2;  // lost at once: not a test of the deadline
+    else if (!lease.wait_lost(5000))
+      code = 3;  // never lost: the timer's flag is gone
+    else if (!lease.lost())
+      code = 4;
     _exit(code);
   }
   int status = 0;

@@ -33,16 +33,19 @@ TEST_F(MetricsTest, AcquireOutcomesAndLatency) {
   EXPECT_ANY_THROW(b->acquire(false));
   storage->set_unavailable(false);
   const auto after = metrics::snapshot();
-  EXPECT_EQ(outcome(after, AcquireOutcome::Acquired) - outcome(before, AcquireOutcome::Acquired), 1u);
+  EXPECT_EQ(outcome(after, AcquireOutcome::Acquired) - outcome(before, AcquireOutcome::Acquired),
+            1u);
   EXPECT_EQ(outcome(after, AcquireOutcome::Held) - outcome(before, AcquireOutcome::Held), 1u);
   EXPECT_EQ(outcome(after, AcquireOutcome::Timeout) - outcome(before, AcquireOutcome::Timeout), 1u);
-  EXPECT_EQ(outcome(after, AcquireOutcome::Cancelled) - outcome(before, AcquireOutcome::Cancelled), 1u);
+  EXPECT_EQ(outcome(after, AcquireOutcome::Cancelled) - outcome(before, AcquireOutcome::Cancelled),
+            1u);
   EXPECT_EQ(outcome(after, AcquireOutcome::Error) - outcome(before, AcquireOutcome::Error), 1u);
   EXPECT_EQ(after.acquire_latency_count - before.acquire_latency_count, 5u);
   const auto& bounds = metrics::latency_bounds();
   std::size_t bucket_2_5 = 0;
   while (bounds[bucket_2_5] < 2.5) ++bucket_2_5;
-  EXPECT_EQ(after.acquire_latency_buckets[bucket_2_5] - before.acquire_latency_buckets[bucket_2_5], 1u);
+  EXPECT_EQ(after.acquire_latency_buckets[bucket_2_5] - before.acquire_latency_buckets[bucket_2_5],
+            1u);
   // A difference of two large process-wide sums (in s, from integer us): not exact.
   EXPECT_GE(after.acquire_latency_sum_s - before.acquire_latency_sum_s, 2.0 - 1e-6);
   EXPECT_GT(after.round_trips, before.round_trips);

@@ -208,10 +208,14 @@ TEST_F(ObserverTest, ATargetWhoseClockEstimateIsBehindStillShowsAsLeading) {
 TEST_F(ObserverTest, AClaimWithoutItsTokenYetIsNoLeaderButAnOriginalNodeLeads) {
   auto obs = observer();
   const std::int64_t now = server_now();
-  Document doc{{"_id", "svc"},          {"locked", true},
-               {"uuid", "uuid-x"},      {"host", "host-x"},
-               {"pid", std::int64_t{3}}, {"ts_created", DateTime{now}},
-               {"ts_expire", DateTime{now + 5000}}, {"fence", std::int64_t{1}}};
+  Document doc{{"_id", "svc"},
+               {"locked", true},
+               {"uuid", "uuid-x"},
+               {"host", "host-x"},
+               {"pid", std::int64_t{3}},
+               {"ts_created", DateTime{now}},
+               {"ts_expire", DateTime{now + 5000}},
+               {"fence", std::int64_t{1}}};
   storage->put_lock("elector.locks", doc);
   auto s = obs->read();
   EXPECT_EQ(s.status, LeaderStatus::kNone);

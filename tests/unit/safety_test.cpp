@@ -143,8 +143,10 @@ TEST_F(SafetyTest, RenewalBudgetCountsTheClockRefreshAsACall) {
   ASSERT_GT(clock->mono_ms() - t0, 60000) << "the sample must be stale now";
   std::int64_t last_end = 0;
   storage->set_fault_hook([&](const std::string&, bool applied) {
-    if (!applied) clock->advance(2000);  // every call takes its full bound
-    else last_end = std::max(last_end, clock->mono_ms());
+    if (!applied)
+      clock->advance(2000);  // every call takes its full bound
+    else
+      last_end = std::max(last_end, clock->mono_ms());
   });
   a->poll();
   EXPECT_LE(last_end, deadline) << "a call ran past the renew deadline";
@@ -260,8 +262,8 @@ TEST_F(SafetyTest, ElectorNeverRetakesAHoldWhoseReleaseMayLandLate) {
   EXPECT_GT(a->locker().fence(), t1) << "the old hold was taken back with its fence";
   storage->land_stalled();  // the old release runs at the server now
   b->poll();
-  EXPECT_FALSE(b->is_leader() && a->is_leader()) << "two leaders: the late release freed "
-                                                 << a->locker().fence();
+  EXPECT_FALSE(b->is_leader() && a->is_leader())
+      << "two leaders: the late release freed " << a->locker().fence();
 }
 
 // ---------------------------------------------------------------- #14.5 -----

@@ -41,8 +41,8 @@ class NonAtomic final : public Storage {
   std::int64_t bump_epoch(const std::string& c, const std::string& k) override {
     return s_->bump_epoch(c, k);
   }
-  bool set_fence(const std::string& c, const std::string& k, const std::string& u,
-                 std::int64_t o, std::int64_t cr, std::int64_t n) override {
+  bool set_fence(const std::string& c, const std::string& k, const std::string& u, std::int64_t o,
+                 std::int64_t cr, std::int64_t n) override {
     return s_->set_fence(c, k, u, o, cr, n);
   }
   bool renew(const std::string& c, const std::string& k, const std::string& u, std::int64_t f,
@@ -88,8 +88,8 @@ class NonAtomic final : public Storage {
 
 class SemaphoreTest : public CoreTest {
  protected:
-  std::shared_ptr<Semaphore> sem(const std::string& name, std::int64_t limit = 3,
-                                 double ttl_s = 10, const std::string& key = "pool") {
+  std::shared_ptr<Semaphore> sem(const std::string& name, std::int64_t limit = 3, double ttl_s = 10,
+                                 const std::string& key = "pool") {
     SemaphoreOptions o;
     o.key = key;
     o.limit = limit;
@@ -116,8 +116,9 @@ class SemaphoreTest : public CoreTest {
   int held_slots(std::int64_t at_ms) {
     auto d = doc();
     if (!d) return 0;
-    return static_cast<int>(std::count_if(d->slots.begin(), d->slots.end(),
-                                          [&](const SemaphoreSlot& s) { return s.held_at(at_ms); }));
+    return static_cast<int>(
+        std::count_if(d->slots.begin(), d->slots.end(),
+                      [&](const SemaphoreSlot& s) { return s.held_at(at_ms); }));
   }
 };
 
@@ -222,9 +223,11 @@ TEST_F(SemaphoreTest, TokensStrictlyIncreaseAcrossSlotsReleasesExpiriesAndDeleti
     const int kind = (i * 7 + i / 3) % 4;
     ++kinds[kind];
     if (who->hold()) who->release();
-    if (kind == 1) clock->advance(1100);                          // everything expired
-    if (kind == 2) storage->delete_semaphore(kColl, "pool");      // a user deleted it
-    if (kind == 3) for (auto& o : s) if (o != who && o->hold()) o->release();
+    if (kind == 1) clock->advance(1100);                      // everything expired
+    if (kind == 2) storage->delete_semaphore(kColl, "pool");  // a user deleted it
+    if (kind == 3)
+      for (auto& o : s)
+        if (o != who && o->hold()) o->release();
     const std::int64_t token = who->acquire(true, 5.0, 0.05);
     ASSERT_GT(token, last) << "acquisition " << i << " kind " << kind;
     last = token;
@@ -257,8 +260,7 @@ TEST_F(SemaphoreTest, RoundTripsPerAcquire) {
                                              "create_semaphore"}));
   a->release();
   // Uncontended, with the copy of its own last write: ONE round trip.
-  EXPECT_EQ(ops_during([&] { a->acquire(false); }),
-            (std::vector<std::string>{"claim_semaphore"}));
+  EXPECT_EQ(ops_during([&] { a->acquire(false); }), (std::vector<std::string>{"claim_semaphore"}));
   EXPECT_EQ(ops_during([&] { a->release(); }), (std::vector<std::string>{"release_semaphore"}));
   // A new instance (no copy): read + compare-and-set (plus its one-off server check).
   EXPECT_EQ(ops_during([&] { b->acquire(false); }),

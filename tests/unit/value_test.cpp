@@ -3,8 +3,8 @@
 #include "exceptions.h"
 #include "identity.h"
 #include "storage.h"
-#include "value.h"
 #include "storage/mongo_storage.h"
+#include "value.h"
 
 using namespace mongoelector;
 
@@ -22,8 +22,10 @@ TEST(Document, SetGetKeepsOrderAndTypes) {
 }
 
 TEST(LockDoc, OddTypesTakeDefaults) {
-  Document raw{{"_id", std::string("k")}, {"locked", std::string("yes")},
-               {"ts_expire", std::string("tomorrow")}, {"pid", std::string("12")}};
+  Document raw{{"_id", std::string("k")},
+               {"locked", std::string("yes")},
+               {"ts_expire", std::string("tomorrow")},
+               {"pid", std::string("12")}};
   LockDoc d = LockDoc::from_document(raw);
   EXPECT_FALSE(d.locked);
   EXPECT_FALSE(d.ts_expire);

@@ -24,10 +24,11 @@ extern "C" {
  * per-call timeout). *out is owned by the caller: mongoelector_cancel_token_free(). */
 MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_new(mongoelector_cancel_token **out);
 /* Cancels. Any thread, any number of times, until the token is freed. */
-MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_cancel(mongoelector_cancel_token *token);
+MONGOELECTOR_API mongoelector_status
+mongoelector_cancel_token_cancel(mongoelector_cancel_token *token);
 /* *out = 1 once cancelled. Any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_cancel_token_is_cancelled(mongoelector_cancel_token *token,
-                                                                           int *out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_cancel_token_is_cancelled(mongoelector_cancel_token *token, int *out);
 /* Frees the token. NULL ok. Only after every call given the token has returned and no
  * thread will cancel it any more. */
 MONGOELECTOR_API void mongoelector_cancel_token_free(mongoelector_cancel_token *token);

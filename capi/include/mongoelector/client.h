@@ -46,9 +46,8 @@ MONGOELECTOR_API void mongoelector_client_free(mongoelector_client *client);
  * "mongo-java-server", "SQLite") and version. One round trip the first time; the answer
  * is remembered by the client. *name_out and *version_out are copies owned by the caller
  * (mongoelector_free()). Any thread, concurrently. */
-MONGOELECTOR_API mongoelector_status mongoelector_client_server_info_copy(mongoelector_client *client,
-                                                                          char **name_out,
-                                                                          char **version_out);
+MONGOELECTOR_API mongoelector_status mongoelector_client_server_info_copy(
+    mongoelector_client *client, char **name_out, char **version_out);
 
 #ifdef __cplusplus
 }

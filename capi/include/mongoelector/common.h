@@ -28,8 +28,9 @@ extern "C" {
 #define MONGOELECTOR_VERSION_PATCH 0
 #define MONGOELECTOR_VERSION_STRING "1.1.0"
 /* major * 10000 + minor * 100 + patch */
-#define MONGOELECTOR_VERSION_NUMBER \
-  (MONGOELECTOR_VERSION_MAJOR * 10000 + MONGOELECTOR_VERSION_MINOR * 100 + MONGOELECTOR_VERSION_PATCH)
+#define MONGOELECTOR_VERSION_NUMBER                                        \
+  (MONGOELECTOR_VERSION_MAJOR * 10000 + MONGOELECTOR_VERSION_MINOR * 100 + \
+   MONGOELECTOR_VERSION_PATCH)
 
 typedef enum mongoelector_status {
   MONGOELECTOR_OK = 0,
@@ -85,14 +86,14 @@ MONGOELECTOR_API void mongoelector_free(void *ptr);
  * by the library, valid until the next call into the library from this thread. */
 #define MONGOELECTOR_ERROR_INFO_VERSION 1
 typedef struct mongoelector_error_info {
-  uint32_t version;            /* set by the caller */
-  mongoelector_status status;  /* of the last failed call; MONGOELECTOR_OK if none */
-  const char *message;         /* as mongoelector_last_error() */
+  uint32_t version;           /* set by the caller */
+  mongoelector_status status; /* of the last failed call; MONGOELECTOR_OK if none */
+  const char *message;        /* as mongoelector_last_error() */
   /* The backend's error code: a MongoDB server code (11000, 13, 18, 50, ...), an SQLite
    * extended result code; 0 when the failure has none (no answer, a bad argument). */
   int32_t code;
-  const char *code_name;       /* MongoDB's codeName ("Unauthorized"), "" if none */
-  const char *const *labels;   /* MongoDB's errorLabels, label_count of them */
+  const char *code_name;     /* MongoDB's codeName ("Unauthorized"), "" if none */
+  const char *const *labels; /* MongoDB's errorLabels, label_count of them */
   size_t label_count;
 } mongoelector_error_info;
 MONGOELECTOR_API mongoelector_status mongoelector_last_error_info(mongoelector_error_info *out);

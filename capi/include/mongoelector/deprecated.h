@@ -7,12 +7,12 @@
 #ifndef MONGOELECTOR_DEPRECATED_H
 #define MONGOELECTOR_DEPRECATED_H
 
-#include "common.h"
-#include "log.h"
 #include "client.h"
-#include "locker.h"
+#include "common.h"
 #include "elector.h"
 #include "lease.h"
+#include "locker.h"
+#include "log.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,13 +55,13 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_server_info(mongoelecto
 /* Successor: mongoelector_locker_config and mongoelector_locker_new_with. */
 #define MONGOELECTOR_LOCKER_OPTIONS_VERSION 1
 typedef struct mongoelector_locker_options {
-  uint32_t version;           /* MONGOELECTOR_LOCKER_OPTIONS_VERSION */
-  const char *collection;     /* NULL: "mongolocker" */
-  double ttl_seconds;         /* default 600; must be > 0 and finite */
-  int timeparanoid;           /* default 1: check the host clock before acquiring */
-  double max_offset_seconds;  /* default 0.5 */
-  int delete_on_release;      /* default 0: see README, "Mixed fleets" */
-  int allow_unsafe_server;    /* default 0: refuse servers with non-atomic findAndModify */
+  uint32_t version;          /* MONGOELECTOR_LOCKER_OPTIONS_VERSION */
+  const char *collection;    /* NULL: "mongolocker" */
+  double ttl_seconds;        /* default 600; must be > 0 and finite */
+  int timeparanoid;          /* default 1: check the host clock before acquiring */
+  double max_offset_seconds; /* default 0.5 */
+  int delete_on_release;     /* default 0: see README, "Mixed fleets" */
+  int allow_unsafe_server;   /* default 0: refuse servers with non-atomic findAndModify */
 } mongoelector_locker_options;
 
 /* Sets version and defaults. Any thread. */
@@ -72,10 +72,9 @@ MONGOELECTOR_API void mongoelector_locker_options_init(mongoelector_locker_optio
  * rejects TTL indexes is tolerated with a logged warning). *out is owned by the caller:
  * mongoelector_locker_free(). A locker may be used from several threads; calls on it
  * are serialised except mongoelector_locker_cancel(). */
-MONGOELECTOR_API mongoelector_status mongoelector_locker_new(mongoelector_client *client,
-                                                             const char *key,
-                                                             const mongoelector_locker_options *options,
-                                                             mongoelector_locker **out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_new(mongoelector_client *client, const char *key,
+                        const mongoelector_locker_options *options, mongoelector_locker **out);
 
 /* Successors: mongoelector_locker_acquire_with (per-call cancel token, the wait does not
  * hold the locker) and mongoelector_cancel_token.
@@ -100,12 +99,12 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_cancel(mongoelector_loc
 /* Successor: mongoelector_locker_current_details (whole strings, room to grow).
  * The current, unexpired lock document of the key. */
 typedef struct mongoelector_lock_info {
-  char uuid[64];       /* holder's uuid, NUL-terminated (truncated if longer) */
-  char host[256];      /* holder's host, NUL-terminated (truncated if longer) */
+  char uuid[64];  /* holder's uuid, NUL-terminated (truncated if longer) */
+  char host[256]; /* holder's host, NUL-terminated (truncated if longer) */
   int64_t pid;
-  int64_t created_ms;  /* server time */
-  int64_t expire_ms;   /* server time */
-  int64_t fence;       /* 0 if written by a node without fencing (original schema) */
+  int64_t created_ms; /* server time */
+  int64_t expire_ms;  /* server time */
+  int64_t fence;      /* 0 if written by a node without fencing (original schema) */
 } mongoelector_lock_info;
 /* *found_out = 1 and *out filled when the key is held; *found_out = 0 otherwise. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_current(mongoelector_locker *locker,
@@ -132,20 +131,19 @@ MONGOELECTOR_API void mongoelector_elector_options_init(mongoelector_elector_opt
 
 /* Creates an elector for `key` (collections "elector.locks" and
  * "elector.leader_status"). *out is owned by the caller: mongoelector_elector_free(). */
-MONGOELECTOR_API mongoelector_status mongoelector_elector_new(mongoelector_client *client,
-                                                              const char *key,
-                                                              const mongoelector_elector_options *options,
-                                                              mongoelector_elector **out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_new(mongoelector_client *client, const char *key,
+                         const mongoelector_elector_options *options, mongoelector_elector **out);
 
 /* ---- Keep-alive lease -------------------------------------------------------------- */
 
 /* Successor: mongoelector_lease_acquire_with (mongoelector_acquire_options, cancel token). */
 #define MONGOELECTOR_LEASE_OPTIONS_VERSION 1
 typedef struct mongoelector_lease_options {
-  uint32_t version;                 /* MONGOELECTOR_LEASE_OPTIONS_VERSION */
-  int blocking;                     /* default 1: wait for the lock */
-  double timeout_seconds;           /* default -1 (none); blocking only */
-  double step_seconds;              /* default 0.25: retry interval while waiting */
+  uint32_t version;                   /* MONGOELECTOR_LEASE_OPTIONS_VERSION */
+  int blocking;                       /* default 1: wait for the lock */
+  double timeout_seconds;             /* default -1 (none); blocking only */
+  double step_seconds;                /* default 0.25: retry interval while waiting */
   mongoelector_lease_lost_fn on_lost; /* NULL: none */
   void *user_data;
 } mongoelector_lease_options;
@@ -159,9 +157,9 @@ MONGOELECTOR_API void mongoelector_lease_options_init(mongoelector_lease_options
  * caller: mongoelector_lease_free(). While the lease lives, do not acquire, release or
  * touch through the locker yourself (fence, uuid, current, locked and owned are fine).
  * Any thread; a lease may be queried from several threads. */
-MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire(mongoelector_locker *locker,
-                                                                const mongoelector_lease_options *options,
-                                                                mongoelector_lease **out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_lease_acquire(mongoelector_locker *locker, const mongoelector_lease_options *options,
+                           mongoelector_lease **out);
 
 #ifdef __cplusplus
 }

@@ -37,8 +37,8 @@ typedef void (*mongoelector_callback_fn)(void *user_data);
  * program compiled against it keeps working (the fields it lacks take their defaults). */
 #define MONGOELECTOR_ELECTOR_CONFIG_VERSION 2
 typedef struct mongoelector_elector_config {
-  uint32_t version;                        /* as passed to mongoelector_elector_config_init */
-  double ttl_seconds;                      /* > 0 and finite */
+  uint32_t version;   /* as passed to mongoelector_elector_config_init */
+  double ttl_seconds; /* > 0 and finite */
   int report_status;
   const char *app_version;                 /* NULL: none; copied */
   mongoelector_callback_fn on_leader;      /* NULL: none */
@@ -46,7 +46,7 @@ typedef struct mongoelector_elector_config {
   mongoelector_callback_fn on_loop;        /* NULL: none; after each poll */
   void *user_data;                         /* passed to the three callbacks */
   int delete_on_release;
-  double op_timeout_seconds;               /* as in mongoelector_locker_config */
+  double op_timeout_seconds; /* as in mongoelector_locker_config */
   /* Version 2. While another node leads, a follower reads the lock document every this
    * many seconds (one read, no write), so that a resign or transfer elsewhere is noticed
    * within about that (README, "Graceful handover"). < 0: ttl/4 (the default, -1);
@@ -56,15 +56,14 @@ typedef struct mongoelector_elector_config {
 } mongoelector_elector_config;
 
 /* Sets version and defaults (version: 1 .. MONGOELECTOR_ELECTOR_CONFIG_VERSION). */
-MONGOELECTOR_API mongoelector_status mongoelector_elector_config_init(mongoelector_elector_config *config,
-                                                                      uint32_t version);
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_config_init(mongoelector_elector_config *config, uint32_t version);
 /* Creates an elector for `key` with `config` (NULL: defaults); collections
  * "elector.locks" and "elector.leader_status". *out is owned by the caller:
  * mongoelector_elector_free(). */
-MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(mongoelector_client *client,
-                                                                   const char *key,
-                                                                   const mongoelector_elector_config *config,
-                                                                   mongoelector_elector **out);
+MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(
+    mongoelector_client *client, const char *key, const mongoelector_elector_config *config,
+    mongoelector_elector **out);
 /* Stops the elector (releasing leadership, firing on_leader_loss if it led) and frees
  * it. NULL ok. Any thread. Since 1.1 also from one of the elector's own callbacks: the
  * call returns as soon as no OTHER callback of this elector is running (one that runs
@@ -86,8 +85,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_release(mongoelector_e
 /* Leader now: false the moment the renew deadline passes, even if a renewal hangs. */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_is_leader(mongoelector_elector *elector,
                                                                     int *out);
-MONGOELECTOR_API mongoelector_status mongoelector_elector_leader_exists(mongoelector_elector *elector,
-                                                                        int *out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_leader_exists(mongoelector_elector *elector, int *out);
 MONGOELECTOR_API mongoelector_status mongoelector_elector_running(mongoelector_elector *elector,
                                                                   int *out);
 /* The original's nominal seconds between polls: ttl/2 as leader, ttl as follower (the
@@ -100,7 +99,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_fence(mongoelector_ele
                                                                 int64_t *out);
 /* This node's uuid (owned by the elector). */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elector *elector,
-                                                              const char **out);
+                                                               const char **out);
 /* Node status / cluster detail as a JSON object in MongoDB's relaxed Extended JSON v2,
  * written by libbson: dates as {"$date": "2026-11-23T17:38:28.123Z"} ({"$date":
  * {"$numberLong": "<ms>"}} outside years 1970..9999), NaN and infinities as
@@ -110,8 +109,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_uuid(mongoelector_elec
  * sample); cluster detail reads the status collection (one round trip). */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelector_elector *elector,
                                                                       char **json_out);
-MONGOELECTOR_API mongoelector_status mongoelector_elector_cluster_detail(mongoelector_elector *elector,
-                                                                         char **json_out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_elector_cluster_detail(mongoelector_elector *elector, char **json_out);
 /* Since 1.1. Graceful handover (README, "Graceful handover"). Both end this node's term
  * locally first (is_leader turns 0, on_leader_loss runs and returns on the calling
  * thread) and only then send the one fenced write that lets another member take over, so

@@ -43,14 +43,13 @@ typedef void (*mongoelector_lease_lost_fn)(void *user_data);
  * lives, do not acquire, release or touch through the locker yourself (fence, uuid,
  * current, locked and owned are fine). Any thread; a lease may be queried from several
  * threads. */
-MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(mongoelector_locker *locker,
-                                                                     const mongoelector_acquire_options *acquire,
-                                                                     mongoelector_lease_lost_fn on_lost,
-                                                                     void *user_data,
-                                                                     mongoelector_lease **out);
+MONGOELECTOR_API mongoelector_status mongoelector_lease_acquire_with(
+    mongoelector_locker *locker, const mongoelector_acquire_options *acquire,
+    mongoelector_lease_lost_fn on_lost, void *user_data, mongoelector_lease **out);
 /* The fencing token of the lease's hold (unchanged by renewals; still readable after
  * loss). Local, any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_lease_fence(mongoelector_lease *lease, int64_t *out);
+MONGOELECTOR_API mongoelector_status mongoelector_lease_fence(mongoelector_lease *lease,
+                                                              int64_t *out);
 /* *out = 1 once the lease is lost (never goes back to 0). Local, any thread. */
 MONGOELECTOR_API mongoelector_status mongoelector_lease_lost(mongoelector_lease *lease, int *out);
 /* Waits until the lease is lost or timeout_seconds pass (< 0: forever); *lost_out = 1 if lost.

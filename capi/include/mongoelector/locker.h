@@ -7,8 +7,8 @@
 #ifndef MONGOELECTOR_LOCKER_H
 #define MONGOELECTOR_LOCKER_H
 
-#include "common.h"
 #include "cancel.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,12 +23,12 @@ extern "C" {
  * deletes on release), allow_unsafe_server off, per-call timeout ttl/10 in [0.1 s, 5 s]. */
 #define MONGOELECTOR_LOCKER_CONFIG_VERSION 1
 typedef struct mongoelector_locker_config {
-  uint32_t version;           /* the version passed to mongoelector_locker_config_init */
-  const char *collection;     /* NULL: "mongolocker"; copied */
-  double ttl_seconds;         /* > 0 and finite */
+  uint32_t version;       /* the version passed to mongoelector_locker_config_init */
+  const char *collection; /* NULL: "mongolocker"; copied */
+  double ttl_seconds;     /* > 0 and finite */
   int timeparanoid;
   double max_offset_seconds;
-  int delete_on_release;      /* see README, "Mixed fleets" */
+  int delete_on_release; /* see README, "Mixed fleets" */
   int allow_unsafe_server;
   /* Time bound of one round trip (server selection, connect, socket, maxTimeMS).
    * 0: ttl/10 clamped to [0.1 s, 5 s]; else finite, > 0 and at most ttl/2. */
@@ -38,16 +38,15 @@ typedef struct mongoelector_locker_config {
 /* Sets version and the defaults of the fields that exist in `version` (1 ..
  * MONGOELECTOR_LOCKER_CONFIG_VERSION; pass that macro). INVALID_ARGUMENT for another
  * version or NULL. Any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_locker_config_init(mongoelector_locker_config *config,
-                                                                     uint32_t version);
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_config_init(mongoelector_locker_config *config, uint32_t version);
 /* Creates a locker for `key` (non-empty UTF-8, at most 1024 bytes) with `config` (NULL:
  * defaults). Ensures the collection's TTL index (one round trip; a server that rejects
  * TTL indexes is tolerated with a logged warning). *out is owned by the caller:
  * mongoelector_locker_free(). A locker may be used from several threads. */
-MONGOELECTOR_API mongoelector_status mongoelector_locker_new_with(mongoelector_client *client,
-                                                                  const char *key,
-                                                                  const mongoelector_locker_config *config,
-                                                                  mongoelector_locker **out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_locker_new_with(mongoelector_client *client, const char *key,
+                             const mongoelector_locker_config *config, mongoelector_locker **out);
 
 /* Frees a locker (does NOT release a held lock: it expires at its ttl). NULL ok. */
 MONGOELECTOR_API void mongoelector_locker_free(mongoelector_locker *locker);
@@ -55,17 +54,17 @@ MONGOELECTOR_API void mongoelector_locker_free(mongoelector_locker *locker);
 /* Since 1.1: how to acquire, one struct per call, grown by appending fields. */
 #define MONGOELECTOR_ACQUIRE_OPTIONS_VERSION 1
 typedef struct mongoelector_acquire_options {
-  uint32_t version;           /* the version passed to mongoelector_acquire_options_init */
-  int blocking;               /* default 1: wait for the lock; 0: one attempt */
-  double timeout_seconds;     /* default -1: no limit (blocking only; must be < 0 otherwise) */
-  double step_seconds;        /* default 0.25: retry interval while waiting */
-  int force;                  /* default 0; 1 takes the lock whoever holds it */
+  uint32_t version;       /* the version passed to mongoelector_acquire_options_init */
+  int blocking;           /* default 1: wait for the lock; 0: one attempt */
+  double timeout_seconds; /* default -1: no limit (blocking only; must be < 0 otherwise) */
+  double step_seconds;    /* default 0.25: retry interval while waiting */
+  int force;              /* default 0; 1 takes the lock whoever holds it */
   mongoelector_cancel_token *cancel; /* default NULL; borrowed for the call */
 } mongoelector_acquire_options;
 
 /* Sets version and defaults (version: 1 .. MONGOELECTOR_ACQUIRE_OPTIONS_VERSION). */
-MONGOELECTOR_API mongoelector_status mongoelector_acquire_options_init(mongoelector_acquire_options *options,
-                                                                       uint32_t version);
+MONGOELECTOR_API mongoelector_status
+mongoelector_acquire_options_init(mongoelector_acquire_options *options, uint32_t version);
 /* Acquires the lock (options NULL: blocking, no timeout). blocking=0: one attempt,
  * MONGOELECTOR_ERR_LOCK_EXISTS if held; timeout_seconds must then be < 0 ("none").
  * blocking=1: retries every step_seconds (finite, > 0) until timeout_seconds (< 0 or
@@ -78,9 +77,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_acquire_options_init(mongoelec
  * also when the token is already cancelled at the call); mongoelector_locker_cancel()
  * does not affect it. Two acquires on one locker at once are allowed; at most one of
  * them gets the lock. */
-MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(mongoelector_locker *locker,
-                                                                      const mongoelector_acquire_options *options,
-                                                                      int64_t *fence_out);
+MONGOELECTOR_API mongoelector_status mongoelector_locker_acquire_with(
+    mongoelector_locker *locker, const mongoelector_acquire_options *options, int64_t *fence_out);
 
 /* Releases this locker's lock (any holder's with force=1). Not holding is not an error. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_locker *locker,
@@ -93,9 +91,8 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_lo
  * NULL): server time (ms since the epoch) at which the lock frees, 0 when it was released
  * now or nothing was held. INVALID_ARGUMENT (hold kept) unless min_hold_seconds is a
  * finite number >= 0. Any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(mongoelector_locker *locker,
-                                                                          double min_hold_seconds,
-                                                                          int64_t *frees_at_ms_out);
+MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(
+    mongoelector_locker *locker, double min_hold_seconds, int64_t *frees_at_ms_out);
 /* Since 1.1. At most once per window: claims the current window of window_seconds for
  * this locker's key. Windows are aligned on the server's clock (start = floor(server now /
  * window) * window, ms since the epoch), so every node agrees on them whatever its own
@@ -137,20 +134,19 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_verify_time(mongoelecto
  * Set version before the call; release the strings with mongoelector_lock_details_clear. */
 #define MONGOELECTOR_LOCK_DETAILS_VERSION 1
 typedef struct mongoelector_lock_details {
-  uint32_t version;    /* set by the caller: MONGOELECTOR_LOCK_DETAILS_VERSION */
-  char *uuid;          /* holder's uuid, whole; owned by the struct */
-  char *host;          /* holder's host, whole; owned by the struct */
+  uint32_t version; /* set by the caller: MONGOELECTOR_LOCK_DETAILS_VERSION */
+  char *uuid;       /* holder's uuid, whole; owned by the struct */
+  char *host;       /* holder's host, whole; owned by the struct */
   int64_t pid;
-  int64_t created_ms;  /* server time */
-  int64_t expire_ms;   /* server time */
-  int64_t fence;       /* 0 if written by a node without fencing (original schema) */
+  int64_t created_ms; /* server time */
+  int64_t expire_ms;  /* server time */
+  int64_t fence;      /* 0 if written by a node without fencing (original schema) */
 } mongoelector_lock_details;
 /* *found_out = 1 and *details filled when the key is held (one round trip); 0 otherwise
  * (then uuid and host are NULL). Any strings the struct held before are NOT freed:
  * clear it first when reusing it. */
-MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(mongoelector_locker *locker,
-                                                                         mongoelector_lock_details *details,
-                                                                         int *found_out);
+MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(
+    mongoelector_locker *locker, mongoelector_lock_details *details, int *found_out);
 /* Frees the strings of `details` and sets them to NULL. NULL ok. */
 MONGOELECTOR_API void mongoelector_lock_details_clear(mongoelector_lock_details *details);
 

@@ -47,16 +47,16 @@ MONGOELECTOR_API mongoelector_status mongoelector_set_log_handler(mongoelector_l
 
 /* Since 1.1: structured log records. What a record is about (numbers are stable). */
 typedef enum mongoelector_log_event {
-  MONGOELECTOR_EVENT_NONE = 0,            /* free text (driver messages, configuration) */
-  MONGOELECTOR_EVENT_LEADER_ELECTED = 1,  /* this node became leader (INFO) */
-  MONGOELECTOR_EVENT_LEADER_LOST = 2,     /* this node's leadership ended (INFO/WARNING) */
-  MONGOELECTOR_EVENT_STEP_DOWN = 3,       /* a leader stepped down before its lease expired */
-  MONGOELECTOR_EVENT_RENEW_FAILED = 4,    /* a renewal failed; kept until its deadline */
-  MONGOELECTOR_EVENT_LEASE_LOST = 5,      /* a keep-alive lease was declared lost */
-  MONGOELECTOR_EVENT_CLOCK_JUMP = 6,      /* the server's clock stepped */
-  MONGOELECTOR_EVENT_UNSAFE_SERVER = 7,   /* the server's findAndModify is not atomic */
-  MONGOELECTOR_EVENT_RELEASE_FAILED = 8,  /* a release could not be confirmed */
-  MONGOELECTOR_EVENT_CALLBACK_FAILED = 9  /* a user callback failed (bindings) */
+  MONGOELECTOR_EVENT_NONE = 0,           /* free text (driver messages, configuration) */
+  MONGOELECTOR_EVENT_LEADER_ELECTED = 1, /* this node became leader (INFO) */
+  MONGOELECTOR_EVENT_LEADER_LOST = 2,    /* this node's leadership ended (INFO/WARNING) */
+  MONGOELECTOR_EVENT_STEP_DOWN = 3,      /* a leader stepped down before its lease expired */
+  MONGOELECTOR_EVENT_RENEW_FAILED = 4,   /* a renewal failed; kept until its deadline */
+  MONGOELECTOR_EVENT_LEASE_LOST = 5,     /* a keep-alive lease was declared lost */
+  MONGOELECTOR_EVENT_CLOCK_JUMP = 6,     /* the server's clock stepped */
+  MONGOELECTOR_EVENT_UNSAFE_SERVER = 7,  /* the server's findAndModify is not atomic */
+  MONGOELECTOR_EVENT_RELEASE_FAILED = 8, /* a release could not be confirmed */
+  MONGOELECTOR_EVENT_CALLBACK_FAILED = 9 /* a user callback failed (bindings) */
 } mongoelector_log_event;
 
 /* A log record as the library fills it; valid only during the callback. `version` is
@@ -68,9 +68,9 @@ typedef struct mongoelector_log_record {
   mongoelector_log_level level;
   mongoelector_log_event event;
   const char *message;
-  const char *key;   /* the lock or election key the record is about */
-  int64_t fence;     /* the hold's fencing token, 0 when none */
-  const char *uuid;  /* the locker's / node's uuid */
+  const char *key;  /* the lock or election key the record is about */
+  int64_t fence;    /* the hold's fencing token, 0 when none */
+  const char *uuid; /* the locker's / node's uuid */
   const char *host;
 } mongoelector_log_record;
 typedef void (*mongoelector_log_record_fn)(const mongoelector_log_record *record, void *user_data);
@@ -78,9 +78,9 @@ typedef void (*mongoelector_log_record_fn)(const mongoelector_log_record *record
 /* Since 1.1. As mongoelector_set_log_handler, for a handler that receives whole records
  * (level, event code, message and the structured fields). Replaces any handler set by
  * either function; the same hand-over rule applies to `release`. */
-MONGOELECTOR_API mongoelector_status mongoelector_set_log_record_handler(
-    mongoelector_log_level min_level, mongoelector_log_record_fn fn, void *user_data,
-    mongoelector_release_fn release);
+MONGOELECTOR_API mongoelector_status
+mongoelector_set_log_record_handler(mongoelector_log_level min_level, mongoelector_log_record_fn fn,
+                                    void *user_data, mongoelector_release_fn release);
 /* A static name for an event ("leader_elected"), "unknown" otherwise. */
 MONGOELECTOR_API const char *mongoelector_log_event_name(mongoelector_log_event event);
 

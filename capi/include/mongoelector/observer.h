@@ -43,8 +43,8 @@ typedef struct mongoelector_observer mongoelector_observer;
 /* Since 1.1 (mongoelector_leader_state version 2): what the observer can tell (the
  * numbers are stable). */
 typedef enum mongoelector_leader_status {
-  MONGOELECTOR_LEADER_NONE = 0,    /* nobody leads: the lock is absent, released or expired */
-  MONGOELECTOR_LEADER_LEADS = 1,   /* `uuid` leads (has_leader 1) */
+  MONGOELECTOR_LEADER_NONE = 0,  /* nobody leads: the lock is absent, released or expired */
+  MONGOELECTOR_LEADER_LEADS = 1, /* `uuid` leads (has_leader 1) */
   /* A hand-over to handover_uuid is written and the target has not taken it yet: nobody
    * leads (the old leader stepped down before writing it). */
   MONGOELECTOR_LEADER_PENDING = 2,
@@ -54,22 +54,22 @@ typedef enum mongoelector_leader_status {
 } mongoelector_leader_status;
 typedef struct mongoelector_leader_state {
   uint32_t version;
-  int has_leader;          /* 1: `uuid` leads; 0: nobody leads (the fields below are 0/"") */
-  const char *uuid;        /* the leader's uuid (mongoelector_elector_uuid of that node) */
-  const char *host;        /* the leader's host name */
-  int64_t pid;             /* the leader's process id on that host */
-  int64_t fence;           /* the fencing token of the leader's term */
-  int64_t server_time_ms;  /* when it was observed: the server's clock (estimate), ms */
+  int has_leader;         /* 1: `uuid` leads; 0: nobody leads (the fields below are 0/"") */
+  const char *uuid;       /* the leader's uuid (mongoelector_elector_uuid of that node) */
+  const char *host;       /* the leader's host name */
+  int64_t pid;            /* the leader's process id on that host */
+  int64_t fence;          /* the fencing token of the leader's term */
+  int64_t server_time_ms; /* when it was observed: the server's clock (estimate), ms */
   /* Version 2. */
-  int status;              /* a mongoelector_leader_status */
+  int status; /* a mongoelector_leader_status */
   /* Server time (ms) at which the lease ends unless renewed: LEADS the leader's, PENDING
    * the hand-over's (the lock frees then if the target never takes it), UNKNOWN the one
    * that ended unseen; 0 for NONE. */
   int64_t expire_ms;
-  const char *handover_uuid;  /* PENDING: the member the lock is handed to; "" otherwise */
-  const char *handover_host;  /* PENDING: its host name; "" otherwise */
-  int64_t handover_pid;       /* PENDING: its process id; 0 otherwise */
-  int64_t handover_fence;     /* PENDING: the token it will lead with; 0 otherwise */
+  const char *handover_uuid; /* PENDING: the member the lock is handed to; "" otherwise */
+  const char *handover_host; /* PENDING: its host name; "" otherwise */
+  int64_t handover_pid;      /* PENDING: its process id; 0 otherwise */
+  int64_t handover_fence;    /* PENDING: the token it will lead with; 0 otherwise */
 } mongoelector_leader_state;
 
 /* Called on the observer's own thread (one per observer) with the new state, which is
@@ -82,8 +82,8 @@ typedef void (*mongoelector_leader_change_fn)(const mongoelector_leader_state *s
 
 #define MONGOELECTOR_OBSERVER_CONFIG_VERSION 1
 typedef struct mongoelector_observer_config {
-  uint32_t version;           /* the version passed to mongoelector_observer_config_init */
-  double interval_seconds;    /* default 1: between polls; finite, > 0 and at most 1e6 */
+  uint32_t version;        /* the version passed to mongoelector_observer_config_init */
+  double interval_seconds; /* default 1: between polls; finite, > 0 and at most 1e6 */
   /* Time bound of one read. 0 (default): as for an elector of the default ttl (1.5 s);
    * else finite and > 0. */
   double op_timeout_seconds;
@@ -91,8 +91,8 @@ typedef struct mongoelector_observer_config {
 
 /* Sets version and defaults (version: 1 .. MONGOELECTOR_OBSERVER_CONFIG_VERSION).
  * INVALID_ARGUMENT for another version or NULL. Any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_observer_config_init(mongoelector_observer_config *config,
-                                                                       uint32_t version);
+MONGOELECTOR_API mongoelector_status
+mongoelector_observer_config_init(mongoelector_observer_config *config, uint32_t version);
 /* Creates an observer of the elector key `key` over `client`'s connections (config
  * NULL: defaults). With on_change (may be NULL: then only mongoelector_observer_read
  * works) the observer's thread starts now and calls on_change(state, user_data) with the
@@ -104,12 +104,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_observer_config_init(mongoelec
  * *out is owned by the caller: mongoelector_observer_free(), before or after the
  * client. Any thread. An observer inherited across fork() must not be used nor freed in
  * the child (its thread does not exist there). */
-MONGOELECTOR_API mongoelector_status mongoelector_observer_new(mongoelector_client *client,
-                                                               const char *key,
-                                                               const mongoelector_observer_config *config,
-                                                               mongoelector_leader_change_fn on_change,
-                                                               void *user_data,
-                                                               mongoelector_observer **out);
+MONGOELECTOR_API mongoelector_status mongoelector_observer_new(
+    mongoelector_client *client, const char *key, const mongoelector_observer_config *config,
+    mongoelector_leader_change_fn on_change, void *user_data, mongoelector_observer **out);
 /* The state now: one read of the lock document (and a server-clock sample when the last
  * one is stale); never MONGOELECTOR_LEADER_UNKNOWN (a failed read is an error). Does not
  * call on_change nor change what it compares with. Set out->version first (1 or 2: the

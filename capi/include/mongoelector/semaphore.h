@@ -8,8 +8,8 @@
 #define MONGOELECTOR_SEMAPHORE_H
 
 #include "common.h"
-#include "locker.h"
 #include "lease.h"
+#include "locker.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,18 +35,18 @@ typedef struct mongoelector_semaphore mongoelector_semaphore;
 
 #define MONGOELECTOR_SEMAPHORE_CONFIG_VERSION 1
 typedef struct mongoelector_semaphore_config {
-  uint32_t version;           /* the version passed to mongoelector_semaphore_config_init */
-  const char *collection;     /* NULL: "mongosemaphore" (epochs in "<collection>.fences"); copied */
-  int64_t limit;              /* 1..1000, default 1; fixed per key when its document is created */
-  double ttl_seconds;         /* default 600; > 0 and finite */
-  int timeparanoid;           /* default 1: refuse to acquire when the host clock is off */
-  double max_offset_seconds;  /* default 0.5 */
-  int allow_unsafe_server;    /* default 0 */
-  double op_timeout_seconds;  /* default 0: ttl/10 in [0.1 s, 5 s] */
+  uint32_t version;          /* the version passed to mongoelector_semaphore_config_init */
+  const char *collection;    /* NULL: "mongosemaphore" (epochs in "<collection>.fences"); copied */
+  int64_t limit;             /* 1..1000, default 1; fixed per key when its document is created */
+  double ttl_seconds;        /* default 600; > 0 and finite */
+  int timeparanoid;          /* default 1: refuse to acquire when the host clock is off */
+  double max_offset_seconds; /* default 0.5 */
+  int allow_unsafe_server;   /* default 0 */
+  double op_timeout_seconds; /* default 0: ttl/10 in [0.1 s, 5 s] */
 } mongoelector_semaphore_config;
 
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_config_init(
-    mongoelector_semaphore_config *config, uint32_t version);
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_config_init(mongoelector_semaphore_config *config, uint32_t version);
 
 /* A semaphore on `key` over `client`'s connections (config NULL: defaults, limit 1).
  * No round trip. *out: mongoelector_semaphore_free(). */
@@ -59,11 +59,12 @@ MONGOELECTOR_API void mongoelector_semaphore_free(mongoelector_semaphore *semaph
 /* Takes one slot (options NULL: blocking, no timeout, step 0.25 s; `force` must be 0).
  * *fence_out (may be NULL) = the hold's fencing token. Other calls on the handle answer
  * while it waits. */
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_acquire(
-    mongoelector_semaphore *semaphore, const mongoelector_acquire_options *options,
-    int64_t *fence_out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_acquire(mongoelector_semaphore *semaphore,
+                               const mongoelector_acquire_options *options, int64_t *fence_out);
 /* Releases this handle's slot (fenced). Not holding is not an error. */
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_release(mongoelector_semaphore *semaphore);
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_release(mongoelector_semaphore *semaphore);
 /* Renews this handle's slot to now + ttl: *renewed_out = 1 and *expire_ms_out (may be
  * NULL) = the new expiry (server time, ms since the epoch); 0 when it holds no unexpired
  * slot any more. */
@@ -77,19 +78,19 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_fence(mongoelector_s
 /* One holder as listed by mongoelector_semaphore_holders (a fixed struct: later fields
  * would come with a new function). */
 typedef struct mongoelector_semaphore_holder {
-  char *uuid;  /* malloc'd */
-  char *host;  /* malloc'd */
+  char *uuid; /* malloc'd */
+  char *host; /* malloc'd */
   int64_t pid;
   int64_t fence;
-  int64_t created_ms;  /* server time, ms since the epoch */
+  int64_t created_ms; /* server time, ms since the epoch */
   int64_t expire_ms;
 } mongoelector_semaphore_holder;
 
 /* The unexpired holders, in slot order (one round trip). *holders_out is a malloc'd
  * array of *count_out entries (NULL when 0): mongoelector_semaphore_holders_free(). */
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_holders(
-    mongoelector_semaphore *semaphore, mongoelector_semaphore_holder **holders_out,
-    size_t *count_out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_holders(mongoelector_semaphore *semaphore,
+                               mongoelector_semaphore_holder **holders_out, size_t *count_out);
 MONGOELECTOR_API void mongoelector_semaphore_holders_free(mongoelector_semaphore_holder *holders,
                                                           size_t count);
 
@@ -104,11 +105,11 @@ MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_acquire(
     mongoelector_semaphore *semaphore, const mongoelector_acquire_options *acquire,
     mongoelector_lease_lost_fn on_lost, void *user_data, mongoelector_semaphore_lease **out);
 /* The hold's fencing token (kept after loss). Local, any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_fence(
-    mongoelector_semaphore_lease *lease, int64_t *out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_lease_fence(mongoelector_semaphore_lease *lease, int64_t *out);
 /* *out = 1 once lost (never back to 0). Local, any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_lost(
-    mongoelector_semaphore_lease *lease, int *out);
+MONGOELECTOR_API mongoelector_status
+mongoelector_semaphore_lease_lost(mongoelector_semaphore_lease *lease, int *out);
 /* Waits until lost or timeout_seconds pass (< 0: forever); *lost_out = 1 if lost. Not
  * from on_lost. */
 MONGOELECTOR_API mongoelector_status mongoelector_semaphore_lease_wait_lost(

@@ -12,8 +12,8 @@
 #ifndef MONGOELECTOR_TESTING_H
 #define MONGOELECTOR_TESTING_H
 
-#include "common.h"
 #include "client.h"
+#include "common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,18 +104,16 @@ MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_now(mongoelector_fa
  * library sees it at its next server-time sample (a jump: leases written on the old time
  * base are declared lost), i.e. during a later advance(). INVALID_ARGUMENT when the wall
  * clock would leave 1970 .. year 9999. Any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_jump_wall(mongoelector_fake_clock *clock,
-                                                                       int64_t ms);
+MONGOELECTOR_API mongoelector_status
+mongoelector_fake_clock_jump_wall(mongoelector_fake_clock *clock, int64_t ms);
 /* Blocks, in REAL time, until at least n threads wait on this clock (the library's own,
  * and any blocked in a call that waits in fake time), then sets *waiting_out (may be
  * NULL) to how many do. For a test whose own thread makes a blocking call (an acquire
  * with a timeout, wait_lost): read the count with n = 0 first, start the thread, then
  * wait for count + 1 before advancing past the call's deadline. real_timeout_ms < 0:
  * 10 s. MONGOELECTOR_ERR_TIMEOUT when fewer wait after it. Any thread. */
-MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_wait_for_waiters(mongoelector_fake_clock *clock,
-                                                                               size_t n,
-                                                                               int64_t real_timeout_ms,
-                                                                               size_t *waiting_out);
+MONGOELECTOR_API mongoelector_status mongoelector_fake_clock_wait_for_waiters(
+    mongoelector_fake_clock *clock, size_t n, int64_t real_timeout_ms, size_t *waiting_out);
 
 /* Levers on a memory:// backend (with or without a fake clock), for the situations a
  * holder must survive. (Another node stealing the lock, or releasing it behind the
