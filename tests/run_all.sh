@@ -8,10 +8,10 @@
 #
 #   bash tests/run_all.sh            everything (what CI runs; about 30 minutes on 2 cores)
 #   bash tests/run_all.sh --quick    the loop for a change: lint, unit tests with the
-#     simulation's CI profile and the memory and SQLite storage suites (ctest -LE
+#     simulation's first 500 CI schedules and the memory and SQLite storage suites (ctest -LE
 #     integration), the Python suite on memory:// and mongomock (no server, not the
-#     slow tests, not the type checkers' test_typing.py), and the command on SQLite.
-#     No server is started.
+#     slow tests, not the type checkers' test_typing.py; the package is reinstalled only
+#     when its sources changed), and the command on SQLite. No server is started.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -46,11 +46,24 @@ build_native
 
 # Python: the package built by `pip install .[test]` into a virtualenv kept in the cache.
 PY_VENV="${MONGOELECTOR_PY_VENV:-$CACHE/py-venv}"  # MONGOELECTOR_PY_VENV: another virtualenv
+# What the package is built from (tracked files and uncommitted edits of its sources):
+# --quick skips the install when the virtualenv already holds a build of exactly this.
+package_sources_stamp() {
+  (cd "$ROOT" && { git ls-files -s core python CMakeLists.txt pyproject.toml VERSION cmake
+    git diff HEAD -- core python CMakeLists.txt pyproject.toml VERSION cmake; } | md5sum)
+}
 install_python_package() {
+  local stamp
+  stamp="$(package_sources_stamp)"
+  if ((QUICK)) && [[ "$(cat "$PY_VENV/.mongoelector-sources" 2>/dev/null)" == "$stamp" ]]; then
+    echo "the virtualenv holds a build of these sources already ($PY_VENV)"
+    return 0
+  fi
   [[ -x "$PY_VENV/bin/python" ]] || python3 -m venv "$PY_VENV"
   "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   (cd "$ROOT" && "$PY_VENV/bin/python" -m pip install -q --disable-pip-version-check \
     -C build-dir="$CACHE/py-build/$(echo "$ROOT" | md5sum | cut -c1-12)" ".[test]")
+  echo "$stamp" >"$PY_VENV/.mongoelector-sources"
 }
 # The C library of the build tree, for the Python tests that drive it through ctypes
 # (test_capi_mixed_fleet.py: a C elector next to the original 1.0.2).
@@ -68,6 +81,8 @@ summary() {
 }
 
 CTEST=(ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 900)
+# --quick: the simulation's CI profile on its first 500 schedules (the full run: 2,000).
+((QUICK)) && export MONGOELECTOR_SIM_CI_SEEDS=1..500
 run_suite "unit tests and build checks (ctest -LE integration)" "${CTEST[@]}" -LE integration
 if ((QUICK)); then
   run_suite "mongoelector command on SQLite (tests/cli --sqlite)" \
