@@ -8,13 +8,13 @@ pub const MONGOELECTOR_VERSION_PATCH: u32 = 0;
 pub const MONGOELECTOR_VERSION_STRING: &[u8; 6] = b"1.1.0\0";
 pub const MONGOELECTOR_VERSION_NUMBER: u32 = 10100;
 pub const MONGOELECTOR_ERROR_INFO_VERSION: u32 = 1;
-pub const MONGOELECTOR_LOG_RECORD_VERSION: u32 = 1;
-pub const MONGOELECTOR_STATS_VERSION: u32 = 1;
-pub const MONGOELECTOR_STATS_LATENCY_BUCKETS: u32 = 15;
+pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 2;
 pub const MONGOELECTOR_LOCKER_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_ACQUIRE_OPTIONS_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOCK_DETAILS_VERSION: u32 = 1;
-pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 2;
+pub const MONGOELECTOR_LOG_RECORD_VERSION: u32 = 1;
+pub const MONGOELECTOR_STATS_VERSION: u32 = 1;
+pub const MONGOELECTOR_STATS_LATENCY_BUCKETS: u32 = 15;
 pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 2;
 pub const MONGOELECTOR_OBSERVER_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_SEMAPHORE_CONFIG_VERSION: u32 = 1;
@@ -90,97 +90,6 @@ extern "C" {
         label: *const ::std::os::raw::c_char,
     ) -> ::std::os::raw::c_int;
 }
-pub const MONGOELECTOR_LOG_DEBUG: mongoelector_log_level = 10;
-pub const MONGOELECTOR_LOG_INFO: mongoelector_log_level = 20;
-pub const MONGOELECTOR_LOG_WARNING: mongoelector_log_level = 30;
-pub const MONGOELECTOR_LOG_ERROR: mongoelector_log_level = 40;
-pub type mongoelector_log_level = ::std::os::raw::c_uint;
-pub type mongoelector_log_fn = ::std::option::Option<
-    unsafe extern "C" fn(
-        level: mongoelector_log_level,
-        message: *const ::std::os::raw::c_char,
-        user_data: *mut ::std::os::raw::c_void,
-    ),
->;
-pub type mongoelector_release_fn = ::std::option::Option<
-    unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void),
->;
-extern "C" {
-    pub fn mongoelector_set_log_handler(
-        min_level: mongoelector_log_level,
-        fn_: mongoelector_log_fn,
-        user_data: *mut ::std::os::raw::c_void,
-        release: mongoelector_release_fn,
-    ) -> mongoelector_status;
-}
-pub const MONGOELECTOR_EVENT_NONE: mongoelector_log_event = 0;
-pub const MONGOELECTOR_EVENT_LEADER_ELECTED: mongoelector_log_event = 1;
-pub const MONGOELECTOR_EVENT_LEADER_LOST: mongoelector_log_event = 2;
-pub const MONGOELECTOR_EVENT_STEP_DOWN: mongoelector_log_event = 3;
-pub const MONGOELECTOR_EVENT_RENEW_FAILED: mongoelector_log_event = 4;
-pub const MONGOELECTOR_EVENT_LEASE_LOST: mongoelector_log_event = 5;
-pub const MONGOELECTOR_EVENT_CLOCK_JUMP: mongoelector_log_event = 6;
-pub const MONGOELECTOR_EVENT_UNSAFE_SERVER: mongoelector_log_event = 7;
-pub const MONGOELECTOR_EVENT_RELEASE_FAILED: mongoelector_log_event = 8;
-pub const MONGOELECTOR_EVENT_CALLBACK_FAILED: mongoelector_log_event = 9;
-pub type mongoelector_log_event = ::std::os::raw::c_uint;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct mongoelector_log_record {
-    pub version: u32,
-    pub level: mongoelector_log_level,
-    pub event: mongoelector_log_event,
-    pub message: *const ::std::os::raw::c_char,
-    pub key: *const ::std::os::raw::c_char,
-    pub fence: i64,
-    pub uuid: *const ::std::os::raw::c_char,
-    pub host: *const ::std::os::raw::c_char,
-}
-pub type mongoelector_log_record_fn = ::std::option::Option<
-    unsafe extern "C" fn(
-        record: *const mongoelector_log_record,
-        user_data: *mut ::std::os::raw::c_void,
-    ),
->;
-extern "C" {
-    pub fn mongoelector_set_log_record_handler(
-        min_level: mongoelector_log_level,
-        fn_: mongoelector_log_record_fn,
-        user_data: *mut ::std::os::raw::c_void,
-        release: mongoelector_release_fn,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_log_event_name(
-        event: mongoelector_log_event,
-    ) -> *const ::std::os::raw::c_char;
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct mongoelector_stats {
-    pub version: u32,
-    pub acquires_acquired: u64,
-    pub acquires_held: u64,
-    pub acquires_timeout: u64,
-    pub acquires_cancelled: u64,
-    pub acquires_error: u64,
-    pub acquire_latency_bounds: [f64; 14usize],
-    pub acquire_latency_buckets: [u64; 15usize],
-    pub acquire_latency_count: u64,
-    pub acquire_latency_sum_seconds: f64,
-    pub renewals: u64,
-    pub renewal_failures: u64,
-    pub leader_elected: u64,
-    pub leader_lost: u64,
-    pub step_downs: u64,
-    pub clock_samples: u64,
-    pub clock_offset_seconds: f64,
-    pub clock_uncertainty_seconds: f64,
-    pub round_trips: u64,
-}
-extern "C" {
-    pub fn mongoelector_stats_get(out: *mut mongoelector_stats) -> mongoelector_status;
-}
 extern "C" {
     pub fn mongoelector_cancel_token_new(
         out: *mut *mut mongoelector_cancel_token,
@@ -215,6 +124,121 @@ extern "C" {
         client: *mut mongoelector_client,
         name_out: *mut *mut ::std::os::raw::c_char,
         version_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+pub type mongoelector_callback_fn = ::std::option::Option<
+    unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_elector_config {
+    pub version: u32,
+    pub ttl_seconds: f64,
+    pub report_status: ::std::os::raw::c_int,
+    pub app_version: *const ::std::os::raw::c_char,
+    pub on_leader: mongoelector_callback_fn,
+    pub on_leader_loss: mongoelector_callback_fn,
+    pub on_loop: mongoelector_callback_fn,
+    pub user_data: *mut ::std::os::raw::c_void,
+    pub delete_on_release: ::std::os::raw::c_int,
+    pub op_timeout_seconds: f64,
+    pub handover_poll_seconds: f64,
+}
+extern "C" {
+    pub fn mongoelector_elector_config_init(
+        config: *mut mongoelector_elector_config,
+        version: u32,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_new_with(
+        client: *mut mongoelector_client,
+        key: *const ::std::os::raw::c_char,
+        config: *const mongoelector_elector_config,
+        out: *mut *mut mongoelector_elector,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_free(elector: *mut mongoelector_elector);
+}
+extern "C" {
+    pub fn mongoelector_elector_start(
+        elector: *mut mongoelector_elector,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_stop(
+        elector: *mut mongoelector_elector,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_poll(
+        elector: *mut mongoelector_elector,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_release(
+        elector: *mut mongoelector_elector,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_is_leader(
+        elector: *mut mongoelector_elector,
+        out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_leader_exists(
+        elector: *mut mongoelector_elector,
+        out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_running(
+        elector: *mut mongoelector_elector,
+        out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_poll_wait(
+        elector: *mut mongoelector_elector,
+        out: *mut f64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_fence(
+        elector: *mut mongoelector_elector,
+        out: *mut i64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_uuid(
+        elector: *mut mongoelector_elector,
+        out: *mut *const ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_node_status(
+        elector: *mut mongoelector_elector,
+        json_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_cluster_detail(
+        elector: *mut mongoelector_elector,
+        json_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_resign(
+        elector: *mut mongoelector_elector,
+        hold_off_seconds: f64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_transfer(
+        elector: *mut mongoelector_elector,
+        to_uuid: *const ::std::os::raw::c_char,
     ) -> mongoelector_status;
 }
 #[repr(C)]
@@ -393,120 +417,96 @@ extern "C" {
 extern "C" {
     pub fn mongoelector_lease_free(lease: *mut mongoelector_lease);
 }
-pub type mongoelector_callback_fn = ::std::option::Option<
+pub const MONGOELECTOR_LOG_DEBUG: mongoelector_log_level = 10;
+pub const MONGOELECTOR_LOG_INFO: mongoelector_log_level = 20;
+pub const MONGOELECTOR_LOG_WARNING: mongoelector_log_level = 30;
+pub const MONGOELECTOR_LOG_ERROR: mongoelector_log_level = 40;
+pub type mongoelector_log_level = ::std::os::raw::c_uint;
+pub type mongoelector_log_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        level: mongoelector_log_level,
+        message: *const ::std::os::raw::c_char,
+        user_data: *mut ::std::os::raw::c_void,
+    ),
+>;
+pub type mongoelector_release_fn = ::std::option::Option<
     unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void),
 >;
+extern "C" {
+    pub fn mongoelector_set_log_handler(
+        min_level: mongoelector_log_level,
+        fn_: mongoelector_log_fn,
+        user_data: *mut ::std::os::raw::c_void,
+        release: mongoelector_release_fn,
+    ) -> mongoelector_status;
+}
+pub const MONGOELECTOR_EVENT_NONE: mongoelector_log_event = 0;
+pub const MONGOELECTOR_EVENT_LEADER_ELECTED: mongoelector_log_event = 1;
+pub const MONGOELECTOR_EVENT_LEADER_LOST: mongoelector_log_event = 2;
+pub const MONGOELECTOR_EVENT_STEP_DOWN: mongoelector_log_event = 3;
+pub const MONGOELECTOR_EVENT_RENEW_FAILED: mongoelector_log_event = 4;
+pub const MONGOELECTOR_EVENT_LEASE_LOST: mongoelector_log_event = 5;
+pub const MONGOELECTOR_EVENT_CLOCK_JUMP: mongoelector_log_event = 6;
+pub const MONGOELECTOR_EVENT_UNSAFE_SERVER: mongoelector_log_event = 7;
+pub const MONGOELECTOR_EVENT_RELEASE_FAILED: mongoelector_log_event = 8;
+pub const MONGOELECTOR_EVENT_CALLBACK_FAILED: mongoelector_log_event = 9;
+pub type mongoelector_log_event = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
-pub struct mongoelector_elector_config {
+pub struct mongoelector_log_record {
     pub version: u32,
-    pub ttl_seconds: f64,
-    pub report_status: ::std::os::raw::c_int,
-    pub app_version: *const ::std::os::raw::c_char,
-    pub on_leader: mongoelector_callback_fn,
-    pub on_leader_loss: mongoelector_callback_fn,
-    pub on_loop: mongoelector_callback_fn,
-    pub user_data: *mut ::std::os::raw::c_void,
-    pub delete_on_release: ::std::os::raw::c_int,
-    pub op_timeout_seconds: f64,
-    pub handover_poll_seconds: f64,
+    pub level: mongoelector_log_level,
+    pub event: mongoelector_log_event,
+    pub message: *const ::std::os::raw::c_char,
+    pub key: *const ::std::os::raw::c_char,
+    pub fence: i64,
+    pub uuid: *const ::std::os::raw::c_char,
+    pub host: *const ::std::os::raw::c_char,
 }
+pub type mongoelector_log_record_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        record: *const mongoelector_log_record,
+        user_data: *mut ::std::os::raw::c_void,
+    ),
+>;
 extern "C" {
-    pub fn mongoelector_elector_config_init(
-        config: *mut mongoelector_elector_config,
-        version: u32,
+    pub fn mongoelector_set_log_record_handler(
+        min_level: mongoelector_log_level,
+        fn_: mongoelector_log_record_fn,
+        user_data: *mut ::std::os::raw::c_void,
+        release: mongoelector_release_fn,
     ) -> mongoelector_status;
 }
 extern "C" {
-    pub fn mongoelector_elector_new_with(
-        client: *mut mongoelector_client,
-        key: *const ::std::os::raw::c_char,
-        config: *const mongoelector_elector_config,
-        out: *mut *mut mongoelector_elector,
-    ) -> mongoelector_status;
+    pub fn mongoelector_log_event_name(
+        event: mongoelector_log_event,
+    ) -> *const ::std::os::raw::c_char;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_stats {
+    pub version: u32,
+    pub acquires_acquired: u64,
+    pub acquires_held: u64,
+    pub acquires_timeout: u64,
+    pub acquires_cancelled: u64,
+    pub acquires_error: u64,
+    pub acquire_latency_bounds: [f64; 14usize],
+    pub acquire_latency_buckets: [u64; 15usize],
+    pub acquire_latency_count: u64,
+    pub acquire_latency_sum_seconds: f64,
+    pub renewals: u64,
+    pub renewal_failures: u64,
+    pub leader_elected: u64,
+    pub leader_lost: u64,
+    pub step_downs: u64,
+    pub clock_samples: u64,
+    pub clock_offset_seconds: f64,
+    pub clock_uncertainty_seconds: f64,
+    pub round_trips: u64,
 }
 extern "C" {
-    pub fn mongoelector_elector_free(elector: *mut mongoelector_elector);
-}
-extern "C" {
-    pub fn mongoelector_elector_start(
-        elector: *mut mongoelector_elector,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_stop(
-        elector: *mut mongoelector_elector,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_poll(
-        elector: *mut mongoelector_elector,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_release(
-        elector: *mut mongoelector_elector,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_is_leader(
-        elector: *mut mongoelector_elector,
-        out: *mut ::std::os::raw::c_int,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_leader_exists(
-        elector: *mut mongoelector_elector,
-        out: *mut ::std::os::raw::c_int,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_running(
-        elector: *mut mongoelector_elector,
-        out: *mut ::std::os::raw::c_int,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_poll_wait(
-        elector: *mut mongoelector_elector,
-        out: *mut f64,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_fence(
-        elector: *mut mongoelector_elector,
-        out: *mut i64,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_uuid(
-        elector: *mut mongoelector_elector,
-        out: *mut *const ::std::os::raw::c_char,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_node_status(
-        elector: *mut mongoelector_elector,
-        json_out: *mut *mut ::std::os::raw::c_char,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_cluster_detail(
-        elector: *mut mongoelector_elector,
-        json_out: *mut *mut ::std::os::raw::c_char,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_resign(
-        elector: *mut mongoelector_elector,
-        hold_off_seconds: f64,
-    ) -> mongoelector_status;
-}
-extern "C" {
-    pub fn mongoelector_elector_transfer(
-        elector: *mut mongoelector_elector,
-        to_uuid: *const ::std::os::raw::c_char,
-    ) -> mongoelector_status;
+    pub fn mongoelector_stats_get(out: *mut mongoelector_stats) -> mongoelector_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
