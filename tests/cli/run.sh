@@ -426,9 +426,11 @@ t_elect_failover() {  # kill -9 of the leading `elect`: its CMD stops, the other
   read -r _ first fence1 _ < <(grep '^lead' "$LOG")
   local leader_pid=$p1 other_pid=$p2 other=e2
   [[ $first == e2 ]] && { leader_pid=$p2; other_pid=$p1; other=e1; }
-  "$BIN" status "$key" --json >"$T/status.json"
+  # Each member reports at its first poll: the one that does not lead may report after
+  # the leader's first line.
+  wait_for "'$BIN' status '$key' --json >'$T/status.json' && [[ \$(json '$T/status.json' 'len(d[\"members\"])') == 2 ]]" 10 ||
+    fail "status members: $(cat "$T/status.json")"
   [[ $(json "$T/status.json" 'd["leader"]["pid"]') == "$leader_pid" ]] || fail "status leader: $(cat "$T/status.json")"
-  [[ $(json "$T/status.json" 'len(d["members"])') == 2 ]] || fail "status members: $(cat "$T/status.json")"
   # Each member's report carries its process's metrics: both have talked to the storage.
   [[ $(json "$T/status.json" 'min(m["metrics"]["round_trips"] for m in d["members"]) > 0') == True ]] ||
     fail "status metrics: $(cat "$T/status.json")"
