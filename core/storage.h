@@ -335,7 +335,10 @@ class Storage {
   // by reading the documents back (SemaphoreRenewRequest::renewed_by), never by counts.
   // Requests may name the same key (several slots of one client). Throws when the batch
   // fails as a whole: the caller then treats none of it as renewed. Default:
-  // renew_semaphore() one by one.
+  // renew_semaphore() one by one. MongoDB (libmongoc and pymongo): per chunk of
+  // max_renew_batch(), one unordered bulk `update` with a statement per slot ($max on
+  // "slots.<i>.ts_expire", filtered by that slot's uuid, fence and expiry), then one find
+  // over the keys (core/storage/commands.h). SQLite: one transaction. Memory: one call.
   virtual std::vector<bool> renew_semaphores(const std::string& collection,
                                              const std::vector<SemaphoreRenewRequest>& requests,
                                              std::int64_t now_ms);
