@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """One benchmark contender process for tests/bench/harness.py: the ORIGINAL
 mongoelector 1.0.2 (run with its own venv's interpreter) or ours through Python (a
-pymongo Database, or a mongodb:// URI for the native libmongoc transport).
+pymongo Database, or a mongodb:// URI for the native libmongoc transport), ours through
+asyncio (a pymongo AsyncDatabase), or the FLOOR: the very commands ours sends for a lock,
+issued directly with pymongo (no layer at all), so that a row can say what our layer costs.
 
 The same code drives both packages: it uses only the original's API (MongoLocker,
 MongoLeaderElector, LockExists, AcquireTimeout) plus, for ours, ``delete_on_release``,
 ``mongoelector.Client`` and ``mongoelector.lease``. contender.c is its C API twin; both
 speak the line protocol below, so the harness treats them alike.
 
-    contender.py SUBCOMMAND --impl original|db|uri --uri URI --db NAME [options]
+    contender.py SUBCOMMAND --impl original|db|uri|floor|aio-db --uri URI --db NAME [options]
 
 Lines on stdout (stderr is the harness's log):
     MARK <label>          then wait for one line on stdin (the harness snapshots the
@@ -77,14 +79,188 @@ def cpu_seconds():
     return time.process_time()
 
 
+class floor:  # noqa: N801 (stands in for the mongoelector module)
+    """The floor: the commands ours sends for a lock with its defaults, issued directly
+    with pymongo and nothing else (same collection, filters, updates, write concern and
+    maxTimeMS, one pymongo.timeout() per call as ours bounds every call). Local clock,
+    no time check, no retry loop: whatever ours costs beyond this row is our layer.
+    `check_floor_commands` compares the commands with ours' (run by the probe)."""
+
+    class LockExists(Exception):
+        pass
+
+    class AcquireTimeout(Exception):
+        pass
+
+    __file__ = __file__
+
+    class MongoLocker:
+        def __init__(self, key, db, ttl=600, dbcollection="mongolocker", **_):
+            import socket
+            import uuid
+
+            from pymongo import WriteConcern
+
+            self.key, self.ttl = key, ttl
+            self.c = db.get_collection(dbcollection, write_concern=WriteConcern("majority"))
+            self.uuid, self.host, self.pid = str(uuid.uuid4()), socket.getfqdn(), os.getpid()
+            self.fence = None
+
+        def acquire(self, blocking=True, timeout=None, step=0.25, force=False):
+            import datetime as dt
+
+            import pymongo
+            from pymongo.errors import DuplicateKeyError
+
+            now = dt.datetime.now(dt.timezone.utc)
+            ms = now.replace(microsecond=now.microsecond // 1000 * 1000)
+            query = {
+                "_id": self.key,
+                "$or": [{"locked": {"$ne": True}}, {"ts_expire": {"$not": {"$gt": ms}}}],
+            }
+            update = {
+                "$set": {
+                    "locked": True,
+                    "host": self.host,
+                    "uuid": self.uuid,
+                    "pid": self.pid,
+                    "ts_created": ms,
+                    "ts_expire": ms + dt.timedelta(seconds=self.ttl),
+                },
+                "$inc": {"fence": 1},
+            }
+            try:
+                with pymongo.timeout(3.0):
+                    doc = self.c.find_one_and_update(
+                        query, update, upsert=True, return_document=pymongo.ReturnDocument.AFTER
+                    )
+            except DuplicateKeyError:
+                raise floor.LockExists(self.key) from None
+            self.fence = doc["fence"]
+            return True
+
+        def release(self):
+            import pymongo
+
+            with pymongo.timeout(3.0):
+                self.c.delete_one({"_id": self.key, "uuid": self.uuid, "fence": self.fence})
+            self.fence = None
+
+        def touch(self):
+            import datetime as dt
+
+            import pymongo
+
+            now = dt.datetime.now(dt.timezone.utc)
+            ms = now.replace(microsecond=now.microsecond // 1000 * 1000)
+            q = {
+                "_id": self.key,
+                "locked": True,
+                "uuid": self.uuid,
+                "fence": self.fence,
+                "ts_expire": {"$gt": ms},
+            }
+            with pymongo.timeout(3.0):
+                r = self.c.update_one(
+                    q, {"$max": {"ts_expire": ms + dt.timedelta(seconds=self.ttl)}}
+                )
+            return ms if r.matched_count else None
+
+        def _read(self):
+            import pymongo
+
+            with pymongo.timeout(3.0):
+                return self.c.find_one({"_id": self.key})
+
+        def locked(self):
+            import datetime as dt
+
+            d = self._read()
+            return bool(
+                d
+                and d.get("locked")
+                and d["ts_expire"].replace(tzinfo=dt.timezone.utc)
+                > dt.datetime.now(dt.timezone.utc)
+            )
+
+        def owned(self):
+            d = self._read()
+            return bool(d and d.get("uuid") == self.uuid and d.get("locked"))
+
+    class MongoLeaderElector:
+        def __init__(self, *a, **kw):
+            raise SystemExit("the floor has no elector")
+
+
+def check_floor_commands(uri, dbname):
+    """Runs one cycle of ours (pymongo Database) and one of the floor under pymongo's
+    command monitoring and returns the differences in command names and in the shapes
+    (keys) of their filters and updates: empty when the floor sends what ours sends."""
+    import mongoelector
+    import pymongo
+    from pymongo import monitoring
+
+    seen = []
+
+    class Listener(monitoring.CommandListener):
+        def started(self, e):
+            if e.command_name in ("findAndModify", "delete", "update", "find"):
+                seen.append(shape(e.command))
+
+        def succeeded(self, e):
+            pass
+
+        def failed(self, e):
+            pass
+
+    def shape(cmd):
+        out = {}
+        for k, v in cmd.items():
+            if k in ("lsid", "$db", "$clusterTime", "txnNumber"):
+                continue
+            if isinstance(v, dict):
+                out[k] = shape(v)
+            elif isinstance(v, list):
+                out[k] = [shape(x) if isinstance(x, dict) else type(x).__name__ for x in v]
+            else:
+                out[k] = type(v).__name__ if k not in ("maxTimeMS",) else "int"
+        return out
+
+    client = pymongo.MongoClient(uri, event_listeners=[Listener()])
+    try:
+        sequences = []
+        for make in (mongoelector.MongoLocker, floor.MongoLocker):
+            lk = make("floor-check", client[dbname], ttl=30)
+            for _ in range(2):
+                lk.acquire()
+                lk.touch()
+                lk.release()
+            seen.clear()
+            lk.acquire()
+            lk.touch()
+            lk.release()
+            sequences.append(list(seen))
+        ours, mine = sequences
+        return [] if ours == mine else [{"ours": ours, "floor": mine}]
+    finally:
+        client.close()
+
+
 class Impl:
     """The package under test and how to hand it a database."""
 
     def __init__(self, args):
-        import mongoelector
-
         self.args = args
         self.kind = args.impl
+        self.asyncio = args.impl.startswith("aio-")
+        if self.kind == "floor":
+            self.me = floor
+            self.version = "floor"
+            self.original = False
+            self._clients = []
+            return
+        import mongoelector
+
         self.me = mongoelector
         self.version = getattr(mongoelector, "__version__", "?")
         self.original = args.impl == "original"
@@ -99,6 +275,12 @@ class Impl:
         """A `db` argument: a pymongo Database (original, db) or a URI string (uri).
         fresh=True: its own connections (a new MongoClient / mongoelector.Client)."""
         uri = uri or self.args.uri
+        if self.asyncio:
+            from pymongo import AsyncMongoClient
+
+            c = AsyncMongoClient(uri, serverSelectionTimeoutMS=10000)
+            self._clients.append(c)
+            return c[self.args.db]
         if self.kind == "uri":
             full = uri.rstrip("/") + "/" + self.args.db
             if fresh:
@@ -118,6 +300,10 @@ class Impl:
                 kw["allow_unsafe_server"] = True
         elif delete_on_release is False:
             return None  # the original always deletes on release
+        if self.asyncio:
+            from mongoelector.aio import AsyncMongoLocker
+
+            return AsyncMongoLocker(key, db, ttl=ttl, **kw)
         return self.me.MongoLocker(key, db, ttl=ttl, **kw)
 
     def elector(self, key, db, ttl, report_status=True, **callbacks):
@@ -231,7 +417,12 @@ def cmd_ops(args, impl):
 # ---------------------------------------------------------------------------- cycles --
 def cmd_cycles(args, impl):
     """Uncontended acquire()+release() cycles, `threads` threads on their own keys,
-    sharing one client or a client each, for `seconds`; per-cycle latency with 1 thread."""
+    sharing one client or a client each, for `seconds`; per-cycle latency with 1 thread.
+    asyncio contenders: `threads` tasks on one event loop instead of threads."""
+    if impl.asyncio:
+        import asyncio
+
+        return asyncio.run(cycles_async(args, impl))
     threads, shared = args.threads, args.clients == "shared"
     base = impl.db(fresh=impl.kind == "uri") if shared else None
     lockers = []
@@ -283,15 +474,140 @@ def cmd_cycles(args, impl):
         "per_thread": counts,
     }
     if threads == 1:
-        v = sorted(x * 1e3 for x in lats[0])
-        out.update(
-            p50_ms=pct(v, 50),
-            p90_ms=pct(v, 90),
-            p99_ms=pct(v, 99),
-            mean_ms=sum(v) / len(v),
-            cdf_ms=quantiles(v),
-        )
+        out.update(latency_figures(lats[0]))
     result(out)
+
+
+def latency_figures(seconds):
+    v = sorted(x * 1e3 for x in seconds)
+    return {
+        "p50_ms": pct(v, 50),
+        "p90_ms": pct(v, 90),
+        "p99_ms": pct(v, 99),
+        "mean_ms": sum(v) / len(v),
+        "cdf_ms": quantiles(v),
+    }
+
+
+async def cycles_async(args, impl):
+    """cmd_cycles on one event loop: `threads` tasks, each looping acquire+release on
+    its own key, sharing one AsyncMongoClient or a client each."""
+    import asyncio
+
+    tasks_n, shared = args.threads, args.clients == "shared"
+    base = impl.db() if shared else None
+    lockers = [
+        impl.locker(f"cyc-{os.getpid()}-{t}", base if shared else impl.db()) for t in range(tasks_n)
+    ]
+    for lk in lockers:
+        for _ in range(args.warmup):
+            await lk.acquire()
+            await lk.release()
+    stop = False
+    counts = [0] * tasks_n
+    lat = []
+    pc = time.perf_counter
+
+    async def run(t):
+        lk, n = lockers[t], 0
+        record = tasks_n == 1
+        while not stop:
+            t0 = pc()
+            await lk.acquire()
+            await lk.release()
+            if record:
+                lat.append(pc() - t0)
+            n += 1
+        counts[t] = n
+
+    cpu0 = cpu_seconds()
+    t0 = pc()
+    running = [asyncio.create_task(run(t)) for t in range(tasks_n)]
+    await asyncio.sleep(args.seconds)
+    stop = True
+    await asyncio.gather(*running)
+    secs = pc() - t0
+    cpu = cpu_seconds() - cpu0
+    for lk in lockers:
+        await lk.close()
+    out = {
+        "phase": "cycles",
+        "threads": tasks_n,
+        "clients": args.clients,
+        "cycles": sum(counts),
+        "seconds": secs,
+        "cpu_s": cpu,
+        "per_thread": counts,
+    }
+    if tasks_n == 1:
+        out.update(latency_figures(lat))
+    result(out)
+
+
+# ------------------------------------------------------------------------------ lag --
+def cmd_lag(args, impl):
+    """asyncio only: `threads` tasks contend for ONE key (blocking acquire with the
+    default step, hold for `hold` ms, release) for `seconds`, while a probe task asks
+    the loop for a 1 ms sleep over and over; the loop's lag is how late it wakes."""
+    import asyncio
+
+    if not impl.asyncio:
+        raise SystemExit("lag measures an event loop: asyncio contenders only")
+
+    async def main():
+        db = impl.db()
+        lockers = [impl.locker("lag", db, ttl=30) for _ in range(args.threads)]
+        for lk in lockers:
+            await lk.acquire()
+            await lk.release()
+        stop = False
+        acquired = [0] * len(lockers)
+        lags = []
+
+        async def contend(i):
+            lk = lockers[i]
+            while not stop:
+                await lk.acquire()
+                try:
+                    acquired[i] += 1
+                    await asyncio.sleep(args.hold / 1e3)
+                finally:
+                    await lk.release()
+                await asyncio.sleep(0)
+
+        async def probe():
+            loop = asyncio.get_running_loop()
+            while not stop:
+                t0 = loop.time()
+                await asyncio.sleep(0.001)
+                lags.append(max(0.0, loop.time() - t0 - 0.001))
+
+        tasks = [asyncio.create_task(contend(i)) for i in range(len(lockers))]
+        tasks.append(asyncio.create_task(probe()))
+        t0 = time.perf_counter()
+        await asyncio.sleep(args.seconds)
+        stop = True
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        secs = time.perf_counter() - t0
+        for lk in lockers:
+            await lk.close()
+        v = sorted(x * 1e3 for x in lags)
+        result(
+            {
+                "phase": "lag",
+                "tasks": len(lockers),
+                "seconds": secs,
+                "acquisitions": sum(acquired),
+                "lag_p50_ms": pct(v, 50),
+                "lag_p99_ms": pct(v, 99),
+                "lag_max_ms": v[-1] if v else None,
+                "probes": len(v),
+            }
+        )
+
+    asyncio.run(main())
 
 
 # ---------------------------------------------------------------------------- elect --
@@ -588,25 +904,42 @@ def cmd_scale(args, impl):
 def cmd_probe(args, impl):
     db = impl.db()
     lk = impl.locker("probe", db, ttl=30)
-    lk.acquire(blocking=False)
-    lk.release()
+    if impl.asyncio:
+        import asyncio
+
+        async def once():
+            await lk.acquire(blocking=False)
+            await lk.release()
+            await lk.close()
+
+        asyncio.run(once())
+    else:
+        lk.acquire(blocking=False)
+        lk.release()
     import pymongo
 
-    result(
-        {
-            "phase": "probe",
-            "version": impl.version,
-            "pymongo": pymongo.__version__,
-            "python": sys.version.split()[0],
-            "module": os.path.dirname(impl.me.__file__),
-        }
-    )
+    info = {
+        "phase": "probe",
+        "version": impl.version,
+        "pymongo": pymongo.__version__,
+        "python": sys.version.split()[0],
+        "module": os.path.dirname(impl.me.__file__),
+    }
+    if impl.kind == "floor":
+        diff = check_floor_commands(args.uri, args.db)
+        if diff:
+            raise SystemExit(f"the floor does not send ours' commands: {diff}")
+        info["same_commands_as_ours"] = True
+    result(info)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cmd", choices=["ops", "cycles", "elect", "contend", "cost", "scale", "probe"])
-    ap.add_argument("--impl", required=True, choices=["original", "db", "uri"])
+    ap.add_argument(
+        "cmd", choices=["ops", "cycles", "lag", "elect", "contend", "cost", "scale", "probe"]
+    )
+    ap.add_argument("--impl", required=True, choices=["original", "db", "uri", "floor", "aio-db"])
+    ap.add_argument("--hold", type=float, default=1.0, help="lag: ms each hold lasts")
     ap.add_argument("--uri", required=True)
     ap.add_argument("--other-uri")
     ap.add_argument("--db", required=True)

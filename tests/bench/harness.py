@@ -57,6 +57,9 @@ PROFILES = {
         cycle_seconds=5.0,
         cycle_threads=4,
         cycle_warmup=100,
+        cycle_rounds=3,
+        lag_tasks=50,
+        lag_seconds=10.0,
         trials=20,
         failover_ttl=2.0,
         ttl_monitor_period=60.0,
@@ -82,6 +85,9 @@ PROFILES = {
         cycle_seconds=1.0,
         cycle_threads=4,
         cycle_warmup=20,
+        cycle_rounds=1,
+        lag_tasks=50,
+        lag_seconds=2.0,
         trials=3,
         failover_ttl=2.0,
         ttl_monitor_period=60.0,
@@ -116,7 +122,7 @@ SCALE_MODE_ENV = {
     "batched": {"MONGOELECTOR_BATCH_RENEWALS": None},
     "per-key": {"MONGOELECTOR_BATCH_RENEWALS": "0"},
 }
-SCENARIOS = ["ops", "cycles", "failover", "contention", "cost", "load", "scale"]
+SCENARIOS = ["ops", "cycles", "lag", "failover", "contention", "cost", "load", "scale"]
 
 
 def log(*a):
@@ -167,8 +173,11 @@ class Contender:
         python=False,
         needs_ttl_monitor=False,
         env=None,
+        scenarios=None,
     ):
         self.id, self.label, self.argv, self.impl = cid, label, argv, impl
+        # The scenarios this contender takes part in (None: every one).
+        self.scenarios = scenarios
         self.ours, self.python, self.needs_ttl_monitor = ours, python, needs_ttl_monitor
         self.env = env or {}
         self.error = None
@@ -608,6 +617,27 @@ class Harness:
                     python=True,
                 )
             )
+            cs.append(
+                Contender(
+                    "py-aio",
+                    "ours, asyncio + pymongo AsyncDatabase",
+                    [a.ours_python, os.path.join(HERE, "contender.py")],
+                    impl="aio-db",
+                    python=True,
+                    scenarios={"cycles", "lag"},
+                )
+            )
+            cs.append(
+                Contender(
+                    "floor",
+                    "floor: ours' commands issued directly with pymongo",
+                    [a.ours_python, os.path.join(HERE, "contender.py")],
+                    impl="floor",
+                    ours=False,
+                    python=True,
+                    scenarios={"ops", "cycles"},
+                )
+            )
         if a.c_driver:
             cs.append(Contender("c", "ours, C API", [a.c_driver]))
         if a.go_driver:
@@ -661,7 +691,12 @@ class Harness:
             client.close()
 
     def runnable(self):
-        return [c for c in self.contenders if not c.error]
+        scenario = getattr(self, "current", None)
+        return [
+            c
+            for c in self.contenders
+            if not c.error and (scenario is None or c.scenarios is None or scenario in c.scenarios)
+        ]
 
     def emit(self, md):
         print(md + "\n", flush=True)
@@ -867,8 +902,8 @@ class Harness:
     # ---- scenario 2: cycles ----------------------------------------------------------
     def run_cycles(self):
         host, port = self.host_port()
-        S, T = self.p["cycle_seconds"], self.p["cycle_threads"]
-        res = {"ping": [], "contenders": {}}
+        S, T, R = self.p["cycle_seconds"], self.p["cycle_threads"], self.p["cycle_rounds"]
+        res = {"ping": [], "contenders": {}, "rounds": R}
         ping_all = []
 
         def ping():
@@ -879,37 +914,53 @@ class Harness:
             except Exception as e:  # noqa: BLE001
                 log(f"ping failed: {e}")
 
+        def cycles(c, label, threads, clients):
+            try:
+                pr = Proc(
+                    self,
+                    c,
+                    "cycles",
+                    f"cycles-{c.id}-{label}",
+                    uri=self.server_uri,
+                    db=self.db("cyc", c),
+                    threads=threads,
+                    clients=clients,
+                    seconds=S,
+                    warmup=self.p["cycle_warmup"],
+                )
+                try:
+                    return pr.result(S + 90)
+                finally:
+                    pr.stop()
+            except Exception as e:  # noqa: BLE001
+                log(f"cycles: {c.id} {label} failed: {e}")
+                return {"error": str(e)}
+
+        # One thread: R rounds, the contenders alternating (the order reversed every other
+        # round) so that a drift of the machine spreads over all of them; the median round
+        # (by cycles/s) is the contender's figure.
+        cs = self.runnable()
+        for c in cs:
+            res["contenders"][c.id] = {"1t_rounds": []}
         ping()
-        for c in self.runnable():
-            log(f"cycles: {c.id}")
-            r = {}
+        for rnd in range(R):
+            for c in cs if rnd % 2 == 0 else list(reversed(cs)):
+                log(f"cycles: {c.id} round {rnd + 1}/{R}")
+                res["contenders"][c.id]["1t_rounds"].append(cycles(c, "1t", 1, "shared"))
+            ping()
+        for c in cs:
+            r = res["contenders"][c.id]
+            ok = sorted(
+                (x for x in r["1t_rounds"] if "cycles" in x),
+                key=lambda x: x["cycles"] / x["seconds"],
+            )
+            r["1t"] = ok[len(ok) // 2] if ok else r["1t_rounds"][0]
             for label, threads, clients in (
-                ("1t", 1, "shared"),
                 (f"{T}t_shared", T, "shared"),
                 (f"{T}t_each", T, "each"),
             ):
-                try:
-                    pr = Proc(
-                        self,
-                        c,
-                        "cycles",
-                        f"cycles-{c.id}-{label}",
-                        uri=self.server_uri,
-                        db=self.db("cyc", c),
-                        threads=threads,
-                        clients=clients,
-                        seconds=S,
-                        warmup=self.p["cycle_warmup"],
-                    )
-                    try:
-                        r[label] = pr.result(S + 90)
-                    finally:
-                        pr.stop()
-                except Exception as e:  # noqa: BLE001
-                    r[label] = {"error": str(e)}
-                    log(f"cycles: {c.id} {label} failed: {e}")
-            res["contenders"][c.id] = r
-            ping()
+                log(f"cycles: {c.id} {label}")
+                r[label] = cycles(c, label, threads, clients)
         self.drop_dbs("cyc")
         res["ping_p50_ms"] = pct(ping_all, 50)
         res["ping_p99_ms"] = pct(ping_all, 99)
@@ -924,7 +975,8 @@ class Harness:
         orig = res["contenders"].get("original", {}).get("1t", {})
         lines = [
             f"### 2. Uncontended acquire+release cycles ({self.p['cycle_seconds']:g} s each, "
-            "library defaults, one thread, own client, no proxy)",
+            "library defaults, one thread, own client, no proxy; "
+            f"median of {res.get('rounds', 1)} alternating rounds)",
             "",
             f"Server ping round trip (raw OP_MSG on a socket, no driver, measured between "
             f"contenders): p50 {fmt(ping50, '.3f')} ms, p99 {fmt(res.get('ping_p99_ms'), '.3f')} ms. "
@@ -935,23 +987,34 @@ class Harness:
         header = [
             "contender",
             "cycles/s",
+            "rounds",
             "p50 ms",
             "p99 ms",
-            "p50 / floor",
+            "p50 / 2 pings",
             "cycles/s vs original",
             "p50 vs original",
+            "cycles/s vs floor",
+            "layer µs/cycle",
             "commands/cycle",
             "CPU ms/cycle",
         ]
         rows = []
         cmds_note = False
+        fl = res["contenders"].get("floor", {}).get("1t", {})
+        frate = fl["cycles"] / fl["seconds"] if fl.get("cycles") else None
         for cid, r in res["contenders"].items():
             x = r.get("1t", {})
             if "error" in x:
-                rows.append([cid, "error"] + [""] * 7)
+                rows.append([cid, "error"] + [""] * 10)
                 continue
             rate = x["cycles"] / x["seconds"]
+            rounds = [y["cycles"] / y["seconds"] for y in r.get("1t_rounds", []) if "cycles" in y]
             orate = orig["cycles"] / orig["seconds"] if orig.get("cycles") else None
+            layer = (
+                (x["p50_ms"] - fl["p50_ms"]) * 1e3
+                if fl.get("p50_ms") is not None and x.get("p50_ms") is not None
+                else None
+            )
             o = ops.get(cid, {}).get("ops", {})
             cmds = (
                 o["acquire_defaults"]["mean"] + o["release_defaults"]["mean"]
@@ -964,6 +1027,9 @@ class Harness:
                 [
                     cid,
                     fmt(rate, ".0f"),
+                    "–".join(fmt(v, ".0f") for v in (min(rounds), max(rounds)))
+                    if len(rounds) > 1
+                    else "",
                     fmt(x.get("p50_ms"), ".3f"),
                     fmt(x.get("p99_ms"), ".3f"),
                     fmt(ratio(x.get("p50_ms"), floor), ".2f") + "×",
@@ -971,6 +1037,8 @@ class Harness:
                     fmt(ratio(x.get("p50_ms"), orig.get("p50_ms")), ".2f") + "×"
                     if cid != "original"
                     else "1×",
+                    fmt(ratio(rate, frate), ".2f") + "×" if cid != "floor" else "1×",
+                    fmt(layer, "+.0f") if cid != "floor" else "0",
                     fmt(cmds, "g"),
                     fmt(x["cpu_s"] * 1e3 / max(1, x["cycles"]), ".3f"),
                 ]
@@ -1021,8 +1089,73 @@ class Harness:
             "`mongoelector_client` or one per thread.",
             f"* {os.cpu_count()} cores: with {T} threads the client and the server compete "
             "for them.",
+            "* `floor`: the commands ours sends for a lock (same filters, updates, write "
+            "concern, maxTimeMS), issued directly with pymongo `find_one_and_update` + "
+            "`delete_one`: no layer at all (its probe checks that the commands match ours'). "
+            "`layer µs/cycle`: a contender's p50 minus the floor's, i.e. what our layer "
+            "adds to one acquire + release.",
+            "* `py-aio`: ours through `mongoelector.aio` on a pymongo `AsyncDatabase`, "
+            f"tasks on one event loop instead of threads ({T} tasks: one shared "
+            "`AsyncMongoClient` or one each).",
         ]
         return "\n".join(lines)
+
+    # ---- scenario: event loop lag under contention (asyncio contenders) ---------------
+    def run_lag(self):
+        n, S = self.p["lag_tasks"], self.p["lag_seconds"]
+        res = {}
+        for c in [c for c in self.runnable() if (c.impl or "").startswith("aio-")]:
+            log(f"lag: {c.id} ({n} tasks, {S:g} s)")
+            try:
+                pr = Proc(
+                    self,
+                    c,
+                    "lag",
+                    f"lag-{c.id}",
+                    uri=self.server_uri,
+                    db=self.db("lag", c),
+                    threads=n,
+                    seconds=S,
+                )
+                try:
+                    res[c.id] = pr.result(S + 120)
+                finally:
+                    pr.stop()
+            except Exception as e:  # noqa: BLE001
+                log(f"lag: {c.id} failed: {e}")
+                res[c.id] = {"error": str(e)}
+        self.drop_dbs("lag")
+        self.out["scenarios"]["lag"] = res
+        self.emit(self.md_lag(res))
+
+    def md_lag(self, res):
+        n, S = self.p["lag_tasks"], self.p["lag_seconds"]
+        header = ["contender", "acquisitions/s", "loop lag p50 ms", "p99 ms", "max ms", "probes"]
+        rows = []
+        for cid, x in res.items():
+            if "error" in x:
+                rows.append([cid, "error: " + x["error"][:60]] + [""] * 4)
+                continue
+            rows.append(
+                [
+                    cid,
+                    fmt(x["acquisitions"] / x["seconds"], ".0f"),
+                    fmt(x["lag_p50_ms"], ".3f"),
+                    fmt(x["lag_p99_ms"], ".3f"),
+                    fmt(x["lag_max_ms"], ".3f"),
+                    fmt(x["probes"], "d"),
+                ]
+            )
+        return "\n".join(
+            [
+                f"### Event loop lag: {n} tasks contending for one key ({S:g} s)",
+                "",
+                md_table(header, rows),
+                "",
+                "* Each task: blocking `acquire()` (default step), hold 1 ms, `release()`; a "
+                "probe task sleeps 1 ms over and over and records how late the loop wakes it.",
+            ]
+        )
 
     # ---- scenario 3: failover ---------------------------------------------------------
     def failover_wave(self, c, mode, trials, ttl):
@@ -2011,6 +2144,8 @@ class Harness:
             "py-uri": "#2ca02c",
             "c": "#9467bd",
             "go": "#8c564b",
+            "py-aio": "#17becf",
+            "floor": "#7f7f7f",
         }
         order = [c.id for c in self.contenders]
         plain = FuncFormatter(lambda v, _: f"{v:g}")
@@ -2234,6 +2369,7 @@ class Harness:
                 if name not in only:
                     continue
                 t0 = time.monotonic()
+                self.current = name
                 try:
                     getattr(self, "run_" + name)()
                 except Exception as e:  # noqa: BLE001
@@ -2268,7 +2404,9 @@ def main():
     ap = argparse.ArgumentParser(description="mongoelector benchmark harness (issue #10)")
     ap.add_argument("--quick", action="store_true", help="smoke-test profile (about 3 minutes)")
     ap.add_argument("--only", help=f"comma-separated scenarios: {','.join(SCENARIOS)}")
-    ap.add_argument("--contenders", help="comma-separated subset: original,py-db,py-uri,c,go")
+    ap.add_argument(
+        "--contenders", help="comma-separated subset: original,py-db,py-uri,py-aio,floor,c,go"
+    )
     ap.add_argument("--trials", type=int, help="failover trials per contender and stop kind")
     ap.add_argument("--scale-sizes", help="comma-separated key counts for the scale scenario")
     ap.add_argument(
