@@ -293,6 +293,10 @@ class Impl:
         return c[self.args.db]
 
     def locker(self, key, db, ttl=600, delete_on_release=None, **kw):
+        if self.kind == "floor":
+            if delete_on_release is False:
+                return None  # the floor sends the defaults' commands: release deletes
+            return self.me.MongoLocker(key, db, ttl=ttl, **kw)
         if not self.original:
             if delete_on_release is not None:
                 kw["delete_on_release"] = delete_on_release
