@@ -44,15 +44,54 @@ DateTypes& types() {
 }
 }  // namespace
 
+namespace {
+// Days since 1970-01-01 of a proleptic Gregorian date, and back (the algorithms of Howard
+// Hinnant's "chrono-compatible low-level date algorithms"): integer arithmetic instead
+// of timedelta objects, which cost more than the rest of a conversion.
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+
+void civil_from_days(std::int64_t z, std::int64_t& y, unsigned& m, unsigned& d) {
+  z += 719468;
+  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const unsigned doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp < 10 ? mp + 3 : mp - 9;
+  y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2);
+}
+}  // namespace
+
 py::object datetime_from_ms(std::int64_t ms) {
   DateTypes& t = types();
-  // epoch + timedelta(milliseconds=ms), built through the C API (no keyword call).
   constexpr std::int64_t kDay = 86400000;
   std::int64_t days = ms / kDay, rest = ms % kDay;
   if (rest < 0) {
     rest += kDay;
     days -= 1;
   }
+  std::int64_t year = 0;
+  unsigned month = 0, day = 0;
+  civil_from_days(days, year, month, day);
+  if (year >= 1 && year <= 9999) {  // datetime's range: built from its fields directly
+    PyObject* dt = PyDateTimeAPI->DateTime_FromDateAndTime(
+        static_cast<int>(year), static_cast<int>(month), static_cast<int>(day),
+        static_cast<int>(rest / 3600000), static_cast<int>(rest / 60000 % 60),
+        static_cast<int>(rest / 1000 % 60), static_cast<int>(rest % 1000) * 1000, t.utc.ptr(),
+        PyDateTimeAPI->DateTimeType);
+    if (dt == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(dt);
+  }
+  // Out of datetime's range: epoch + timedelta raises what timedelta(milliseconds=ms)
+  // would.
   if (days > 999999999 || days < -999999999) {  // as timedelta(milliseconds=ms) would
     PyErr_SetString(PyExc_OverflowError, "date value out of range");
     throw py::error_already_set();
@@ -70,7 +109,20 @@ py::object utcnow() {
 
 std::optional<std::int64_t> ms_from_datetime(py::handle obj) {
   DateTypes& t = types();
-  if (py::isinstance(obj, t.datetime_type)) {
+  if (PyDateTime_CheckExact(obj.ptr())) {
+    PyObject* tz = PyDateTime_DATE_GET_TZINFO(obj.ptr());
+    if (tz == Py_None || tz == t.utc.ptr()) {  // naive (UTC, as BSON) or datetime's UTC
+      PyObject* o = obj.ptr();
+      const std::int64_t days =
+          days_from_civil(PyDateTime_GET_YEAR(o), static_cast<unsigned>(PyDateTime_GET_MONTH(o)),
+                          static_cast<unsigned>(PyDateTime_GET_DAY(o)));
+      return days * 86400000 + PyDateTime_DATE_GET_HOUR(o) * std::int64_t{3600000} +
+             PyDateTime_DATE_GET_MINUTE(o) * std::int64_t{60000} +
+             PyDateTime_DATE_GET_SECOND(o) * std::int64_t{1000} +
+             PyDateTime_DATE_GET_MICROSECOND(o) / 1000;
+    }
+  }
+  if (py::isinstance(obj, t.datetime_type)) {  // another tzinfo, or a subclass
     py::object dt = py::reinterpret_borrow<py::object>(obj);
     if (dt.attr("tzinfo").is_none()) dt = dt.attr("replace")(py::arg("tzinfo") = t.utc);
     // Floor division, as BSON encoding truncates to milliseconds.
