@@ -8,7 +8,6 @@ from datetime import datetime, timedelta, timezone
 
 import mongomock
 import pytest
-
 from mongoelector import MongoLocker
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
