@@ -111,6 +111,11 @@ run_suite "Python suite on java (pytest: mongomock + real server, processes, mix
   with_server java -- "${PYTEST[@]}" "$ROOT/tests/python"
 run_suite "Python suite on ferretdb (pytest -m ferretdb)" \
   with_server ferretdb -- "${PYTEST[@]}" -m ferretdb "$ROOT/tests/python"
+# The integrations (celery beat + worker, APScheduler, Django, uvicorn processes).
+run_suite "Python integrations on SQLite (tests/integrations: celery, APScheduler, Django, ASGI)" \
+  bash "$ROOT/tests/integrations/run.sh" "$PY_VENV/bin/python"
+run_suite "Python integrations on java (tests/integrations)" \
+  with_server java -- bash "$ROOT/tests/integrations/run.sh" "$PY_VENV/bin/python"
 if [[ -n "$USER_URI" ]]; then
   run_suite "Python suite on \$MONGOELECTOR_TEST_URI" \
     env MONGOELECTOR_TEST_URI="$USER_URI" "${PYTEST[@]}" "$ROOT/tests/python"

@@ -3,8 +3,8 @@
 Needs ``APScheduler>=3.9,<4`` (``pip install 'mongoelector[apscheduler]'``); imported
 only when used::
 
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped,import-not-found,unused-ignore]
     from mongoelector.apscheduler import SingletonExecutor
 
     scheduler = BackgroundScheduler(
@@ -39,10 +39,10 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, List, Optional
 
-from apscheduler.executors.base import BaseExecutor, MaxInstancesReachedError
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.job import Job
-from apscheduler.triggers.interval import IntervalTrigger
+from apscheduler.executors.base import BaseExecutor, MaxInstancesReachedError  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from apscheduler.job import Job  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 from ._claims import FireClaims, utc
 from ._transport import DatabaseArg
@@ -65,7 +65,7 @@ def claim_time(job: Job, run_time: datetime) -> datetime:
             "different time and its runs could not be matched; remove jitter"
         )
     if isinstance(trigger, IntervalTrigger):
-        every = trigger.interval // _US
+        every = int(trigger.interval // _US)
         if every <= 0:
             raise ValueError(f"job {job.id!r} has an interval of {trigger.interval}")
         elapsed = (utc(run_time) - _EPOCH) // _US
@@ -73,7 +73,7 @@ def claim_time(job: Job, run_time: datetime) -> datetime:
     return utc(run_time)
 
 
-class SingletonExecutor(BaseExecutor):  # type: ignore[misc]
+class SingletonExecutor(BaseExecutor):  # type: ignore[misc,unused-ignore]
     """An APScheduler 3 executor that runs each fire time of a job on one node only;
     ``executor`` (default ``ThreadPoolExecutor()``) runs the claimed runs. ``prefix``
     names the claims (``"<prefix>:<job id>@fire:<ms>"``): schedulers that should not
@@ -101,15 +101,25 @@ class SingletonExecutor(BaseExecutor):  # type: ignore[misc]
         self.inner: BaseExecutor = executor if executor is not None else ThreadPoolExecutor()
         self.prefix = prefix
         self._db = db
-        self._claims_options = dict(
-            retention=retention, dbcollection=dbcollection, database=database, op_timeout=op_timeout
-        )
-        FireClaims(db, **self._claims_options).close()  # checks the arguments now
+        self._retention = retention
+        self._dbcollection = dbcollection
+        self._database = database
+        self._op_timeout = op_timeout
+        self._new_claims().close()  # checks the arguments now
         self._claims: Optional[FireClaims] = None
+
+    def _new_claims(self) -> FireClaims:
+        return FireClaims(
+            self._db,
+            retention=self._retention,
+            dbcollection=self._dbcollection,
+            database=self._database,
+            op_timeout=self._op_timeout,
+        )
 
     def start(self, scheduler: Any, alias: str) -> None:
         super().start(scheduler, alias)
-        self._claims = FireClaims(self._db, **self._claims_options)
+        self._claims = self._new_claims()
         self.inner.start(scheduler, alias)
 
     def shutdown(self, wait: bool = True) -> None:

@@ -39,12 +39,12 @@ from __future__ import annotations
 import contextvars
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union, cast
 
-from celery import Celery, Task
-from celery.beat import ScheduleEntry, Scheduler
-from celery.schedules import crontab
-from celery.schedules import schedule as interval_schedule
+from celery import Celery, Task  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from celery.beat import ScheduleEntry, Scheduler  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from celery.schedules import crontab  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from celery.schedules import schedule as interval_schedule  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 from ._claims import FireClaims, utc
 from ._transport import DatabaseArg
@@ -97,7 +97,7 @@ def next_fire_time(sched: Any, after: datetime, entry: str = "?") -> datetime:
         start, delta, _ = sched.remaining_delta(utc(after))
         return utc(start + delta)
     if isinstance(sched, interval_schedule):
-        every = sched.run_every // _US
+        every = int(sched.run_every // _US)
         if every < 1000:
             raise ValueError(
                 f"beat entry {entry!r} runs every {sched.run_every}: give it an interval "
@@ -127,7 +127,7 @@ class _Lost(Exception):
     """Leadership ended in the middle of a tick."""
 
 
-class LeaderScheduler(Scheduler):
+class LeaderScheduler(Scheduler):  # type: ignore[misc,unused-ignore]
     """``celery beat -S mongoelector.celery:LeaderScheduler``: the schedule runs on the
     elected beat only, each fire time of each entry once. See the module docstring."""
 
@@ -286,7 +286,7 @@ _current_lease: contextvars.ContextVar[Optional[Lease]] = contextvars.ContextVar
 )
 
 
-class SingletonTask(Task):  # type: ignore[misc]
+class SingletonTask(Task):  # type: ignore[misc,unused-ignore]
     """Task base class: at most one instance of the task runs at a time, across all
     workers (the celery-once use case, checked when the task runs, not when it is sent).
 
@@ -356,4 +356,4 @@ class SingletonTask(Task):  # type: ignore[misc]
             finally:
                 _current_lease.reset(token)
 
-        return guard(body)()
+        return cast(Callable[[], Any], guard(body))()

@@ -24,9 +24,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional, TypeVar, cast
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand
+from django.conf import settings  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from django.core.management.base import BaseCommand  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 from ._transport import DatabaseArg
 from .lease import Lease
@@ -77,11 +77,11 @@ def singleton_command(
                 nonlocal ran
                 ran = True
                 previous = getattr(self, "lease", None)
-                self.lease = lease  # type: ignore[attr-defined]
+                setattr(self, "lease", lease)  # noqa: B010 - any command class
                 try:
                     return handle(self, *args, **options)
                 finally:
-                    self.lease = previous  # type: ignore[attr-defined]
+                    setattr(self, "lease", previous)  # noqa: B010
 
             guard = singleton(
                 name,
@@ -93,7 +93,7 @@ def singleton_command(
                 once_per=once_per,
                 lease=True,
             )
-            result = guard(body)()
+            result = cast(Callable[[], Any], guard(body))()
             if not ran:
                 self.stderr.write(f"{name}: skipped, it runs (or ran recently) on another node")
             return result
@@ -103,7 +103,7 @@ def singleton_command(
     return decorate
 
 
-class SingletonCommand(BaseCommand):
+class SingletonCommand(BaseCommand):  # type: ignore[misc,unused-ignore]
     """A management command whose ``handle()`` runs on one node at a time; options as
     class attributes: ``mongoelector_key`` (default ``"django-command:<name>"``),
     ``mongoelector_ttl`` (60), ``mongoelector_wait``, ``mongoelector_timeout``,
@@ -132,12 +132,12 @@ class SingletonCommand(BaseCommand):
 
 
 try:  # django-cron is optional: CronJobLock exists when it is installed.
-    from django_cron.backends.lock.base import DjangoCronJobLock
+    from django_cron.backends.lock.base import DjangoCronJobLock  # type: ignore[import-untyped,import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - depends on the environment
     pass
 else:
 
-    class CronJobLock(DjangoCronJobLock):  # type: ignore[misc]
+    class CronJobLock(DjangoCronJobLock):  # type: ignore[misc,unused-ignore]
         """django-cron lock backend (``DJANGO_CRON_LOCK_BACKEND =
         "mongoelector.django.CronJobLock"``): a job runs on one node at a time, under a
         keep-alive lease ``"django-cron:<job code>"`` of ``MONGOELECTOR_CRON_TTL``
