@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, Optional, Union, cast
+from typing import Any, Callable, Dict, Optional, Union
 
 from celery import Celery, Task  # type: ignore[import-untyped,import-not-found,unused-ignore]
 from celery.beat import ScheduleEntry, Scheduler  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -47,10 +47,10 @@ from celery.schedules import crontab  # type: ignore[import-untyped,import-not-f
 from celery.schedules import schedule as interval_schedule  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 from ._claims import FireClaims, utc
+from ._singleton_options import SingletonOptions, run_singleton
 from ._transport import DatabaseArg
 from .elector import MongoLeaderElector
 from .lease import Lease
-from .scheduling import singleton
 
 __all__ = ["LeaderScheduler", "SingletonTask", "FIRE_TIME_HEADER", "fire_time", "next_fire_time"]
 
@@ -286,7 +286,7 @@ _current_lease: contextvars.ContextVar[Optional[Lease]] = contextvars.ContextVar
 )
 
 
-class SingletonTask(Task):  # type: ignore[misc,unused-ignore]
+class SingletonTask(SingletonOptions, Task):  # type: ignore[misc,unused-ignore]
     """Task base class: at most one instance of the task runs at a time, across all
     workers (the celery-once use case, checked when the task runs, not when it is sent).
 
@@ -306,11 +306,6 @@ class SingletonTask(Task):  # type: ignore[misc,unused-ignore]
 
     mongoelector_key: Union[None, str, Callable[..., str]] = None
     mongoelector_url: Optional[DatabaseArg] = None
-    mongoelector_ttl: float = 60
-    mongoelector_wait: bool = False
-    mongoelector_timeout: Optional[float] = None
-    mongoelector_min_hold: Optional[float] = None
-    mongoelector_once_per: Optional[float] = None
 
     @property
     def lease(self) -> Lease:
@@ -337,23 +332,13 @@ class SingletonTask(Task):  # type: ignore[misc,unused-ignore]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         db = self.mongoelector_url or _database(self.app, f"SingletonTask {self.name}")
-        guard = singleton(
-            self.mongoelector_lock_key(*args, **kwargs),
-            db,
-            ttl=self.mongoelector_ttl,
-            wait=self.mongoelector_wait,
-            timeout=self.mongoelector_timeout,
-            min_hold=self.mongoelector_min_hold,
-            once_per=self.mongoelector_once_per,
-            lease=True,
-        )
         call = super().__call__
 
-        def body(*, lease: Lease) -> Any:
+        def body(lease: Lease) -> Any:
             token = _current_lease.set(lease)
             try:
                 return call(*args, **kwargs)
             finally:
                 _current_lease.reset(token)
 
-        return cast(Callable[[], Any], guard(body))()
+        return run_singleton(self.mongoelector_lock_key(*args, **kwargs), db, self, body)[1]

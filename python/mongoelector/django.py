@@ -28,10 +28,10 @@ from django.conf import settings  # type: ignore[import-untyped,import-not-found
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped,import-not-found,unused-ignore]
 from django.core.management.base import BaseCommand  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
+from ._singleton_options import SingletonOptions, run_singleton
 from ._transport import DatabaseArg
 from .lease import Lease
 from .locker import AcquireTimeout, LockExists
-from .scheduling import singleton
 
 __all__ = ["SingletonCommand", "singleton_command", "CronJobLock"]
 
@@ -67,15 +67,14 @@ def singleton_command(
     options of ``mongoelector.singleton``; ``self.lease`` is the running lease while it
     runs. A skipped run writes why to ``self.stderr`` and returns None."""
 
+    settings_ = SingletonOptions.of(ttl, wait, timeout, min_hold, once_per)
+
     def decorate(handle: _H) -> _H:
         @functools.wraps(handle)
         def run(self: BaseCommand, *args: Any, **options: Any) -> Any:
             name = key or f"django-command:{_command_name(self)}"
-            ran = False
 
-            def body(*, lease: Lease) -> Any:
-                nonlocal ran
-                ran = True
+            def body(lease: Lease) -> Any:
                 previous = getattr(self, "lease", None)
                 setattr(self, "lease", lease)  # noqa: B010 - any command class
                 try:
@@ -83,17 +82,8 @@ def singleton_command(
                 finally:
                     setattr(self, "lease", previous)  # noqa: B010
 
-            guard = singleton(
-                name,
-                _database(f"command {_command_name(self)}"),
-                ttl=ttl,
-                wait=wait,
-                timeout=timeout,
-                min_hold=min_hold,
-                once_per=once_per,
-                lease=True,
-            )
-            result = cast(Callable[[], Any], guard(body))()
+            db = _database(f"command {_command_name(self)}")
+            ran, result = run_singleton(name, db, settings_, body)
             if not ran:
                 self.stderr.write(f"{name}: skipped, it runs (or ran recently) on another node")
             return result
@@ -103,7 +93,7 @@ def singleton_command(
     return decorate
 
 
-class SingletonCommand(BaseCommand):  # type: ignore[misc,unused-ignore]
+class SingletonCommand(SingletonOptions, BaseCommand):  # type: ignore[misc,unused-ignore]
     """A management command whose ``handle()`` runs on one node at a time; options as
     class attributes: ``mongoelector_key`` (default ``"django-command:<name>"``),
     ``mongoelector_ttl`` (60), ``mongoelector_wait``, ``mongoelector_timeout``,
@@ -112,11 +102,6 @@ class SingletonCommand(BaseCommand):  # type: ignore[misc,unused-ignore]
     running lease inside ``handle()``."""
 
     mongoelector_key: Optional[str] = None
-    mongoelector_ttl: float = 60
-    mongoelector_wait: bool = False
-    mongoelector_timeout: Optional[float] = None
-    mongoelector_min_hold: Optional[float] = None
-    mongoelector_once_per: Optional[float] = None
     lease: Optional[Lease] = None
 
     def execute(self, *args: Any, **options: Any) -> Any:
