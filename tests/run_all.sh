@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every suite: lint (first, tests/lint.sh), unit,
 # build checks (exported symbols, header, ABI, install consumer), the C++ and C integration
-# suites against mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
-# Go and Rust bindings.
+# suites against mongo-java-server AND FerretDB, the Python suite, the Python integrations
+# (tests/integrations: celery, APScheduler, Django, uvicorn processes), the documentation's
+# examples, and the Go and Rust bindings.
 # Also against $MONGOELECTOR_TEST_URI when set (a real MongoDB of yours).
 # Exits non-zero if any suite fails. Idempotent.
 #
