@@ -57,6 +57,7 @@ __all__ = ["LeaderScheduler", "SingletonTask", "FIRE_TIME_HEADER", "fire_time", 
 _log = logging.getLogger("mongoelector.celery")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
+_MAX_CATCH_UP = 1000  # fire times a new leader looks back at, per entry
 
 #: The message header that carries the fire time (ISO 8601, UTC) of a task sent by
 #: ``LeaderScheduler``.
@@ -236,6 +237,17 @@ class LeaderScheduler(Scheduler):  # type: ignore[misc,unused-ignore]
         while fire <= now:
             fires.append(fire)
             fire = next_fire_time(entry.schedule, fire, str(entry.name))
+        if len(fires) > _MAX_CATCH_UP:  # one read per fire time: bound the look back
+            _log.warning(
+                "beat: %s: only the last %d of %d fire times since %s are looked at: "
+                "lower mongoelector_beat_catch_up for so short an interval",
+                entry.name,
+                _MAX_CATCH_UP,
+                len(fires),
+                floor.isoformat(),
+            )
+            floor = fires[-_MAX_CATCH_UP - 1]
+            fires = fires[-_MAX_CATCH_UP:]
         for fire in reversed(fires):
             if self._claims.claimed(claim_name, fire):
                 return fire
