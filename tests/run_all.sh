@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every suite: lint (first, tests/lint.sh), unit,
 # build checks (exported symbols, header, ABI, install consumer), the C++ and C integration
-# suites against mongo-java-server AND FerretDB, the Python suite, the documentation's examples, and the
-# Go and Rust bindings.
+# suites against mongo-java-server AND FerretDB, the Python suite, the Python integrations
+# (tests/integrations: celery, APScheduler, Django, uvicorn processes), the documentation's
+# examples, and the Go and Rust bindings.
 # Also against $MONGOELECTOR_TEST_URI when set (a real MongoDB of yours).
 # Exits non-zero if any suite fails. Idempotent.
 #
@@ -111,6 +112,11 @@ run_suite "Python suite on java (pytest: mongomock + real server, processes, mix
   with_server java -- "${PYTEST[@]}" "$ROOT/tests/python"
 run_suite "Python suite on ferretdb (pytest -m ferretdb)" \
   with_server ferretdb -- "${PYTEST[@]}" -m ferretdb "$ROOT/tests/python"
+# The integrations (celery beat + worker, APScheduler, Django, uvicorn processes).
+run_suite "Python integrations on SQLite (tests/integrations: celery, APScheduler, Django, ASGI)" \
+  bash "$ROOT/tests/integrations/run.sh" "$PY_VENV/bin/python"
+run_suite "Python integrations on java (tests/integrations)" \
+  with_server java -- bash "$ROOT/tests/integrations/run.sh" "$PY_VENV/bin/python"
 if [[ -n "$USER_URI" ]]; then
   run_suite "Python suite on \$MONGOELECTOR_TEST_URI" \
     env MONGOELECTOR_TEST_URI="$USER_URI" "${PYTEST[@]}" "$ROOT/tests/python"

@@ -306,15 +306,25 @@ class MongoLocker:
             raise RuntimeError(
                 "this MongoLocker is a MongoLeaderElector's mlock: close the elector"
             )
+        self._close(release=True)
+
+    def _close(self, release: bool) -> None:
         core = self._core
         use = self._use
         self._mark_closed()
         try:
-            core.release(False)  # no round trip unless this instance holds the lock
+            if release:
+                core.release(False)  # no round trip unless this instance holds the lock
         finally:
             del core  # frees the native locker, its storage and (last) the client
             if use is not None:
                 use.end()
+
+    def _close_keeping_hold(self) -> None:
+        """Closes like ``close()`` but leaves a hold of this instance to end at its
+        expiry: for marker locks that are never released (``mongoelector._claims``)."""
+        if not self._closed and not self._elector_owned:
+            self._close(release=False)
 
     def _mark_closed(self) -> None:
         self._closed = True
