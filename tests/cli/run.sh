@@ -634,7 +634,7 @@ t_status_reads_only() {  # status sends reads only: it creates no database, coll
 http() { python3 "$T/get.py" "http://127.0.0.1:$1$2"; }
 code() { http "$1" "$2" | cut -d' ' -f1; }
 # http_port FILE: the port an `--http 127.0.0.1:0` process printed on stderr.
-http_port() { sed -n 's/.*http: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$1" | head -n 1; }
+http_port() { sed -n 's/.*http: listening on [0-9.]*:\([0-9]*\)$/\1/p' "$1" | head -n 1; }
 
 t_http_elect_failover() {  # --http: /leader, /healthz, /readyz of two members; kill -9 of the leader
   local key="http-$RANDOM" ttl=2
@@ -677,7 +677,8 @@ t_http_run() {  # run --http: the holder is ready, a waiter healthy but not read
   "$BIN" run "$key" --ttl 3 --http 127.0.0.1:0 -- "$T/sig.sh" 2>"$T/r1" &
   local p1=$!
   wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start: $(cat "$T/r1")"
-  "$BIN" run "$key" --ttl 3 --wait --http 127.0.0.1:0 -- true 2>"$T/r2" &
+  # The waiter listens on every interface (":PORT"); 127.0.0.1 reaches it.
+  "$BIN" run "$key" --ttl 3 --wait --http :0 -- true 2>"$T/r2" &
   local p2=$!
   wait_for "[[ -n \$(http_port '$T/r1') && -n \$(http_port '$T/r2') ]]" 10 || fail "no port: $(cat "$T/r1" "$T/r2")"
   local port1 port2; port1=$(http_port "$T/r1"); port2=$(http_port "$T/r2")
@@ -687,8 +688,14 @@ t_http_run() {  # run --http: the holder is ready, a waiter healthy but not read
   # Renewals keep it healthy past ttl/2 (the bound after the acquire).
   sleep 2
   [[ $(code $port1 /healthz) == 200 ]] || fail "holder unhealthy after renewals: $(http $port1 /healthz)"
+  grep -q "listening on 0\.0\.0\.0:" "$T/r2" || fail ":PORT is not every interface: $(cat "$T/r2")"
   kill -TERM $p1; exit_code $p1 10
   exit_code $p2 10; [[ $RC == 0 ]] || fail "waiter exit $RC: $(cat "$T/r2")"
+  # A bad ADDR is a usage error, before anything runs.
+  local rc=0; "$BIN" run "$key" --http 127.0.0.1 -- true 2>"$T/e" || rc=$?
+  [[ $rc == 64 ]] && grep -q "HOST:PORT" "$T/e" || fail "--http without a port: $rc $(cat "$T/e")"
+  rc=0; "$BIN" elect "$key" --http 127.0.0.1:70000 -- true 2>"$T/e" || rc=$?
+  [[ $rc == 64 ]] || fail "--http port 70000: $rc $(cat "$T/e")"
 }
 
 t_notify() {  # --notify: READY=1, STATUS=, WATCHDOG=1 every WatchdogSec/2, STOPPING=1; CMD does not get the socket
