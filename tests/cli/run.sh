@@ -641,6 +641,9 @@ t_http_elect_failover() {  # --http: /leader, /healthz, /readyz of two members; 
   export LOG="$T/http.log"; : >"$LOG"
   NAME=h1 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 -- "$T/leader.sh" 2>"$T/h1" &
   local p1=$!
+  # The second once the first has opened the storage: two processes creating one new
+  # SQLite file at the same instant can find it locked (when this test runs alone).
+  wait_for "[[ -n \$(http_port '$T/h1') ]]" 10 || fail "no port printed: $(cat "$T/h1")"
   NAME=h2 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 -- "$T/leader.sh" 2>"$T/h2" &
   local p2=$!
   wait_for "[[ -n \$(http_port '$T/h1') && -n \$(http_port '$T/h2') ]]" 10 || fail "no port printed: $(cat "$T/h1" "$T/h2")"
