@@ -637,7 +637,7 @@ code() { http "$1" "$2" | cut -d' ' -f1; }
 http_port() { sed -n 's/.*http: listening on [0-9.]*:\([0-9]*\)$/\1/p' "$1" | head -n 1; }
 
 t_http_elect_failover() {  # --http: /leader, /healthz, /readyz of two members; kill -9 of the leader
-  local key="http-$RANDOM" ttl=2
+  local key="http-$RANDOM" ttl=3
   export LOG="$T/http.log"; : >"$LOG"
   NAME=h1 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 -- "$T/leader.sh" 2>"$T/h1" &
   local p1=$!
@@ -648,13 +648,17 @@ t_http_elect_failover() {  # --http: /leader, /healthz, /readyz of two members; 
   local p2=$!
   wait_for "[[ -n \$(http_port '$T/h1') && -n \$(http_port '$T/h2') ]]" 10 || fail "no port printed: $(cat "$T/h1" "$T/h2")"
   local port1 port2; port1=$(http_port "$T/h1"); port2=$(http_port "$T/h2")
-  wait_for "[[ \$(code $port1 /readyz) == 200 || \$(code $port2 /readyz) == 200 ]]" 20 || fail "nobody ready: $(cat "$T/h1" "$T/h2")"
-  local lport=$port1 oport=$port2 lpid=$p1 opid=$p2
-  [[ $(code $port1 /readyz) == 200 ]] || { lport=$port2; oport=$port1; lpid=$p2; opid=$p1; }
-  [[ $(code $oport /readyz) == 503 ]] || fail "both ready"
+  # One member ready, the other not, and its /leader naming the ready one (read every
+  # ttl/4). Roles are read again at each try: under load a first term may end early.
+  local lport oport lpid opid
+  agreed() {
+    if [[ $(code $port1 /readyz) == 200 ]]; then lport=$port1 oport=$port2 lpid=$p1 opid=$p2
+    elif [[ $(code $port2 /readyz) == 200 ]]; then lport=$port2 oport=$port1 lpid=$p2 opid=$p1
+    else return 1; fi
+    [[ $(code $oport /readyz) == 503 ]] && http $oport /leader | grep -q "\"pid\": $lpid}"
+  }
+  wait_for agreed 20 || fail "no agreed leader: $(http $port1 /leader) $(http $port2 /leader) $(cat "$T/h1" "$T/h2")"
   [[ $(code $lport /healthz) == 200 && $(code $oport /healthz) == 200 ]] || fail "unhealthy: $(http $lport /healthz) $(http $oport /healthz)"
-  # /leader of either member names the leader (the follower's read comes every ttl/4).
-  wait_for "http $oport /leader | grep -q '\"pid\": $lpid}'" 5 || fail "/leader of the follower: $(http $oport /leader)"
   http $lport /leader >"$T/leader.txt"
   cut -d' ' -f2- "$T/leader.txt" >"$T/leader.json"
   [[ $(json "$T/leader.json" 'd["status"] == "leads" and d["leader"]["pid"] == '$lpid' and d["fence"] == d["self"]["fence"] > 0 and d["self"]["ready"] and 0 < d["expires_in_s"] <= '$ttl) == True ]] ||
