@@ -126,8 +126,19 @@ int exit_code_for(mongoelector_status st) {
   }
 }
 
+namespace {
+thread_local bool t_logged_trouble = false;
+}  // namespace
+
+bool take_logged_trouble() {
+  const bool was = t_logged_trouble;
+  t_logged_trouble = false;
+  return was;
+}
+
 static void log_to_stderr(mongoelector_log_level level, const char* message, void*) {
   if (level < MONGOELECTOR_LOG_WARNING) return;
+  t_logged_trouble = true;
   msg("[pid %ld] %s: %s", static_cast<long>(getpid()),
       level >= MONGOELECTOR_LOG_ERROR ? "error" : "warning", message);
 }

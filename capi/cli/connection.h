@@ -30,6 +30,9 @@ bool is_sqlite_uri(const std::string& uri);
 int exit_code_for(mongoelector_status st);
 // Sends the library's warnings and errors to stderr as "mongoelector[pid]: warning: ...".
 void install_log_callback();
+// Whether the library logged a warning or an error on the calling thread since the last
+// call (an elector's poll cycle that failed somewhere says so in the log); clears it.
+bool take_logged_trouble();
 struct ClientDeleter {
   void operator()(mongoelector_client* c) const { mongoelector_client_free(c); }
 };

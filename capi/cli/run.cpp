@@ -1,6 +1,7 @@
 // `mongoelector run` (a command under a keep-alive lease) and `mongoelector elect` (a
 // command while this node leads).
 #include "cli.h"
+#include "serve.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -20,7 +21,8 @@ namespace {
 
 const char* kRunHelp =
     "Usage: mongoelector run KEY [--uri URI] [--ttl S] [--wait] [--timeout S] [--grace S]\n"
-    "                        [--min-hold S] [--once-per S] [--verbose] -- CMD [ARGS...]\n"
+    "                        [--min-hold S] [--once-per S] [--verbose] [--http ADDR]\n"
+    "                        [--notify] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD only while holding the lock KEY, keeps the lock's lease alive while CMD runs\n"
     "(renewed about every ttl/3 by the library), and releases it when CMD exits.\n"
@@ -45,6 +47,14 @@ const char* kRunHelp =
     "                 first node to take the lock in a window runs CMD, every later try in\n"
     "                 that window exits 75 without running it\n"
     "  --verbose      say on stderr when it waits, acquires and releases the lock\n"
+    "  --http ADDR    serve /leader (the lock's holder), /healthz and /readyz (200 while\n"
+    "                 this process holds the lock) over HTTP on ADDR: 127.0.0.1:PORT,\n"
+    "                 :PORT (every interface) or [::1]:PORT; port 0 picks a free port,\n"
+    "                 printed on stderr. /healthz is 200 while waiting for the lock and,\n"
+    "                 once held, while the last successful renewal is at most ttl/2 old\n"
+    "  --notify       systemd (Type=notify): READY=1 once running, STATUS= lines,\n"
+    "                 WATCHDOG=1 every WatchdogSec/2 while /healthz would say 200,\n"
+    "                 STOPPING=1 on the way out\n"
     "\n"
     "Durations: seconds (1.5), or with a unit: 90s, 15m, 1h, 1d.\n"
     "\n"
@@ -82,7 +92,8 @@ const char* kRunHelp =
     "                                                    # node's crontab: runs once an hour\n";
 
 const char* kElectHelp =
-    "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] -- CMD [ARGS...]\n"
+    "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] [--http ADDR]\n"
+    "                          [--notify] -- CMD [ARGS...]\n"
     "\n"
     "Joins the election for KEY and runs CMD while this process leads. When leadership is\n"
     "lost (the renew deadline passed without a renewal: this happens before any other node\n"
@@ -100,6 +111,22 @@ const char* kElectHelp =
     "                 is kept for clock error, so within ttl/20 even a CMD that ignores\n"
     "                 SIGTERM is dead before the next leader starts. For a longer grace,\n"
     "                 raise --ttl (--grace 5 needs --ttl 100)\n"
+    "  --http ADDR    serve over HTTP on ADDR (127.0.0.1:PORT, :PORT for every interface,\n"
+    "                 [::1]:PORT; port 0 picks a free port, printed on stderr):\n"
+    "                   /leader   JSON: who leads (uuid, host, pid), fence, expire_ms and\n"
+    "                             expires_in_s on the storage's clock, read every\n"
+    "                             min(1 s, ttl/4); and this node (uuid, fence, its\n"
+    "                             lease's end lease_expire_ms, ready, healthy)\n"
+    "                   /healthz  200 while this node's election loop works: its last\n"
+    "                             successful round trip is at most ttl/2 old if it led\n"
+    "                             then (a leader renews every ttl/3), 1.5 ttl otherwise;\n"
+    "                             503 when the loop is stuck or the storage does not\n"
+    "                             answer, or when CMD still runs past the renew deadline\n"
+    "                   /readyz   200 only while this node leads (a Service that routes to\n"
+    "                             the leader), else 503\n"
+    "  --notify       systemd (Type=notify): READY=1 once the election loop runs, STATUS=\n"
+    "                 lines (leader or follower), WATCHDOG=1 every WatchdogSec/2 while\n"
+    "                 /healthz would say 200, STOPPING=1 on the way out\n"
     "\n"
     "CMD gets MONGOELECTOR_KEY and MONGOELECTOR_FENCE (the leadership's fencing token).\n"
     "SIGINT or SIGTERM (Ctrl-C) stops CMD (the signal is passed on; SIGKILL after --grace;\n"
@@ -169,6 +196,85 @@ int loop_timeout_ms(int kill_ms, int check_ms) {
   return kill_ms < 0 ? check_ms : std::min(kill_ms, check_ms);
 }
 
+// The fields of /leader: who holds KEY as last read (serve.h).
+std::string leader_fields(const std::string& key, const std::string& status, bool found,
+                          const std::string& uuid, const std::string& host, int64_t pid,
+                          int64_t fence, int64_t expire_ms, int64_t server_ms,
+                          const std::string& error) {
+  std::string out = "\"key\": " + json_quote(key) + ", \"status\": " + json_quote(status);
+  if (!found) {
+    out += ", \"leader\": null, \"fence\": null, \"expire_ms\": null, \"expires_in_s\": null";
+  } else {
+    char buf[160];
+    snprintf(buf, sizeof buf,
+             ", \"pid\": %" PRId64 "}, \"fence\": %" PRId64 ", \"expire_ms\": %" PRId64, pid, fence,
+             expire_ms);
+    out += ", \"leader\": {\"uuid\": " + json_quote(uuid) + ", \"host\": " + json_quote(host) + buf;
+    if (server_ms > 0) {
+      snprintf(buf, sizeof buf, ", \"expires_in_s\": %.3f",
+               static_cast<double>(expire_ms - server_ms) / 1000.0);
+      out += buf;
+    } else {
+      out += ", \"expires_in_s\": null";
+    }
+  }
+  out +=
+      ", \"server_time_ms\": " + (server_ms > 0 ? std::to_string(server_ms) : std::string("null"));
+  return out + ", \"error\": " + (error.empty() ? std::string("null") : json_quote(error));
+}
+
+// The end of this node's lease (server time, ms) after its last successful renewal, as
+// "null" when it does not lead: local state (node status), no round trip.
+std::string own_lease_end(mongoelector_elector* elector) {
+  char* text = nullptr;
+  std::string out = "null";
+  if (mongoelector_elector_node_status(elector, &text) == MONGOELECTOR_OK && text != nullptr) {
+    Json j;
+    std::string error;
+    if (parse_json(text, j, error))
+      if (const Json* e = j.get("lock_expires"))
+        if (auto ms = e->as_date_ms()) out = std::to_string(*ms);
+  }
+  mongoelector_free(text);
+  return out;
+}
+
+// /leader of `elect`: one read of the observer (on the service's leader thread).
+std::string observed_leader(mongoelector_observer* observer, const std::string& key) {
+  if (observer == nullptr)
+    return leader_fields(key, "unknown", false, "", "", 0, 0, 0, 0, "no observer");
+  mongoelector_leader_state s{};
+  s.version = MONGOELECTOR_LEADER_STATE_VERSION;
+  if (mongoelector_observer_read(observer, &s) != MONGOELECTOR_OK)
+    return leader_fields(key, "unknown", false, "", "", 0, 0, 0, 0, mongoelector_last_error());
+  static const char* const kStatus[] = {"none", "leads", "pending", "unknown"};
+  const char* status = s.status >= 0 && s.status <= 3 ? kStatus[s.status] : "unknown";
+  return leader_fields(key, status, s.has_leader != 0, s.uuid, s.host, s.pid, s.fence, s.expire_ms,
+                       s.server_time_ms, "");
+}
+
+// Renewals that succeeded in this process (mongoelector_stats_get).
+uint64_t successful_renewals() {
+  mongoelector_stats st{};
+  st.version = MONGOELECTOR_STATS_VERSION;
+  if (mongoelector_stats_get(&st) != MONGOELECTOR_OK) return 0;
+  return st.renewals - st.renewal_failures;
+}
+
+// /leader of `run`: the holder of the lock, one read (never a write).
+std::string held_lock(mongoelector_client* client, const std::string& key) {
+  mongoelector_lock_details d{};
+  d.version = MONGOELECTOR_LOCK_DETAILS_VERSION;
+  int found = 0;
+  if (mongoelector_client_read_lock(client, kRunCollection, key.c_str(), &d, &found) !=
+      MONGOELECTOR_OK)
+    return leader_fields(key, "unknown", false, "", "", 0, 0, 0, 0, mongoelector_last_error());
+  std::string out = leader_fields(key, found ? "held" : "free", found != 0, found ? d.uuid : "",
+                                  found ? d.host : "", d.pid, d.fence, d.expire_ms, 0, "");
+  mongoelector_lock_details_clear(&d);
+  return out;
+}
+
 void on_lease_lost(void* user_data) {
   // A library callback thread: one byte into the main loop's pipe (a hint; the loop also
   // reads the lease's state itself, see state_check_ms).
@@ -213,8 +319,9 @@ mongoelector_status acquire_interruptibly(mongoelector_locker* locker,
 int cmd_run(int argc, char** argv, int sigfd) {
   Args a;
   int ec = 0;
-  if (!parse_args("run", argc, argv, 2, {"uri", "ttl", "timeout", "grace", "min-hold", "once-per"},
-                  {"wait", "verbose"}, 1, true, a, ec))
+  if (!parse_args("run", argc, argv, 2,
+                  {"uri", "ttl", "timeout", "grace", "min-hold", "once-per", "http"},
+                  {"wait", "verbose", "notify"}, 1, true, a, ec))
     return ec;
   if (a.help) {
     print_run_help();
@@ -251,6 +358,34 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (!client) return ec;
   LockerPtr locker = open_locker(client.get(), key, kRunCollection, ttl, ec);
   if (!locker) return ec;
+  // Whether the lease holds, as the main loop last read it (the service's threads never
+  // touch the lease, which is freed on several paths). Declared before the service, whose
+  // destructor stops the threads that read them.
+  std::atomic<bool> holds{false};
+  std::atomic<int64_t> held_fence{0};
+  Health health(ttl);
+  Service service;
+  if (!service.setup("run", a.values.count("http") ? a.values["http"] : "",
+                     a.flags.count("notify") != 0, ec))
+    return ec;
+  if (service.active()) {
+    health.set_role(Health::Role::kWaiting);
+    health.leads_now = [&holds] { return holds.load(); };
+    // READY first: the service thread sends the watchdog pings.
+    service.notify("READY=1");
+    service.status("waiting for the lock " + key);
+    const char* self_uuid = "";
+    mongoelector_locker_uuid(locker.get(), &self_uuid);
+    mongoelector_client* c = client.get();
+    service.start(
+        &health, [c, key] { return held_lock(c, key); },
+        [&held_fence, uuid = std::string(self_uuid)] {
+          const int64_t f = held_fence.load();
+          return "\"uuid\": " + json_quote(uuid) +
+                 ", \"fence\": " + (f != 0 ? std::to_string(f) : std::string("null"));
+        },
+        std::min(1.0, ttl / 4));
+  }
 
   Pipe lost_pipe;
   if (!lost_pipe.open()) {
@@ -348,6 +483,15 @@ int cmd_run(int argc, char** argv, int sigfd) {
   }
   bool lost = false;
   const int check_ms = state_check_ms(ttl);
+  // Health: the lease's renewals succeed (the library counts them, process-wide: this
+  // process renews only this lease); seen at the loop's state checks, at most check_ms late.
+  uint64_t renewed = successful_renewals();
+  health.ok(true);
+  held_fence = fence;
+  holds = true;
+  health.set_role(Health::Role::kHolder);
+  service.status("holding " + key + " (fence " + std::to_string(fence) + "): running " +
+                 a.command[0]);
   while (child.running()) {
     int timeout_ms = loop_timeout_ms(child.check_kill_deadline(), check_ms);
     struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {lost_pipe.r, POLLIN, 0}};
@@ -358,6 +502,14 @@ int cmd_run(int argc, char** argv, int sigfd) {
     }
     int lost_now = 0;
     if (!lost) mongoelector_lease_lost(lease, &lost_now);
+    if (const uint64_t r = successful_renewals(); r != renewed && !lost && !lost_now) {
+      renewed = r;
+      health.ok(true);
+    }
+    if (lost || lost_now) {
+      holds = false;
+      health.set_role(Health::Role::kLost);
+    }
     if (fds[1].revents != 0 || lost_now) {
       char buf[64];
       while (read(lost_pipe.r, buf, sizeof buf) > 0) {
@@ -384,6 +536,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (!lost && min_hold > 0 && mongoelector_lease_release(lease, min_hold) == MONGOELECTOR_OK &&
       verbose)
     msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
+  holds = false;
+  service.stop();
   mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost
   if (lost) {
     msg("lease on %s was lost while the command ran; command %s; exiting 70", key.c_str(),
@@ -409,7 +563,18 @@ static_assert(sizeof(ElectEvent) == 16, "one atomic pipe write");
 struct ElectContext {
   int fd = -1;
   mongoelector_elector* elector = nullptr;
+  Health* health = nullptr;
 };
+
+// After each poll cycle, on the elector's thread: a cycle that logged no warning or
+// error on that thread made its round trips (Health's "last successful round trip").
+void elect_on_loop(void* user_data) {
+  auto* ctx = static_cast<ElectContext*>(user_data);
+  const bool trouble = take_logged_trouble();
+  int leader = 0;
+  if (!trouble && mongoelector_elector_is_leader(ctx->elector, &leader) == MONGOELECTOR_OK)
+    ctx->health->ok(leader != 0);
+}
 
 void elect_on_leader(void* user_data) {
   auto* ctx = static_cast<ElectContext*>(user_data);
@@ -431,7 +596,9 @@ void elect_on_loss(void* user_data) {
 int cmd_elect(int argc, char** argv, int sigfd) {
   Args a;
   int ec = 0;
-  if (!parse_args("elect", argc, argv, 2, {"uri", "ttl", "grace"}, {}, 1, true, a, ec)) return ec;
+  if (!parse_args("elect", argc, argv, 2, {"uri", "ttl", "grace", "http"}, {"notify"}, 1, true, a,
+                  ec))
+    return ec;
   if (a.help) {
     print_elect_help();
     return kExitOk;
@@ -451,6 +618,11 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   if (!resolve_uri(a, uri, ec, /*say_host_only=*/true)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
+  Health health(ttl);
+  Service service;
+  if (!service.setup("elect", a.values.count("http") ? a.values["http"] : "",
+                     a.flags.count("notify") != 0, ec))
+    return ec;
   Pipe events;
   if (!events.open()) {
     msg("pipe: %s", strerror(errno));
@@ -458,6 +630,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   }
   ElectContext ctx;
   ctx.fd = events.w;
+  ctx.health = &health;
   std::string app_version = std::string("mongoelector elect ") + mongoelector_version();
   mongoelector_elector_options eo;
   mongoelector_elector_options_init(&eo);
@@ -465,6 +638,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   eo.app_version = app_version.c_str();
   eo.on_leader = elect_on_leader;
   eo.on_leader_loss = elect_on_loss;
+  eo.on_loop = elect_on_loop;
   eo.user_data = &ctx;
   mongoelector_status st = mongoelector_elector_new(client.get(), key.c_str(), &eo, &ctx.elector);
   if (st != MONGOELECTOR_OK) {
@@ -483,6 +657,31 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   mongoelector_elector_uuid(ctx.elector, &uuid);
   msg("elect %s: joined as %s (pid %ld, ttl %g s); waiting to lead", key.c_str(), uuid,
       static_cast<long>(getpid()), ttl);
+  // /leader: the observer's view of the election (one read per interval, never a write).
+  mongoelector_observer* observer = nullptr;
+  if (service.active() && mongoelector_observer_new(client.get(), key.c_str(), nullptr, nullptr,
+                                                    nullptr, &observer) != MONGOELECTOR_OK)
+    msg("elect %s: /leader unavailable: %s", key.c_str(), mongoelector_last_error());
+  if (service.active()) {
+    health.leads_now = [&ctx] {
+      int leader = 0;
+      return mongoelector_elector_is_leader(ctx.elector, &leader) == MONGOELECTOR_OK && leader;
+    };
+    // READY first: the service thread sends the watchdog pings.
+    service.notify("READY=1");
+    service.status("follower of " + key + ": waiting to lead");
+    const std::string self_uuid = uuid;
+    service.start(
+        &health, [observer, key] { return observed_leader(observer, key); },
+        [&ctx, self_uuid] {
+          int64_t f = 0;
+          mongoelector_elector_fence(ctx.elector, &f);
+          return "\"uuid\": " + json_quote(self_uuid) +
+                 ", \"fence\": " + (f != 0 ? std::to_string(f) : std::string("null")) +
+                 ", \"lease_expire_ms\": " + own_lease_end(ctx.elector);
+        },
+        std::min(1.0, ttl / 4));
+  }
 
   Child child;
   child.group_grace = grace;
@@ -501,10 +700,13 @@ int cmd_elect(int argc, char** argv, int sigfd) {
     }
     msg("elect %s: leading (fence %" PRId64 "); started %s (pid %ld)", key.c_str(), fence,
         a.command[0].c_str(), static_cast<long>(child.pid));
+    service.status("leader of " + key + " (fence " + std::to_string(fence) + "): running " +
+                   a.command[0]);
   };
   auto stop_child_on_loss = [&]() {
     stopping_child = true;
     child.stop(SIGTERM, grace);  // first: the message cannot delay it
+    service.status("follower of " + key + ": leadership lost, waiting to lead again");
     msg("elect %s: leadership LOST (fence %" PRId64
         "); stopping %s (SIGTERM now, SIGKILL "
         "after %g s)",
@@ -512,6 +714,9 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   };
   const int check_ms = state_check_ms(ttl);
   for (;;) {
+    // The role /healthz checks against the library's deadline: CMD runs as leader.
+    health.set_role(leading && child.running() && !stopping_child ? Health::Role::kLeader
+                                                                  : Health::Role::kFollower);
     if (stopping && !child.running()) break;
     int timeout_ms = loop_timeout_ms(child.check_kill_deadline(), check_ms);
     struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {events.r, POLLIN, 0}};
@@ -570,6 +775,7 @@ int cmd_elect(int argc, char** argv, int sigfd) {
         continue;
       }
       stopping = true;
+      service.notify_stopping();
       if (child.running()) {
         msg("elect %s: SIG%s: stopping %s, then giving up leadership", key.c_str(),
             sigabbrev_np(sig), a.command[0].c_str());
@@ -595,6 +801,8 @@ int cmd_elect(int argc, char** argv, int sigfd) {
       }
     }
   }
+  service.stop();  // its threads read the elector and the observer
+  mongoelector_observer_free(observer);
   mongoelector_elector_free(ctx.elector);  // stops the loop, releases leadership
   msg("elect %s: left the election", key.c_str());
   return exit_status;

@@ -41,15 +41,30 @@ struct Holder {
   mongoelector_lock_info info{};
 };
 
-bool read_holder(mongoelector_locker* locker, Holder& out, int& ec) {
+// Reads only (mongoelector_client_read_lock): status needs no write privilege, and
+// creates no index, collection or database.
+bool read_holder(mongoelector_client* client, const char* collection, const std::string& key,
+                 Holder& out, int& ec) {
   int found = 0;
-  mongoelector_status st = mongoelector_locker_current(locker, &out.info, &found);
+  mongoelector_lock_details d{};
+  d.version = MONGOELECTOR_LOCK_DETAILS_VERSION;
+  mongoelector_status st =
+      mongoelector_client_read_lock(client, collection, key.c_str(), &d, &found);
   if (st != MONGOELECTOR_OK) {
     msg("cannot read the lock: %s", storage_error(st).c_str());
-    ec = exit_code_for(st);
+    ec = st == MONGOELECTOR_ERR_INVALID_ARGUMENT ? kExitUsage : exit_code_for(st);
     return false;
   }
   out.found = found != 0;
+  if (out.found) {
+    snprintf(out.info.uuid, sizeof out.info.uuid, "%s", d.uuid);
+    snprintf(out.info.host, sizeof out.info.host, "%s", d.host);
+    out.info.pid = d.pid;
+    out.info.created_ms = d.created_ms;
+    out.info.expire_ms = d.expire_ms;
+    out.info.fence = d.fence;
+  }
+  mongoelector_lock_details_clear(&d);
   return true;
 }
 
@@ -108,24 +123,13 @@ void print_status_help() { printf(kStatusHelp, default_state_path().c_str()); }
 int print_status(mongoelector_client* client, const std::string& uri, const std::string& key,
                  bool json, const std::string& indent, bool verbose) {
   int ec = 0;
-  LockerPtr run_locker = open_locker(client, key, kRunCollection, 60, ec);
-  if (!run_locker) return ec;
-  LockerPtr elect_locker = open_locker(client, key, kElectCollection, 60, ec);
-  if (!elect_locker) return ec;
-  mongoelector_elector_options eo;
-  mongoelector_elector_options_init(&eo);
-  eo.report_status = 0;
-  mongoelector_elector* elector = nullptr;
-  mongoelector_status st = mongoelector_elector_new(client, key.c_str(), &eo, &elector);
-  if (st != MONGOELECTOR_OK) {
-    msg("cannot read the election of %s: %s", key.c_str(), storage_error(st).c_str());
-    return exit_code_for(st);
-  }
+  // Reads only, so that a user with read access can run it (and nothing is created).
+  Holder lock, leader;
+  if (!read_holder(client, kRunCollection, key, lock, ec)) return ec;
   char* detail_text = nullptr;
-  st = mongoelector_elector_cluster_detail(elector, &detail_text);
+  mongoelector_status st = mongoelector_client_cluster_detail(client, key.c_str(), &detail_text);
   std::string detail = detail_text != nullptr ? detail_text : "";
   mongoelector_free(detail_text);
-  mongoelector_elector_free(elector);
   if (st != MONGOELECTOR_OK) {
     msg("cannot read the election of %s: %s", key.c_str(), storage_error(st).c_str());
     return exit_code_for(st);
@@ -140,9 +144,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
   if (const Json* ts = cd.get("timestamp"))
     if (auto ms = ts->as_date_ms()) now_ms = *ms;  // the storage's clock
 
-  Holder lock, leader;
-  if (!read_holder(run_locker.get(), lock, ec) || !read_holder(elect_locker.get(), leader, ec))
-    return ec;
+  if (!read_holder(client, kElectCollection, key, leader, ec)) return ec;
   struct Member {
     std::string host, uuid, app;
     int64_t pid = 0, last_ms = 0;

@@ -326,6 +326,25 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
   });
 }
 
+MONGOELECTOR_API mongoelector_status mongoelector_client_cluster_detail(mongoelector_client* client,
+                                                                        const char* key,
+                                                                        char** json_out) {
+  return guard([&] {
+    checked(client);
+    require(json_out != nullptr, "json_out is NULL");
+    mongoelector::ElectorOptions opts;
+    opts.key = mongoelector::capi::checked_key(key);
+    // An elector that is never started and never writes: no index, no status report;
+    // cluster_detail() only reads the reports and the lock, and samples the clock.
+    opts.ensure_indexes = false;
+    opts.report_status = false;
+    const auto op_ms = mongoelector::op_timeout_ms_for_ttl(opts.ttl_s);
+    auto h = open_elector(client, std::move(opts), {}, std::make_shared<Shared>(), op_ms);
+    *json_out = mongoelector::capi::json::malloc_copy(
+        mongoelector::capi::json::cluster_detail(h->elector->cluster_detail()));
+  });
+}
+
 MONGOELECTOR_API mongoelector_status
 mongoelector_elector_cluster_detail(mongoelector_elector* elector, char** json_out) {
   return guard([&] {

@@ -77,6 +77,28 @@ void copy_truncated(char (&dst)[N], const std::string& src) {
   dst[n] = '\0';
 }
 
+// *details and *found_out from a lock document (nullopt: not held); see
+// mongoelector_locker_current_details.
+void fill_details(const std::optional<mongoelector::LockDoc>& doc,
+                  mongoelector_lock_details* details, int* found_out) {
+  if (!doc) {
+    details->uuid = nullptr;
+    details->host = nullptr;
+    details->pid = details->created_ms = details->expire_ms = details->fence = 0;
+    *found_out = 0;
+    return;
+  }
+  std::unique_ptr<char, decltype(&std::free)> uuid(malloc_string(doc->uuid), &std::free);
+  std::unique_ptr<char, decltype(&std::free)> host(malloc_string(doc->host), &std::free);
+  details->uuid = uuid.release();
+  details->host = host.release();
+  details->pid = doc->pid;
+  details->created_ms = doc->ts_created ? doc->ts_created->ms : 0;
+  details->expire_ms = doc->ts_expire ? doc->ts_expire->ms : 0;
+  details->fence = doc->fence;
+  *found_out = 1;
+}
+
 }  // namespace
 
 extern "C" {
@@ -332,23 +354,29 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(
     require(found_out != nullptr, "found_out is NULL");
     require(details->version >= 1,
             "details->version is not set: set it to MONGOELECTOR_LOCK_DETAILS_VERSION");
-    const auto doc = h.locker->current();  // thread-safe; no handle mutex needed
-    if (!doc) {
-      details->uuid = nullptr;
-      details->host = nullptr;
-      details->pid = details->created_ms = details->expire_ms = details->fence = 0;
-      *found_out = 0;
-      return;
-    }
-    std::unique_ptr<char, decltype(&std::free)> uuid(malloc_string(doc->uuid), &std::free);
-    std::unique_ptr<char, decltype(&std::free)> host(malloc_string(doc->host), &std::free);
-    details->uuid = uuid.release();
-    details->host = host.release();
-    details->pid = doc->pid;
-    details->created_ms = doc->ts_created ? doc->ts_created->ms : 0;
-    details->expire_ms = doc->ts_expire ? doc->ts_expire->ms : 0;
-    details->fence = doc->fence;
-    *found_out = 1;
+    fill_details(h.locker->current(), details, found_out);  // thread-safe; no handle mutex
+  });
+}
+
+MONGOELECTOR_API mongoelector_status
+mongoelector_client_read_lock(mongoelector_client* client, const char* collection, const char* key,
+                              mongoelector_lock_details* details, int* found_out) {
+  return guard([&] {
+    checked(client);
+    require(details != nullptr, "details is NULL");
+    require(found_out != nullptr, "found_out is NULL");
+    require(details->version >= 1,
+            "details->version is not set: set it to MONGOELECTOR_LOCK_DETAILS_VERSION");
+    mongoelector_locker_options o;
+    mongoelector_locker_options_init(&o);
+    o.collection = collection;
+    auto opts = to_core(key, &o);
+    // A locker that never writes: no index (the one write its constructor may send), and
+    // current() only reads the document and samples the server's clock.
+    opts.ensure_indexes = false;
+    const auto op_ms = mongoelector::op_timeout_ms_for_ttl(opts.ttl_s);
+    auto h = open_locker(client, std::move(opts), op_ms);
+    fill_details(h->locker->current(), details, found_out);
   });
 }
 

@@ -232,6 +232,23 @@ static void test_lock_details(mongoelector_client *client) {
   CHECK(d.pid == (int64_t)getpid() && d.fence == fence);
   CHECK(d.expire_ms > d.created_ms && d.created_ms > 0);
   mongoelector_lock_details_clear(&d);
+  /* The same holder, read without a locker (mongoelector_client_read_lock: reads only). */
+  CHECK_INVALID(mongoelector_client_read_lock(client, NULL, key, &d, NULL));
+  CHECK_INVALID(mongoelector_client_read_lock(client, NULL, "", &d, &found));
+  CHECK_OK(mongoelector_client_read_lock(client, NULL, key, &d, &found));
+  CHECK(found == 1 && strcmp(d.uuid, uuid) == 0 && d.fence == fence);
+  mongoelector_lock_details_clear(&d);
+  CHECK_OK(mongoelector_client_read_lock(client, "elector.locks", key, &d, &found));
+  CHECK(found == 0 && d.uuid == NULL); /* another collection: not held there */
+  {
+    char *detail = NULL;
+    CHECK_OK(mongoelector_client_cluster_detail(client, key, &detail));
+    /* libbson's relaxed JSON: no member, no leader (the key is a lock, not an election). */
+    CHECK(detail != NULL && strstr(detail, "\"member_detail\" : [  ]") != NULL);
+    CHECK(strstr(detail, "\"leader\" : null") != NULL);
+    mongoelector_free(detail);
+    CHECK_INVALID(mongoelector_client_cluster_detail(client, key, NULL));
+  }
   CHECK(d.uuid == NULL && d.host == NULL);
   mongoelector_lock_details_clear(&d); /* twice is fine */
   mongoelector_lock_details_clear(NULL);

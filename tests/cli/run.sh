@@ -109,6 +109,60 @@ echo "ready $MONGOELECTOR_FENCE $$" >>"$OUT"
 sleep 1000 & c=$!
 wait $c
 EOF
+# The collections and indexes of a database ("absent" when the server does not list it).
+cat >"$T/dbstate.py" <<'EOF'
+import json, sys
+import pymongo
+_, hostport, db = sys.argv
+c = pymongo.MongoClient("mongodb://" + hostport, serverSelectionTimeoutMS=5000)
+if db not in c.list_database_names():
+    print("absent")
+else:
+    d = c[db]
+    print(json.dumps({n: sorted(str(sorted(i["key"].items())) for i in d[n].list_indexes())
+                      for n in sorted(d.list_collection_names())}, sort_keys=True))
+EOF
+# get.py URL: "CODE BODY" of a GET (no proxy; "000 error" when nothing answered).
+cat >"$T/get.py" <<'EOF'
+import sys, urllib.error, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+try:
+    r = opener.open(sys.argv[1], timeout=2)
+    code, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    code, body = e.code, e.read()
+except Exception as e:  # noqa: BLE001
+    code, body = 0, repr(e).encode()
+print("%03d %s" % (code, body.decode(errors="replace").strip().replace("\n", " ")))
+EOF
+# raw.py PORT DATA-REPR: sends raw bytes, prints the reply's status line.
+cat >"$T/raw.py" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(eval(sys.argv[2]))  # test input: a bytes expression
+print(s.makefile("rb").readline().decode().strip())
+EOF
+# notify_recv.py SOCKET OUT: systemd's side of sd_notify: one line per message, with the
+# time (ms) it came, until STOPPING=1 (or 60 s of silence). '@name': an abstract socket.
+cat >"$T/notify_recv.py" <<'EOF'
+import socket, sys, time
+addr, out = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind("\0" + addr[1:] if addr.startswith("@") else addr)
+open(out + ".bound", "w").close()
+s.settimeout(60)
+with open(out, "a") as f:
+    while True:
+        try:
+            data = s.recv(4096)
+        except socket.timeout:
+            break
+        for line in data.decode().splitlines():
+            f.write("%d %s\n" % (time.time() * 1000, line))
+        f.flush()
+        if b"STOPPING=1" in data:
+            break
+EOF
 # Mutual exclusion worker: start/end lines around a short critical section.
 cat >"$T/worker.sh" <<'EOF'
 #!/bin/bash
@@ -554,6 +608,173 @@ t_terminal() {  # at a terminal: CMD reads what is typed; Ctrl-C reaches it once
   python3 "$ROOT/tests/cli/pty_run.py" "$BIN" "tty-$RANDOM" >"$T/pty.out" 2>&1 || fail "$(cat "$T/pty.out")"
 }
 
+t_status_reads_only() {  # status sends reads only: it creates no database, collection or index
+  [[ $STORAGE == mongo ]] || { echo "    (MongoDB: databases, collections and indexes listed around status)"; exit 77; }
+  local hp="${URI#mongodb://}"; hp="${hp%%/*}"; hp="${hp%%\?*}"
+  local db="ro$RANDOM" key="ro-$RANDOM"
+  # A database that does not exist: status answers "free" and leaves nothing behind.
+  "$BIN" status "$key" --uri "mongodb://$hp/$db" --json >"$T/ro.json" || fail "status: $(cat "$T/ro.json")"
+  [[ $(json "$T/ro.json" 'd["lock"] is None and d["leader"] is None and d["members"] == []') == True ]] ||
+    fail "status of nothing: $(cat "$T/ro.json")"
+  # (mongo-java-server lists a database once any command named it, a find included: there
+  # it shows without collections; MongoDB does not list it at all.)
+  python3 "$T/dbstate.py" "$hp" "$db" >"$T/empty"
+  [[ $(cat "$T/empty") == "absent" || $(cat "$T/empty") == "{}" ]] || fail "status created in $db: $(cat "$T/empty")"
+  # A database where `run` holds the lock: status names it and adds no collection or index
+  # (not the elector's, which the key never used).
+  "$BIN" run "$key" --uri "mongodb://$hp/${db}b" -- bash -c \
+    'python3 "$0" "$1" "$2" >"$3/before" && "$4" status "$5" --uri "mongodb://$1/$2" --json >"$3/ro2.json" && python3 "$0" "$1" "$2" >"$3/after"' \
+    "$T/dbstate.py" "$hp" "${db}b" "$T" "$BIN" "$key" || fail "run/status: $(cat "$T/ro2.json" 2>/dev/null)"
+  [[ $(json "$T/ro2.json" 'd["lock"]["pid"] > 0') == True ]] || fail "status does not name the holder: $(cat "$T/ro2.json")"
+  grep -q '"mongolocker"' "$T/before" || fail "the snapshot does not see run's collection: $(cat "$T/before")"
+  cmp -s "$T/before" "$T/after" || fail "status changed the database: $(diff "$T/before" "$T/after")"
+}
+
+# http PORT PATH: "CODE BODY" from this host's 127.0.0.1:PORT; code PORT PATH: the code only.
+http() { python3 "$T/get.py" "http://127.0.0.1:$1$2"; }
+code() { http "$1" "$2" | cut -d' ' -f1; }
+# http_port FILE: the port an `--http 127.0.0.1:0` process printed on stderr.
+http_port() { sed -n 's/.*http: listening on [0-9.]*:\([0-9]*\)$/\1/p' "$1" | head -n 1; }
+
+t_http_elect_failover() {  # --http: /leader, /healthz, /readyz of two members; kill -9 of the leader
+  local key="http-$RANDOM" ttl=3
+  export LOG="$T/http.log"; : >"$LOG"
+  NAME=h1 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 -- "$T/leader.sh" 2>"$T/h1" &
+  local p1=$!
+  # The second once the first has opened the storage: two processes creating one new
+  # SQLite file at the same instant can find it locked (when this test runs alone).
+  wait_for "[[ -n \$(http_port '$T/h1') ]]" 10 || fail "no port printed: $(cat "$T/h1")"
+  NAME=h2 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 -- "$T/leader.sh" 2>"$T/h2" &
+  local p2=$!
+  wait_for "[[ -n \$(http_port '$T/h1') && -n \$(http_port '$T/h2') ]]" 10 || fail "no port printed: $(cat "$T/h1" "$T/h2")"
+  local port1 port2; port1=$(http_port "$T/h1"); port2=$(http_port "$T/h2")
+  # One member ready, the other not, and its /leader naming the ready one (read every
+  # ttl/4). Roles are read again at each try: under load a first term may end early.
+  local lport oport lpid opid
+  agreed() {
+    if [[ $(code $port1 /readyz) == 200 ]]; then lport=$port1 oport=$port2 lpid=$p1 opid=$p2
+    elif [[ $(code $port2 /readyz) == 200 ]]; then lport=$port2 oport=$port1 lpid=$p2 opid=$p1
+    else return 1; fi
+    [[ $(code $oport /readyz) == 503 ]] && http $oport /leader | grep -q "\"pid\": $lpid}"
+  }
+  wait_for agreed 20 || fail "no agreed leader: $(http $port1 /leader) $(http $port2 /leader) $(cat "$T/h1" "$T/h2")"
+  [[ $(code $lport /healthz) == 200 && $(code $oport /healthz) == 200 ]] || fail "unhealthy: $(http $lport /healthz) $(http $oport /healthz)"
+  http $lport /leader >"$T/leader.txt"
+  cut -d' ' -f2- "$T/leader.txt" >"$T/leader.json"
+  [[ $(json "$T/leader.json" 'd["status"] == "leads" and d["leader"]["pid"] == '$lpid' and d["fence"] == d["self"]["fence"] > 0 and d["self"]["ready"] and 0 < d["expires_in_s"] <= '$ttl) == True ]] ||
+    fail "/leader of the leader: $(cat "$T/leader.txt")"
+  # Requests it refuses: bad request line, oversized, unknown path, another method.
+  [[ $(python3 "$T/raw.py" $lport "b'BLAH\r\n\r\n'") == "HTTP/1.1 400 Bad Request" ]] || fail "garbage not refused"
+  [[ $(python3 "$T/raw.py" $lport "b'GET /healthz HTTP/1.1\r\nX: ' + b'a' * 20000 + b'\r\n\r\n'") == "HTTP/1.1 400 Bad Request" ]] || fail "oversized request not refused"
+  [[ $(code $lport /nothing) == 404 ]] || fail "unknown path"
+  [[ $(python3 "$T/raw.py" $lport "b'POST /leader HTTP/1.1\r\n\r\n'") == "HTTP/1.1 405 Method Not Allowed" ]] || fail "POST not refused"
+  local t_kill; t_kill=$(now_ms)
+  kill -9 $lpid
+  wait_for "[[ \$(code $oport /readyz) == 200 ]]" $((ttl * 5)) || fail "the other member never became ready: $(cat "$T/h1" "$T/h2")"
+  local t_ready; t_ready=$(now_ms)
+  [[ $(code $oport /healthz) == 200 ]] || fail "new leader unhealthy: $(http $oport /healthz)"
+  wait_for "http $oport /leader | grep -q '\"pid\": $opid}'" 5 || fail "/leader after failover: $(http $oport /leader)"
+  echo "    /readyz of the other member turned 200 $(( t_ready - t_kill )) ms after kill -9 of the leader (ttl $ttl s)"
+  kill -TERM $opid; exit_code $opid 10; [[ $RC == 0 ]] || fail "exit $RC"
+}
+
+t_http_run() {  # run --http: the holder is ready, a waiter healthy but not ready; /leader names the holder
+  local key="httprun-$RANDOM"
+  export OUT="$T/httprun.out"; : >"$OUT"
+  "$BIN" run "$key" --ttl 3 --http 127.0.0.1:0 -- "$T/sig.sh" 2>"$T/r1" &
+  local p1=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start: $(cat "$T/r1")"
+  # The waiter listens on every interface (":PORT"); 127.0.0.1 reaches it.
+  "$BIN" run "$key" --ttl 3 --wait --http :0 -- true 2>"$T/r2" &
+  local p2=$!
+  wait_for "[[ -n \$(http_port '$T/r1') && -n \$(http_port '$T/r2') ]]" 10 || fail "no port: $(cat "$T/r1" "$T/r2")"
+  local port1 port2; port1=$(http_port "$T/r1"); port2=$(http_port "$T/r2")
+  [[ $(code $port1 /readyz) == 200 && $(code $port1 /healthz) == 200 ]] || fail "holder: $(http $port1 /readyz) $(http $port1 /healthz)"
+  [[ $(code $port2 /readyz) == 503 && $(code $port2 /healthz) == 200 ]] || fail "waiter: $(http $port2 /readyz) $(http $port2 /healthz) $(cat "$T/r2")"
+  wait_for "http $port2 /leader | grep -q '\"pid\": $p1}'" 5 || fail "/leader of the waiter: $(http $port2 /leader)"
+  # Renewals keep it healthy past ttl/2 (the bound after the acquire).
+  sleep 2
+  [[ $(code $port1 /healthz) == 200 ]] || fail "holder unhealthy after renewals: $(http $port1 /healthz)"
+  grep -q "listening on 0\.0\.0\.0:" "$T/r2" || fail ":PORT is not every interface: $(cat "$T/r2")"
+  kill -TERM $p1; exit_code $p1 10
+  exit_code $p2 10; [[ $RC == 0 ]] || fail "waiter exit $RC: $(cat "$T/r2")"
+  # A bad ADDR is a usage error, before anything runs.
+  local rc=0; "$BIN" run "$key" --http 127.0.0.1 -- true 2>"$T/e" || rc=$?
+  [[ $rc == 64 ]] && grep -q "HOST:PORT" "$T/e" || fail "--http without a port: $rc $(cat "$T/e")"
+  rc=0; "$BIN" elect "$key" --http 127.0.0.1:70000 -- true 2>"$T/e" || rc=$?
+  [[ $rc == 64 ]] || fail "--http port 70000: $rc $(cat "$T/e")"
+}
+
+t_notify() {  # --notify: READY=1, STATUS=, WATCHDOG=1 every WatchdogSec/2, STOPPING=1; CMD does not get the socket
+  local key="notify-$RANDOM" sock="@mongoelector-test-$RANDOM-$$"
+  python3 "$T/notify_recv.py" "$sock" "$T/notify.log" &
+  local rp=$!
+  wait_for "[[ -e '$T/notify.log.bound' ]]" 10 || fail "receiver did not bind"
+  NOTIFY_SOCKET="$sock" WATCHDOG_USEC=400000 "$BIN" elect "$key" --ttl 2 --notify -- \
+    bash -c 'echo "env ${NOTIFY_SOCKET:-unset} ${WATCHDOG_USEC:-unset}" >"$0"; exec sleep 1000' "$T/notify.env" 2>"$T/n1" &
+  local p1=$!
+  wait_for "grep -q 'STATUS=leader of' '$T/notify.log'" 20 || fail "no leader status: $(cat "$T/notify.log" "$T/n1")"
+  sleep 1.2
+  kill -TERM $p1; exit_code $p1 10; [[ $RC == 0 ]] || fail "exit $RC: $(cat "$T/n1")"
+  exit_code $rp 10
+  local lines; lines=$(cut -d' ' -f2- "$T/notify.log" | tr '\n' '|')
+  grep -q ' READY=1$' "$T/notify.log" || fail "no READY=1: $lines"
+  grep -q ' STOPPING=1$' "$T/notify.log" || fail "no STOPPING=1: $lines"
+  # READY first, STOPPING last; pings every 200 ms (WATCHDOG_USEC / 2) while it ran.
+  [[ $(head -n 1 "$T/notify.log" | cut -d' ' -f2) == READY=1 ]] || fail "READY=1 not first: $lines"
+  [[ $(tail -n 1 "$T/notify.log" | cut -d' ' -f2) == STOPPING=1 ]] || fail "STOPPING=1 not last: $lines"
+  python3 - "$T/notify.log" <<'PY' || fail "watchdog pings: $lines"
+import sys
+t = [int(l.split()[0]) for l in open(sys.argv[1]) if l.split()[1] == "WATCHDOG=1"]
+gaps = [b - a for a, b in zip(t, t[1:])]
+assert len(t) >= 5, t
+assert all(100 <= g <= 400 for g in gaps), gaps
+PY
+  [[ $(cat "$T/notify.env") == "env unset unset" ]] || fail "CMD got systemd's variables: $(cat "$T/notify.env")"
+}
+
+t_http_frozen_server() {  # server frozen: /healthz of the leader is 503 (and pings stop) before its lease could expire
+  [[ -n "$SERVER_PID" ]] || { echo "    (needs a server started by testserver.sh: java)"; exit 77; }
+  local key="hfrozen-$RANDOM" ttl=6 sock="@mongoelector-test-$RANDOM-$$"
+  export LOG="$T/hfrozen.log"; : >"$LOG"
+  python3 "$T/notify_recv.py" "$sock" "$T/hnotify.log" &
+  wait_for "[[ -e '$T/hnotify.log.bound' ]]" 10 || fail "receiver did not bind"
+  NAME=f1 NOTIFY_SOCKET="$sock" WATCHDOG_USEC=200000 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 --notify -- "$T/leader.sh" 2>"$T/f1" &
+  local p1=$!
+  wait_for "[[ -n \$(http_port '$T/f1') ]]" 10 || fail "no port: $(cat "$T/f1")"
+  local port; port=$(http_port "$T/f1")
+  wait_for "[[ \$(code $port /readyz) == 200 ]]" 20 || fail "not leading: $(cat "$T/f1")"
+  sleep 1  # a few pings while healthy
+  [[ $(code $port /healthz) == 200 ]] || fail "unhealthy before the freeze: $(http $port /healthz)"
+  kill -STOP "$SERVER_PID"
+  local t_freeze t_503=""; t_freeze=$(now_ms)
+  while (( $(now_ms) < t_freeze + ttl * 1000 + 2000 )); do
+    if [[ $(code $port /healthz) == 503 ]]; then t_503=$(now_ms); break; fi
+    sleep 0.05
+  done
+  # The lease's end after the node's last successful renewal (no renewal can land while
+  # the server is frozen; one it applied without answering would only end it later).
+  http $port /leader | cut -d' ' -f2- >"$T/hleader.json"
+  http $port /healthz >"$T/h503"
+  sleep 0.5
+  local t_cont; t_cont=$(now_ms)
+  kill -CONT "$SERVER_PID"
+  [[ -n "$t_503" ]] || fail "/healthz never turned 503: $(cat "$T/f1")"
+  local expire; expire=$(json "$T/hleader.json" 'd["self"]["lease_expire_ms"]')
+  [[ "$expire" =~ ^[0-9]+$ ]] || fail "no lease end: $(cat "$T/hleader.json")"
+  (( t_503 < expire )) || fail "/healthz turned 503 at $t_503, after the lease's expiry $expire"
+  grep -q "no successful round trip" "$T/h503" || fail "reason: $(cat "$T/h503")"
+  # The watchdog: pings while healthy, none from the 503 until the server runs again (the
+  # receiver's clock is ours).
+  local late
+  late=$(awk -v t="$t_503" -v c="$t_cont" '$2 == "WATCHDOG=1" && $1 > t + 150 && $1 < c {n++} END {print n + 0}' "$T/hnotify.log")
+  (( late == 0 )) || fail "$late watchdog pings after /healthz turned 503 at $t_503: $(cat "$T/hnotify.log")"
+  awk -v t="$t_freeze" '$2 == "WATCHDOG=1" && $1 < t {n++} END {exit !(n > 3)}' "$T/hnotify.log" || fail "no pings before the freeze"
+  grep -q "STATUS=unhealthy: " "$T/hnotify.log" || fail "no unhealthy STATUS"
+  echo "    server frozen: /healthz 503 $(( t_503 - t_freeze )) ms after the freeze, $(( expire - t_503 )) ms before the lease could expire (ttl $ttl s); watchdog pings stopped"
+  kill -TERM $p1; exit_code $p1 15
+}
+
 t_demo() {
   if [[ "$STORAGE" == sqlite ]]; then "$BIN" demo >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"
   else "$BIN" demo --uri "$URI" >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"; fi
@@ -568,6 +789,7 @@ echo "mongoelector command tests on $STORAGE ($URI)"
 [[ $STORAGE == sqlite ]] && run_test "default URI: run/elect say it locks this host only" t_default_uri_says_host_only
 run_test "status: a lock's election is \"not used for an election\"" t_status_of_a_lock
 [[ $STORAGE == sqlite ]] && run_test "unreachable server: the error names the URI, not a command" t_unreachable_server
+[[ $STORAGE == mongo ]] && run_test "status: reads only (no database, collection or index created)" t_status_reads_only
 run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
 run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status
 run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded
@@ -582,6 +804,10 @@ run_test "run: storage cut off -> CMD ignoring SIGTERM dead before the next hold
 [[ $STORAGE == sqlite ]] && run_test "run/elect: a --grace longer than ttl/20 is refused" t_grace_rule
 run_test "elect: failover after kill -9 of the leader" t_elect_failover
 run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_elect_loss_stops_cmd
+run_test "elect --http: /leader, /healthz, /readyz across a failover; bad requests" t_http_elect_failover
+run_test "run --http: holder ready, waiter healthy and not ready" t_http_run
+run_test "elect --notify: READY, STATUS, WATCHDOG pings, STOPPING" t_notify
+[[ $STORAGE == mongo ]] && run_test "elect --http: server frozen -> /healthz 503 before expiry" t_http_frozen_server
 run_test "demo" t_demo
 
 echo "$STORAGE: ${PASSED} passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"

@@ -111,6 +111,14 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_node_status(mongoelect
                                                                       char **json_out);
 MONGOELECTOR_API mongoelector_status
 mongoelector_elector_cluster_detail(mongoelector_elector *elector, char **json_out);
+/* Since 1.1: the cluster detail of the election `key` as mongoelector_elector_cluster_detail
+ * gives it, read without joining: no elector runs, nothing is written (no index, no status
+ * report) and a database or collection that does not exist is not created. MongoDB: one
+ * find of the members' reports, one of the lock, plus a server-clock sample. *json_out is
+ * owned by the caller: mongoelector_free(). Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_client_cluster_detail(mongoelector_client *client,
+                                                                        const char *key,
+                                                                        char **json_out);
 /* Since 1.1. Graceful handover (README, "Graceful handover"). Both end this node's term
  * locally first (is_leader turns 0, on_leader_loss runs and returns on the calling
  * thread) and only then send the one fenced write that lets another member take over, so

@@ -149,6 +149,17 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_current_details(
     mongoelector_locker *locker, mongoelector_lock_details *details, int *found_out);
 /* Frees the strings of `details` and sets them to NULL. NULL ok. */
 MONGOELECTOR_API void mongoelector_lock_details_clear(mongoelector_lock_details *details);
+/* Since 1.1: the lock document of `key` in `collection` (NULL: the lockers' default,
+ * "mongolocker") as mongoelector_locker_current_details reports it, read without a
+ * locker, for tools that may only read (`mongoelector status`): it never writes (no
+ * index, unlike mongoelector_locker_new) and does not create a database or collection
+ * that does not exist; MongoDB: one find plus a server-clock sample. Set
+ * details->version first; release the strings with mongoelector_lock_details_clear.
+ * INVALID_ARGUMENT: NULL client, details or found_out, a NULL, empty or invalid key or
+ * collection. Any thread. */
+MONGOELECTOR_API mongoelector_status
+mongoelector_client_read_lock(mongoelector_client *client, const char *collection, const char *key,
+                              mongoelector_lock_details *details, int *found_out);
 
 #ifdef __cplusplus
 }

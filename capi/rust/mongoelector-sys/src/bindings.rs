@@ -230,6 +230,13 @@ extern "C" {
     ) -> mongoelector_status;
 }
 extern "C" {
+    pub fn mongoelector_client_cluster_detail(
+        client: *mut mongoelector_client,
+        key: *const ::std::os::raw::c_char,
+        json_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
     pub fn mongoelector_elector_resign(
         elector: *mut mongoelector_elector,
         hold_off_seconds: f64,
@@ -371,6 +378,15 @@ extern "C" {
 }
 extern "C" {
     pub fn mongoelector_lock_details_clear(details: *mut mongoelector_lock_details);
+}
+extern "C" {
+    pub fn mongoelector_client_read_lock(
+        client: *mut mongoelector_client,
+        collection: *const ::std::os::raw::c_char,
+        key: *const ::std::os::raw::c_char,
+        details: *mut mongoelector_lock_details,
+        found_out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
