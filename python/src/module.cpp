@@ -86,14 +86,44 @@ void translate(std::exception_ptr p) {
 
 // ------------------------------------------------------------- locker -------
 
-// Ctrl-C for native blocking waits: look at pending signals (main thread only does
-// anything) every time the core asks.
-bool check_signals() {
-  if (interpreter_finalizing()) return true;
-  py::gil_scoped_acquire gil;
-  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-  return false;
-}
+// The cancel function of a native blocking acquire (a lock, a semaphore slot, a lease).
+// A signal whose handler raised (Ctrl-C: KeyboardInterrupt) ends the wait as the core's
+// own Cancelled, so the core counts the outcome once, as "cancelled", in its metrics;
+// run() then raises the handler's exception in its place. Interpreter exit cancels too.
+// Pending signals are looked at every time the core asks (only the main thread's wait
+// sees them).
+class SignalCancel {
+ public:
+  me::CancelFn fn() const {
+    auto raised = raised_;
+    return [raised] {
+      if (interpreter_finalizing()) return true;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() == 0) return false;
+      raised->emplace();  // takes the handler's exception (the GIL is held)
+      return true;
+    };
+  }
+  // Re-raises the handler's exception of a wait that fn() cancelled (with the GIL).
+  void rethrow_raised() const {
+    if (*raised_) throw py::error_already_set(std::move(**raised_));
+  }
+  // Runs `f` (a blocking core call given fn()) without the GIL.
+  template <class R, class F>
+  R run(F&& f) const {
+    try {
+      py::gil_scoped_release nogil;
+      return f();
+    } catch (const me::Cancelled&) {
+      rethrow_raised();
+      throw;
+    }
+  }
+
+ private:
+  std::shared_ptr<std::optional<py::error_already_set>> raised_ =
+      std::make_shared<std::optional<py::error_already_set>>();
+};
 
 py::object hold_tuple(const std::optional<me::Hold>& h) {
   if (!h) return py::none();
@@ -316,31 +346,49 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
   return out;
 }
 
-// The options of a keep-alive (lease or semaphore slot) from Python's arguments. on_lost
-// runs on a thread of the core's callback dispatcher (never the timer that decides
-// losses: a GIL wait here delays no other lease's loss): it takes the GIL only to call
-// the Python callable, never once the interpreter is finalizing.
+// A keep-alive's on_lost from Python's callable (None: nothing). It runs on a thread of
+// the core's callback dispatcher (never the timer that decides losses: a GIL wait here
+// delays no other lease's loss): it takes the GIL only to call the Python callable,
+// never once the interpreter is finalizing.
+std::function<void()> on_lost_function(py::object on_lost, const char* what) {
+  if (on_lost.is_none()) return {};
+  SharedPyObject cb(std::move(on_lost));
+  return [cb, what] {
+    if (interpreter_finalizing()) return;
+    py::gil_scoped_acquire gil;
+    if (interpreter_finalizing()) return;
+    try {
+      cb.get()();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable(what);
+    }
+  };
+}
+
+// The options of a keep-alive (lease or semaphore slot) from Python's arguments.
 me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> timeout, double step,
-                                        py::object on_lost, const char* what) {
+                                        py::object on_lost, const char* what,
+                                        const SignalCancel& cancel) {
   me::KeepAliveOptions o;
   o.blocking = blocking;
   o.timeout_s = timeout;
   o.step_s = step;
-  if (blocking) o.cancel = check_signals;  // Ctrl-C ends the wait
-  if (!on_lost.is_none()) {
-    SharedPyObject cb(std::move(on_lost));
-    o.on_lost = [cb, what] {
-      if (interpreter_finalizing()) return;
-      py::gil_scoped_acquire gil;
-      if (interpreter_finalizing()) return;
-      try {
-        cb.get()();
-      } catch (py::error_already_set& e) {
-        e.discard_as_unraisable(what);
-      }
-    };
-  }
+  if (blocking) o.cancel = cancel.fn();  // Ctrl-C ends the wait
+  o.on_lost = on_lost_function(std::move(on_lost), what);
   return o;
+}
+
+// Keeps alive the hold `holder` (a Locker or a Semaphore) has now, taken by its own
+// acquire: the asyncio leases wait in the event loop between the holder's attempts
+// (mongoelector.aio), then hand the hold to the renewer.
+template <class PyKeepAlive, class Holder>
+std::unique_ptr<PyKeepAlive> adopt_hold(std::shared_ptr<Holder> holder, py::object on_lost,
+                                        const char* what) {
+  auto keep_alive = std::make_unique<PyKeepAlive>();
+  auto fn = on_lost_function(std::move(on_lost), what);
+  py::gil_scoped_release nogil;
+  keep_alive->lease = std::make_unique<me::KeepAliveLease>(std::move(holder), std::move(fn));
+  return keep_alive;
 }
 
 // Closes a keep-alive without the GIL: closing may wait for a renewal in flight, which
@@ -363,12 +411,14 @@ void close_without_gil(std::unique_ptr<KeepAlive>& keep_alive) {
 struct PyLease {
   std::unique_ptr<me::KeepAliveLease> lease;
 
+  PyLease() = default;
   PyLease(std::shared_ptr<me::Locker> locker, bool blocking, std::optional<double> timeout,
           double step, py::object on_lost) {
+    SignalCancel cancel;
     auto o = keep_alive_options(blocking, timeout, step, std::move(on_lost),
-                                "mongoelector lease on_lost");
-    py::gil_scoped_release nogil;
-    lease = me::KeepAliveLease::acquire(std::move(locker), std::move(o));
+                                "mongoelector lease on_lost", cancel);
+    lease = cancel.run<std::unique_ptr<me::KeepAliveLease>>(
+        [&] { return me::KeepAliveLease::acquire(std::move(locker), std::move(o)); });
   }
   ~PyLease() { close(); }
   void close() { close_without_gil(lease); }
@@ -426,12 +476,14 @@ std::optional<std::int64_t> live_semaphore_fence(me::Semaphore& s) {
 struct PySemaphoreLease {
   std::unique_ptr<me::SemaphoreLease> lease;
 
+  PySemaphoreLease() = default;
   PySemaphoreLease(std::shared_ptr<me::Semaphore> sem, bool blocking, std::optional<double> timeout,
                    double step, py::object on_lost) {
+    SignalCancel cancel;
     auto o = keep_alive_options(blocking, timeout, step, std::move(on_lost),
-                                "mongoelector semaphore lease on_lost");
-    py::gil_scoped_release nogil;
-    lease = me::SemaphoreLease::acquire(std::move(sem), std::move(o));
+                                "mongoelector semaphore lease on_lost", cancel);
+    lease = cancel.run<std::unique_ptr<me::SemaphoreLease>>(
+        [&] { return me::SemaphoreLease::acquire(std::move(sem), std::move(o)); });
   }
   ~PySemaphoreLease() { close(); }
   void close() { close_without_gil(lease); }
@@ -545,8 +597,9 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "acquire",
           [](me::Locker& l, bool blocking, std::optional<double> timeout, double step, bool force) {
-            return nogil<std::int64_t>(
-                [&] { return l.acquire(blocking, timeout, step, force, check_signals); });
+            SignalCancel cancel;
+            return cancel.run<std::int64_t>(
+                [&] { return l.acquire(blocking, timeout, step, force, cancel.fn()); });
           },
           py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
           py::arg("force") = false)
@@ -628,7 +681,12 @@ PYBIND11_MODULE(_native, m) {
             return r ? datetime_from_ms(*r) : py::none();
           },
           py::arg("window"))
-      .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); });
+      .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); })
+      .def_static("acquire_retry", &me::Locker::acquire_retry, py::arg("blocking"),
+                  py::arg("start_ms"), py::arg("now_ms"), py::arg("timeout"), py::arg("count"),
+                  "The core's retry rule of every acquire loop (the contract's _acquireretry): "
+                  "may attempt number `count` run at monotonic ms `now_ms` of a wait started "
+                  "at `start_ms`? ValueError for a timeout without blocking.");
 
   // --------------------------------------------------------------- lease -----
   py::class_<PyLease>(m, "KeepAliveLease")
@@ -636,6 +694,14 @@ PYBIND11_MODULE(_native, m) {
            py::arg("locker"), py::arg("blocking") = true, py::arg("timeout") = py::none(),
            py::arg("step") = 0.25, py::arg("on_lost") = py::none(),
            "Acquires the locker's lock and keeps it alive on the process's renewer thread.")
+      .def_static(
+          "adopt",
+          [](std::shared_ptr<me::Locker> locker, py::object on_lost) {
+            return adopt_hold<PyLease>(std::move(locker), std::move(on_lost),
+                                       "mongoelector lease on_lost");
+          },
+          py::arg("locker"), py::arg("on_lost") = py::none(),
+          "Keeps alive the hold the locker has now (ValueError without one).")
       .def_property_readonly("fence", [](PyLease& l) { return l.lease->fence(); })
       .def_property_readonly(
           "lost", [](PyLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
@@ -764,8 +830,9 @@ PYBIND11_MODULE(_native, m) {
       .def(
           "acquire",
           [](me::Semaphore& s, bool blocking, std::optional<double> timeout, double step) {
-            return nogil<std::int64_t>(
-                [&] { return s.acquire(blocking, timeout, step, check_signals); });
+            SignalCancel cancel;
+            return cancel.run<std::int64_t>(
+                [&] { return s.acquire(blocking, timeout, step, cancel.fn()); });
           },
           py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25)
       .def("try_acquire",
@@ -833,7 +900,25 @@ PYBIND11_MODULE(_native, m) {
            py::arg("semaphore"), py::arg("blocking") = true, py::arg("timeout") = py::none(),
            py::arg("step") = 0.25, py::arg("on_lost") = py::none(),
            "Acquires a slot and keeps it alive on the process's renewer threads.")
+      .def_static(
+          "adopt",
+          [](std::shared_ptr<me::Semaphore> sem, py::object on_lost) {
+            return adopt_hold<PySemaphoreLease>(std::move(sem), std::move(on_lost),
+                                                "mongoelector semaphore lease on_lost");
+          },
+          py::arg("semaphore"), py::arg("on_lost") = py::none(),
+          "Keeps alive the slot the semaphore holds now (ValueError without one).")
       .def_property_readonly("fence", [](PySemaphoreLease& l) { return l.lease->fence(); })
+      .def_property_readonly(
+          "deadline_in",
+          [](PySemaphoreLease& l) {
+            return nogil<double>([&] {
+              return static_cast<double>(l.lease->renew_deadline_mono() -
+                                         l.lease->semaphore()->clock().mono_ms()) /
+                     1000.0;
+            });
+          },
+          "Seconds until the renew deadline on the lease's clock (<= 0: passed).")
       .def_property_readonly(
           "lost", [](PySemaphoreLease& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
       .def_property_readonly("lost_reason",
