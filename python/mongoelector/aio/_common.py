@@ -300,6 +300,22 @@ class NativeHandle(Generic[_C]):
             return attempt()
 
 
+def time_checked(
+    verify: Optional[Callable[[], object]], attempt: Callable[[], _T]
+) -> Callable[[], _T]:
+    """``attempt``, preceded on its first run by ``verify`` (the core's time check, which
+    the core caches ten minutes): in the worker call of the first attempt, not a round of
+    its own through the pool."""
+    pending = [verify] if verify is not None else []
+
+    def run() -> _T:
+        if pending:
+            pending.pop()()
+        return attempt()
+
+    return run
+
+
 def _mono_ms(t: float) -> int:
     return int(t * 1000)
 

@@ -13,7 +13,7 @@ from .. import _native
 from .._loss import AsyncLossEvent
 from ..errors import AcquireTimeout, ClosedError, LeaseLost
 from ..lease import LockerOptions
-from ._common import AsyncDatabaseArg, acquire_waiting, call, count_cancelled
+from ._common import AsyncDatabaseArg, acquire_waiting, call, count_cancelled, time_checked
 from .locker import AsyncMongoLocker
 
 if sys.version_info >= (3, 11):
@@ -161,14 +161,13 @@ class AsyncLease(KeepAlive):
             make = functools.partial(_native.KeepAliveLease, core, False, None, step, on_lost)
             native = await count_cancelled(call(make, orphan=_close_lease))
         else:
-            if self.locker.timeparanoid:  # the core's check, cached ten minutes
-                await call(core.verify_time)
 
-            def attempt() -> Optional[_native.KeepAliveLease]:  # on a worker
+            def claim() -> Optional[_native.KeepAliveLease]:  # on a worker
                 if core.try_acquire(False) is None:
                     return None
                 return _native.KeepAliveLease.adopt(core, on_lost)
 
+            attempt = time_checked(core.verify_time if self.locker.timeparanoid else None, claim)
             native = await acquire_waiting(
                 lambda: call(
                     functools.partial(self.locker._attempt_sync, attempt), orphan=_close_lease

@@ -14,7 +14,14 @@ from typing import Any, Dict, Literal, Optional, Type, TypeVar, cast
 from .. import _native
 from ..errors import AcquireTimeout
 from ..locker import LockerStatus, _native_maxoffset
-from ._common import AsyncDatabaseArg, NativeHandle, acquire_waiting, call, prepare
+from ._common import (
+    AsyncDatabaseArg,
+    NativeHandle,
+    acquire_waiting,
+    call,
+    prepare,
+    time_checked,
+)
 
 __all__ = ["AsyncMongoLocker"]
 
@@ -128,15 +135,12 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
                 orphan=orphan,
             )
         else:
-            if self.timeparanoid:  # the core's check, cached ten minutes
-                await call(core.verify_time)
+            attempt = time_checked(
+                core.verify_time if self.timeparanoid else None,
+                functools.partial(core.try_acquire, bool(force)),
+            )
             await acquire_waiting(
-                lambda: call(
-                    functools.partial(
-                        self._attempt_sync, functools.partial(core.try_acquire, bool(force))
-                    ),
-                    orphan=orphan,
-                ),
+                lambda: call(functools.partial(self._attempt_sync, attempt), orphan=orphan),
                 timeout=timeout,
                 step=step,
                 timed_out=lambda: AcquireTimeout("Timeout reached, lock not acquired"),

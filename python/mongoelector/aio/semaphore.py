@@ -28,6 +28,7 @@ from ._common import (
     call,
     count_cancelled,
     prepare,
+    time_checked,
 )
 from .lease import KeepAlive, lost_callback
 
@@ -150,10 +151,9 @@ class AsyncMongoSemaphore(NativeHandle[_NativeSemaphore]):
                 )
             )
             return True
-        if self.timeparanoid:  # the core's check, cached ten minutes
-            await call(core.verify_time)
+        attempt = time_checked(core.verify_time if self.timeparanoid else None, core.try_acquire)
         await acquire_waiting(
-            lambda: call(functools.partial(self._attempt_sync, core.try_acquire), orphan=orphan),
+            lambda: call(functools.partial(self._attempt_sync, attempt), orphan=orphan),
             timeout=timeout,
             step=step,
             timed_out=lambda: AcquireTimeout(
@@ -310,13 +310,13 @@ class AsyncSemaphoreLease(KeepAlive):
                     f"this AsyncMongoSemaphore already holds a slot of {sem.key!r}: "
                     "release it first, or use one instance per holder"
                 )
-            if sem.timeparanoid:  # the core's check, cached ten minutes
-                await call(core.verify_time)
 
-            def attempt() -> Optional[_NativeSemaphoreLease]:  # on a worker
+            def claim() -> Optional[_NativeSemaphoreLease]:  # on a worker
                 if core.try_acquire() is None:
                     return None
                 return _adopt_slot(core, on_lost)
+
+            attempt = time_checked(core.verify_time if sem.timeparanoid else None, claim)
 
             native = await acquire_waiting(
                 lambda: call(functools.partial(sem._attempt_sync, attempt), orphan=_close_lease),
