@@ -116,6 +116,11 @@ class Locker:
     def collection(self) -> str: ...
     @property
     def ttl(self) -> float: ...
+    @staticmethod
+    def acquire_retry(
+        blocking: bool, start_ms: int, now_ms: int, timeout: Optional[float], count: int
+    ) -> bool:
+        """The core's retry rule of every acquire loop (the contract's _acquireretry)."""
 
 class KeepAliveLease:
     """Acquires the locker's lock and keeps it alive on the process's native renewer
@@ -128,6 +133,9 @@ class KeepAliveLease:
         step: float = 0.25,
         on_lost: Optional[Callable[[], object]] = None,
     ) -> None: ...
+    @staticmethod
+    def adopt(locker: Locker, on_lost: Optional[Callable[[], object]] = None) -> KeepAliveLease:
+        """Keeps alive the hold the locker has now (ValueError without one)."""
     @property
     def fence(self) -> int: ...
     @property

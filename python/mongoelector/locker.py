@@ -10,11 +10,12 @@ including the private helpers users' tests patch (``_verifytime``, ``_acquireret
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from os import getpid
 from socket import getfqdn
-from time import monotonic, sleep
+from time import sleep
 from types import TracebackType
 from typing import Any, Dict, Literal, NoReturn, Optional, Type, TypedDict, TypeVar, cast
 
@@ -22,6 +23,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 
 from . import _native, _transport
+from ._outcome import counted_acquire
 from ._transport import DatabaseArg
 from .errors import AcquireTimeout, ClosedError, LockExists, TimeOffsetError, _time_offset_error
 
@@ -47,6 +49,10 @@ class LockerStatus(TypedDict):
 def _utcnow() -> datetime:
     """Return the current UTC time as a timezone-aware datetime."""
     return datetime.now(tz=timezone.utc)
+
+
+def _epoch_ms(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
 
 
 def _identity() -> _native.Identity:
@@ -165,7 +171,9 @@ class MongoLocker:
                 key,
                 dbcollection,
                 float(ttl),
-                bool(timeparanoid),
+                # The time check is _verifytime (patchable, against self._maxoffset), made
+                # before the core's acquire loop: the core's own check stays off.
+                False,
                 _native_maxoffset(maxoffset),
                 bool(delete_on_release),
                 bool(allow_unsafe_server),
@@ -355,13 +363,18 @@ class MongoLocker:
     def _acquireretry(
         blocking: bool, start: datetime, timeout: Optional[float], count: int
     ) -> bool:
+        """The retry rule: may attempt number ``count`` (from 0) of a wait that started at
+        ``start`` run now? It is the core's rule (``Locker::acquire_retry``), which the
+        core's acquire loop applies."""
         if not blocking and timeout:
             raise ValueError("blocking=False is incompatible with a timeout")
-        if not blocking:
-            return count == 0
-        if timeout is None:
-            return True
-        return (_utcnow() - start) <= timedelta(seconds=timeout)
+        return _native.Locker.acquire_retry(
+            bool(blocking),
+            _epoch_ms(start),
+            _epoch_ms(_utcnow()),
+            None if not blocking else timeout,
+            count,
+        )
 
     def _verifytime(self) -> bool:
         now = _utcnow()
@@ -400,29 +413,43 @@ class MongoLocker:
             AcquireTimeout: Timed out waiting for the lock.
             TimeOffsetError: timeparanoid and the host clock is off by > maxoffset.
         """
-        # The outcome and duration go to the native metrics (mongoelector.metrics), as
-        # the core's own acquire records them for the other bindings.
-        started = monotonic()
-        outcome = "error"
+        if _drop_in_hooks_patched(type(self)):
+            return self._acquire_patched(blocking, timeout, step, force)
+        if self.timeparanoid:
+            try:
+                self._verifytime()
+            except (ValueError, TypeError, ClosedError):
+                raise
+            except BaseException:
+                # What the core's acquire counts when its own time check fails.
+                _native.metrics_record_acquire("error", 0.0)
+                raise
+        if not blocking and timeout:
+            raise ValueError("blocking=False is incompatible with a timeout")
+        if timeout is not None and blocking and timeout < 0:
+            timeout = 0  # the original tried nothing then: "past timeout" at once
         try:
-            acquired = self._acquire_loop(blocking, timeout, step, force)
-            outcome = "acquired"
-            return acquired
-        except LockExists:
-            outcome = "held"
-            raise
+            # The core's acquire loop: it retries every `step` (GIL released, Ctrl-C ends
+            # the wait), raises LockExists with the holder, and counts the outcome once in
+            # the core's metrics.
+            self._core.acquire(
+                bool(blocking), timeout if blocking else None, float(step), bool(force)
+            )
         except AcquireTimeout:
-            outcome = "timeout"
-            raise
-        except KeyboardInterrupt:
-            outcome = "cancelled"
-            raise
-        except (ValueError, TypeError, ClosedError):
-            outcome = ""  # a caller's mistake, not an outcome
-            raise
-        finally:
-            if outcome:
-                _native.metrics_record_acquire(outcome, monotonic() - started)
+            raise AcquireTimeout("Timeout reached, lock not acquired") from None
+        hold = self._core.hold
+        self.ts_expire = hold[2] if hold else _utcnow() + timedelta(seconds=self._ttl)
+        return True
+
+    def _acquire_patched(
+        self, blocking: bool, timeout: Optional[float], step: float, force: bool
+    ) -> bool:
+        """acquire() once a test patched the drop-in's hooks (``_acquireretry``,
+        ``mongoelector.locker.sleep``, ``_utcnow``): the original's loop, calling them;
+        the attempts are the core's. The outcome goes to the core's metrics, as the
+        core's loop counts it."""
+        with counted_acquire((KeyboardInterrupt,)):
+            return self._acquire_loop(blocking, timeout, step, force)
 
     def _acquire_loop(
         self, blocking: bool, timeout: Optional[float], step: float, force: bool
@@ -500,3 +527,15 @@ class MongoLocker:
         if expires is not None:
             self.ts_expire = expires
         return expires
+
+
+# The drop-in's hooks as defined here: acquire() runs the core's loop unless a test
+# replaced one of them (then the original's loop runs, calling the replacements).
+_ACQUIRERETRY = MongoLocker.__dict__["_acquireretry"].__func__
+_UTCNOW = _utcnow
+
+
+def _drop_in_hooks_patched(cls: Type[MongoLocker]) -> bool:
+    return (
+        sleep is not time.sleep or _utcnow is not _UTCNOW or cls._acquireretry is not _ACQUIRERETRY
+    )

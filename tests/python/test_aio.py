@@ -23,8 +23,8 @@ import pymongo
 import pytest
 from helpers.aio_util import LagProbe, wait_until
 from mongoelector import AcquireTimeout, LeaseLost, LockExists, MongoLeaderElector, MongoLocker, aio
-from mongoelector._aio_facade import AsyncDatabaseFacade, is_async_database
 from mongoelector.aio import AsyncLease, AsyncMongoLeaderElector, AsyncMongoLocker
+from mongoelector.aio._facade import AsyncDatabaseFacade, is_async_database
 
 TRANSPORTS = ["uri", "asyncdb"]
 
@@ -320,15 +320,15 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(
     """The task is cancelled while its attempt is on the wire (made slow here); the
     attempt takes the free lock after the cancellation: that hold is released."""
     key = _key("orphan")
-    real_attempt = AsyncMongoLocker._attempt
+    real_attempt = AsyncMongoLocker._attempt_sync
 
     started = threading.Event()
     landed = []
 
-    def slow_attempt(self, core, force, check_time):
+    def slow_attempt(self, attempt):
         started.set()
         time.sleep(0.2)  # on the worker: the task is cancelled meanwhile
-        token = real_attempt(self, core, force, check_time)
+        token = real_attempt(self, attempt)
         landed.append(token)
         return token
 
@@ -336,7 +336,7 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(
         lock = AsyncMongoLocker(key, db, ttl=30)
         other = AsyncMongoLocker(key, db, ttl=30)
         await lock.open()
-        monkeypatch.setattr(AsyncMongoLocker, "_attempt", slow_attempt)
+        monkeypatch.setattr(AsyncMongoLocker, "_attempt_sync", slow_attempt)
         task = asyncio.ensure_future(lock.acquire())
         await wait_until(started.is_set, timeout=5, interval=0.005)
         t0 = time.perf_counter()
@@ -344,7 +344,7 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(
         with pytest.raises(asyncio.CancelledError):
             await task
         assert time.perf_counter() - t0 < 0.05
-        monkeypatch.setattr(AsyncMongoLocker, "_attempt", real_attempt)
+        monkeypatch.setattr(AsyncMongoLocker, "_attempt_sync", real_attempt)
         # The attempt lands ~0.2 s later and takes the free lock...
         await wait_until(lambda: landed, timeout=5, interval=0.005)
         assert landed[0] is not None, "the attempt in flight did not take the lock"
@@ -385,7 +385,7 @@ def test_close_ends_a_waiting_acquire(server_db, transport):
 def test_result_delivered_then_cancelled_goes_to_the_clean_up():
     """The other race: the core call's result is delivered, then the task is cancelled
     before it resumes; the result (a hold) must not be dropped either."""
-    from mongoelector.aio import _call
+    from mongoelector.aio._common import call as _call
 
     async def main():
         go = threading.Event()

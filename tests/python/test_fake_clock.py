@@ -92,6 +92,37 @@ def test_waits_on_the_clock_are_in_fake_time():
     holder.release()
 
 
+def test_drop_in_blocking_acquire_runs_the_core_loop_on_the_clock():
+    """MongoLocker.acquire() is the core's acquire loop: its waits between attempts (every
+    `step`) and its timeout are on the clock, in fake time, as every binding's."""
+    clock = testing.FakeClock()
+    db = clock.memory_uri()
+    holder = mongoelector.MongoLocker("job", db, ttl=600)
+    assert holder.acquire(blocking=False)
+    outcome = []
+
+    def wait_for_lock():
+        other = mongoelector.MongoLocker("job", db, ttl=600)
+        try:
+            other.acquire(timeout=30, step=5)
+            outcome.append("acquired")
+        except mongoelector.AcquireTimeout as e:
+            outcome.append("timeout at %.1f: %s" % (clock.monotonic(), e))
+
+    clock.settle()
+    idle = clock.waiters
+    t = threading.Thread(target=wait_for_lock, daemon=True)
+    t.start()
+    clock.block_until_waiters(idle + 1, timeout=5)  # it sleeps on the clock now
+    assert t.is_alive() and not outcome, "30 s of fake time have not passed"
+    clock.advance(31)
+    t.join(10)
+    # The drop-in's message, at the fake timeout.
+    assert len(outcome) == 1 and outcome[0].startswith("timeout at 3"), outcome
+    assert outcome[0].endswith(": Timeout reached, lock not acquired"), outcome
+    holder.release()
+
+
 def test_wall_clock_and_arguments():
     start = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
     clock = testing.FakeClock(start)

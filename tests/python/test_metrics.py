@@ -149,3 +149,45 @@ def test_log_records_carry_structured_fields():
     for r in handler.records:
         for name in ("event", "key", "fence", "uuid", "host"):
             assert hasattr(r, name)
+
+
+@pytest.mark.parametrize("kind", ["locker", "semaphore"])
+def test_ctrl_c_in_a_blocking_acquire_is_counted_once_as_cancelled(kind, request):
+    """Ctrl-C ends the core's acquire loop as a cancellation: the core counts it once, as
+    cancelled (not as an error), and KeyboardInterrupt reaches the caller."""
+    import _thread
+    import signal
+    import threading
+
+    from mongoelector import MongoSemaphore, testing
+
+    # Python's own handler, also when started with SIGINT ignored (testserver.sh runs the
+    # suite as a background job, which ignores it: interrupt_main() would do nothing).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+
+    db = testing.memory_uri()
+    key = new_key()
+    if kind == "locker":
+        holder, waiter = MongoLocker(key, db, ttl=30), MongoLocker(key, db, ttl=30)
+    else:
+        holder, waiter = (MongoSemaphore(key, db, limit=1, ttl=30) for _ in range(2))
+    holder.acquire()
+    before = metrics.snapshot()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            waiter.acquire(step=0.05)
+    finally:
+        timer.cancel()
+    after = metrics.snapshot()
+    assert {o: after.acquires[o] - before.acquires[o] for o in metrics.OUTCOMES} == {
+        "acquired": 0,
+        "held": 0,
+        "timeout": 0,
+        "cancelled": 1,
+        "error": 0,
+    }
+    assert delta(before, after, "acquire_latency_count") == 1
+    holder.release()

@@ -40,7 +40,7 @@ import pymongo
 from pymongo.database import Database
 from pymongo.errors import NetworkTimeout
 
-from .errors import StorageUnavailable
+from ..errors import StorageUnavailable
 
 __all__ = ["AsyncDatabaseFacade", "is_async_database"]
 

@@ -1,0 +1,230 @@
+"""``AsyncLease`` and ``lease()``: ``mongoelector.lease`` for asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+import weakref
+from types import TracebackType
+from typing import TYPE_CHECKING, Callable, Literal, Optional, Protocol, Type, TypeVar
+
+from .. import _native
+from .._loss import AsyncLossEvent
+from ..errors import AcquireTimeout, ClosedError, LeaseLost
+from ..lease import LockerOptions
+from ._common import AsyncDatabaseArg, acquire_waiting, call, count_cancelled, time_checked
+from .locker import AsyncMongoLocker
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+elif TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["AsyncLease", "lease"]
+
+_K = TypeVar("_K", bound="KeepAlive")
+
+
+class KeepAlive:
+    """What the asyncio keep-alive leases (``AsyncLease``, ``AsyncSemaphoreLease``) share
+    once held: the native lease (``_native``), its loss and its release."""
+
+    lost: AsyncLossEvent
+    _native: Optional[_NativeKeepAlive]
+
+    def _held(self) -> str:  # "lease of 'k'", "slot of semaphore 'k'"
+        raise NotImplementedError
+
+    def _repr_key(self) -> str:
+        raise NotImplementedError
+
+    async def acquire(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing token of the hold (None before acquire)."""
+        return None if self._native is None else self._native.fence
+
+    @property
+    def reason(self) -> str:
+        """Why the lease was lost ("" while it is not)."""
+        return "" if self._native is None else self._native.lost_reason
+
+    def check(self) -> None:
+        """Raises ``LeaseLost`` if the lease is lost; call it before acting on the hold."""
+        if self.lost.is_set():
+            raise LeaseLost(f"{self._held()} (fence {self.fence}) was lost: {self.reason}")
+
+    async def wait_lost(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the lease is lost (True) or ``timeout`` seconds pass (False)."""
+        if self._native is None:
+            return False
+        try:
+            await asyncio.wait_for(self.lost.wait(), timeout)
+        except asyncio.TimeoutError:
+            return self.lost.is_set()
+        return True
+
+    async def release(self) -> None:
+        """Stops keeping the hold alive and releases it (fenced; not if lost)."""
+        native = self._native
+        if native is not None:
+            await call(native.close)
+
+    async def __aenter__(self: _K) -> _K:
+        await self.acquire()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> Literal[False]:
+        lost = self.lost.is_set()
+        await self.release()
+        if lost and exc_type is None:
+            raise LeaseLost(
+                f"{self._held()} (fence {self.fence}) was lost while the block ran: {self.reason}"
+            )
+        return False
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost.is_set() else ("held" if self._native else "new")
+        return f"<{type(self).__name__} {self._repr_key()} fence={self.fence} {state}>"
+
+
+class _NativeKeepAlive(Protocol):
+    @property
+    def fence(self) -> int: ...
+    @property
+    def lost_reason(self) -> str: ...
+    def close(self) -> None: ...
+
+
+class AsyncLease(KeepAlive):
+    """``mongoelector.Lease`` for asyncio: a lock on ``key`` kept alive by the core's
+    native renewer until :meth:`release` (or the end of ``async with``).
+
+    ``lost`` is an ``asyncio.Event`` whose state is the lease's loss, read from the native
+    lease (true from its renew deadline on; ``await lost.wait()`` wakes there by itself);
+    ``check()`` raises ``LeaseLost`` then; leaving the ``async with`` block raises
+    ``LeaseLost`` too (unless the block raised). Waiting for the lock is ``asyncio.sleep``
+    between attempts (``step``); ``timeout`` bounds it (``AcquireTimeout``), and
+    ``blocking=False`` makes one attempt (``LockExists``). Other keyword arguments go to
+    ``AsyncMongoLocker`` (the lease's ``locker``).
+    """
+
+    key: str
+    ttl: float
+    #: The locker whose lock the lease keeps alive.
+    locker: AsyncMongoLocker
+    #: Set once the lease is lost (read from the native lease).
+    lost: AsyncLossEvent
+
+    def __init__(
+        self,
+        db: AsyncDatabaseArg,
+        key: str,
+        *,
+        ttl: float = 30,
+        timeout: Optional[float] = None,
+        blocking: bool = True,
+        step: float = 0.25,
+        **locker_kwargs: Unpack[LockerOptions],
+    ) -> None:
+        if not blocking and timeout is not None:
+            raise ValueError("Cannot set timeout if blocking is False")
+        self.key = key
+        self.ttl = ttl
+        self.locker = AsyncMongoLocker(key, db, ttl=ttl, **locker_kwargs)
+        self.lost = AsyncLossEvent()
+        self._timeout = timeout
+        self._blocking = blocking
+        self._step = step
+        self._native: Optional[_native.KeepAliveLease] = None
+
+    async def acquire(self) -> int:
+        """Waits for the lock and starts keeping it alive. Returns the fencing token."""
+        if self._native is not None:
+            raise RuntimeError("this lease is already held; use a new AsyncLease")
+        if self.locker.closed:
+            raise ClosedError(f"the locker of lease {self.key!r} is closed")
+        core = await self.locker._opened()
+        on_lost = lost_callback(self.lost)
+        step = float(self._step)
+        native: _native.KeepAliveLease
+        if not self._blocking:
+            # No wait: the native lease's acquire (the core's, one claim), on a worker.
+            make = functools.partial(_native.KeepAliveLease, core, False, None, step, on_lost)
+            native = await count_cancelled(call(make, orphan=_close_lease))
+        else:
+
+            def claim() -> Optional[_native.KeepAliveLease]:  # on a worker
+                if core.try_acquire(False) is None:
+                    return None
+                return _native.KeepAliveLease.adopt(core, on_lost)
+
+            attempt = time_checked(core.verify_time if self.locker.timeparanoid else None, claim)
+            native = await acquire_waiting(
+                lambda: call(
+                    functools.partial(self.locker._attempt_sync, attempt), orphan=_close_lease
+                ),
+                timeout=self._timeout,
+                step=step,
+                timed_out=lambda: AcquireTimeout(
+                    f"Timeout acquiring lock {self.key} after {self._timeout or 0:.3f} seconds"
+                ),
+            )
+        self._native = native
+        self.lost._bind(native)
+        return native.fence
+
+    def _held(self) -> str:
+        return f"lease of {self.key!r}"
+
+    def _repr_key(self) -> str:
+        return repr(self.key)
+
+
+def _lease_lost(
+    loop: asyncio.AbstractEventLoop, event_ref: "weakref.ReferenceType[AsyncLossEvent]"
+) -> None:
+    """on_lost of a lease (a core callback thread): wakes the waits at once. Only a hint:
+    the loss itself is read from the native lease."""
+    event = event_ref()
+    if event is None:  # the lease was dropped: nobody waits
+        return
+    try:
+        loop.call_soon_threadsafe(event._wake)
+    except RuntimeError:  # the loop is closed: nobody waits
+        pass
+
+
+def lost_callback(event: AsyncLossEvent) -> Callable[[], None]:
+    """The native on_lost of a lease whose loss ``event`` reports (on the running loop)."""
+    return functools.partial(_lease_lost, asyncio.get_running_loop(), weakref.ref(event))
+
+
+def _close_lease(native: Optional[_native.KeepAliveLease]) -> None:
+    if native is not None:  # an attempt that found the key held took nothing
+        native.close()
+
+
+def lease(
+    db: AsyncDatabaseArg,
+    key: str,
+    *,
+    ttl: float = 30,
+    timeout: Optional[float] = None,
+    blocking: bool = True,
+    step: float = 0.25,
+    **locker_kwargs: Unpack[LockerOptions],
+) -> AsyncLease:
+    """``async with mongoelector.aio.lease(db, key, ttl=30, timeout=10) as lease:`` -- see
+    :class:`AsyncLease`."""
+    return AsyncLease(
+        db, key, ttl=ttl, timeout=timeout, blocking=blocking, step=step, **locker_kwargs
+    )

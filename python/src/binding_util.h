@@ -1,0 +1,124 @@
+// Helpers shared by the extension's bindings (python/src/*_binding.cpp): the GIL,
+// errors, Ctrl-C in native waits, and keep-alive leases.
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "clock.h"
+#include "exceptions.h"
+#include "gil.h"
+#include "lease/lease.h"
+#include "locker.h"
+#include "storage.h"
+
+namespace mongoelector_py {
+
+namespace py = pybind11;
+namespace me = mongoelector;
+
+// Runs `f` without the GIL (every call into core/: see module.cpp).
+template <class R, class F>
+R nogil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+// The exception translator: core exceptions -> mongoelector.errors / builtins.
+void translate(std::exception_ptr p);
+
+// The cancel function of a native blocking acquire (a lock, a semaphore slot, a lease).
+// A signal whose handler raised (Ctrl-C: KeyboardInterrupt) ends the wait as the core's
+// own Cancelled, so the core counts the outcome once, as "cancelled", in its metrics;
+// run() then raises the handler's exception in its place. Interpreter exit cancels too.
+// Pending signals are looked at every time the core asks (only the main thread's wait
+// sees them).
+class SignalCancel {
+ public:
+  me::CancelFn fn() const {
+    auto raised = raised_;
+    return [raised] {
+      if (interpreter_finalizing()) return true;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() == 0) return false;
+      raised->emplace();  // takes the handler's exception (the GIL is held)
+      return true;
+    };
+  }
+  // Re-raises the handler's exception of a wait that fn() cancelled (with the GIL).
+  void rethrow_raised() const {
+    if (*raised_) throw py::error_already_set(std::move(**raised_));
+  }
+  // Runs `f` (a blocking core call given fn()) without the GIL.
+  template <class R, class F>
+  R run(F&& f) const {
+    try {
+      py::gil_scoped_release nogil;
+      return f();
+    } catch (const me::Cancelled&) {
+      rethrow_raised();
+      throw;
+    }
+  }
+
+ private:
+  std::shared_ptr<std::optional<py::error_already_set>> raised_ =
+      std::make_shared<std::optional<py::error_already_set>>();
+};
+
+// Seconds from now (host monotonic clock) until a deadline, None without one.
+inline std::optional<double> seconds_until(const std::optional<std::int64_t>& deadline_mono,
+                                           me::Clock& clock) {
+  if (!deadline_mono) return std::nullopt;
+  return (*deadline_mono - clock.mono_ms()) / 1000.0;
+}
+
+// A Database lookalike (neither pymongo nor mongomock) cannot have its calls bounded, and
+// the original's API has no way to opt in: accept it, saying so once per object.
+bool allow_unbounded(const std::shared_ptr<me::Storage>& storage);
+
+// A keep-alive's on_lost from Python's callable (None: nothing). It runs on a thread of
+// the core's callback dispatcher (never the timer that decides losses: a GIL wait there
+// delays no other lease's loss): it takes the GIL only to call the Python callable,
+// never once the interpreter is finalizing.
+std::function<void()> on_lost_function(py::object on_lost, const char* what);
+
+// The options of a keep-alive (lease or semaphore slot) from Python's arguments.
+me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> timeout, double step,
+                                        py::object on_lost, const char* what,
+                                        const SignalCancel& cancel);
+
+// Keeps alive the hold `holder` (a Locker or a Semaphore) has now, taken by its own
+// acquire: the asyncio leases wait in the event loop between the holder's attempts
+// (mongoelector.aio), then hand the hold to the renewer.
+template <class PyKeepAlive, class Holder>
+std::unique_ptr<PyKeepAlive> adopt_hold(std::shared_ptr<Holder> holder, py::object on_lost,
+                                        const char* what) {
+  auto keep_alive = std::make_unique<PyKeepAlive>();
+  auto fn = on_lost_function(std::move(on_lost), what);
+  py::gil_scoped_release nogil;
+  keep_alive->lease = std::make_unique<me::KeepAliveLease>(std::move(holder), std::move(fn));
+  return keep_alive;
+}
+
+// Closes a keep-alive without the GIL: closing may wait for a renewal in flight, which
+// may need the GIL (PyMongoStorage).
+template <class KeepAlive>
+void close_without_gil(std::unique_ptr<KeepAlive>& keep_alive) {
+  if (!keep_alive) return;
+  if (PyGILState_Check()) {
+    py::gil_scoped_release nogil;
+    keep_alive->close();
+  } else {
+    keep_alive->close();
+  }
+}
+
+}  // namespace mongoelector_py

@@ -1,0 +1,17 @@
+// The bindings of each core type into _native, one source file each
+// (python/src/<type>_binding.cpp); module.cpp assembles them.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace mongoelector_py {
+
+namespace py = pybind11;
+
+void bind_storage(py::module_& m);    // Identity, Storage and the storages and clients
+void bind_locker(py::module_& m);     // Locker
+void bind_lease(py::module_& m);      // KeepAliveLease
+void bind_elector(py::module_& m);    // Elector, wait_reapers
+void bind_semaphore(py::module_& m);  // _Semaphore, _SemaphoreLease
+
+}  // namespace mongoelector_py

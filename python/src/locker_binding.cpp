@@ -1,0 +1,170 @@
+#include "bindings.h"
+
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "binding_util.h"
+#include "convert.h"
+#include "election/elector.h"
+#include "locker.h"
+
+namespace mongoelector_py {
+
+namespace {
+
+py::object hold_tuple(const std::optional<me::Hold>& h) {
+  if (!h) return py::none();
+  return py::make_tuple(h->fence, datetime_from_ms(h->created_ms), datetime_from_ms(h->expire_ms));
+}
+
+// The token of a hold whose lease has not run out on this host's monotonic clock. A
+// deferred token (lazy_token) is assigned here: two round trips, once per hold.
+std::optional<std::int64_t> live_fence(me::Locker& l) {
+  auto running = [&l] {
+    auto deadline = l.lease_deadline_mono();
+    return deadline && l.clock().mono_ms() < *deadline;
+  };
+  if (!running()) return std::nullopt;
+  auto token = l.token();
+  if (!token || !running()) return std::nullopt;
+  return token;
+}
+
+std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, std::string key,
+                                        std::string collection, double ttl, bool timeparanoid,
+                                        double maxoffset, bool delete_on_release,
+                                        bool allow_unsafe_server, bool ensure_indexes,
+                                        std::optional<me::Identity> identity, bool lazy_token) {
+  me::LockerOptions o;
+  o.key = std::move(key);
+  o.collection = std::move(collection);
+  o.ttl_s = ttl;
+  o.timeparanoid = timeparanoid;
+  o.maxoffset_s = maxoffset;
+  o.delete_on_release = delete_on_release;
+  o.allow_unsafe_server = allow_unsafe_server;
+  o.ensure_indexes = ensure_indexes;
+  o.allow_unbounded_calls = allow_unbounded(storage);
+  o.lazy_token = lazy_token;
+  me::Identity id = identity ? *identity : me::Identity::generate();
+  py::gil_scoped_release nogil;  // index creation goes through the storage
+  return std::make_shared<me::Locker>(std::move(storage), std::move(o), nullptr, std::move(id));
+}
+
+}  // namespace
+
+void bind_locker(py::module_& m) {
+  py::class_<me::Locker, std::shared_ptr<me::Locker>>(m, "Locker")
+      .def(py::init(&make_locker), py::arg("storage"), py::arg("key"),
+           py::arg("collection") = "mongolocker", py::arg("ttl") = 600.0,
+           py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
+           py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
+           py::arg("ensure_indexes") = true, py::arg("identity") = py::none(),
+           py::arg("lazy_token") = false)
+      .def(
+          "try_acquire",
+          [](me::Locker& l, bool force) {
+            return nogil<std::optional<std::int64_t>>([&] { return l.try_acquire(force); });
+          },
+          py::arg("force") = false)
+      .def(
+          "acquire",
+          [](me::Locker& l, bool blocking, std::optional<double> timeout, double step, bool force) {
+            SignalCancel cancel;
+            return cancel.run<std::int64_t>(
+                [&] { return l.acquire(blocking, timeout, step, force, cancel.fn()); });
+          },
+          py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
+          py::arg("force") = false)
+      .def(
+          "release", [](me::Locker& l, bool force) { nogil<void>([&] { l.release(force); }); },
+          py::arg("force") = false)
+      .def("touch",
+           [](me::Locker& l) -> py::object {
+             auto r = nogil<std::optional<std::int64_t>>([&] { return l.touch(); });
+             return r ? datetime_from_ms(*r) : py::none();
+           })
+      .def("locked", [](me::Locker& l) { return nogil<bool>([&] { return l.locked(); }); })
+      .def("owned", [](me::Locker& l) { return nogil<bool>([&] { return l.owned(); }); })
+      .def("current",
+           [](me::Locker& l) -> py::object {
+             auto d = nogil<std::optional<me::LockDoc>>([&] { return l.current(); });
+             return d ? py::object(to_py(d->raw)) : py::none();
+           })
+      .def(
+          "status",
+          [](me::Locker& l) {
+            return to_py(nogil<me::Document>([&] { return me::Elector::locker_status(l); }));
+          },
+          "MongoLocker.status (one round trip).")
+      .def("read",
+           [](me::Locker& l) -> py::object {
+             auto d = nogil<std::optional<me::LockDoc>>(
+                 [&] { return l.storage().read(l.options().collection, l.key()); });
+             return d ? py::object(to_py(d->raw)) : py::none();
+           })
+      .def(
+          "measure_offset",
+          [](me::Locker& l) {
+            return nogil<double>([&] {
+              l.server_clock().refresh();
+              return l.server_clock().offset_s();
+            });
+          },
+          "Server clock minus host clock in seconds, from a fresh hello round trip.")
+      .def("verify_time",
+           [](me::Locker& l) { return nogil<double>([&] { return l.verify_time(); }); })
+      .def("server_now",
+           [](me::Locker& l) {
+             return datetime_from_ms(nogil<std::int64_t>([&] { return l.server_now_ms(); }));
+           })
+      .def_property_readonly(
+          "hold",
+          [](me::Locker& l) {
+            return hold_tuple(nogil<std::optional<me::Hold>>([&] { return l.hold(); }));
+          })
+      .def_property_readonly(
+          "fence",
+          [](me::Locker& l) {
+            return nogil<std::optional<std::int64_t>>([&] { return live_fence(l); });
+          })
+      .def_property_readonly("lease_remaining",
+                             [](me::Locker& l) {
+                               return nogil<std::optional<double>>([&] {
+                                 return seconds_until(l.lease_deadline_mono(), l.clock());
+                               });
+                             })
+      .def_property_readonly("uuid", [](me::Locker& l) { return l.identity().uuid; })
+      .def_property_readonly("host", [](me::Locker& l) { return l.identity().host; })
+      .def_property_readonly("pid", [](me::Locker& l) { return l.identity().pid; })
+      .def_property_readonly("key", [](me::Locker& l) { return l.key(); })
+      .def_property_readonly("collection", [](me::Locker& l) { return l.options().collection; })
+      .def(
+          "release_min_hold",
+          [](me::Locker& l, double min_hold) -> py::object {
+            auto r =
+                nogil<std::optional<std::int64_t>>([&] { return l.release_min_hold(min_hold); });
+            return r ? datetime_from_ms(*r) : py::none();
+          },
+          py::arg("min_hold"))
+      .def(
+          "claim_window",
+          [](me::Locker& l, double window) -> py::object {
+            auto r = nogil<std::optional<std::int64_t>>([&] { return l.claim_window(window); });
+            return r ? datetime_from_ms(*r) : py::none();
+          },
+          py::arg("window"))
+      .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); })
+      .def_static("acquire_retry", &me::Locker::acquire_retry, py::arg("blocking"),
+                  py::arg("start_ms"), py::arg("now_ms"), py::arg("timeout"), py::arg("count"),
+                  "The core's retry rule of every acquire loop (the contract's _acquireretry): "
+                  "may attempt number `count` run at monotonic ms `now_ms` of a wait started "
+                  "at `start_ms`? ValueError for a timeout without blocking.");
+}
+
+}  // namespace mongoelector_py
