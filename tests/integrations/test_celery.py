@@ -70,6 +70,9 @@ def test_beat_pair_hands_over_without_skipping_or_doubling(tmp_path, store):
         # Kill A right after it sent the even second's every-2s run: then A is between
         # ticks (a kill between a claim and its send would lose that one run: documented).
         a.wait_for(r"Sent due task every-2s", timeout=30, after=len(a.text()))
+        # That tick also fires every-1s, sent before or after every-2s: wait for both.
+        tick = [t for e, t in sent(a) if e == "every-2s"][-1]
+        wait_until(lambda: ("every-1s", tick) in sent(a), 30, "A sent the tick's every-1s run")
         a.kill()
         killed = time.monotonic()
         a.p.wait(10)
