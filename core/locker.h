@@ -1,5 +1,10 @@
 // MongoLocker: a distributed lock with a lease (ttl) and a fencing token.
 //
+// The Locker keeps its own writes (claim, epochs, renew, release, minimum hold, window
+// markers); the hold they act on -- its generation, stranded and in-doubt holds and how
+// they are settled, the lease, the time and safety checks, the acquire loop -- is one
+// HoldState (hold/hold_state.h), the Semaphore's too.
+//
 // Guarantees (see README, "Protocol"):
 //  * Acquire is one atomic round trip in the common case (Storage::claim): a conditional
 //    upsert that takes an absent, released or expired lock. Takeover happens at expiry
@@ -57,6 +62,7 @@
 #include <string>
 
 #include "clock.h"
+#include "hold/hold_state.h"
 #include "hold/holdable.h"
 #include "identity.h"
 #include "log.h"
@@ -102,29 +108,6 @@ struct LockerOptions {
   // by the first token() of that hold, if any. For callers whose acquire does not return
   // the token (Python's drop-in acquire() returns True).
   bool lazy_token = false;
-};
-
-// Returns true to abandon a blocking wait (Ctrl-C, cancelled context). Called between
-// attempts, from the waiting thread, at least every 100 ms.
-using CancelFn = std::function<bool()>;
-
-// The lock's own view of a hold.
-struct Hold {
-  std::int64_t fence = 0;
-  std::int64_t created_ms = 0;        // server time (ts_created: the earliest at the send)
-  std::int64_t expire_ms = 0;         // server time
-  std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
-  // A write that gives this hold away was sent (a release, a minimum-hold write, or an
-  // elector's hand-over) and may still land at the server (it failed, timed out, or its
-  // outcome is not known yet): the hold is "in doubt", never taken back with its fence
-  // (that write would then act on the new term), only released, fenced.
-  bool release_sent = false;
-  // The latest the server's clock could read when the claim's reply arrived: the server
-  // took the lock no later than this (release_min_hold counts from here).
-  std::int64_t acquired_latest_ms = 0;
-  // Set by release_min_hold: the lock must stay taken until this server time, so the
-  // stranded hold is settled by setting its expiry to it, not by a release (0: none).
-  std::int64_t keep_until_ms = 0;
 };
 
 class Locker : public Holdable {
@@ -196,47 +179,45 @@ class Locker : public Holdable {
 
   // Raises TimeOffsetError when |server - host| > maxoffset; a good result is cached
   // for 10 minutes. Returns the measured (or cached) offset in seconds.
-  double verify_time();
+  double verify_time() { return state_.verify_time(); }
   // Takes a new server-time sample (one round trip). On a jump of the server's clock the
   // hold is treated as lost (stranded) and true is returned.
-  bool refresh_clock() override;
-  // The contract's retry rule (see _acquireretry): may a blocking/non-blocking loop try
-  // attempt number `count` at mono time `now_ms` having started at `start_ms`?
-  static bool acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t now_ms,
-                            std::optional<double> timeout_s, std::int64_t count);
+  bool refresh_clock() override { return state_.refresh_clock(); }
 
   // Local state (no round trip).
-  std::optional<Hold> hold() const;
+  std::optional<Hold> hold() const { return state_.hold(); }
   // The current hold's fence as known locally, 0 when none. Below 2^32 it is not a token
   // yet (a lazy_token hold whose token was never asked for).
-  std::int64_t fence() const;
+  std::int64_t fence() const { return state_.fence(); }
   // The fencing token of the current hold, assigning it first if it was deferred
   // (lazy_token: two round trips, once per hold). nullopt without a hold, or when the
   // hold turned out to be lost (it is then dropped).
   std::optional<std::int64_t> token();
   // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
-  std::optional<std::int64_t> lease_deadline_mono() const;
+  std::optional<std::int64_t> lease_deadline_mono() const { return state_.lease_deadline_mono(); }
   // fence and lease end of the current hold, in one read.
-  std::optional<Lease> lease() const override;
-  bool has_stranded() const;
+  std::optional<Lease> lease() const override { return state_.lease(); }
+  bool has_stranded() const { return state_.has_stranded(); }
 
   // Structured fields of a log record about this lock (key, uuid, host).
-  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const override;
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const override {
+    return state_.log_fields(event, fence);
+  }
   std::string describe() const override { return options_.key; }
   const char* unit() const override { return "lock"; }
   const std::string& collection() const override { return options_.collection; }
 
   const LockerOptions& options() const { return options_; }
-  const Identity& identity() const { return identity_; }
+  const Identity& identity() const { return state_.identity(); }
   const std::string& key() const { return options_.key; }
   double ttl_s() const { return options_.ttl_s; }
-  std::int64_t ttl_ms() const override;
-  ServerClock& server_clock() override { return server_clock_; }
-  Storage& storage() override { return *storage_; }
-  Clock& clock() override { return *clock_; }
+  std::int64_t ttl_ms() const override { return state_.ttl_ms(); }
+  ServerClock& server_clock() override { return state_.server_clock(); }
+  Storage& storage() override { return state_.storage(); }
+  Clock& clock() override { return state_.clock(); }
 
   // Server time now (estimate): for status timestamps.
-  std::int64_t server_now_ms() { return server_clock_.now_ms(); }
+  std::int64_t server_now_ms() { return server_clock().now_ms(); }
 
   // Renewal used by the elector: one round trip, no clock sample. The new lease end (host
   // mono) on success; nullopt when the lock is no longer ours (the hold is dropped) or
@@ -270,9 +251,6 @@ class Locker : public Holdable {
 
  private:
   void check_server_safety();
-  // acquire() without the metrics: the retry loop.
-  std::int64_t acquire_waiting(bool blocking, std::optional<double> timeout_s, double step_s,
-                               bool force, const CancelFn& cancel);
   std::optional<std::int64_t> renew_once();  // renew() without the metrics
   std::string held_message(const std::optional<LockDoc>& holder) const;
   // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
@@ -287,26 +265,18 @@ class Locker : public Holdable {
   static std::int64_t claim_stamp(std::int64_t earliest, std::int64_t avoid);
   // `doc` is what our claim stamped `created_ms` wrote (locked, our uuid, its ts_created).
   bool wrote(const LockDoc& doc, std::int64_t created_ms) const;
-  // Releases a stranded hold (reading its fence first if unknown), or, for a hold given
-  // up with a minimum hold that has not surely passed, sets its expiry to that bound.
-  // Returns the bound when the lock stays taken until then, nullopt when released or
-  // gone. Throws on failure (the hold stays stranded).
-  std::optional<std::int64_t> settle_stranded();
-  void settle_stranded_quietly();
-  void strand_locked();                         // mu_ held: hold_ -> stranded_
+  // The settling write of a stranded hold (HoldState::SettleFn): releases it (reading
+  // its fence first if unknown), or, for a hold given up with a minimum hold that has
+  // not surely passed, sets its expiry to that bound. Returns the bound when the lock
+  // stays taken until then, nullopt when released or gone. Throws on failure.
+  std::optional<std::int64_t> settle_write(const Hold& s);
   void note_release_in_doubt();                 // a release failed: see eager_token_
   std::unique_lock<std::mutex> lock_hold_io();  // hold_io_mu_ (lazy_token only)
-  void clear_stranded(std::int64_t fence);      // if stranded_ is still that one
-  // Samples only when there is no sample yet. At host mono `at_mono` (default: now).
-  ServerTime server_time_for_write(std::optional<std::int64_t> at_mono = std::nullopt);
 
-  std::shared_ptr<Storage> storage_;
   LockerOptions options_;
-  std::shared_ptr<Clock> clock_;
-  Identity identity_;
-  ServerClock server_clock_;
+  HoldState state_;  // the hold, stranded holds, the clocks and the storage
 
-  mutable std::mutex mu_;  // never held across I/O
+  mutable std::mutex mu_;  // guards the lock's own state below; never held across I/O
   // With lazy_token, held across the writes that name the current hold (renew, release,
   // the deferred token's fence change), so a renewal never names a fence that is being
   // replaced. Taken before mu_, never inside it.
@@ -315,19 +285,11 @@ class Locker : public Holdable {
   // on a new hold of ours whose document restarted at the same fence. From then on
   // tokens are assigned at acquire (the fence change refuses such a collision).
   bool eager_token_ = false;
-  std::optional<Hold> hold_;
-  std::uint64_t hold_gen_ = 0;  // changes whenever hold_ is replaced or dropped
-  // A hold of ours that may still be on the server; fence 0 when unknown (the reply of
-  // the claim was lost).
-  std::optional<Hold> stranded_;
   // The ts_created of our latest claim of the key known to be applied, and of the window
   // marker we last won: a new claim is stamped differently (claim_stamp).
   std::int64_t known_created_ms_ = 0;
   std::string won_marker_;
   std::int64_t won_created_ms_ = 0;
-  std::optional<std::int64_t> time_verified_mono_;
-  double verified_offset_s_ = 0;  // what the cached check measured
-  bool safety_checked_ = false;
 };
 
 }  // namespace mongoelector

@@ -180,13 +180,6 @@ std::int64_t Elector::jitter_ms() {
   return std::uniform_int_distribution<std::int64_t>(0, span)(rng_);
 }
 
-std::int64_t Elector::margin_ms() {
-  // This node's own estimate error and a scheduling hiccup; the claimant's error is
-  // covered on its side (it compares with the earliest server time). README, Safety.
-  return std::max<std::int64_t>(locker_->ttl_ms() / 10,
-                                2 * locker_->server_clock().uncertainty_ms() + 50);
-}
-
 std::optional<std::int64_t> Elector::renew_deadline_locked() const {
   if (!leader_) return std::nullopt;
   auto lease = locker_->lease();  // locker mutex nested in mu_: the locker never calls back
@@ -414,7 +407,7 @@ Elector::Event Elector::poll_leader(std::int64_t now) {
           log_fields(LogEvent::LeaderLost));
       return end_term() ? Event::LostLeader : Event::None;
     }
-    const std::int64_t margin = margin_ms();
+    const std::int64_t margin = locker_->renew_margin_ms();
     std::lock_guard<std::mutex> g(mu_);
     if (!leader_) return Event::None;  // the timer ended the term while the call ran
     term_margin_ms_ = margin;
@@ -500,7 +493,7 @@ Elector::Event Elector::poll_follower(std::int64_t now) {
 }
 
 Elector::Event Elector::begin_term(std::int64_t now, const Lease& lease) {
-  const std::int64_t margin = margin_ms();
+  const std::int64_t margin = locker_->renew_margin_ms();
   const std::int64_t deadline = lease.end_mono - margin;
   if (clock_->mono_ms() >= deadline) {
     // The claim (and its epoch round trips) ate the lease: never announce a lease that

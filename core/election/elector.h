@@ -206,7 +206,6 @@ class Elector {
   void fire(Event e);
   void call(const std::function<void()>& fn, const char* name);
   std::int64_t jitter_ms();
-  std::int64_t margin_ms();
   void report_status();
   Document build_status(bool may_sample);
   Document report_document();  // build_status plus this process's metrics (stat_*)

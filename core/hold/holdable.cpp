@@ -4,6 +4,10 @@
 
 namespace mongoelector {
 
+std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms) {
+  return std::max<std::int64_t>(ttl_ms / 10, 2 * uncertainty_ms + 50);
+}
+
 void RenewTicket::raise_expire(std::int64_t at_least_ms) {
   std::int64_t& e = kind == Kind::Lock ? request.expire_ms : semaphore.expire_ms;
   e = std::max(e, at_least_ms);

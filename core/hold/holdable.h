@@ -54,6 +54,12 @@ struct RenewTicket {
   void raise_expire(std::int64_t at_least_ms);
 };
 
+// The renew deadline's margin, for every hold and the elector's term:
+// max(ttl/10, 2 * clock uncertainty + 50 ms). It covers this node's estimate error and a
+// scheduling hiccup; a claimant's error is covered on its side (it compares with the
+// earliest server time).
+std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms);
+
 // Sends one ticket on its own (one round trip): whether the hold is renewed.
 bool renew_one(Storage& storage, const std::string& collection, const RenewTicket& ticket);
 
@@ -75,6 +81,10 @@ class Holdable {
   // Takes a new server-time sample; on a jump of the server's clock the hold is
   // stranded (treated as lost) and true is returned.
   virtual bool refresh_clock() = 0;
+  // The margin of this hold's renew deadline now (lease end - margin).
+  std::int64_t renew_margin_ms() {
+    return mongoelector::renew_margin_ms(ttl_ms(), server_clock().uncertainty_ms());
+  }
 
   // The current hold (fence and lease end), nullopt when none.
   virtual std::optional<Lease> lease() const = 0;

@@ -11,10 +11,6 @@
 
 namespace mongoelector {
 
-std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms) {
-  return std::max<std::int64_t>(ttl_ms / 10, 2 * uncertainty_ms + 50);
-}
-
 class KeepAliveLease::State final : public Renewable {
  public:
   State(std::shared_ptr<Holdable> h, std::shared_ptr<Clock> c)
@@ -82,7 +78,7 @@ std::optional<std::optional<std::int64_t>> KeepAliveLease::State::before_renewal
 std::optional<std::int64_t> KeepAliveLease::State::after_renewal(std::optional<std::int64_t> end) {
   // Started whenever the deadline had not passed, even if it could still be running
   // then: the lease was lost at the deadline whatever the call did.
-  const std::int64_t margin = renew_margin_ms(ttl_ms, hold->server_clock().uncertainty_ms());
+  const std::int64_t margin = hold->renew_margin_ms();
   const std::string not_ours =
       std::string("the ") + hold->unit() + " is no longer ours (taken over, expired or released)";
   switch (loss->renewed(end, margin, not_ours)) {
@@ -212,7 +208,7 @@ KeepAliveLease::KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<L
     throw InvalidArgument("the " + std::string(locker_ ? "locker of " : "") + hold->describe() +
                           " holds no " + hold->unit() + " to keep alive");
   auto state = std::make_shared<State>(hold, renewer_->clock_ptr());
-  const std::int64_t margin = renew_margin_ms(state->ttl_ms, hold->server_clock().uncertainty_ms());
+  const std::int64_t margin = hold->renew_margin_ms();
   const std::int64_t now = state->clock->mono_ms();
   if (now >= lease->end_mono - margin) {
     // Won too late (a slow claim): its renew deadline has passed. Not announced.

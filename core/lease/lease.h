@@ -48,10 +48,6 @@ struct KeepAliveOptions {
   std::function<void()> on_lost;    // callback dispatcher's thread; exceptions are logged
 };
 
-// The renew deadline's margin, shared with the elector's rule (election/elector.h):
-// max(ttl/10, 2 * uncertainty + 50 ms).
-std::int64_t renew_margin_ms(std::int64_t ttl_ms, std::int64_t uncertainty_ms);
-
 class KeepAliveLease {
  public:
   // Acquires `locker`'s lock (Locker::acquire: LockExists, AcquireTimeout, Cancelled, ...)

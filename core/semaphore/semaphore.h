@@ -1,6 +1,7 @@
 // Semaphore: at most `limit` holders of one key at any instant (distributex's
 // `maxlocks` pools, Curator's InterProcessSemaphoreV2), each with a lease (ttl) and a
-// fencing token. The rules are the Locker's (locker.h, README "Protocol"), per slot:
+// fencing token. The rules are the Locker's (locker.h, README "Protocol"), per slot, and
+// the hold's bookkeeping is the same HoldState (hold/hold_state.h):
 //
 //  * One document per key with a FIXED array of `limit` slots (storage.h,
 //    SemaphoreDoc). A holder is a slot; a slot has one hold at a time. So the number of
@@ -59,9 +60,9 @@
 #include <vector>
 
 #include "../clock.h"
+#include "../hold/hold_state.h"
 #include "../hold/holdable.h"
 #include "../identity.h"
-#include "../locker.h"
 #include "../log.h"
 #include "../server_clock.h"
 #include "../storage.h"
@@ -88,14 +89,8 @@ struct SemaphoreOptions {
   bool allow_unbounded_calls = false;
 };
 
-// This instance's view of its hold (one slot).
-struct SemaphoreHold {
-  std::int64_t fence = 0;             // the token
-  std::int64_t slot = 0;              // index in the document's slot array
-  std::int64_t created_ms = 0;        // server time
-  std::int64_t expire_ms = 0;         // server time
-  std::int64_t lease_start_mono = 0;  // host mono when the successful write was sent
-};
+// This instance's view of its hold (one slot: Hold::slot; fence is the token).
+using SemaphoreHold = Hold;
 
 class Semaphore : public Holdable {
  public:
@@ -139,40 +134,42 @@ class Semaphore : public Holdable {
   // The key's document as stored (no checks), or nullopt. One round trip.
   std::optional<SemaphoreDoc> read();
 
-  double verify_time();           // see Locker::verify_time
-  bool refresh_clock() override;  // see Locker::refresh_clock (a jump strands the hold)
-  ServerClock& server_clock() override { return server_clock_; }
+  // See Locker::verify_time, Locker::refresh_clock (a jump strands the hold).
+  double verify_time() { return state_.verify_time(); }
+  bool refresh_clock() override { return state_.refresh_clock(); }
+  ServerClock& server_clock() override { return state_.server_clock(); }
 
   // Local state (no round trip).
-  std::optional<SemaphoreHold> hold() const;
-  std::int64_t fence() const;  // of the current hold, 0 when none
+  std::optional<SemaphoreHold> hold() const { return state_.hold(); }
+  std::int64_t fence() const { return state_.fence(); }  // of the current hold, 0 when none
   // Host mono ms at which this instance's lease may end at the earliest (send + ttl).
-  std::optional<std::int64_t> lease_deadline_mono() const;
-  std::optional<Lease> lease() const override;  // fence and lease end in one read
-  bool has_stranded() const;
+  std::optional<std::int64_t> lease_deadline_mono() const { return state_.lease_deadline_mono(); }
+  // fence and lease end in one read
+  std::optional<Lease> lease() const override { return state_.lease(); }
+  bool has_stranded() const { return state_.has_stranded(); }
   // For the keep-alive lease: gives the hold up locally, remembering it as stranded
   // (released, fenced, before the next claim or by release()). Only a hold with `fence`
   // when it is not 0. Returns the fence stranded, 0 if none.
-  std::int64_t strand(std::int64_t fence = 0) override;
+  std::int64_t strand(std::int64_t fence = 0) override { return state_.strand(fence, false); }
 
-  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const override;
+  LogFields log_fields(LogEvent event, std::int64_t fence = 0) const override {
+    return state_.log_fields(event, fence);
+  }
   std::string describe() const override { return "semaphore " + options_.key; }
   const char* unit() const override { return "slot"; }
   const std::string& collection() const override { return options_.collection; }
   const SemaphoreOptions& options() const { return options_; }
-  const Identity& identity() const { return identity_; }
+  const Identity& identity() const { return state_.identity(); }
   const std::string& key() const { return options_.key; }
   std::int64_t limit() const { return options_.limit; }
   double ttl_s() const { return options_.ttl_s; }
-  std::int64_t ttl_ms() const override;
-  Storage& storage() override { return *storage_; }
-  Clock& clock() override { return *clock_; }
-  std::int64_t server_now_ms() { return server_clock_.now_ms(); }
+  std::int64_t ttl_ms() const override { return state_.ttl_ms(); }
+  Storage& storage() override { return state_.storage(); }
+  Clock& clock() override { return state_.clock(); }
+  std::int64_t server_now_ms() { return server_clock().now_ms(); }
 
  private:
   void check_server_safety();
-  std::int64_t acquire_waiting(bool blocking, std::optional<double> timeout_s, double step_s,
-                               const CancelFn& cancel);
   std::optional<std::int64_t> try_acquire_locked();  // attempt_mu_ held
   std::optional<std::int64_t> renew_once();
   // Reads the document, refreshes the cached copy, refuses a limit mismatch or a
@@ -188,25 +185,16 @@ class Semaphore : public Holdable {
   // Installs a hold won by `claim` sent at `sent` (or releases it when its lease ended).
   std::int64_t install(const SemaphoreClaim& claim, std::int64_t sent);
   std::string full_message(const std::optional<SemaphoreDoc>& doc);
-  void settle_stranded();  // releases a stranded hold; throws on failure
-  void settle_stranded_quietly();
-  void strand_locked();  // mu_ held: hold_ -> stranded_
-  // Samples only when there is no sample yet. At host mono `at_mono` (default: now).
-  ServerTime server_time_for_write(std::optional<std::int64_t> at_mono = std::nullopt);
+  // The fenced release of `h` (slot, uuid and fence); the cached copy forgets it.
+  void release_slot(const Hold& h);
 
-  std::shared_ptr<Storage> storage_;
   SemaphoreOptions options_;
-  std::shared_ptr<Clock> clock_;
-  Identity identity_;
-  ServerClock server_clock_;
+  HoldState state_;  // the hold, stranded holds, the clocks and the storage
 
   // One claim attempt at a time per instance: two threads acquiring at once must not
   // both take a slot (the second would orphan the first's until it expires).
   std::mutex attempt_mu_;
-  mutable std::mutex mu_;  // never held across I/O
-  std::optional<SemaphoreHold> hold_;
-  std::uint64_t hold_gen_ = 0;  // changes whenever hold_ is replaced or dropped
-  std::optional<SemaphoreHold> stranded_;
+  mutable std::mutex mu_;  // guards the semaphore's own state below; never held across I/O
   // The highest fence this instance sent in a claim. A claim never reuses one: a claim
   // that failed may never land while the release of its stranded hold (named by slot,
   // uuid and that fence) is still in flight, and would free a new hold with the same
@@ -216,9 +204,6 @@ class Semaphore : public Holdable {
   // The document as this instance last wrote or read it: lets the next claim skip the
   // read (one round trip) while nobody else claimed since.
   std::optional<SemaphoreDoc> cache_;
-  std::optional<std::int64_t> time_verified_mono_;
-  double verified_offset_s_ = 0;
-  bool safety_checked_ = false;
 };
 
 }  // namespace mongoelector

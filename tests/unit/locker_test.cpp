@@ -46,15 +46,15 @@ TEST_F(LockerTest, ContentionGivesLockExistsWithHolder) {
 TEST_F(LockerTest, NonBlockingWithTimeoutIsInvalid) {
   auto a = make_locker("a");
   EXPECT_THROW(a->acquire(false, 5.0), InvalidArgument);
-  EXPECT_THROW(Locker::acquire_retry(false, 0, 0, 1.0, 0), InvalidArgument);
+  EXPECT_THROW(HoldState::acquire_retry(false, 0, 0, 1.0, 0), InvalidArgument);
 }
 
 TEST_F(LockerTest, AcquireRetryRule) {
-  EXPECT_TRUE(Locker::acquire_retry(false, 0, 0, std::nullopt, 0));
-  EXPECT_FALSE(Locker::acquire_retry(false, 0, 0, std::nullopt, 1));
-  EXPECT_TRUE(Locker::acquire_retry(true, 0, 1000000, std::nullopt, 99));
-  EXPECT_TRUE(Locker::acquire_retry(true, 0, 4999, 5.0, 3));
-  EXPECT_FALSE(Locker::acquire_retry(true, 0, 5000, 5.0, 3));
+  EXPECT_TRUE(HoldState::acquire_retry(false, 0, 0, std::nullopt, 0));
+  EXPECT_FALSE(HoldState::acquire_retry(false, 0, 0, std::nullopt, 1));
+  EXPECT_TRUE(HoldState::acquire_retry(true, 0, 1000000, std::nullopt, 99));
+  EXPECT_TRUE(HoldState::acquire_retry(true, 0, 4999, 5.0, 3));
+  EXPECT_FALSE(HoldState::acquire_retry(true, 0, 5000, 5.0, 3));
 }
 
 TEST_F(LockerTest, ExpiredLockIsTakenOverAtExpiryNotAfterTtlMonitor) {
