@@ -11,25 +11,14 @@ namespace mongoelector {
 
 namespace {
 constexpr std::int64_t kEpochUnit = LockDoc::kEpochUnit;  // tokens: epoch << 32 | n
-
-HoldSpec hold_spec(const LockerOptions& o) {
-  HoldSpec s;
-  s.kind = "lock";
-  s.describe = o.key;
-  s.lost_what = "the lease of " + o.key;
-  s.key = o.key;
-  s.collection = o.collection;
-  s.ttl_s = o.ttl_s;
-  s.maxoffset_s = o.maxoffset_s;
-  s.allow_unbounded_calls = o.allow_unbounded_calls;
-  return s;
-}
 }  // namespace
 
 Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
                std::shared_ptr<Clock> clock, Identity identity)
     : options_(std::move(options)),
-      state_(std::move(storage), hold_spec(options_), std::move(clock), std::move(identity),
+      state_(std::move(storage),
+             HoldSpec::from(options_, "lock", options_.key, "the lease of " + options_.key),
+             std::move(clock), std::move(identity),
              [this](const Hold& s) { return settle_write(s); }) {
   if (options_.ensure_indexes) state_.storage().ensure_lock_indexes(options_.collection);
 }
@@ -324,23 +313,6 @@ std::optional<std::int64_t> Locker::claim_window(double window_s) {
           " ms (server time) for " + std::to_string(window) + " ms",
       log_fields(LogEvent::None));
   return start;
-}
-
-std::optional<std::int64_t> Locker::renew() {
-  try {
-    auto lease_end = renew_once();
-    metrics::record_renewal(lease_end.has_value());
-    return lease_end;
-  } catch (...) {
-    metrics::record_renewal(false);
-    throw;
-  }
-}
-
-std::optional<std::int64_t> Locker::renew_once() {
-  RenewTicket t = begin_renew(clock().mono_ms());  // `sent` before the estimate (try_acquire)
-  const bool ok = renew_one(storage(), options_.collection, t);
-  return finish_renew(t, ok);
 }
 
 Locker::RenewTicket Locker::begin_renew(std::int64_t sent) {

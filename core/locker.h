@@ -223,7 +223,7 @@ class Locker : public Holdable {
   // mono) on success; nullopt when the lock is no longer ours (the hold is dropped) or
   // the hold changed while the call ran (released through another path). Storage errors
   // propagate and leave the hold as it was.
-  std::optional<std::int64_t> renew();
+  std::optional<std::int64_t> renew() { return renew_alone(); }
 
   // renew() in two halves, so that one Storage::renew_many can carry the renewals of many
   // lockers (the batched renewer, core/lease/keepalive.h). begin_renew() takes the hold's
@@ -251,7 +251,6 @@ class Locker : public Holdable {
 
  private:
   void check_server_safety();
-  std::optional<std::int64_t> renew_once();  // renew() without the metrics
   std::string held_message(const std::optional<LockDoc>& holder) const;
   // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
   // when the hold {uuid, fence} is gone.

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "../clock.h"
 #include "../identity.h"
@@ -78,6 +79,22 @@ struct HoldSpec {
   double ttl_s = 0;
   double maxoffset_s = 0;
   bool allow_unbounded_calls = false;
+
+  // From a feature's options, which carry these fields alike.
+  template <class Options>
+  static HoldSpec from(const Options& o, const char* kind, std::string describe,
+                       std::string lost_what) {
+    HoldSpec s;
+    s.kind = kind;
+    s.describe = std::move(describe);
+    s.lost_what = std::move(lost_what);
+    s.key = o.key;
+    s.collection = o.collection;
+    s.ttl_s = o.ttl_s;
+    s.maxoffset_s = o.maxoffset_s;
+    s.allow_unbounded_calls = o.allow_unbounded_calls;
+    return s;
+  }
 };
 
 class HoldState {

@@ -92,6 +92,10 @@ class Holdable {
   // The outcome of the ticket's write: the new lease end (host mono), nullopt when the
   // hold is no longer ours (dropped) or changed while the call ran.
   virtual std::optional<std::int64_t> finish_renew(RenewTicket& ticket, bool renewed) = 0;
+  // One renewal on its own (one round trip: begin_renew, renew_one, finish_renew),
+  // counted in the metrics: the new lease end, nullopt when the hold is no longer ours.
+  // Storage errors propagate and leave the hold as it was.
+  std::optional<std::int64_t> renew_alone();
   // Gives the hold up locally, remembering it as stranded (released, fenced, later).
   // Only a hold with `fence` when it is not 0. Returns the fence stranded, 0 if none.
   virtual std::int64_t strand(std::int64_t fence = 0) = 0;

@@ -30,19 +30,6 @@ SemaphoreOptions checked(SemaphoreOptions options, const std::shared_ptr<Storage
   return options;
 }
 
-HoldSpec hold_spec(const SemaphoreOptions& o) {
-  HoldSpec s;
-  s.kind = "semaphore";
-  s.describe = "semaphore " + o.key;
-  s.lost_what = "the hold of semaphore " + o.key;
-  s.key = o.key;
-  s.collection = o.collection;
-  s.ttl_s = o.ttl_s;
-  s.maxoffset_s = o.maxoffset_s;
-  s.allow_unbounded_calls = o.allow_unbounded_calls;
-  return s;
-}
-
 // The hold a claim writes, sent at `sent`.
 Hold claimed_hold(const SemaphoreClaim& c, std::int64_t sent) {
   Hold h;
@@ -58,8 +45,10 @@ Hold claimed_hold(const SemaphoreClaim& c, std::int64_t sent) {
 Semaphore::Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
                      std::shared_ptr<Clock> clock, Identity identity)
     : options_(checked(std::move(options), storage)),
-      state_(std::move(storage), hold_spec(options_), std::move(clock), std::move(identity),
-             [this](const Hold& s) {
+      state_(std::move(storage),
+             HoldSpec::from(options_, "semaphore", "semaphore " + options_.key,
+                            "the hold of semaphore " + options_.key),
+             std::move(clock), std::move(identity), [this](const Hold& s) {
                release_slot(s);
                return std::optional<std::int64_t>();
              }) {
@@ -298,21 +287,11 @@ void Semaphore::release() {
 }
 
 std::optional<std::int64_t> Semaphore::renew() {
-  try {
-    auto lease_end = renew_once();
-    metrics::record_renewal(lease_end.has_value());
-    return lease_end;
-  } catch (...) {
+  if (!hold()) {  // nothing to renew: no round trip
     metrics::record_renewal(false);
-    throw;
+    return std::nullopt;
   }
-}
-
-std::optional<std::int64_t> Semaphore::renew_once() {
-  if (!hold()) return std::nullopt;
-  RenewTicket t = begin_renew(clock().mono_ms());  // `sent` before the estimate (try_acquire)
-  const bool ok = renew_one(storage(), options_.collection, t);
-  return finish_renew(t, ok);
+  return renew_alone();
 }
 
 RenewTicket Semaphore::begin_renew(std::int64_t sent) {

@@ -171,7 +171,6 @@ class Semaphore : public Holdable {
  private:
   void check_server_safety();
   std::optional<std::int64_t> try_acquire_locked();  // attempt_mu_ held
-  std::optional<std::int64_t> renew_once();
   // Reads the document, refreshes the cached copy, refuses a limit mismatch or a
   // malformed document.
   std::optional<SemaphoreDoc> read_checked();
