@@ -67,7 +67,7 @@
 #include "identity.h"
 #include "log.h"
 #include "server_clock.h"
-#include "storage.h"
+#include "storage/storage.h"
 
 namespace mongoelector {
 

@@ -1,5 +1,7 @@
 #include "server_clock.h"
 
+#include "storage/storage.h"
+
 #include "metrics.h"
 
 #include <cstdlib>

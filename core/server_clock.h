@@ -25,9 +25,10 @@
 #include <optional>
 
 #include "clock.h"
-#include "storage.h"
 
 namespace mongoelector {
+
+class Storage;  // storage/storage.h
 
 struct ServerTime {
   std::int64_t now_ms = 0;          // estimated server time now

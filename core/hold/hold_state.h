@@ -39,7 +39,7 @@
 #include "../identity.h"
 #include "../log.h"
 #include "../server_clock.h"
-#include "../storage.h"
+#include "../storage/storage.h"
 #include "holdable.h"
 
 namespace mongoelector {

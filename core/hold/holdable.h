@@ -25,7 +25,7 @@
 #include "../clock.h"
 #include "../log.h"
 #include "../server_clock.h"
-#include "../storage.h"
+#include "../storage/storage.h"
 
 namespace mongoelector {
 

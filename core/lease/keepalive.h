@@ -33,7 +33,7 @@
 
 #include "../clock.h"
 #include "../hold/holdable.h"
-#include "../storage.h"
+#include "../storage/storage.h"
 
 namespace mongoelector {
 

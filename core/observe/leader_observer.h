@@ -39,7 +39,7 @@
 
 #include "../clock.h"
 #include "../server_clock.h"
-#include "../storage.h"
+#include "../storage/storage.h"
 
 namespace mongoelector {
 

@@ -5,7 +5,7 @@
 
 #include "../exceptions.h"
 #include "../metrics.h"
-#include "semaphore_doc.h"
+#include "../storage/semaphore_doc.h"
 
 namespace mongoelector {
 

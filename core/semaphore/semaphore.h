@@ -3,7 +3,7 @@
 // fencing token. The rules are the Locker's (locker.h, README "Protocol"), per slot, and
 // the hold's bookkeeping is the same HoldState (hold/hold_state.h):
 //
-//  * One document per key with a FIXED array of `limit` slots (storage.h,
+//  * One document per key with a FIXED array of `limit` slots (storage/semaphore_storage.h,
 //    SemaphoreDoc). A holder is a slot; a slot has one hold at a time. So the number of
 //    unexpired holders can never exceed `limit` (invariant 1, per slot as for a lock):
 //    a claim is ONE atomic single-document write that fills a slot only if the slot is
@@ -65,7 +65,7 @@
 #include "../identity.h"
 #include "../log.h"
 #include "../server_clock.h"
-#include "../storage.h"
+#include "../storage/storage.h"
 
 namespace mongoelector {
 

@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "../storage.h"
+#include "storage.h"
 
 namespace mongoelector {
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "../exceptions.h"
-#include "../semaphore/semaphore_doc.h"
+#include "semaphore_doc.h"
 
 namespace mongoelector::commands {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "../storage.h"
 #include "../value.h"
+#include "storage.h"
 
 namespace mongoelector::commands {
 

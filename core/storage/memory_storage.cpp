@@ -7,8 +7,8 @@
 
 #include "../clock.h"
 #include "../exceptions.h"
-#include "../semaphore/semaphore_doc.h"
 #include "../server_clock.h"
+#include "semaphore_doc.h"
 #include "uri.h"
 
 namespace mongoelector {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "../storage.h"
 #include "client.h"
+#include "storage.h"
 
 namespace mongoelector {
 

@@ -30,8 +30,8 @@
 #include <optional>
 #include <string>
 
-#include "../storage.h"
 #include "client.h"
+#include "storage.h"
 
 namespace mongoelector {
 

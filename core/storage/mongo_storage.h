@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "../storage.h"
 #include "mongo_client.h"
+#include "storage.h"
 
 namespace mongoelector {
 

@@ -28,10 +28,10 @@
 #include <map>
 
 #include "../exceptions.h"
-#include "../semaphore/semaphore_doc.h"
 #include "../server_clock.h"
 #include "../utf8.h"
 #include "document_json.h"
+#include "semaphore_doc.h"
 #include "uri.h"
 
 namespace mongoelector {

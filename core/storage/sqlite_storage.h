@@ -53,8 +53,8 @@
 #include <mutex>
 #include <string>
 
-#include "../storage.h"
 #include "client.h"
+#include "storage.h"
 
 namespace mongoelector {
 
@@ -132,7 +132,7 @@ class SqliteStorage final : public Storage {
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
   // Semaphores (storage.h): each operation is ONE `BEGIN IMMEDIATE` transaction, read -
   // decide - write, as claim(). The document is a row of `documents` in the flat form of
-  // semaphore/semaphore_doc.h ({_id, limit, fence, "slots.<i>.<field>"...}).
+  // semaphore_doc.h ({_id, limit, fence, "slots.<i>.<field>"...}).
   std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
                                              const std::string& key) override;
   bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;

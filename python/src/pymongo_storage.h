@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "storage.h"
 #include "storage/commands.h"
+#include "storage/storage.h"
 
 namespace mongoelector_py {
 
@@ -67,7 +67,7 @@ class PyMongoStorage final : public mongoelector::Storage {
   bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
                   std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   // Per chunk of max_renew_batch(): one update_many ($max) per distinct expire_ms and fence rule,
-  // filtered by $in lists of keys, uuids and fences (renew_groups, core/storage.h),
+  // filtered by $in lists of keys, uuids and fences (renew_groups, core/storage/lock_storage.h),
   // then one find of the chunk's keys that decides each request (RenewRequest::renewed_by); all under one pymongo.timeout().
   // A collection without update_many (the aio facade) renews one by one.
   std::vector<bool> renew_many(const std::string& collection,

@@ -8,8 +8,8 @@
 
 #include <pybind11/stl.h>
 
-#include "storage.h"
 #include "storage/memory_storage.h"
+#include "storage/storage.h"
 #include "testing/manual_clock.h"
 
 namespace me = mongoelector;

@@ -13,8 +13,8 @@
 
 #include "exceptions.h"
 #include "fixture.h"
-#include "semaphore/semaphore_doc.h"
 #include "storage/memory_storage.h"
+#include "storage/semaphore_doc.h"
 
 namespace mongoelector::storage_test {
 namespace {

@@ -19,8 +19,8 @@
 #include "lease/lease.h"
 #include "renewer_steps.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_doc.h"
 #include "server_clock.h"
+#include "storage/semaphore_doc.h"
 
 using namespace mongoelector;
 using mongoelector::testing::CoreTest;
@@ -103,6 +103,9 @@ class CountingStorage final : public Storage {
                                      const std::vector<SemaphoreRenewRequest>& r,
                                      std::int64_t now) override {
     return count("renew_semaphores"), m_->renew_semaphores(c, r, now);
+  }
+  bool hand_over(const std::string& c, const HandOver& h) override {
+    return count("hand_over"), m_->hand_over(c, h);
   }
   void ensure_status_indexes(const std::string& c, std::int64_t t) override {
     m_->ensure_status_indexes(c, t);

@@ -17,7 +17,7 @@
 #include "lease/keepalive.h"
 #include "lease/lease.h"
 #include "semaphore/semaphore.h"
-#include "semaphore/semaphore_doc.h"
+#include "storage/semaphore_doc.h"
 
 using namespace mongoelector;
 using mongoelector::testing::CoreTest;
@@ -81,6 +81,11 @@ class NonAtomic final : public Storage {
                          const std::string& u, std::int64_t f) override {
     return s_->release_semaphore(c, k, sl, u, f);
   }
+  bool set_expiry(const std::string& c, const std::string& k, const std::string& u, std::int64_t f,
+                  std::int64_t n, std::int64_t e) override {
+    return s_->set_expiry(c, k, u, f, n, e);
+  }
+  bool hand_over(const std::string& c, const HandOver& h) override { return s_->hand_over(c, h); }
 
  private:
   std::shared_ptr<Storage> s_;

@@ -2,8 +2,8 @@
 
 #include "exceptions.h"
 #include "identity.h"
-#include "storage.h"
 #include "storage/mongo_storage.h"
+#include "storage/storage.h"
 #include "value.h"
 
 using namespace mongoelector;

@@ -3,20 +3,9 @@
 #include <map>
 #include <utility>
 
-#include "exceptions.h"
+#include "../exceptions.h"
 
 namespace mongoelector {
-
-Storage& require_storage(const std::shared_ptr<Storage>& storage) {
-  if (!storage) throw InvalidArgument("storage must not be null");
-  return *storage;
-}
-
-std::shared_ptr<Clock> clock_or_storage_clock(std::shared_ptr<Clock> given,
-                                              const std::shared_ptr<Storage>& storage) {
-  if (given) return given;
-  return storage ? storage->clock() : nullptr;
-}
 
 LockDoc LockDoc::from_document(const Document& raw) {
   LockDoc d;
@@ -47,9 +36,9 @@ bool LockDoc::held_at(std::int64_t now_ms) const {
   return locked && ts_expire.has_value() && ts_expire->ms > now_ms;
 }
 
-std::vector<bool> Storage::renew_many(const std::string& collection,
-                                      const std::vector<RenewRequest>& requests,
-                                      std::int64_t now_ms) {
+std::vector<bool> LockStorage::renew_many(const std::string& collection,
+                                          const std::vector<RenewRequest>& requests,
+                                          std::int64_t now_ms) {
   std::vector<bool> renewed;
   renewed.reserve(requests.size());
   for (const RenewRequest& r : requests)
@@ -78,11 +67,6 @@ bool RenewRequest::apply_to(Document& doc, std::int64_t now_ms, bool exact) cons
     return false;
   if (exact || cur.ts_expire->ms < expire_ms) doc.set("ts_expire", DateTime{expire_ms});
   return true;
-}
-
-bool Storage::set_expiry(const std::string&, const std::string&, const std::string&, std::int64_t,
-                         std::int64_t, std::int64_t) {
-  throw StorageError("this storage cannot set a lock's expiry");
 }
 
 }  // namespace mongoelector

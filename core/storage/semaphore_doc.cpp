@@ -6,23 +6,9 @@
 
 namespace mongoelector {
 
-// Defaults of the Storage interface: a backend without semaphore support says so.
-std::optional<SemaphoreDoc> Storage::read_semaphore(const std::string&, const std::string&) {
-  throw StorageError("this storage backend does not implement semaphores");
-}
-bool Storage::create_semaphore(const std::string&, const SemaphoreClaim&) {
-  throw StorageError("this storage backend does not implement semaphores");
-}
-bool Storage::claim_semaphore(const std::string&, const SemaphoreClaim&) {
-  throw StorageError("this storage backend does not implement semaphores");
-}
-bool Storage::renew_semaphore(const std::string&, const std::string&, std::int64_t,
-                              const std::string&, std::int64_t, std::int64_t, std::int64_t) {
-  throw StorageError("this storage backend does not implement semaphores");
-}
-std::vector<bool> Storage::renew_semaphores(const std::string& collection,
-                                            const std::vector<SemaphoreRenewRequest>& requests,
-                                            std::int64_t now_ms) {
+std::vector<bool> SemaphoreStorage::renew_semaphores(
+    const std::string& collection, const std::vector<SemaphoreRenewRequest>& requests,
+    std::int64_t now_ms) {
   std::vector<bool> renewed;
   renewed.reserve(requests.size());
   for (const SemaphoreRenewRequest& r : requests)
@@ -37,11 +23,6 @@ bool SemaphoreRenewRequest::renewed_by(const SemaphoreDoc& doc) const {
   const SemaphoreSlot& s = doc.slots[static_cast<std::size_t>(slot)];
   return s.uuid == uuid && s.fence == fence && s.ts_expire.has_value() &&
          s.ts_expire->ms >= expire_ms;
-}
-
-bool Storage::release_semaphore(const std::string&, const std::string&, std::int64_t,
-                                const std::string&, std::int64_t) {
-  throw StorageError("this storage backend does not implement semaphores");
 }
 
 namespace semaphore_doc {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "../storage.h"
 #include "../value.h"
+#include "semaphore_storage.h"
 
 namespace mongoelector::semaphore_doc {
 

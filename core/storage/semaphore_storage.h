@@ -1,0 +1,123 @@
+// Semaphore storage: the operations on semaphore documents (core/semaphore/semaphore.h:
+// N holders of one key), one interface of the storage seam (storage.h). Every write is
+// ONE atomic single-document command (one round trip); a write that assumes a hold
+// names it by slot, uuid AND fence. The epochs are LockStorage::bump_epoch's.
+//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../value.h"
+
+namespace mongoelector {
+
+// One document per key in the semaphore collection (default "mongosemaphore"), with a
+// FIXED array of `limit` slots, created with the document and never resized:
+//   {_id: key, limit: int64, fence: int64,
+//    slots: [{uuid, host, pid, fence, ts_created: date, ts_expire: date}, ...]}
+// A slot is free when it is NOT (ts_expire > now) -- empty slots (uuid "", fence 0,
+// dates at the epoch), released ones and expired ones alike. The document's `fence` is
+// the key's token counter: every claim sets it from old_fence to new_fence in the same
+// atomic write that fills a slot (compare-and-set on `fence`), so tokens strictly
+// increase across all slots. The epoch high-water mark is bump_epoch's
+// "<collection>.fences", as for locks. Slots are addressed by index ("slots.2.uuid"):
+// mongo-java-server 1.47 rejects the positional operator after $elemMatch, and mongomock
+// resolves `$` to the wrong element.
+
+// One slot of a semaphore document.
+struct SemaphoreSlot {
+  std::string uuid;  // "" when empty
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t fence = 0;  // the hold's token (0 when empty)
+  std::optional<DateTime> ts_created;
+  std::optional<DateTime> ts_expire;
+  // Held at server time `now_ms`: ts_expire > now (the negation of the claim filter).
+  bool held_at(std::int64_t now_ms) const {
+    return ts_expire.has_value() && ts_expire->ms > now_ms;
+  }
+};
+
+// A semaphore document as read from the database. Missing or odd-typed fields take
+// their defaults (limit 0, fence 0, no slots): the Semaphore refuses such a document.
+struct SemaphoreDoc {
+  std::string key;
+  std::int64_t limit = 0;
+  std::int64_t fence = 0;
+  std::vector<SemaphoreSlot> slots;
+};
+
+// One renewal of a batch (Storage::renew_semaphores): what renew_semaphore() takes.
+struct SemaphoreRenewRequest {
+  std::string key;
+  std::int64_t slot = 0;
+  std::string uuid;
+  std::int64_t fence = 0;
+  std::int64_t expire_ms = 0;  // the slot's new ts_expire, at least (monotonic)
+  // The document, read after the batch's write, shows this slot kept at least as long
+  // as asked: slot `slot` is {uuid, fence} with ts_expire >= expire_ms. Sound for the
+  // reasons RenewRequest::renewed_by gives (only its holder shortens or empties a slot,
+  // after letting go; a claim changes the slot's fence for good).
+  bool renewed_by(const SemaphoreDoc& doc) const;
+};
+
+// What a claiming node writes: slot `slot` becomes {uuid, host, pid, fence: new_fence,
+// ts_created: now_ms, ts_expire: expire_ms}, the document's fence new_fence.
+struct SemaphoreClaim {
+  std::string key;
+  std::int64_t limit = 0;
+  std::int64_t slot = 0;
+  std::int64_t old_fence = 0;  // claim_semaphore: the document's fence must be this
+  std::int64_t new_fence = 0;
+  std::string uuid;
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t now_ms = 0;
+  std::int64_t expire_ms = 0;
+};
+
+class SemaphoreStorage {
+ public:
+  virtual ~SemaphoreStorage() = default;
+
+  // The semaphore document of `key`, or nullopt. One round trip.
+  virtual std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
+                                                     const std::string& key) = 0;
+  // Inserts {_id: key, limit, fence: new_fence, slots: [limit slots]} whose slot
+  // claim.slot holds the claim and the others are empty (old_fence is ignored). False
+  // when a document of that key exists already (duplicate key, E11000): nothing written.
+  virtual bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) = 0;
+  // Compare-and-set: if the document is {_id: key, limit, fence: old_fence} and slot
+  // claim.slot is free at claim.now_ms (NOT ts_expire > now_ms), writes the claim into
+  // that slot and sets fence = new_fence. True if it matched (and was written).
+  virtual bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) = 0;
+  // If slot `slot` is {uuid, fence} and unexpired (ts_expire > now_ms), moves its
+  // ts_expire to expire_ms unless it is later already (monotonic, as renew()). True if
+  // matched, including "matched but already later".
+  virtual bool renew_semaphore(const std::string& collection, const std::string& key,
+                               std::int64_t slot, const std::string& uuid, std::int64_t fence,
+                               std::int64_t now_ms, std::int64_t expire_ms) = 0;
+  // Batched renew_semaphore (keep-alive leases over semaphore slots, as renew_many for
+  // locks): renews every request as renew_semaphore() would at server time now_ms
+  // (monotonic) and returns, per request in order, whether its slot is renewed, decided
+  // by reading the documents back (SemaphoreRenewRequest::renewed_by), never by counts.
+  // Requests may name the same key (several slots of one client). Throws when the batch
+  // fails as a whole: the caller then treats none of it as renewed. Default:
+  // renew_semaphore() one by one. MongoDB (libmongoc and pymongo): per chunk of
+  // max_renew_batch(), one unordered bulk `update` with a statement per slot ($max on
+  // "slots.<i>.ts_expire", filtered by that slot's uuid, fence and expiry), then one find
+  // over the keys (core/storage/commands.h). SQLite: one transaction. Memory: one call.
+  virtual std::vector<bool> renew_semaphores(const std::string& collection,
+                                             const std::vector<SemaphoreRenewRequest>& requests,
+                                             std::int64_t now_ms);
+  // If slot `slot` is {uuid, fence}, empties it (the document and its fence stay).
+  // True if matched.
+  virtual bool release_semaphore(const std::string& collection, const std::string& key,
+                                 std::int64_t slot, const std::string& uuid,
+                                 std::int64_t fence) = 0;
+};
+
+}  // namespace mongoelector
