@@ -17,7 +17,7 @@
 #include "gil.h"
 #include "lease/lease.h"
 #include "locker.h"
-#include "storage.h"
+#include "storage/storage.h"
 
 namespace mongoelector_py {
 
