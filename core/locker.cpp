@@ -35,13 +35,26 @@ void Locker::check_server_safety() {
 
 std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                              bool force, const CancelFn& cancel) {
-  return state_.acquire(
-      blocking, timeout_s, step_s, options_.timeparanoid, cancel,
-      [&] { return try_acquire(force); },
-      [&] { return held_message(storage().read(options_.collection, options_.key)); });
+  const std::unique_ptr<AcquireRun> run = start_acquire(blocking, timeout_s, step_s, force);
+  return state_.acquire(*run, cancel);
+}
+
+std::unique_ptr<AcquireRun> Locker::start_acquire(bool blocking, std::optional<double> timeout_s,
+                                                  double step_s, bool force) {
+  return std::make_unique<AcquireRun>(
+      state_, AcquireOptions{blocking, timeout_s, step_s, options_.timeparanoid},
+      [this, force] { return claim_once(force); },
+      [this] { return held_message(storage().read(options_.collection, options_.key)); },
+      [this](std::int64_t fence) { return release_if(fence); });
 }
 
 std::optional<std::int64_t> Locker::try_acquire(bool force) {
+  const std::optional<Claimed> c = claim_once(force);
+  if (!c) return std::nullopt;
+  return c->token;
+}
+
+std::optional<Claimed> Locker::claim_once(bool force) {
   check_server_safety();
   state_.settle_stranded();  // our own leftover must not stand in our way
   if (server_clock().stale()) refresh_clock();
@@ -66,8 +79,9 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   // The server applied the claim before its reply arrived: no later than the latest its
   // clock could read then.
   h.acquired_latest_ms = state_.server_time_for_write(replied).latest_ms();
-  state_.install(h, replied);                // or released: the claim outlasted its lease
-  return *token >= kEpochUnit ? *token : 0;  // 0: deferred (lazy_token), see token()
+  state_.install(h, replied);  // or released: the claim outlasted its lease
+  // 0: deferred (lazy_token), see token()
+  return Claimed{*token >= kEpochUnit ? *token : 0, *token};
 }
 
 std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t sent,
@@ -227,16 +241,23 @@ void Locker::release(bool force) {
     state_.forget();
     return;
   }
-  state_.release([&](const Hold& h) {
-    try {
-      storage().release(options_.collection, options_.key, identity().uuid, h.fence,
-                        server_now_ms(), options_.delete_on_release);
-    } catch (...) {
-      // It may still run at the server later (see HoldState::release).
-      note_release_in_doubt();
-      throw;
-    }
-  });
+  state_.release([this](const Hold& h) { release_write(h); });
+}
+
+bool Locker::release_if(std::int64_t fence) {
+  const std::unique_lock<std::mutex> io = lock_hold_io();
+  return state_.release_if(fence, [this](const Hold& h) { release_write(h); });
+}
+
+void Locker::release_write(const Hold& h) {
+  try {
+    storage().release(options_.collection, options_.key, identity().uuid, h.fence, server_now_ms(),
+                      options_.delete_on_release);
+  } catch (...) {
+    // It may still run at the server later (see HoldState::release).
+    note_release_in_doubt();
+    throw;
+  }
 }
 
 std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {

@@ -122,6 +122,17 @@ class Locker : public Holdable {
   // when it is not assigned yet: see token()).
   std::int64_t acquire(bool blocking = true, std::optional<double> timeout_s = std::nullopt,
                        double step_s = 0.25, bool force = false, const CancelFn& cancel = {});
+  // The same acquire as a state machine its caller drives (an event loop: it sleeps on
+  // the loop and runs each attempt as one call); acquire() drives one on this thread.
+  // Same options and outcomes (AcquireRun::result()). The run refers to this Locker,
+  // which must outlive it.
+  std::unique_ptr<AcquireRun> start_acquire(bool blocking = true,
+                                            std::optional<double> timeout_s = std::nullopt,
+                                            double step_s = 0.25, bool force = false);
+  // Releases this instance's hold only if it is the hold of `fence` (fenced, as
+  // release()): for a claim that landed after its acquire was given up. True when
+  // released; false (no write) when this instance holds another hold or none.
+  bool release_if(std::int64_t fence);
 
   // One attempt, no time check, no waiting: the token (0: deferred, lazy_token), or
   // nullopt when held by another.
@@ -251,6 +262,10 @@ class Locker : public Holdable {
 
  private:
   void check_server_safety();
+  // try_acquire with the fence of the hold installed (a deferred token's raw fence).
+  std::optional<Claimed> claim_once(bool force);
+  // The fenced release write of hold `h` (release, release_if).
+  void release_write(const Hold& h);
   std::string held_message(const std::optional<LockDoc>& holder) const;
   // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
   // when the hold {uuid, fence} is gone.

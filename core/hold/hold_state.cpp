@@ -31,36 +31,6 @@ std::int64_t half_rtt_cap_ms(double ttl_s) {
   return std::max<std::int64_t>(1, std::llround(ttl_s * 250.0));
 }
 
-// Runs `acquire` (which returns the token or throws) and records its outcome: acquired,
-// held (LockExists), timeout, cancelled, or error; a caller's mistake (InvalidArgument) is
-// not an outcome. Every kind of hold counts its outcomes the same way.
-template <class Acquire>
-std::int64_t with_acquire_metrics(Clock& clock, Acquire&& acquire) {
-  using metrics::AcquireOutcome;
-  const std::int64_t start = clock.mono_ms();
-  const auto record = [&](AcquireOutcome outcome) {
-    metrics::record_acquire(outcome, static_cast<double>(clock.mono_ms() - start) / 1000.0);
-  };
-  try {
-    const std::int64_t token = acquire();
-    record(AcquireOutcome::Acquired);
-    return token;
-  } catch (const LockExists&) {
-    record(AcquireOutcome::Held);
-    throw;
-  } catch (const AcquireTimeout&) {
-    record(AcquireOutcome::Timeout);
-    throw;
-  } catch (const Cancelled&) {
-    record(AcquireOutcome::Cancelled);
-    throw;
-  } catch (const InvalidArgument&) {
-    throw;
-  } catch (...) {
-    record(AcquireOutcome::Error);
-    throw;
-  }
-}
 }  // namespace
 
 HoldState::HoldState(std::shared_ptr<Storage> storage, HoldSpec spec, std::shared_ptr<Clock> clock,
@@ -160,46 +130,21 @@ bool HoldState::acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t
   return static_cast<double>(now_ms - start_ms) < *timeout_s * 1000.0;
 }
 
-std::int64_t HoldState::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
-                                bool timeparanoid, const CancelFn& cancel,
-                                const std::function<std::optional<std::int64_t>()>& attempt,
-                                const std::function<std::string()>& held) {
-  return with_acquire_metrics(*clock_, [&]() -> std::int64_t {
-    ClockCall call(*clock_);  // its pauses wait on the clock
-    if (!blocking && timeout_s) throw InvalidArgument("Cannot set timeout if blocking is False");
-    if (timeout_s && (!std::isfinite(*timeout_s) || *timeout_s < 0))
-      throw InvalidArgument("timeout must be a number >= 0");
-    if (!std::isfinite(step_s) || step_s < 0) throw InvalidArgument("step must be a number >= 0");
-    if (timeparanoid) verify_time();
-
-    const std::string cancelled = "acquire of " + spec_.describe + " was cancelled";
-    const std::int64_t start = clock_->mono_ms();
-    // Clamped before the conversion: llround of a step beyond int64 ms is unspecified
-    // (it came out as 1 ms, a busy retry loop against the server).
-    const std::int64_t step_ms =
-        std::max<std::int64_t>(1, std::llround(std::min(step_s * 1000.0, 1e15)));
-    std::int64_t count = 0;
-    while (acquire_retry(blocking, start, clock_->mono_ms(), timeout_s, count)) {
-      ++count;
-      if (cancel && cancel()) throw Cancelled(cancelled);
-      if (auto token = attempt()) return *token;
-      if (!blocking) throw LockExists(held());
-      // Sleep one step in short slices so that cancellation is prompt.
-      const std::int64_t slept_from = clock_->mono_ms();
-      std::int64_t wake = slept_from + step_ms;
-      if (timeout_s) {  // a step longer than what is left of the timeout ends with it
-        const double end = static_cast<double>(start) + *timeout_s * 1000.0;
-        if (end < static_cast<double>(wake))
-          wake = std::max(slept_from + 1, static_cast<std::int64_t>(std::ceil(end)));
-      }
-      for (std::int64_t now = clock_->mono_ms(); now < wake; now = clock_->mono_ms()) {
-        if (cancel && cancel()) throw Cancelled(cancelled);
-        clock_->sleep_ms(std::min(kCancelPollMs, wake - now));
-      }
+std::int64_t HoldState::acquire(AcquireRun& run, const CancelFn& cancel) {
+  ClockCall call(*clock_);  // its pauses wait on the clock
+  for (AcquireStep s = run.next();;) {
+    if (s.final()) return run.result();
+    if (cancel && cancel()) {
+      s = run.cancel();
+    } else if (s.kind == AcquireStep::Kind::TryNow) {
+      s = run.attempt();
+    } else {
+      // Sleep in short slices so that cancellation is prompt.
+      const std::int64_t now = clock_->mono_ms();
+      if (now < s.wake_mono) clock_->sleep_ms(std::min(kCancelPollMs, s.wake_mono - now));
+      s = run.next();
     }
-    throw AcquireTimeout(std::string("Timeout acquiring ") + spec_.kind + " " + spec_.key +
-                         " after " + format_seconds(timeout_s.value_or(0)) + " seconds");
-  });
+  }
 }
 
 std::optional<Hold> HoldState::hold() const {
@@ -317,7 +262,17 @@ std::int64_t HoldState::strand_keeping(std::int64_t min_hold) {
 }
 
 void HoldState::release(const std::function<void(const Hold&)>& write) {
+  release_matching(std::nullopt, write);
+}
+
+bool HoldState::release_if(std::int64_t fence, const std::function<void(const Hold&)>& write) {
+  return release_matching(fence, write);
+}
+
+bool HoldState::release_matching(std::optional<std::int64_t> only_fence,
+                                 const std::function<void(const Hold&)>& write) {
   const std::optional<Hold> h = hold();
+  if (only_fence && (!h || h->fence != *only_fence)) return false;
   if (h) {
     try {
       write(*h);
@@ -338,6 +293,7 @@ void HoldState::release(const std::function<void(const Hold&)>& write) {
     }
   }
   settle_stranded();
+  return true;
 }
 
 void HoldState::forget() {

@@ -21,7 +21,8 @@
 //    released, never taken back with its fence.
 //  * The server-safety check, the cached time check and the server-time sample that
 //    strands the hold on a jump of the server's clock; the one acquire loop (retry
-//    rule, step, timeout, cancel, metrics).
+//    rule, step, timeout, cancel, metrics: AcquireRun, acquire_run.h), which the
+//    blocking acquire drives here and an event loop drives step by step.
 //
 // Thread safety: every method may be called from any thread. The state's mutex is never
 // held across I/O or user code; the settle write and an acquire attempt run without it.
@@ -40,6 +41,7 @@
 #include "../log.h"
 #include "../server_clock.h"
 #include "../storage/storage.h"
+#include "acquire_run.h"
 #include "holdable.h"
 
 namespace mongoelector {
@@ -116,6 +118,7 @@ class HoldState {
   ServerClock& server_clock() { return server_clock_; }
   const Identity& identity() const { return identity_; }
   const std::string& describe() const { return spec_.describe; }
+  const HoldSpec& spec() const { return spec_; }
   std::int64_t ttl_ms() const { return ttl_ms_; }
   // Structured fields of a log record about this hold (key, uuid, host).
   LogFields log_fields(LogEvent event, std::int64_t fence = 0) const;
@@ -138,13 +141,11 @@ class HoldState {
   // attempt number `count` at mono time `now_ms` having started at `start_ms`?
   static bool acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t now_ms,
                             std::optional<double> timeout_s, std::int64_t count);
-  // The acquire loop, with its metrics: `attempt` (one try: the token, nullopt when held)
-  // every `step_s` until `timeout_s`; non-blocking and held -> LockExists(held()); then
-  // AcquireTimeout; `cancel` -> Cancelled. With `timeparanoid`, verify_time() first.
-  std::int64_t acquire(bool blocking, std::optional<double> timeout_s, double step_s,
-                       bool timeparanoid, const CancelFn& cancel,
-                       const std::function<std::optional<std::int64_t>()>& attempt,
-                       const std::function<std::string()>& held);
+  // The blocking acquire: drives `run` (the one acquire loop, acquire_run.h), sleeping
+  // on this state's clock in slices of at most 100 ms between attempts; `cancel` is
+  // asked before each attempt and each slice (true -> run.cancel()). The token, or what
+  // run.result() throws (LockExists, AcquireTimeout, Cancelled, a claim's error).
+  std::int64_t acquire(AcquireRun& run, const CancelFn& cancel);
 
   // --- The hold (local reads, no round trip) ---
   std::optional<Hold> hold() const;
@@ -184,6 +185,10 @@ class HoldState {
   // Releases the current hold with `write` (fenced); on failure it is stranded in doubt
   // and the error raised. Then settles any stranded hold.
   void release(const std::function<void(const Hold&)>& write);
+  // release(write) if the current hold is the one of `fence` (a claim whose acquire was
+  // cancelled after it was sent: released by its own token, never a newer hold). False
+  // (no write) when the hold is another or none.
+  bool release_if(std::int64_t fence, const std::function<void(const Hold&)>& write);
   // Drops the current and the stranded hold without a write (a forced release was sent).
   void forget();
   // Settles the stranded hold with the feature's SettleFn (in doubt from now on); see
@@ -212,6 +217,9 @@ class HoldState {
 
  private:
   void strand_locked();  // mu_ held: hold_ -> stranded_
+  // release() of the current hold, only if its fence is `only_fence` when given.
+  bool release_matching(std::optional<std::int64_t> only_fence,
+                        const std::function<void(const Hold&)>& write);
 
   const std::shared_ptr<Storage> storage_;
   const HoldSpec spec_;

@@ -70,16 +70,32 @@ void Semaphore::check_server_safety() {
 
 std::int64_t Semaphore::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                                 const CancelFn& cancel) {
-  return state_.acquire(
-      blocking, timeout_s, step_s, options_.timeparanoid, cancel, [&] { return try_acquire(); },
-      [&] {
+  const std::unique_ptr<AcquireRun> run = start_acquire(blocking, timeout_s, step_s);
+  return state_.acquire(*run, cancel);
+}
+
+std::unique_ptr<AcquireRun> Semaphore::start_acquire(bool blocking, std::optional<double> timeout_s,
+                                                     double step_s) {
+  return std::make_unique<AcquireRun>(
+      state_, AcquireOptions{blocking, timeout_s, step_s, options_.timeparanoid},
+      [this]() -> std::optional<Claimed> {
+        const std::optional<std::int64_t> token = try_acquire();
+        if (!token) return std::nullopt;
+        return Claimed{*token, *token};
+      },
+      [this] {
         std::optional<SemaphoreDoc> doc;
         {
           std::lock_guard<std::mutex> g(mu_);
           doc = cache_;  // the read of the attempt that found it full: no extra round trip
         }
         return full_message(doc);
-      });
+      },
+      [this](std::int64_t fence) { return release_if(fence); });
+}
+
+bool Semaphore::release_if(std::int64_t fence) {
+  return state_.release_if(fence, [this](const Hold& h) { release_slot(h); });
 }
 
 std::string Semaphore::full_message(const std::optional<SemaphoreDoc>& doc) {

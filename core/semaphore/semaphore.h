@@ -105,6 +105,13 @@ class Semaphore : public Holdable {
   // A limit other than the document's -> InvalidArgument.
   std::int64_t acquire(bool blocking = true, std::optional<double> timeout_s = std::nullopt,
                        double step_s = 0.25, const CancelFn& cancel = {});
+  // The same acquire as a state machine its caller drives (see Locker::start_acquire).
+  std::unique_ptr<AcquireRun> start_acquire(bool blocking = true,
+                                            std::optional<double> timeout_s = std::nullopt,
+                                            double step_s = 0.25);
+  // Releases this instance's slot only if it is the hold of `fence` (fenced, as
+  // release()). True when released; false (no write) otherwise.
+  bool release_if(std::int64_t fence);
   // One attempt, no time check, no waiting: the token, or nullopt when every slot is
   // held (or every try lost a race with other claimants). Releases a stranded hold
   // first. Throws StorageUnavailable when the claim completed only after its lease

@@ -1,0 +1,113 @@
+// AcquireRun: the one acquire loop of every kind of hold (lock, semaphore slot), as a
+// state machine its caller drives. HoldState::acquire (the blocking acquire of C, Go,
+// Rust, Python's sync classes) is a thin driver of it that sleeps on its thread; an
+// event loop (Python's asyncio classes) drives the same machine, sleeping on the loop
+// and running each attempt as one call. So the retry rule (the contract's
+// _acquireretry), the step, the timeout's end, the time check, cancellation and the
+// acquire metrics exist once.
+//
+//   next()     where the loop is, at the clock's now: TryNow, Wait (until a monotonic
+//              time), or a final step (Acquired, Held, TimedOut, Cancelled, Failed).
+//   attempt()  one claim (preceded, on the first, by the time check when timeparanoid):
+//              the next step. Errors of the claim end the run (counted as "error") and
+//              are thrown.
+//   cancel()   ends the run as Cancelled (counted once). A claim in flight when cancel()
+//              is called (an attempt running on another thread) that lands is released
+//              by that attempt, fenced by its own token (the feature's release_if), so a
+//              cancelled acquire never leaves a holder.
+//
+// Every final step is counted once in the acquire metrics, with the run's duration. A
+// caller's mistake (InvalidArgument, from the constructor) is not counted.
+//
+// Thread safety: next() and cancel() may be called from any thread while an attempt()
+// runs on another; attempts must not overlap (a second concurrent attempt() only reads
+// the step). No lock is held across the claim.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace mongoelector {
+
+class Clock;
+class HoldState;
+
+// What one attempt of a feature returns when it took the hold: the token the caller
+// gets (a lock with lazy_token: 0 while deferred) and the fence of the hold installed
+// (what release_if names).
+struct Claimed {
+  std::int64_t token = 0;
+  std::int64_t fence = 0;
+};
+
+struct AcquireStep {
+  // Failed: an attempt threw (the error went to that attempt's caller; result() throws
+  // it again).
+  enum class Kind { TryNow, Wait, Acquired, Held, TimedOut, Cancelled, Failed };
+  Kind kind = Kind::TryNow;
+  std::int64_t wake_mono = 0;  // Wait: the monotonic ms to attempt again at
+  std::int64_t token = 0;      // Acquired
+  bool final() const { return kind != Kind::TryNow && kind != Kind::Wait; }
+};
+
+struct AcquireOptions {
+  bool blocking = true;
+  std::optional<double> timeout_s;
+  double step_s = 0.25;
+  bool timeparanoid = true;
+};
+
+class AcquireRun {
+ public:
+  using Attempt = std::function<std::optional<Claimed>()>;    // nullopt: held
+  using HeldMessage = std::function<std::string()>;           // "KEY owned by ..."
+  using ReleaseIf = std::function<bool(std::int64_t fence)>;  // fenced release of a claim
+
+  // Validates the options (InvalidArgument: a timeout without blocking, a negative or
+  // non-finite timeout or step). The run starts now, on the state's clock.
+  AcquireRun(HoldState& state, const AcquireOptions& options, Attempt attempt, HeldMessage held,
+             ReleaseIf release_if);
+  AcquireRun(const AcquireRun&) = delete;
+  AcquireRun& operator=(const AcquireRun&) = delete;
+
+  AcquireStep next();
+  AcquireStep attempt();
+  AcquireStep cancel();
+
+  // The final step as the blocking API reports it: the token, or LockExists (Held),
+  // AcquireTimeout (TimedOut), Cancelled. Not final yet: std::logic_error.
+  std::int64_t result() const;
+  const std::string& held_message() const { return held_message_; }
+  std::string timeout_message() const;
+  std::string cancelled_message() const;
+  // Monotonic ms on the run's clock (what Wait's wake_mono is measured on).
+  std::int64_t now_ms() const;
+
+ private:
+  AcquireStep next_locked(std::int64_t now);    // mu_ held
+  AcquireStep finish_locked(AcquireStep step);  // mu_ held: the final step, counted once
+
+  HoldState& state_;
+  Clock& clock_;
+  const AcquireOptions options_;
+  const Attempt attempt_;
+  const HeldMessage held_;
+  const ReleaseIf release_if_;
+  const std::int64_t start_;
+  std::int64_t step_ms_ = 1;
+
+  mutable std::mutex mu_;  // never held across a claim
+  std::int64_t count_ = 0;
+  std::optional<std::int64_t> wake_;  // waiting until
+  std::optional<AcquireStep> final_;
+  std::exception_ptr failed_;  // Failed: what the attempt threw
+  bool in_flight_ = false;
+  bool time_checked_ = false;
+  std::string held_message_;
+};
+
+}  // namespace mongoelector
