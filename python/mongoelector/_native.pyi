@@ -63,6 +63,14 @@ class SqliteStorage(Storage):
     @property
     def round_trips(self) -> int: ...
 
+class AcquireRun:
+    """The core's acquire loop as steps: ``next()`` and ``attempt()`` return ("try",
+    None), ("wait", seconds), ("acquired", token) or ("cancelled", None), and raise the
+    other outcomes (LockExists, AcquireTimeout, the claim's error)."""
+    def next(self) -> Tuple[str, Any]: ...
+    def attempt(self) -> Tuple[str, Any]: ...
+    def cancel(self) -> None: ...
+
 class Locker:
     def __init__(
         self,
@@ -86,6 +94,16 @@ class Locker:
         step: float = 0.25,
         force: bool = False,
     ) -> int: ...
+    def start_acquire(
+        self,
+        blocking: bool = True,
+        timeout: Optional[float] = None,
+        step: float = 0.25,
+        force: bool = False,
+    ) -> AcquireRun:
+        """The core's acquire as steps its caller drives (see AcquireRun)."""
+    def release_if(self, fence: int) -> bool:
+        """Releases this instance's hold only if it is the hold of ``fence``."""
     def release(self, force: bool = False) -> None: ...
     def release_min_hold(self, min_hold: float) -> Optional[datetime]: ...
     def claim_window(self, window: float) -> Optional[datetime]: ...

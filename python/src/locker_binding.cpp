@@ -82,6 +82,24 @@ void bind_locker(py::module_& m) {
           py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
           py::arg("force") = false)
       .def(
+          "start_acquire",
+          [](me::Locker& l, bool blocking, std::optional<double> timeout, double step, bool force) {
+            return std::shared_ptr<me::AcquireRun>(l.start_acquire(blocking, timeout, step, force));
+          },
+          py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
+          py::arg("force") = false, py::keep_alive<0, 1>(),
+          "The core's acquire as steps its caller drives (an event loop: it sleeps on the "
+          "loop, each attempt is one call): the same options, retry rule, time check, "
+          "cancellation and metrics as acquire(). The run keeps this locker alive.")
+      .def(
+          "release_if",
+          [](me::Locker& l, std::int64_t fence) {
+            return nogil<bool>([&] { return l.release_if(fence); });
+          },
+          py::arg("fence"),
+          "Releases this instance's hold only if it is the hold of `fence` (fenced): True "
+          "when released, False (no round trip) otherwise.")
+      .def(
           "release", [](me::Locker& l, bool force) { nogil<void>([&] { l.release(force); }); },
           py::arg("force") = false)
       .def("touch",
@@ -160,7 +178,7 @@ void bind_locker(py::module_& m) {
           },
           py::arg("window"))
       .def_property_readonly("ttl", [](me::Locker& l) { return l.ttl_s(); })
-      .def_static("acquire_retry", &me::Locker::acquire_retry, py::arg("blocking"),
+      .def_static("acquire_retry", &me::HoldState::acquire_retry, py::arg("blocking"),
                   py::arg("start_ms"), py::arg("now_ms"), py::arg("timeout"), py::arg("count"),
                   "The core's retry rule of every acquire loop (the contract's _acquireretry): "
                   "may attempt number `count` run at monotonic ms `now_ms` of a wait started "

@@ -39,6 +39,7 @@ PYBIND11_MODULE(_native, m) {
   bind_observer(m);
   bind_uri(m);
   bind_storage(m);
+  bind_acquire_run(m);
   bind_locker(m);
   bind_lease(m);
   bind_elector(m);

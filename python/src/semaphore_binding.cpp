@@ -96,6 +96,19 @@ void bind_semaphore(py::module_& m) {
            [](me::Semaphore& s) {
              return nogil<std::optional<std::int64_t>>([&] { return s.try_acquire(); });
            })
+      .def(
+          "start_acquire",
+          [](me::Semaphore& s, bool blocking, std::optional<double> timeout, double step) {
+            return std::shared_ptr<me::AcquireRun>(s.start_acquire(blocking, timeout, step));
+          },
+          py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
+          py::keep_alive<0, 1>(), "Locker.start_acquire for a slot.")
+      .def(
+          "release_if",
+          [](me::Semaphore& s, std::int64_t fence) {
+            return nogil<bool>([&] { return s.release_if(fence); });
+          },
+          py::arg("fence"), "Locker.release_if for a slot.")
       .def("release", [](me::Semaphore& s) { nogil<void>([&] { s.release(); }); })
       .def("touch",
            [](me::Semaphore& s) -> py::object {

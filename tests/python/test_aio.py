@@ -21,7 +21,7 @@ import uuid
 import mongoelector
 import pymongo
 import pytest
-from helpers.aio_util import LagProbe, wait_until
+from helpers.aio_util import LagProbe, delay_attempts, wait_until
 from mongoelector import AcquireTimeout, LeaseLost, LockExists, MongoLeaderElector, MongoLocker, aio
 from mongoelector.aio import AsyncLease, AsyncMongoLeaderElector, AsyncMongoLocker
 from mongoelector.aio._facade import AsyncDatabaseFacade, is_async_database
@@ -313,51 +313,76 @@ def test_cancelling_a_waiting_acquire(server_db, transport):
     assert latency < 0.05
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-def test_cancelled_attempt_in_flight_releases_what_it_took(
-    server_db, transport, monkeypatch, caplog
-):
-    """The task is cancelled while its attempt is on the wire (made slow here); the
-    attempt takes the free lock after the cancellation: that hold is released."""
-    key = _key("orphan")
-    real_attempt = AsyncMongoLocker._attempt_sync
+def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, monkeypatch, caplog):
+    """The task is cancelled while its claim is on the wire: the claim is applied at the
+    server, its reply comes late (made slow here, after the server applied it). The
+    core's acquire run, cancelled meanwhile, releases that hold, fenced by its token:
+    the cancelled acquire leaves no holder."""
+    from mongoelector.aio import _facade
 
-    started = threading.Event()
+    key = _key("orphan")
+    real = _facade._FacadeCollection.find_one_and_update
+    claimed = threading.Event()
     landed = []
 
-    def slow_attempt(self, attempt):
-        started.set()
-        time.sleep(0.2)  # on the worker: the task is cancelled meanwhile
-        token = real_attempt(self, attempt)
-        landed.append(token)
-        return token
+    def slow_reply(self, *args, **kwargs):  # on the worker, in the attempt's claim
+        doc = real(self, *args, **kwargs)
+        if not claimed.is_set():
+            claimed.set()
+            time.sleep(0.2)  # the task is cancelled meanwhile
+            landed.append(doc)
+        return doc
 
     async def body(db):
         lock = AsyncMongoLocker(key, db, ttl=30)
         other = AsyncMongoLocker(key, db, ttl=30)
         await lock.open()
-        monkeypatch.setattr(AsyncMongoLocker, "_attempt_sync", slow_attempt)
+        monkeypatch.setattr(_facade._FacadeCollection, "find_one_and_update", slow_reply)
         task = asyncio.ensure_future(lock.acquire())
-        await wait_until(started.is_set, timeout=5, interval=0.005)
+        await wait_until(claimed.is_set, timeout=5, interval=0.005)
         t0 = time.perf_counter()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         assert time.perf_counter() - t0 < 0.05
-        monkeypatch.setattr(AsyncMongoLocker, "_attempt_sync", real_attempt)
-        # The attempt lands ~0.2 s later and takes the free lock...
+        # The claim took the free lock (its reply is the new document)...
         await wait_until(lambda: landed, timeout=5, interval=0.005)
-        assert landed[0] is not None, "the attempt in flight did not take the lock"
-        # ...and that hold is released in the background at once.
-        await wait_until(lambda: other.acquire(blocking=False), timeout=1, swallow=(LockExists,))
+        assert landed[0] is not None and landed[0]["uuid"] == lock.uuid
+        monkeypatch.setattr(_facade._FacadeCollection, "find_one_and_update", real)
+        # ...and that hold is released by the cancelled run at once.
+        await wait_until(lambda: other.acquire(blocking=False), timeout=2, swallow=(LockExists,))
         assert not await lock.owned() and await other.owned()
+        assert lock.fence is None
         await other.release()
         await lock.close()
         await other.close()
 
-    with caplog.at_level(logging.INFO, logger="mongoelector.aio"):
-        run_with_db(server_db, transport, body)
-    assert any("taken by a cancelled acquire" in r.getMessage() for r in caplog.records)
+    with caplog.at_level(logging.INFO, logger="mongoelector"):
+        run_with_db(server_db, "asyncdb", body)
+    assert any("landed after the acquire was cancelled" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_cancelled_before_the_claim_sends_none(server_db, transport, monkeypatch):
+    """The task is cancelled after its attempt was handed to a worker but before the
+    claim was sent: the core's run is cancelled first, so the attempt makes no claim."""
+    key = _key("no-claim")
+
+    async def body(db):
+        lock = AsyncMongoLocker(key, db, ttl=30)
+        await lock.open()
+        started, results, _ = delay_attempts(monkeypatch, AsyncMongoLocker)
+        task = asyncio.ensure_future(lock.acquire())
+        await wait_until(started.is_set, timeout=5, interval=0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await wait_until(lambda: results, timeout=5, interval=0.005)
+        assert results == [("cancelled", None)]
+        assert not await lock.locked()  # nothing was written
+        await lock.close()
+
+    run_with_db(server_db, transport, body)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

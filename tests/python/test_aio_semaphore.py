@@ -16,7 +16,7 @@ import uuid
 
 import pymongo
 import pytest
-from helpers.aio_util import wait_until
+from helpers.aio_util import delay_attempts, wait_until
 from mongoelector import metrics, testing
 from mongoelector.aio import AsyncMongoSemaphore, AsyncSemaphoreLease
 from mongoelector.errors import AcquireTimeout, ClosedError, LockExists
@@ -154,44 +154,76 @@ def test_cancelling_a_waiting_acquire(transport, request):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_cancelled_attempt_in_flight_releases_the_slot_it_took(
-    transport, request, monkeypatch, caplog
-):
-    """The task is cancelled while its claim is on the wire (made slow here); the claim
-    takes the free slot after the cancellation: that slot is released."""
-    key = _key("asem-orphan")
-    real_attempt = AsyncMongoSemaphore._attempt_sync
-    started = threading.Event()
-    landed = []
-
-    def slow_attempt(self, attempt):
-        started.set()
-        time.sleep(0.2)  # on the worker: the task is cancelled meanwhile
-        token = real_attempt(self, attempt)
-        landed.append(token)
-        return token
+def test_cancelled_before_the_claim_takes_no_slot(transport, request, monkeypatch):
+    """The task is cancelled after its attempt was handed to a worker but before the
+    claim was sent: the core's run is cancelled first, so the attempt claims nothing."""
+    key = _key("asem-noclaim")
 
     async def body(db):
         sem = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
         other = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
         await sem.open()
-        monkeypatch.setattr(AsyncMongoSemaphore, "_attempt_sync", slow_attempt)
+        started, results, undo = delay_attempts(monkeypatch, AsyncMongoSemaphore)
         task = asyncio.ensure_future(sem.acquire())
         await wait_until(started.is_set, timeout=5, interval=0.005)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        monkeypatch.setattr(AsyncMongoSemaphore, "_attempt_sync", real_attempt)
+        await wait_until(lambda: results, timeout=5, interval=0.005)
+        assert results == [("cancelled", None)]
+        undo()
+        assert await other.acquire(blocking=False)
+        assert not sem.owned and other.owned
+        await other.close()
+        await sem.close()
+
+    run_on(transport, request, body)
+
+
+def test_cancelled_claim_in_flight_releases_the_slot_it_took(request, monkeypatch, caplog):
+    """The task is cancelled while its claim is on the wire: the server applies it, the
+    reply comes late (made slow here). The cancelled run releases that slot, fenced."""
+    from mongoelector.aio import _facade
+
+    key = _key("asem-orphan")
+    claimed = threading.Event()
+    landed = []
+    writes = ("find_one_and_update", "update_one", "insert_one", "replace_one")
+    real = {name: getattr(_facade._FacadeCollection, name) for name in writes}
+
+    def slowed(name):
+        def write(self, *args, **kwargs):  # on the worker, in the attempt's claim
+            result = real[name](self, *args, **kwargs)
+            if not claimed.is_set():
+                claimed.set()
+                time.sleep(0.2)  # the task is cancelled meanwhile
+                landed.append(name)
+            return result
+
+        return write
+
+    async def body(db):
+        sem = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
+        other = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
+        await sem.open()
+        for name in writes:
+            monkeypatch.setattr(_facade._FacadeCollection, name, slowed(name))
+        task = asyncio.ensure_future(sem.acquire())
+        await wait_until(claimed.is_set, timeout=5, interval=0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
         await wait_until(lambda: landed, timeout=5, interval=0.005)
-        assert landed[0] is not None, "the claim in flight did not take the slot"
+        for name in writes:
+            monkeypatch.setattr(_facade._FacadeCollection, name, real[name])
         await wait_until(lambda: other.acquire(blocking=False), timeout=2, swallow=(LockExists,))
         assert not sem.owned and other.owned
         await other.close()
         await sem.close()
 
-    with caplog.at_level(logging.INFO, logger="mongoelector.aio"):
-        run_on(transport, request, body)
-    assert any("taken by a cancelled acquire" in r.getMessage() for r in caplog.records)
+    with caplog.at_level(logging.INFO, logger="mongoelector"):
+        run_on("asyncdb", request, body)
+    assert any("landed after the acquire was cancelled" in r.getMessage() for r in caplog.records)
 
 
 def test_outcomes_counted_once_per_acquire():

@@ -1,6 +1,7 @@
 """Plumbing shared by the asyncio classes: where core calls run (``_call``, on the
 ``_pool`` workers), how a native object is made off the loop and freed (``NativeHandle``),
-and the one asyncio acquire loop (``acquire_waiting``) of locks, leases and semaphores."""
+and how an acquire of a lock, lease or semaphore awaits the core's acquire loop
+(``drive``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,8 @@ import asyncio
 import functools
 import logging
 import threading
-from time import monotonic
 from typing import (
     Any,
-    Awaitable,
     Callable,
     Coroutine,
     Generic,
@@ -25,9 +24,8 @@ from typing import (
 from pymongo.database import Database
 
 from .. import _native, _transport
-from .._outcome import counted_acquire
 from ..client import Client
-from ..errors import AcquireTimeout, ClosedError
+from ..errors import ClosedError
 from ..locker import _check_args
 from . import _pool
 from ._facade import AsyncDatabaseFacade, is_async_database
@@ -292,6 +290,22 @@ class NativeHandle(Generic[_C]):
         finally:
             free(box, use)
 
+    def _drop_claim(self, core: Any, step: Tuple[str, Any]) -> None:
+        """On a worker: the orphan of ``drive``: an attempt took the hold but its task was
+        cancelled before it resumed; release that hold (only that one: fenced by its
+        token)."""
+        kind, token = step
+        if kind != "acquired":
+            return
+        with self._io:
+            if core.release_if(token):
+                log.info(
+                    "released %s %r (fence %s) taken by a cancelled acquire",
+                    self._what,
+                    self.key,
+                    token,
+                )
+
     def _attempt_sync(self, attempt: Callable[[], _T]) -> _T:
         """On a worker: one attempt, unless close() released under _io already."""
         with self._io:
@@ -300,70 +314,32 @@ class NativeHandle(Generic[_C]):
             return attempt()
 
 
-def time_checked(
-    verify: Optional[Callable[[], object]], attempt: Callable[[], _T]
-) -> Callable[[], _T]:
-    """``attempt``, preceded on its first run by ``verify`` (the core's time check, which
-    the core caches ten minutes): in the worker call of the first attempt, not a round of
-    its own through the pool."""
-    pending = [verify] if verify is not None else []
+async def drive(
+    run: "_native.AcquireRun",
+    attempt: Callable[[], Tuple[str, Any]],
+    orphan: Callable[[Tuple[str, Any]], object],
+) -> Any:
+    """Awaits the core's acquire loop (a native ``AcquireRun``: its retry rule, step,
+    timeout, time check and metrics): waits with ``asyncio.sleep`` on the loop when the
+    run says "wait", and runs ``attempt()`` (the run's ``attempt``, possibly followed by
+    what takes the hold over, such as a keep-alive lease) as one call on a worker when it
+    says "try". Returns the value of the "acquired" step; the run's other outcomes raise
+    (``LockExists``, ``AcquireTimeout``, the claim's error).
 
-    def run() -> _T:
-        if pending:
-            pending.pop()()
-        return attempt()
-
-    return run
-
-
-def _mono_ms(t: float) -> int:
-    return int(t * 1000)
-
-
-async def acquire_waiting(
-    attempt: Callable[[], Awaitable[Optional[_T]]],
-    *,
-    timeout: Optional[float],
-    step: float,
-    timed_out: Callable[[], AcquireTimeout],
-) -> _T:
-    """The core's blocking acquire loop (``Locker::acquire_waiting``), awaited: attempts
-    (``attempt()``: the token or other result, None while held) as long as the core's
-    retry rule allows (``_native.Locker.acquire_retry``, the contract's
-    ``_acquireretry``), waiting ``step`` seconds between them with ``asyncio.sleep`` (the
-    wait before the timeout ends with it), then ``timed_out()`` is raised. The outcome
-    goes to the core's acquire metrics once (acquired, timeout, cancelled or error).
-
-    Only the waiting is here: the core's own loop sleeps on its thread, which a waiting
-    task must not hold. A non-blocking acquire makes no wait: it is the core's acquire
-    itself, on a worker."""
-    if timeout is not None and not timeout >= 0:
-        raise ValueError("timeout must be a number >= 0")
-    if not step >= 0:
-        raise ValueError("step must be a number >= 0")
-    start = monotonic()
-    with counted_acquire((asyncio.CancelledError,)):
-        count = 0
-        while _native.Locker.acquire_retry(
-            True, _mono_ms(start), _mono_ms(monotonic()), timeout, count
-        ):
-            count += 1
-            result = await attempt()
-            if result is not None:
-                return result
-            wait = step
-            if timeout is not None:
-                wait = min(step, max(0.001, timeout - (monotonic() - start)))
-            await asyncio.sleep(wait)
-        raise timed_out()
-
-
-async def count_cancelled(acquire: Awaitable[_T]) -> _T:
-    """Awaits a core acquire that counts its own outcome, counting a cancellation of the
-    awaiting task (the core never sees it) in the core's acquire metrics."""
-    start = monotonic()
+    Cancelling the awaiting task cancels the run: a claim in flight that lands is released
+    by the core (fenced by its token); one whose result reached the loop after the task
+    was cancelled goes to ``orphan`` (on a worker), which releases it."""
+    kind, value = run.next()
     try:
-        return await acquire
+        while kind != "acquired":
+            if kind == "wait":
+                await asyncio.sleep(value)
+                kind, value = run.next()
+            elif kind == "try":
+                kind, value = await call(attempt, orphan=orphan)
+            else:  # "cancelled": only ever after this task was cancelled
+                raise asyncio.CancelledError()
+        return value
     except asyncio.CancelledError:
-        _native.metrics_record_acquire("cancelled", monotonic() - start)
+        run.cancel()
         raise

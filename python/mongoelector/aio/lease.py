@@ -7,13 +7,23 @@ import functools
 import sys
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Callable, Literal, Optional, Protocol, Type, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Literal,
+    Optional,
+    Protocol,
+    Tuple,
+    Type,
+    TypeVar,
+)
 
 from .. import _native
 from .._loss import AsyncLossEvent
-from ..errors import AcquireTimeout, ClosedError, LeaseLost
+from ..errors import ClosedError, LeaseLost
 from ..lease import LockerOptions
-from ._common import AsyncDatabaseArg, acquire_waiting, call, count_cancelled, time_checked
+from ._common import AsyncDatabaseArg, call, drive
 from .locker import AsyncMongoLocker
 
 if sys.version_info >= (3, 11):
@@ -155,29 +165,17 @@ class AsyncLease(KeepAlive):
         core = await self.locker._opened()
         on_lost = lost_callback(self.lost)
         step = float(self._step)
-        native: _native.KeepAliveLease
-        if not self._blocking:
-            # No wait: the native lease's acquire (the core's, one claim), on a worker.
-            make = functools.partial(_native.KeepAliveLease, core, False, None, step, on_lost)
-            native = await count_cancelled(call(make, orphan=_close_lease))
-        else:
+        run = core.start_acquire(bool(self._blocking), self._timeout, step, False)
 
-            def claim() -> Optional[_native.KeepAliveLease]:  # on a worker
-                if core.try_acquire(False) is None:
-                    return None
-                return _native.KeepAliveLease.adopt(core, on_lost)
+        def attempt() -> Tuple[str, Any]:  # on a worker
+            kind, value = run.attempt()
+            if kind != "acquired":
+                return kind, value
+            return kind, _native.KeepAliveLease.adopt(core, on_lost)
 
-            attempt = time_checked(core.verify_time if self.locker.timeparanoid else None, claim)
-            native = await acquire_waiting(
-                lambda: call(
-                    functools.partial(self.locker._attempt_sync, attempt), orphan=_close_lease
-                ),
-                timeout=self._timeout,
-                step=step,
-                timed_out=lambda: AcquireTimeout(
-                    f"Timeout acquiring lock {self.key} after {self._timeout or 0:.3f} seconds"
-                ),
-            )
+        native: _native.KeepAliveLease = await drive(
+            run, functools.partial(self.locker._attempt_sync, attempt), close_orphan
+        )
         self._native = native
         self.lost._bind(native)
         return native.fence
@@ -208,8 +206,11 @@ def lost_callback(event: AsyncLossEvent) -> Callable[[], None]:
     return functools.partial(_lease_lost, asyncio.get_running_loop(), weakref.ref(event))
 
 
-def _close_lease(native: Optional[_native.KeepAliveLease]) -> None:
-    if native is not None:  # an attempt that found the key held took nothing
+def close_orphan(step: Tuple[str, Any]) -> None:
+    """The orphan of ``drive`` for a lease (of a lock or a semaphore slot): closes
+    (releases) a lease taken for a task that was cancelled before it resumed."""
+    kind, native = step
+    if kind == "acquired":
         native.close()
 
 

@@ -14,14 +14,7 @@ from typing import Any, Dict, Literal, Optional, Type, TypeVar, cast
 from .. import _native
 from ..errors import AcquireTimeout
 from ..locker import LockerStatus, _native_maxoffset
-from ._common import (
-    AsyncDatabaseArg,
-    NativeHandle,
-    acquire_waiting,
-    call,
-    prepare,
-    time_checked,
-)
+from ._common import AsyncDatabaseArg, NativeHandle, call, drive, prepare
 
 __all__ = ["AsyncMongoLocker"]
 
@@ -124,44 +117,19 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         if blocking and timeout is not None and timeout < 0:
             timeout = 0  # as MongoLocker: past the timeout at once
         core = await self._opened()
-        orphan = functools.partial(self._drop_orphan, core)
-        if not blocking:
-            # No wait: the core's acquire itself (time check, one claim, the holder's
-            # message), on a worker.
-            await call(
-                functools.partial(
-                    self._attempt_sync, functools.partial(core.acquire, False, None, step, force)
-                ),
-                orphan=orphan,
+        run = core.start_acquire(bool(blocking), timeout if blocking else None, step, bool(force))
+        try:
+            await drive(
+                run,
+                functools.partial(self._attempt_sync, run.attempt),
+                functools.partial(self._drop_claim, core),
             )
-        else:
-            attempt = time_checked(
-                core.verify_time if self.timeparanoid else None,
-                functools.partial(core.try_acquire, bool(force)),
-            )
-            await acquire_waiting(
-                lambda: call(functools.partial(self._attempt_sync, attempt), orphan=orphan),
-                timeout=timeout,
-                step=step,
-                timed_out=lambda: AcquireTimeout("Timeout reached, lock not acquired"),
-            )
+        except AcquireTimeout:
+            raise AcquireTimeout("Timeout reached, lock not acquired") from None
         hold = core.hold
         if hold is not None:
             self._ts_expire = hold[2]
         return True
-
-    def _drop_orphan(self, core: _native.Locker, token: Optional[int]) -> None:
-        """On a worker: an attempt whose task was cancelled took the lock; release that
-        hold (and only that one: fenced by its token)."""
-        if token is None:
-            return
-        with self._io:
-            hold = core.hold
-            if hold is not None and hold[0] == token:
-                log.info(
-                    "releasing lock %r (fence %s) taken by a cancelled acquire", self.key, token
-                )
-                core.release(False)
 
     # ---------------------------------------------------------- round trips ----
 

@@ -6,12 +6,12 @@ import functools
 import logging
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Literal, Optional, Type, TypeVar, cast
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Type, TypeVar, cast
 
 from .. import _native
 from .._loss import AsyncLossEvent
 from .._transport import check_db
-from ..errors import AcquireTimeout, ClosedError
+from ..errors import ClosedError
 from ..semaphore import (
     SemaphoreHolder,
     _check_args,
@@ -19,18 +19,9 @@ from ..semaphore import (
     _NativeSemaphore,
     _NativeSemaphoreLease,
     _new_semaphore,
-    _new_semaphore_lease,
 )
-from ._common import (
-    AsyncDatabaseArg,
-    NativeHandle,
-    acquire_waiting,
-    call,
-    count_cancelled,
-    prepare,
-    time_checked,
-)
-from .lease import KeepAlive, lost_callback
+from ._common import AsyncDatabaseArg, NativeHandle, call, drive, prepare
+from .lease import KeepAlive, close_orphan, lost_callback
 
 __all__ = ["AsyncMongoSemaphore", "AsyncSemaphoreLease"]
 
@@ -138,44 +129,13 @@ class AsyncMongoSemaphore(NativeHandle[_NativeSemaphore]):
                 f"{self.fence}): release it first, or use one instance per holder"
             )
         core = await self._opened()
-        orphan = functools.partial(self._drop_orphan, core)
-        if not blocking:
-            # No wait: the core's acquire itself (time check, one claim, the holders'
-            # message), on a worker.
-            await count_cancelled(
-                call(
-                    functools.partial(
-                        self._attempt_sync, functools.partial(core.acquire, False, None, step)
-                    ),
-                    orphan=orphan,
-                )
-            )
-            return True
-        attempt = time_checked(core.verify_time if self.timeparanoid else None, core.try_acquire)
-        await acquire_waiting(
-            lambda: call(functools.partial(self._attempt_sync, attempt), orphan=orphan),
-            timeout=timeout,
-            step=step,
-            timed_out=lambda: AcquireTimeout(
-                f"Timeout acquiring semaphore {self.key} after {timeout or 0:.3f} seconds"
-            ),
+        run = core.start_acquire(bool(blocking), timeout, step)
+        await drive(
+            run,
+            functools.partial(self._attempt_sync, run.attempt),
+            functools.partial(self._drop_claim, core),
         )
         return True
-
-    def _drop_orphan(self, core: _NativeSemaphore, token: Optional[int]) -> None:
-        """On a worker: an attempt whose task was cancelled took a slot; release that
-        hold (and only that one: fenced by its token)."""
-        if token is None:
-            return
-        with self._io:
-            hold = core.hold
-            if hold is not None and hold[0] == token:
-                log.info(
-                    "releasing a slot of semaphore %r (fence %s) taken by a cancelled acquire",
-                    self.key,
-                    token,
-                )
-                core.release()
 
     async def release(self) -> None:
         """Releases this instance's slot (fenced: a release that runs late cannot free a
@@ -299,33 +259,22 @@ class AsyncSemaphoreLease(KeepAlive):
         core = await sem._opened()
         on_lost = lost_callback(self.lost)
         step = float(self._step)
-        native: _NativeSemaphoreLease
-        if not self._blocking:
-            # No wait: the native lease's acquire (the core's, one claim), on a worker.
-            make = functools.partial(_new_semaphore_lease, core, False, None, step, on_lost)
-            native = await count_cancelled(call(make, orphan=_close_lease))
-        else:
-            if sem.owned:
-                raise RuntimeError(
-                    f"this AsyncMongoSemaphore already holds a slot of {sem.key!r}: "
-                    "release it first, or use one instance per holder"
-                )
-
-            def claim() -> Optional[_NativeSemaphoreLease]:  # on a worker
-                if core.try_acquire() is None:
-                    return None
-                return _adopt_slot(core, on_lost)
-
-            attempt = time_checked(core.verify_time if sem.timeparanoid else None, claim)
-
-            native = await acquire_waiting(
-                lambda: call(functools.partial(sem._attempt_sync, attempt), orphan=_close_lease),
-                timeout=self._timeout,
-                step=step,
-                timed_out=lambda: AcquireTimeout(
-                    f"Timeout acquiring semaphore {sem.key} after {self._timeout or 0:.3f} seconds"
-                ),
+        if sem.owned:
+            raise RuntimeError(
+                f"this AsyncMongoSemaphore already holds a slot of {sem.key!r}: "
+                "release it first, or use one instance per holder"
             )
+        run = core.start_acquire(bool(self._blocking), self._timeout, step)
+
+        def attempt() -> Tuple[str, Any]:  # on a worker
+            kind, value = run.attempt()
+            if kind != "acquired":
+                return kind, value
+            return kind, _adopt_slot(core, on_lost)
+
+        native: _NativeSemaphoreLease = await drive(
+            run, functools.partial(sem._attempt_sync, attempt), close_orphan
+        )
         self._native = native
         self.lost._bind(native)
         return native.fence
@@ -342,8 +291,3 @@ class AsyncSemaphoreLease(KeepAlive):
 _adopt_slot = cast(
     Callable[..., _NativeSemaphoreLease], getattr(getattr(_native, "_SemaphoreLease"), "adopt")
 )
-
-
-def _close_lease(native: Optional[_NativeSemaphoreLease]) -> None:
-    if native is not None:  # an attempt that found the key held took nothing
-        native.close()

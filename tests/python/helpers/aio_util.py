@@ -119,3 +119,22 @@ async def wait_until(predicate, timeout, interval=0.02, swallow=()):
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {predicate}")
         await asyncio.sleep(interval)
+
+
+def delay_attempts(monkeypatch, cls, seconds=0.2):
+    """Makes every attempt of ``cls`` (an asyncio class's ``_attempt_sync``) wait
+    ``seconds`` on its worker before it starts, so that a test can cancel the awaiting
+    task meanwhile. Returns the event set when an attempt was handed to a worker, the
+    list of the attempts' results, and a function that undoes the delay."""
+    real = cls._attempt_sync
+    started = threading.Event()
+    results = []
+
+    def slow_attempt(self, attempt):
+        started.set()
+        time.sleep(seconds)
+        results.append(real(self, attempt))
+        return results[-1]
+
+    monkeypatch.setattr(cls, "_attempt_sync", slow_attempt)
+    return started, results, lambda: monkeypatch.setattr(cls, "_attempt_sync", real)

@@ -1,0 +1,54 @@
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "binding_util.h"
+#include "bindings.h"
+#include "hold/acquire_run.h"
+
+namespace mongoelector_py {
+
+namespace {
+
+// A step as Python sees it: ("try", None), ("wait", seconds from now), ("acquired",
+// token), ("cancelled", None); the other final steps raise what the blocking acquire
+// raises (LockExists, AcquireTimeout, the claim's error).
+py::tuple step_tuple(me::AcquireRun& run, const me::AcquireStep& s) {
+  using Kind = me::AcquireStep::Kind;
+  switch (s.kind) {
+    case Kind::TryNow:
+      return py::make_tuple("try", py::none());
+    case Kind::Wait:
+      return py::make_tuple(
+          "wait",
+          static_cast<double>(std::max<std::int64_t>(0, s.wake_mono - run.now_ms())) / 1000.0);
+    case Kind::Acquired:
+      return py::make_tuple("acquired", s.token);
+    case Kind::Cancelled:
+      return py::make_tuple("cancelled", py::none());
+    default:
+      run.result();  // throws
+      return py::make_tuple("failed", py::none());
+  }
+}
+
+}  // namespace
+
+void bind_acquire_run(py::module_& m) {
+  py::class_<me::AcquireRun, std::shared_ptr<me::AcquireRun>>(
+      m, "AcquireRun",
+      "The core's acquire loop as steps its caller drives (Locker.start_acquire, "
+      "_Semaphore.start_acquire): next() says what to do now, attempt() makes one claim "
+      "(a round trip, without the GIL), cancel() ends the run; a claim that lands after "
+      "cancel() is released by its attempt, fenced.")
+      .def("next", [](me::AcquireRun& r) { return step_tuple(r, r.next()); })
+      .def("attempt",
+           [](me::AcquireRun& r) {
+             const me::AcquireStep s = nogil<me::AcquireStep>([&] { return r.attempt(); });
+             return step_tuple(r, s);
+           })
+      .def("cancel", [](me::AcquireRun& r) { r.cancel(); });
+}
+
+}  // namespace mongoelector_py
