@@ -8,11 +8,11 @@ namespace mongoelector_py {
 
 namespace py = pybind11;
 
-void bind_storage(py::module_& m);    // Identity, Storage and the storages and clients
-void bind_locker(py::module_& m);     // Locker
-void bind_lease(py::module_& m);      // KeepAliveLease
-void bind_elector(py::module_& m);    // Elector, wait_reapers
-void bind_semaphore(py::module_& m);  // _Semaphore, _SemaphoreLease
+void bind_storage(py::module_& m);      // Identity, Storage and the storages and clients
+void bind_locker(py::module_& m);       // Locker
+void bind_lease(py::module_& m);        // KeepAliveLease
+void bind_elector(py::module_& m);      // Elector, wait_reapers
+void bind_semaphore(py::module_& m);    // _Semaphore, _SemaphoreLease
 void bind_acquire_run(py::module_& m);  // AcquireRun (Locker/_Semaphore.start_acquire)
 
 }  // namespace mongoelector_py
