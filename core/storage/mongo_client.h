@@ -31,6 +31,7 @@
 #include <string>
 
 #include "client.h"
+#include "ensured_indexes.h"
 #include "storage.h"
 
 namespace mongoelector {
@@ -80,6 +81,8 @@ class MongoClient final : public StorageClient, public std::enable_shared_from_t
   // the child gets a new one: the parent's storages refuse to run there, so they must
   // not carry the child's renewals.
   std::shared_ptr<MongoBatchDomain> batch_domain();
+  // The indexes its storages have ensured: createIndexes once per collection.
+  EnsuredIndexes& ensured_indexes() { return ensured_indexes_; }
 
   struct Impl;
 
@@ -95,6 +98,7 @@ class MongoClient final : public StorageClient, public std::enable_shared_from_t
   long owner_pid_ = 0;                                        // process the pools belong to
   std::shared_ptr<MongoBatchDomain> domain_;                  // under mu_
   long domain_pid_ = 0;                                       // process domain_ belongs to
+  EnsuredIndexes ensured_indexes_;
 };
 
 }  // namespace mongoelector

@@ -211,7 +211,9 @@ std::int64_t MongoStorage::server_time_ms() {
 }
 
 void MongoStorage::ensure_lock_indexes(const std::string& collection) {
-  ensure_indexes(impl_->conn, collection, commands::lock_indexes());
+  const auto specs = commands::lock_indexes();
+  impl_->client->ensured_indexes().once(impl_->client->database(), collection, specs,
+                                        [&] { ensure_indexes(impl_->conn, collection, specs); });
 }
 
 std::optional<LockDoc> MongoStorage::claim(const std::string& collection, const LockClaim& claim,
@@ -331,7 +333,9 @@ std::optional<LockDoc> MongoStorage::read(const std::string& collection, const s
 }
 
 void MongoStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
-  ensure_indexes(impl_->conn, collection, commands::status_indexes(ttl_s));
+  const auto specs = commands::status_indexes(ttl_s);
+  impl_->client->ensured_indexes().once(impl_->client->database(), collection, specs,
+                                        [&] { ensure_indexes(impl_->conn, collection, specs); });
 }
 
 void MongoStorage::put_status(const std::string& collection, const Document& doc) {

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "../exceptions.h"
 #include "../server_clock.h"
@@ -39,8 +40,16 @@ namespace mongoelector {
 namespace {
 
 // Budget of the one-off work at open (journal mode, schema): other processes may be
-// writing.
+// writing, or creating the same new file at this moment.
 constexpr int kOpenBusyTimeoutMs = 5000;
+
+// The write lock was not ours within the busy timeout (another process is writing, or
+// this process's connection was busy with another call) BEFORE anything was written: a
+// claim that meets it is "not taken this time", as when the lock is held.
+class WriteLockBusy : public StorageUnavailable {
+ public:
+  using StorageUnavailable::StorageUnavailable;
+};
 
 // ------------------------------------------------------------------ errors ------
 
@@ -121,7 +130,11 @@ void exec(sqlite3* db, const char* sql, const std::string& what) {
 class Txn {
  public:
   Txn(sqlite3* db, const std::string& what) : db_(db), what_(what) {
-    exec(db_, "BEGIN IMMEDIATE", what_ + " (BEGIN IMMEDIATE)");
+    try {
+      exec(db_, "BEGIN IMMEDIATE", what_ + " (BEGIN IMMEDIATE)");
+    } catch (const StorageUnavailable& e) {
+      throw WriteLockBusy(e.what(), e.detail());  // nothing written
+    }
     open_ = true;
   }
   ~Txn() {
@@ -215,6 +228,8 @@ void close_quietly(sqlite3* db) {
   if (db) sqlite3_close_v2(db);
 }
 
+void ensure_schema(sqlite3* db, const std::string& path);
+
 // Opens the file and makes sure it is ours: journal mode, schema.
 sqlite3* open_database(const std::string& path) {
   // Clear errors for the usual mistakes before SQLite's terse "unable to open".
@@ -272,73 +287,43 @@ sqlite3* open_database(const std::string& path) {
       if (primary == SQLITE_CORRUPT)
         throw InvalidArgument("SQLite database " + path + " is corrupt: " + e.what());
     };
+    // Processes that open a new file at the same moment meet each other here: switching
+    // the journal mode takes an exclusive lock that SQLite does not wait for (busy at
+    // once, or the old mode returned unchanged), and the schema waits for the write
+    // lock. Each is retried until kOpenBusyTimeoutMs has passed.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kOpenBusyTimeoutMs);
+    const auto retry = [&](int attempt) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 20));
+      return true;
+    };
     try {
       // WAL: readers never block the writer, and a commit is one append to the WAL.
       // (A database on a network file system cannot use WAL: refused here, as it should.)
-      {
-        Stmt wal(db, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode");
-        const std::string mode = wal.step() ? wal.text(0) : "";
-        if (mode != "wal") {
-          throw InvalidArgument("SQLite database " + path + " cannot use WAL journal mode (got '" +
-                                mode + "'); is it on a network file system?");
+      for (int attempt = 0;; ++attempt) {
+        std::string mode;
+        try {
+          Stmt wal(db, "PRAGMA journal_mode = WAL", "PRAGMA journal_mode");
+          mode = wal.step() ? wal.text(0) : "";
+        } catch (const StorageUnavailable&) {
+          if (retry(attempt)) continue;
+          throw;
         }
+        if (mode == "wal") break;
+        if (retry(attempt)) continue;
+        throw InvalidArgument("SQLite database " + path + " cannot use WAL journal mode (got '" +
+                              mode + "'); is it on a network file system?");
       }
       exec(db, "PRAGMA synchronous = FULL", "PRAGMA synchronous");
-
-      Txn txn(db, "schema");
-      // A SQLite database of someone else: refuse to add our tables to it.
-      bool has_tables = false, has_meta = false;
-      {
-        Stmt q(db, "SELECT name FROM sqlite_master WHERE type = 'table'", "schema");
-        while (q.step()) {
-          has_tables = true;
-          if (q.text(0) == "meta") has_meta = true;
+      for (int attempt = 0;; ++attempt) {
+        try {
+          ensure_schema(db, path);
+          break;
+        } catch (const StorageUnavailable&) {
+          if (!retry(attempt)) throw;
         }
       }
-      if (has_tables && !has_meta) {
-        throw InvalidArgument("SQLite database " + path +
-                              " belongs to another application (it has tables but no "
-                              "mongoelector `meta` table); use a file of its own for locks");
-      }
-      if (has_meta) {
-        std::string app;
-        std::optional<std::string> version;
-        Stmt q(db, "SELECT name, value FROM meta", "schema");
-        while (q.step()) {
-          if (q.text(0) == "application") app = q.text(1);
-          if (q.text(0) == "schema_version") version = q.text(1);
-        }
-        if (app != "mongoelector" || !version) {
-          throw InvalidArgument("SQLite database " + path +
-                                " belongs to another application (its meta table does not "
-                                "name mongoelector); use a file of its own for locks");
-        }
-        char* end = nullptr;
-        const long v = std::strtol(version->c_str(), &end, 10);
-        if (end == version->c_str() || *end != '\0' || v < 1) {
-          throw StorageError("SQLite database " + path + " has an unreadable schema version '" +
-                             *version + "'");
-        }
-        if (v > SqliteClient::kSchemaVersion) {
-          throw StorageError("SQLite database " + path +
-                             " was written by a newer mongoelector "
-                             "(schema version " +
-                             *version + "; this version reads up to " +
-                             std::to_string(SqliteClient::kSchemaVersion) +
-                             "): upgrade mongoelector, or use another file");
-        }
-      }
-      exec(db,
-           "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
-           "INSERT OR IGNORE INTO meta VALUES ('application', 'mongoelector');"
-           "INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');"
-           "CREATE TABLE IF NOT EXISTS documents ("
-           "  coll TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL,"
-           "  key TEXT, ts INTEGER, PRIMARY KEY (coll, id)) WITHOUT ROWID;"
-           "CREATE INDEX IF NOT EXISTS documents_key ON documents (coll, key, ts) "
-           "  WHERE key IS NOT NULL;",
-           "schema");
-      txn.commit();
     } catch (const StorageError& e) {
       fail_open(e, e.code());
       throw;
@@ -351,6 +336,65 @@ sqlite3* open_database(const std::string& path) {
     throw;
   }
   return db;
+}
+
+// Our tables, in one transaction; refuses a database of another application or of a
+// newer schema version.
+void ensure_schema(sqlite3* db, const std::string& path) {
+  Txn txn(db, "schema");
+  // A SQLite database of someone else: refuse to add our tables to it.
+  bool has_tables = false, has_meta = false;
+  {
+    Stmt q(db, "SELECT name FROM sqlite_master WHERE type = 'table'", "schema");
+    while (q.step()) {
+      has_tables = true;
+      if (q.text(0) == "meta") has_meta = true;
+    }
+  }
+  if (has_tables && !has_meta) {
+    throw InvalidArgument("SQLite database " + path +
+                          " belongs to another application (it has tables but no "
+                          "mongoelector `meta` table); use a file of its own for locks");
+  }
+  if (has_meta) {
+    std::string app;
+    std::optional<std::string> version;
+    Stmt q(db, "SELECT name, value FROM meta", "schema");
+    while (q.step()) {
+      if (q.text(0) == "application") app = q.text(1);
+      if (q.text(0) == "schema_version") version = q.text(1);
+    }
+    if (app != "mongoelector" || !version) {
+      throw InvalidArgument("SQLite database " + path +
+                            " belongs to another application (its meta table does not "
+                            "name mongoelector); use a file of its own for locks");
+    }
+    char* end = nullptr;
+    const long v = std::strtol(version->c_str(), &end, 10);
+    if (end == version->c_str() || *end != '\0' || v < 1) {
+      throw StorageError("SQLite database " + path + " has an unreadable schema version '" +
+                         *version + "'");
+    }
+    if (v > SqliteClient::kSchemaVersion) {
+      throw StorageError("SQLite database " + path +
+                         " was written by a newer mongoelector "
+                         "(schema version " +
+                         *version + "; this version reads up to " +
+                         std::to_string(SqliteClient::kSchemaVersion) +
+                         "): upgrade mongoelector, or use another file");
+    }
+  }
+  exec(db,
+       "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+       "INSERT OR IGNORE INTO meta VALUES ('application', 'mongoelector');"
+       "INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');"
+       "CREATE TABLE IF NOT EXISTS documents ("
+       "  coll TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL,"
+       "  key TEXT, ts INTEGER, PRIMARY KEY (coll, id)) WITHOUT ROWID;"
+       "CREATE INDEX IF NOT EXISTS documents_key ON documents (coll, key, ts) "
+       "  WHERE key IS NOT NULL;",
+       "schema");
+  txn.commit();
 }
 
 }  // namespace
@@ -430,9 +474,9 @@ auto SqliteStorage::call(const char* op, F&& body) {
   const std::int64_t half = std::max<std::int64_t>(1, op_timeout_ms_ / 2);
   std::unique_lock<std::timed_mutex> lock(impl.mu, std::defer_lock);
   if (!lock.try_lock_for(std::chrono::milliseconds(half))) {
-    throw StorageUnavailable(std::string("SQLite ") + op + " on " + client_->path() +
-                             ": the connection stayed busy with another call for " +
-                             std::to_string(half) + " ms");
+    throw WriteLockBusy(std::string("SQLite ") + op + " on " + client_->path() +
+                        ": the connection stayed busy with another call for " +
+                        std::to_string(half) + " ms");
   }
   sqlite3* db = impl.connection();
   sqlite3_busy_timeout(db, static_cast<int>(op_timeout_ms_ - half));
@@ -475,39 +519,45 @@ std::optional<LockDoc> SqliteStorage::claim(const std::string& collection, const
   for (const auto* s : {&c.uuid, &c.host}) {
     if (!is_valid_utf8(*s)) throw InvalidArgument("claim field is not valid UTF-8");
   }
-  return call("claim", [&](sqlite3* db) -> std::optional<LockDoc> {
-    const std::string what = "claim " + c.key;
-    Txn txn(db, what);
-    std::optional<Document> cur = load(db, collection, id, what);
-    std::int64_t fence = 0;
-    if (cur) {
-      // Not held: the negation of LockDoc::held_at, as the MongoDB filter.
-      if (!force && LockDoc::from_document(*cur).held_at(c.now_ms)) return std::nullopt;
-      if (const Value* f = cur->get("fence")) {
-        auto n = numeric(*cur, "fence");
-        if (!n) {
-          // MongoDB: "Cannot apply $inc to a value of non-numeric type" (TypeMismatch).
-          (void)f;
-          throw StorageError("claim " + c.key + ": cannot increment a fence that is not a number",
-                             14);
+  // Not taken this time when another writer kept the database past the busy timeout
+  // (nothing was written): a blocking acquire tries again, as when the lock is held.
+  try {
+    return call("claim", [&](sqlite3* db) -> std::optional<LockDoc> {
+      const std::string what = "claim " + c.key;
+      Txn txn(db, what);
+      std::optional<Document> cur = load(db, collection, id, what);
+      std::int64_t fence = 0;
+      if (cur) {
+        // Not held: the negation of LockDoc::held_at, as the MongoDB filter.
+        if (!force && LockDoc::from_document(*cur).held_at(c.now_ms)) return std::nullopt;
+        if (const Value* f = cur->get("fence")) {
+          auto n = numeric(*cur, "fence");
+          if (!n) {
+            // MongoDB: "Cannot apply $inc to a value of non-numeric type" (TypeMismatch).
+            (void)f;
+            throw StorageError("claim " + c.key + ": cannot increment a fence that is not a number",
+                               14);
+          }
+          fence = *n;
         }
-        fence = *n;
       }
-    }
-    if (fence == std::numeric_limits<std::int64_t>::max())
-      throw StorageError("claim: increment of fence would overflow a 64-bit integer");
-    Document doc = cur ? *cur : Document{{"_id", c.key}};
-    doc.set("locked", true);
-    doc.set("host", c.host);
-    doc.set("uuid", c.uuid);
-    doc.set("pid", c.pid);
-    doc.set("ts_created", DateTime{c.now_ms});
-    doc.set("ts_expire", DateTime{c.expire_ms});
-    doc.set("fence", fence + 1);
-    store(db, collection, id, doc, what);
-    txn.commit();
-    return LockDoc::from_document(doc);
-  });
+      if (fence == std::numeric_limits<std::int64_t>::max())
+        throw StorageError("claim: increment of fence would overflow a 64-bit integer");
+      Document doc = cur ? *cur : Document{{"_id", c.key}};
+      doc.set("locked", true);
+      doc.set("host", c.host);
+      doc.set("uuid", c.uuid);
+      doc.set("pid", c.pid);
+      doc.set("ts_created", DateTime{c.now_ms});
+      doc.set("ts_expire", DateTime{c.expire_ms});
+      doc.set("fence", fence + 1);
+      store(db, collection, id, doc, what);
+      txn.commit();
+      return LockDoc::from_document(doc);
+    });
+  } catch (const WriteLockBusy&) {
+    return std::nullopt;
+  }
 }
 
 std::int64_t SqliteStorage::bump_epoch(const std::string& collection, const std::string& key) {
@@ -746,38 +796,46 @@ bool SqliteStorage::create_semaphore(const std::string& collection, const Semaph
   const std::string id = id_of_key(c.key);
   check_semaphore_strings(c);
   const Document flat = semaphore_doc::to_flat(semaphore_doc::created_doc(c));
-  return call("create_semaphore", [&](sqlite3* db) {
-    const std::string what = "create_semaphore " + c.key;
-    Txn txn(db, what);
-    if (load(db, collection, id, what)) return false;  // MongoDB: E11000
-    store(db, collection, id, flat, what);
-    txn.commit();
-    return true;
-  });
+  try {  // busy: not created this time, as claim()
+    return call("create_semaphore", [&](sqlite3* db) {
+      const std::string what = "create_semaphore " + c.key;
+      Txn txn(db, what);
+      if (load(db, collection, id, what)) return false;  // MongoDB: E11000
+      store(db, collection, id, flat, what);
+      txn.commit();
+      return true;
+    });
+  } catch (const WriteLockBusy&) {
+    return false;
+  }
 }
 
 bool SqliteStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
   check_collection_name(collection);
   const std::string id = id_of_key(c.key);
   check_semaphore_strings(c);
-  return call("claim_semaphore", [&](sqlite3* db) {
-    const std::string what = "claim_semaphore " + c.key;
-    Txn txn(db, what);
-    std::optional<Document> cur = load(db, collection, id, what);
-    if (!cur) return false;
-    // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}}
-    if (numeric(*cur, "limit") != c.limit || numeric(*cur, "fence") != c.old_fence) return false;
-    SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
-    doc.key = c.key;
-    if (c.slot < 0 || c.slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
-    auto& slot = doc.slots[static_cast<std::size_t>(c.slot)];
-    if (slot.held_at(c.now_ms)) return false;
-    slot = semaphore_doc::claimed_slot(c);
-    doc.fence = c.new_fence;
-    store(db, collection, id, semaphore_doc::to_flat(doc), what);
-    txn.commit();
-    return true;
-  });
+  try {  // busy: not taken this time, as claim()
+    return call("claim_semaphore", [&](sqlite3* db) {
+      const std::string what = "claim_semaphore " + c.key;
+      Txn txn(db, what);
+      std::optional<Document> cur = load(db, collection, id, what);
+      if (!cur) return false;
+      // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}}
+      if (numeric(*cur, "limit") != c.limit || numeric(*cur, "fence") != c.old_fence) return false;
+      SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
+      doc.key = c.key;
+      if (c.slot < 0 || c.slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
+      auto& slot = doc.slots[static_cast<std::size_t>(c.slot)];
+      if (slot.held_at(c.now_ms)) return false;
+      slot = semaphore_doc::claimed_slot(c);
+      doc.fence = c.new_fence;
+      store(db, collection, id, semaphore_doc::to_flat(doc), what);
+      txn.commit();
+      return true;
+    });
+  } catch (const WriteLockBusy&) {
+    return false;
+  }
 }
 
 bool SqliteStorage::renew_semaphore(const std::string& collection, const std::string& key,

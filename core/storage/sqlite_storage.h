@@ -42,8 +42,12 @@
 // Errors: bad URI or unusable file at open() (missing directory, read-only file or
 // directory, not a SQLite database, a database of another application) ->
 // InvalidArgument; a database written by a newer schema version -> StorageError; the
-// write lock not obtained within the busy timeout -> StorageUnavailable; any other
-// SQLite failure -> StorageError(message, SQLite's extended result code).
+// write lock not obtained within the busy timeout -> StorageUnavailable, except for the
+// claims (claim, create_semaphore, claim_semaphore), which wrote nothing then and answer
+// "not taken" as for a held lock, so an acquire retries until its own timeout; any
+// other SQLite failure -> StorageError(message, SQLite's extended result code). Opening
+// retries the journal-mode switch and the schema for up to 5 s (processes creating one
+// new file at once).
 #pragma once
 
 #include <atomic>

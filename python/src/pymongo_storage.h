@@ -17,6 +17,7 @@
 #include <string>
 
 #include "storage/commands.h"
+#include "storage/ensured_indexes.h"
 #include "storage/storage.h"
 
 namespace mongoelector_py {
@@ -26,10 +27,13 @@ namespace py = pybind11;
 // What one pymongo client's deployment is, learnt by the first storage that asks and
 // shared by every storage made for that client (python/mongoelector/_transport.py keeps
 // one per MongoClient): a new locker then does not ask the server again.
+// It also remembers the indexes ensured through that client (per database and
+// collection), so a new locker on it sends no createIndexes.
 struct ServerFacts {
   std::mutex mu;
   std::optional<mongoelector::ServerInfo> info;
   int time_command = 0;
+  mongoelector::EnsuredIndexes indexes;
 };
 
 class PyMongoStorage final : public mongoelector::Storage {

@@ -11,6 +11,7 @@
 #include "exceptions.h"
 #include "harness.h"
 #include "locker.h"
+#include "storage/mongo_client.h"
 
 using namespace mongoelector;
 
@@ -202,6 +203,29 @@ TEST_F(LockerIT, RoundTripsPerOperation) {
   EXPECT_EQ(renew, 1);
   EXPECT_EQ(release, 1);
   EXPECT_EQ(read, 1);
+}
+
+// createIndexes once per client and collection: a second locker of a collection on the
+// same client (a locker per claim) costs no round trip when it is made.
+TEST_F(LockerIT, IndexesAreEnsuredOncePerClientAndCollection) {
+  SKIP_ON_SQLITE("no indexes to create");
+  auto client = MongoClient::open(uri, db);
+  auto made = [&](const std::string& key, const std::string& collection) {
+    auto s = client->open_storage(3000);
+    LockerOptions o = opts(key, 30);
+    o.collection = collection;
+    const std::int64_t before = it::round_trips(*s);
+    Locker l(s, o, system_clock());
+    return it::round_trips(*s) - before;
+  };
+  EXPECT_EQ(made("a", "mongolocker"), 1) << "the first locker of a collection: createIndexes";
+  EXPECT_EQ(made("a", "mongolocker"), 0) << "the same collection again: nothing";
+  EXPECT_EQ(made("b", "mongolocker"), 0) << "another key of that collection: nothing";
+  EXPECT_EQ(made("a", "other.locks"), 1) << "another collection: its own indexes";
+  auto other = MongoClient::open(uri, db);
+  auto s = other->open_storage(3000);
+  Locker l(s, opts("a", 30), system_clock());
+  EXPECT_EQ(it::round_trips(*s), 1) << "another client does not know";
 }
 
 TEST(LockerDown, ServerDownIsABoundedError) {

@@ -14,7 +14,10 @@
 #include <thread>
 
 #include "election/elector.h"
+#include "exceptions.h"
 #include "harness.h"
+#include "locker.h"
+#include "storage/client.h"
 #include "storage/sqlite_storage.h"
 
 using namespace mongoelector;
@@ -100,6 +103,111 @@ TEST(SqliteElectorIT, LeaderStepsDownBeforeLeaseExpiryWhenTheDatabaseStaysLocked
   EXPECT_FALSE(e->is_leader());
   EXPECT_GE(margin, 200);
   EXPECT_EQ(leads.load(), 1);
+}
+
+// The file of a test "database" (harness.h: dir/<db>.db).
+std::string file_of(const std::string& db) {
+  const std::string path = SqliteClient::path_from_uri(it::test_uri());
+  return path.substr(0, path.find_last_of('/') + 1) + db + ".db";
+}
+
+// A process that takes the database's write lock, holds it for hold_ms, then commits and
+// exits. Returns its pid once it holds the lock.
+pid_t hold_write_lock(const std::string& file, int hold_ms) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    sqlite3* h = nullptr;
+    if (sqlite3_open(file.c_str(), &h) != SQLITE_OK) ::_exit(1);
+    sqlite3_busy_timeout(h, 5000);
+    if (sqlite3_exec(h, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) ::_exit(2);
+    (void)!::write(ready[1], "x", 1);
+    ::usleep(static_cast<useconds_t>(hold_ms) * 1000);
+    sqlite3_exec(h, "COMMIT", nullptr, nullptr, nullptr);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  const bool ok = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  return ok ? pid : -1;
+}
+
+// Another process writing for longer than a call's busy timeout is contention, not a
+// failure: a blocking acquire keeps trying until its own timeout, and a non-blocking one
+// reports "not acquired" (the lock could not be taken now), as when it is held.
+TEST(SqliteLockerIT, AWriteLockHeldPastTheBusyTimeoutIsNotAcquiredNotAnError) {
+  SKIP_WITHOUT_SERVER();
+  if (!it::sqlite_backend())
+    GTEST_SKIP() << "SQLite-specific (MONGOELECTOR_TEST_URI=sqlite:///...)";
+  const std::string db = it::unique_db("busy");
+  auto store = it::storage(it::test_uri(), db, 200);  // busy timeout 100 ms
+  LockerOptions o;
+  o.key = "k";
+  o.ttl_s = 5;
+  Locker lk(store, o, system_clock());
+  const pid_t holder = hold_write_lock(file_of(db), 1500);
+  ASSERT_GT(holder, 0);
+  const std::int64_t start = it::mono_ms();
+  EXPECT_THROW(lk.acquire(/*blocking=*/false), LockExists);
+  std::int64_t token = 0;
+  EXPECT_NO_THROW(token = lk.acquire(/*blocking=*/true, 10.0, 0.05));
+  const std::int64_t took = it::mono_ms() - start;
+  ::waitpid(holder, nullptr, 0);
+  EXPECT_GT(token, 0);
+  EXPECT_GE(took, 1000) << "acquired while the other process still held the write lock?";
+  EXPECT_TRUE(lk.hold().has_value());
+  lk.release();
+}
+
+// Processes that open one NEW database file at the same moment all open it: the first
+// one's journal-mode switch and schema must not fail the others ("database is locked").
+TEST(SqliteLockerIT, ProcessesCreatingOneNewFileTogetherAllOpenIt) {
+  SKIP_WITHOUT_SERVER();
+  if (!it::sqlite_backend())
+    GTEST_SKIP() << "SQLite-specific (MONGOELECTOR_TEST_URI=sqlite:///...)";
+  constexpr int kRounds = 10, kProcs = 12;
+  int failed = 0;
+  std::string first_error;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string file = file_of(it::unique_db("create" + std::to_string(round)));
+    int go[2], errs[2];
+    ASSERT_EQ(::pipe(go), 0);
+    ASSERT_EQ(::pipe(errs), 0);
+    std::vector<pid_t> pids;
+    for (int i = 0; i < kProcs; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(go[1]);
+        char c;
+        (void)!::read(go[0], &c, 1);  // everyone starts when the parent closes the pipe
+        try {
+          auto store = open_client("sqlite://" + file, "")->open_storage(1000);
+          ::_exit(store->read("mongolocker", "k") ? 4 : 0);
+        } catch (const std::exception& ex) {
+          const std::string m = std::string(ex.what()) + "\n";
+          (void)!::write(errs[1], m.data(), m.size());
+          ::_exit(3);
+        }
+      }
+      pids.push_back(pid);
+    }
+    ::close(go[0]);
+    ::close(errs[1]);
+    ::close(go[1]);
+    for (pid_t pid : pids) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(errs[0], buf, sizeof buf - 1);
+    if (n > 0 && first_error.empty()) first_error.assign(buf, static_cast<std::size_t>(n));
+    ::close(errs[0]);
+    for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((file + suffix).c_str());
+  }
+  EXPECT_EQ(failed, 0) << "of " << kRounds * kProcs << " processes; first error: " << first_error;
 }
 
 }  // namespace

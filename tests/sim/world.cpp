@@ -451,14 +451,14 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
     std::lock_guard<std::mutex> g(mu_);
     h = history_[std::string(kLockColl) + "/" + m.key];
   }
-  // The write that kept it taken: the holder's fenced renew to ts_created + min_hold.
+  // The write that kept it taken: the holder's fenced set_expiry to acquire + min_hold.
   std::int64_t until = -1;
   bool first = true;
   for (const WriteRec& r : h) {
     if (r.t < m.registered_mono) continue;
     if (first && r.uuid_before == m.uuid) {
       first = false;
-      if (r.op == "renew") {
+      if (r.op == "set_expiry") {
         until = r.expire_after;
         continue;
       }
@@ -685,6 +685,14 @@ std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s
                      ms(s.fence) +
                      ": its fenced writes (touch, release, release_min_hold) "
                      "no longer match (lazy-token-in-doubt)");
+    if (r.op == "set_expiry" && r.uuid_before == b.uuid && r.fence_before == s.fence &&
+        r.expire_after < r.expire_before && (r.late || r.unacked))
+      tags.push_back(
+          "late minimum-hold write: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
+          " set_expiry by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +
+          (r.late ? " after its caller gave up" : " with its reply lost") +
+          ", moved ts_expire EARLIER " + ms(r.expire_before) + " -> " + ms(r.expire_after) +
+          " on a hold with the same uuid and fence " + ms(s.fence) + " (late-set-expiry)");
     if (r.op == "hand_over" && r.from_uuid == b.uuid && (r.late || r.unacked))
       tags.push_back("late hand-over: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
                      " by " + r.who + " sent at " + ms(r.send) + ", applied at " + ms(r.t) +

@@ -219,13 +219,8 @@ class NodeStorage final : public me::Storage {
   std::vector<me::Document> list_status(const std::string& collection,
                                         const std::string& key) override;
   bool hand_over(const std::string& collection, const HandOver& h) override;
-  // Not carried by the simulated network yet: release_min_hold's write fails here as it
-  // did when the interface's default refused it (the simulation's outcomes stay as they
-  // were); the hold then stays stranded until its minimum hold has passed.
-  bool set_expiry(const std::string&, const std::string&, const std::string&, std::int64_t,
-                  std::int64_t, std::int64_t) override {
-    throw me::StorageError("this storage cannot set a lock's expiry");
-  }
+  bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
 
  private:
   template <class R>

@@ -154,6 +154,37 @@ TEST_F(MinHoldTest, AFailedMinHoldWriteIsSentAgainNeverAReleaseBeforeTheBound) {
   EXPECT_TRUE(b->try_acquire().has_value());
 }
 
+// A renewal sent before release_min_hold that lands after its write still names the
+// hold (same uuid and fence) and moves the expiry later ($max): the released lock stays
+// taken past the minimum hold. Liveness only -- the releasing locker holds nothing, and a
+// claim still needs the document expired -- and bounded: free no later than that
+// renewal's expiry (its send + ttl), as if the holder had crashed at the release.
+TEST_F(MinHoldTest, ALateRenewalAfterTheMinHoldWriteDelaysTheLockByAtMostOneTtl) {
+  auto a = make_locker("a", 10);
+  auto b = make_locker("b", 10);
+  ASSERT_TRUE(a->try_acquire().has_value());
+  const std::int64_t acquired = a->hold()->created_ms;
+  clock->advance(1000);
+  const std::int64_t renewal_sent = storage->server_time_ms();
+  storage->stall_next("renew");
+  EXPECT_THROW(a->touch(), StorageUnavailable);  // the renewal is on its way, late
+  clock->advance(1000);
+  ASSERT_EQ(a->release_min_hold(5), std::optional<std::int64_t>(acquired + 5000));
+  EXPECT_FALSE(a->hold().has_value());
+  EXPECT_EQ(storage->read("mongolocker", "k")->ts_expire->ms, acquired + 5000);
+  ASSERT_EQ(storage->land_stalled(), 1);  // the late renewal lands after the write
+  const std::int64_t expire = storage->read("mongolocker", "k")->ts_expire->ms;
+  EXPECT_GT(expire, acquired + 5000) << "the late renewal moved the expiry later";
+  EXPECT_LE(expire, renewal_sent + 10000) << "bound: the renewal's send + ttl";
+  clock->advance(acquired + 5000 - storage->server_time_ms());
+  EXPECT_FALSE(b->try_acquire().has_value()) << "still taken after the minimum hold";
+  EXPECT_FALSE(a->hold().has_value()) << "yet nobody holds it";
+  clock->advance(expire - 1 - storage->server_time_ms());
+  EXPECT_FALSE(b->try_acquire().has_value());
+  clock->advance(1);
+  EXPECT_TRUE(b->try_acquire().has_value()) << "free at the late renewal's expiry";
+}
+
 TEST_F(MinHoldTest, RetryingAFailedMinHoldReleaseReturnsItsBound) {
   auto a = make_locker("a", 600);
   ASSERT_TRUE(a->try_acquire().has_value());
