@@ -68,7 +68,7 @@ class SignalCancel {
     try {
       R r = without_gil<R>(f);
       if (state_->answered.exchange(false) && state_->raised) {
-        without_gil<void>([&r] { R dropped = std::move(r); });  // e.g. a lease: closes
+        without_gil<void>([&r] { [[maybe_unused]] R dropped = std::move(r); });  // a lease: closes
         rethrow_raised();
       }
       return r;
