@@ -104,6 +104,13 @@ class Locker:
         """The core's acquire as steps its caller drives (see AcquireRun)."""
     def release_if(self, fence: int) -> bool:
         """Releases this instance's hold only if it is the hold of ``fence``."""
+    def acquire_expiry(
+        self,
+        blocking: bool = True,
+        timeout: Optional[float] = None,
+        step: float = 0.25,
+        force: bool = False,
+    ) -> Optional[datetime]: ...
     def release(self, force: bool = False) -> None: ...
     def release_min_hold(self, min_hold: float) -> Optional[datetime]: ...
     def claim_window(self, window: float) -> Optional[datetime]: ...

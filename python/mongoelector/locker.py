@@ -46,6 +46,10 @@ class LockerStatus(TypedDict):
     lock_expires: Optional[datetime]  # None unless owned
 
 
+#: How long a good time check is trusted (as the original).
+_SANE_FOR = timedelta(minutes=10)
+
+
 def _utcnow() -> datetime:
     """Return the current UTC time as a timezone-aware datetime."""
     return datetime.now(tz=timezone.utc)
@@ -378,7 +382,7 @@ class MongoLocker:
 
     def _verifytime(self) -> bool:
         now = _utcnow()
-        if self._sanetime and self._sanetime > now - timedelta(minutes=10):
+        if self._sanetime and self._sanetime > now - _SANE_FOR:
             return True
         # Server clock minus host clock from one hello round trip, corrected by half
         # the round trip (the original compared without that correction).
@@ -431,14 +435,15 @@ class MongoLocker:
         try:
             # The core's acquire loop: it retries every `step` (GIL released, Ctrl-C ends
             # the wait), raises LockExists with the holder, and counts the outcome once in
-            # the core's metrics.
-            self._core.acquire(
+            # the core's metrics. It returns the new hold's expiry.
+            expires = self._core.acquire_expiry(
                 bool(blocking), timeout if blocking else None, float(step), bool(force)
             )
         except AcquireTimeout:
             raise AcquireTimeout("Timeout reached, lock not acquired") from None
-        hold = self._core.hold
-        self.ts_expire = hold[2] if hold else _utcnow() + timedelta(seconds=self._ttl)
+        self._ts_expire = (
+            expires if expires is not None else _utcnow() + timedelta(seconds=self._ttl)
+        )
         return True
 
     def _acquire_patched(
@@ -525,7 +530,7 @@ class MongoLocker:
         not owned."""
         expires = self._core.touch()
         if expires is not None:
-            self.ts_expire = expires
+            self._ts_expire = expires
         return expires
 
 

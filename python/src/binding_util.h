@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -39,38 +40,66 @@ void translate(std::exception_ptr p);
 // own Cancelled, so the core counts the outcome once, as "cancelled", in its metrics;
 // run() then raises the handler's exception in its place. Interpreter exit cancels too.
 // Pending signals are looked at every time the core asks (only the main thread's wait
-// sees them).
+// sees them); the core's first ask is answered by the look run() takes while it still
+// holds the GIL, so an acquire that succeeds at once never takes the GIL back to ask.
 class SignalCancel {
  public:
   me::CancelFn fn() const {
-    auto raised = raised_;
-    return [raised] {
+    auto s = state_;
+    return [s] {
+      if (s->answered.exchange(false)) return s->raised.has_value();
       if (interpreter_finalizing()) return true;
       py::gil_scoped_acquire gil;
       if (PyErr_CheckSignals() == 0) return false;
-      raised->emplace();  // takes the handler's exception (the GIL is held)
+      s->raised.emplace();  // takes the handler's exception (the GIL is held)
       return true;
     };
   }
   // Re-raises the handler's exception of a wait that fn() cancelled (with the GIL).
   void rethrow_raised() const {
-    if (*raised_) throw py::error_already_set(std::move(**raised_));
+    if (state_->raised) throw py::error_already_set(std::move(*state_->raised));
   }
-  // Runs `f` (a blocking core call given fn()) without the GIL.
+  // Runs `f` (a blocking core call given fn()) without the GIL. Called with the GIL.
   template <class R, class F>
   R run(F&& f) const {
+    // A pending signal's handler runs now; the core's first cancel check reports it.
+    if (PyErr_CheckSignals() != 0) state_->raised.emplace();
+    state_->answered = true;
     try {
-      py::gil_scoped_release nogil;
-      return f();
+      R r = without_gil<R>(f);
+      if (state_->answered.exchange(false) && state_->raised) {
+        without_gil<void>([&r] { [[maybe_unused]] R dropped = std::move(r); });  // a lease: closes
+        rethrow_raised();
+      }
+      return r;
+    } catch (const py::error_already_set&) {
+      throw;
     } catch (const me::Cancelled&) {
       rethrow_raised();
+      throw;
+    } catch (...) {
+      rethrow_unasked();
       throw;
     }
   }
 
  private:
-  std::shared_ptr<std::optional<py::error_already_set>> raised_ =
-      std::make_shared<std::optional<py::error_already_set>>();
+  template <class R, class F>
+  static R without_gil(F&& f) {
+    py::gil_scoped_release nogil;
+    return f();
+  }
+  // The core returned without asking: the exception of a handler that ran in run()
+  // must not be lost.
+  void rethrow_unasked() const {
+    if (state_->answered.exchange(false)) rethrow_raised();
+  }
+
+  struct State {
+    std::optional<py::error_already_set> raised;
+    std::atomic<bool> answered{false};  // run() looked: the next ask is answered
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 // Seconds from now (host monotonic clock) until a deadline, None without one.

@@ -145,9 +145,17 @@ py::object to_py(const me::Value& v) {
   return std::visit(Visitor{}, v);
 }
 
+namespace {
+PyObject* field_name(const std::string& name);
+}  // namespace
+
 py::dict to_py(const me::Document& doc) {
   py::dict d;
-  for (const auto& f : doc.fields()) d[py::str(f.first)] = to_py(f.second);
+  for (const auto& f : doc.fields()) {
+    py::object key = py::reinterpret_steal<py::object>(field_name(f.first));
+    py::object value = to_py(f.second);
+    if (PyDict_SetItem(d.ptr(), key.ptr(), value.ptr()) != 0) throw py::error_already_set();
+  }
   return d;
 }
 
@@ -204,7 +212,28 @@ py::object to_py(const me::commands::Node& node) {
   return std::move(d);
 }
 
+namespace {
+std::string utf8_of(PyObject* str) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(str, &size);
+  if (data == nullptr) throw py::error_already_set();
+  return std::string(data, static_cast<std::size_t>(size));
+}
+}  // namespace
+
 std::optional<me::Value> value_from_py(py::handle obj) {
+  // The exact types pymongo decodes to first, without pybind11's casters.
+  PyObject* o = obj.ptr();
+  if (PyUnicode_CheckExact(o)) return me::Value(utf8_of(o));
+  if (PyBool_Check(o)) return me::Value(o == Py_True);
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) return std::nullopt;  // beyond int64: BSON cannot hold it either
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return me::Value(static_cast<std::int64_t>(v));
+  }
+  if (PyFloat_CheckExact(o)) return me::Value(PyFloat_AS_DOUBLE(o));
   if (obj.is_none()) return me::Value(me::Null{});
   if (py::isinstance<py::bool_>(obj)) return me::Value(obj.cast<bool>());
   if (py::isinstance<py::int_>(obj)) {
@@ -222,6 +251,18 @@ std::optional<me::Value> value_from_py(py::handle obj) {
 
 me::Document doc_from_py(py::handle mapping) {
   me::Document doc;
+  if (PyDict_CheckExact(mapping.ptr())) {  // what pymongo returns by default
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(mapping.ptr(), &pos, &key, &value)) {
+      if (!PyUnicode_Check(key)) continue;
+      // value_from_py may run Python code (a datetime subclass): hold the pair.
+      py::object k = py::reinterpret_borrow<py::object>(key);
+      py::object v = py::reinterpret_borrow<py::object>(value);
+      if (auto converted = value_from_py(v)) doc.set(utf8_of(k.ptr()), std::move(*converted));
+    }
+    return doc;
+  }
   for (py::handle item : mapping.attr("items")()) {
     py::tuple kv = py::reinterpret_borrow<py::tuple>(item);
     if (!py::isinstance<py::str>(kv[0])) continue;

@@ -100,6 +100,25 @@ void bind_locker(py::module_& m) {
           "Releases this instance's hold only if it is the hold of `fence` (fenced): True "
           "when released, False (no round trip) otherwise.")
       .def(
+          "acquire_expiry",
+          [](me::Locker& l, bool blocking, std::optional<double> timeout, double step,
+             bool force) -> py::object {
+            // acquire() and then `hold`'s expiry in one call without the GIL: the
+            // drop-in's acquire needs both (MongoLocker.ts_expire).
+            SignalCancel cancel;
+            auto expire =
+                cancel.run<std::optional<std::int64_t>>([&]() -> std::optional<std::int64_t> {
+                  l.acquire(blocking, timeout, step, force, cancel.fn());
+                  auto h = l.hold();
+                  if (!h) return std::nullopt;
+                  return h->expire_ms;
+                });
+            return expire ? datetime_from_ms(*expire) : py::none();
+          },
+          py::arg("blocking") = true, py::arg("timeout") = py::none(), py::arg("step") = 0.25,
+          py::arg("force") = false,
+          "acquire(), then the expiry of the hold it took (None if it is gone already).")
+      .def(
           "release", [](me::Locker& l, bool force) { nogil<void>([&] { l.release(force); }); },
           py::arg("force") = false)
       .def("touch",

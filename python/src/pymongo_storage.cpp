@@ -38,20 +38,65 @@ std::int64_t host_wall_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+// Interned attribute names, made once (the GIL is held): a call by name then costs no
+// str object per call. Leaked, like convert.cpp's cached types.
+PyObject* interned(const char* name) {
+  PyObject* s = PyUnicode_InternFromString(name);
+  if (s == nullptr) throw py::error_already_set();
+  return s;
+}
+
+struct Names {
+  PyObject* enter = interned("__enter__");
+  PyObject* exit = interned("__exit__");
+  PyObject* find_one_and_update = interned("find_one_and_update");
+  PyObject* update_one = interned("update_one");
+  PyObject* delete_one = interned("delete_one");
+  PyObject* find_one = interned("find_one");
+  PyObject* replace_one = interned("replace_one");
+  PyObject* matched_count = interned("matched_count");
+  PyObject* deleted_count = interned("deleted_count");
+  PyObject* upsert = interned("upsert");
+  PyObject* return_document = interned("return_document");
+};
+
+const Names& names() {
+  static const Names* n = new Names;
+  return *n;
+}
+
+// obj.name(args...) by vectorcall (no bound method, no argument tuple); kwnames: a
+// tuple naming the last arguments, or null.
+py::object call_method(PyObject* obj, PyObject* name, std::initializer_list<PyObject*> args,
+                       PyObject* kwnames = nullptr) {
+  PyObject* argv[8];
+  std::size_t n = 0;
+  argv[n++] = obj;
+  for (PyObject* a : args) argv[n++] = a;
+  const std::size_t positional = n - (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+  PyObject* r =
+      PyObject_VectorcallMethod(name, argv, positional | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+  if (r == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(r);
+}
+
 // pymongo.timeout(seconds) entered for one storage call (client-side operation timeout,
 // pymongo >= 4.2): bounds server selection, connection checkout and the round trip, so
 // that a hung call cannot outlive the lease.
 class TimeoutScope {
  public:
-  TimeoutScope(const py::object& timeout_fn, double seconds) {
-    if (timeout_fn.is_none() || seconds <= 0) return;
-    cm_ = timeout_fn(seconds);
-    cm_.attr("__enter__")();
+  // seconds: the budget as a Python float, or null for no scope.
+  TimeoutScope(PyObject* timeout_fn, PyObject* seconds) {
+    if (timeout_fn == nullptr || seconds == nullptr) return;
+    PyObject* cm = PyObject_CallOneArg(timeout_fn, seconds);
+    if (cm == nullptr) throw py::error_already_set();
+    cm_ = py::reinterpret_steal<py::object>(cm);
+    call_method(cm_.ptr(), names().enter, {});
   }
   ~TimeoutScope() {
     if (!cm_) return;
     try {
-      cm_.attr("__exit__")(py::none(), py::none(), py::none());
+      call_method(cm_.ptr(), names().exit, {Py_None, Py_None, Py_None});
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable(__func__);
     }
@@ -71,10 +116,13 @@ struct PyMongoStorage::Refs {
   py::object operation_failure;    // pymongo.errors.OperationFailure
   py::object timeout_fn;           // pymongo.timeout, or None
   py::object update_one_op;        // pymongo.UpdateOne (a bulk_write statement)
+  py::object timeout_s;            // op_timeout as a float, for timeout_fn
+  py::object upsert_after_names;   // ("upsert", "return_document")
+  py::object upsert_names;         // ("upsert",)
   // Collection objects by name: db[name] builds a new Collection (name checks, codec
   // options) on every call; the lock, fences and status collections are asked for on
-  // every poll.
-  py::dict collections;
+  // every poll. Used with the GIL held.
+  std::map<std::string, py::object, std::less<>> collections;
 };
 
 // What the storages of one pymongo client and database share (batch_domain()). It holds
@@ -125,6 +173,11 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
   refs_->operation_failure = errors.attr("OperationFailure");
   refs_->timeout_fn = py::getattr(pymongo, "timeout", py::none());
   refs_->update_one_op = pymongo.attr("UpdateOne");
+  refs_->timeout_s = py::float_(op_timeout_s);
+  refs_->upsert_after_names =
+      py::make_tuple(py::reinterpret_borrow<py::object>(names().upsert),
+                     py::reinterpret_borrow<py::object>(names().return_document));
+  refs_->upsert_names = py::make_tuple(py::reinterpret_borrow<py::object>(names().upsert));
 
   py::object database_type = py::module_::import("pymongo.database").attr("Database");
   bool real = py::isinstance(refs_->db, database_type);
@@ -144,11 +197,11 @@ PyMongoStorage::~PyMongoStorage() {
 py::object PyMongoStorage::db() const { return refs_->db; }
 
 py::object PyMongoStorage::collection(const std::string& name) {
-  py::str key(name);
-  if (refs_->collections.contains(key)) return refs_->collections[key];
-  py::object coll = refs_->db[key];
+  auto it = refs_->collections.find(name);
+  if (it != refs_->collections.end()) return it->second;
+  py::object coll = refs_->db[py::str(name)];
   if (real_) coll = with_majority_writes(coll);
-  refs_->collections[key] = coll;
+  refs_->collections.emplace(name, coll);
   return coll;
 }
 
@@ -177,7 +230,9 @@ auto PyMongoStorage::with_python(F&& f) {
   if (interpreter_finalizing())
     throw me::StorageUnavailable("the Python interpreter is shutting down");
   py::gil_scoped_acquire gil;
-  TimeoutScope scope(csot_ ? refs_->timeout_fn : py::object(py::none()), op_timeout_s_);
+  const bool bounded = csot_ && op_timeout_s_ > 0;
+  TimeoutScope scope(bounded ? refs_->timeout_fn.ptr() : nullptr,
+                     bounded ? refs_->timeout_s.ptr() : nullptr);
   return f();
 }
 
@@ -314,21 +369,40 @@ void PyMongoStorage::ensure_ttl_index(const py::object& coll, const char* field,
   }
 }
 
+namespace {
+// A count attribute of a pymongo result (deleted_count, matched_count) > 0.
+bool count_positive(const py::object& result, PyObject* name) {
+  PyObject* n = PyObject_GetAttr(result.ptr(), name);
+  if (n == nullptr) throw py::error_already_set();
+  py::object count = py::reinterpret_steal<py::object>(n);
+  if (PyLong_CheckExact(n)) {
+    const long long v = PyLong_AsLongLong(n);
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    return v > 0;
+  }
+  return count.cast<std::int64_t>() > 0;
+}
+}  // namespace
+
 bool PyMongoStorage::matched(const me::commands::Command& c) {
   py::object coll = this->collection(c.collection);
   py::object filter = to_py(c.filter);
+  const Names& n = names();
   if (c.op == me::commands::Op::delete_one)
-    return coll.attr("delete_one")(filter).attr("deleted_count").cast<std::int64_t>() > 0;
+    return count_positive(call_method(coll.ptr(), n.delete_one, {filter.ptr()}), n.deleted_count);
   // matched_count: for a renewal, "matched but already later" is renewed too.
-  return coll.attr("update_one")(filter, to_py(c.update))
-             .attr("matched_count")
-             .cast<std::int64_t>() > 0;
+  py::object update = to_py(c.update);
+  return count_positive(call_method(coll.ptr(), n.update_one, {filter.ptr(), update.ptr()}),
+                        n.matched_count);
 }
 
 py::object PyMongoStorage::find_one_and_update(const me::commands::Command& c) {
-  return this->collection(c.collection)
-      .attr("find_one_and_update")(to_py(c.filter), to_py(c.update), py::arg("upsert") = true,
-                                   py::arg("return_document") = refs_->return_after);
+  py::object coll = this->collection(c.collection);
+  py::object filter = to_py(c.filter);
+  py::object update = to_py(c.update);
+  return call_method(coll.ptr(), names().find_one_and_update,
+                     {filter.ptr(), update.ptr(), Py_True, refs_->return_after.ptr()},
+                     refs_->upsert_after_names.ptr());
 }
 
 void PyMongoStorage::ensure_indexes(const std::string& collection,
@@ -451,7 +525,7 @@ std::vector<bool> PyMongoStorage::renew_many(const std::string& collection,
 py::object PyMongoStorage::find(const me::commands::Command& c) {
   py::object coll = this->collection(c.collection);
   py::object filter = to_py(c.filter);
-  if (c.one) return coll.attr("find_one")(filter);  // a document or None
+  if (c.one) return call_method(coll.ptr(), names().find_one, {filter.ptr()});  // doc or None
   // A negative limit: one batch, the cursor closed by the server (no getMore).
   py::object cursor = c.limit > 0 ? coll.attr("find")(filter, py::arg("limit") = -c.limit)
                                   : coll.attr("find")(filter);
@@ -493,8 +567,11 @@ void PyMongoStorage::ensure_status_indexes(const std::string& collection, std::i
 void PyMongoStorage::put_status(const std::string& collection, const me::Document& doc) {
   const auto c = me::commands::put_status(collection, doc);
   with_python([&] {
-    this->collection(c.collection)
-        .attr("replace_one")(to_py(c.filter), to_py(c.update), py::arg("upsert") = true);
+    py::object coll = this->collection(c.collection);
+    py::object filter = to_py(c.filter);
+    py::object doc = to_py(c.update);
+    call_method(coll.ptr(), names().replace_one, {filter.ptr(), doc.ptr(), Py_True},
+                refs_->upsert_names.ptr());
   });
 }
 
