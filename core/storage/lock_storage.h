@@ -30,7 +30,7 @@ struct LockDoc {
   std::int64_t fence = 0;  // 0 when the field is absent (document of an original node)
   // The holder's payload (payload_storage.h): JSON object text, nullopt when none.
   std::optional<std::string> payload;
-  Document raw;            // every field as stored, for get_current()
+  Document raw;  // every field as stored, for get_current()
 
   // Tokens are epoch << 32 | n (locker.h): a fence below this is not a token yet (a
   // claim between its write and its epoch's, or a lazy_token hold never asked for one).

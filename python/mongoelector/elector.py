@@ -108,7 +108,7 @@ class MongoLeaderElector:
     each, no write). None (default): ttl/4; 0: off (followers wake only when the
     leader's lease can expire, about one ttl after a hand-over). ``payload``: a dict
     (JSON-serialisable, at most 16 KiB encoded) published with each term this node
-    leads, shown to observers and in ``cluster_detail()["leader"]["payload"]``; see
+    leads, shown to observers and in ``cluster_detail["leader"]["payload"]``; see
     ``set_payload``.
 
     Can be used as a context manager::

@@ -1,6 +1,6 @@
 """The leader payload from Python: MongoLeaderElector(payload=...) and set_payload(), the
 asyncio elector's, and what readers see (observe()'s LeaderState.payload,
-cluster_detail()["leader"]["payload"]).
+cluster_detail["leader"]["payload"]).
 
 Backends: memory:// and SQLite always; mongomock (the pymongo transport: PyMongoStorage,
 whose commands are the core's) always; a pymongo Database and a mongodb:// URI on the
@@ -44,7 +44,7 @@ def test_a_new_term_carries_its_leaders_payload_and_readers_see_it(db):
     b = MongoLeaderElector(key, db, ttl=5, payload={"endpoint": "10.0.0.2:8080"})
     try:
         lead(a)
-        detail = a.cluster_detail()
+        detail = a.cluster_detail
         assert detail["leader"]["payload"] == {"endpoint": "10.0.0.1:8080", "v": [1, 2]}
         with observe(db, key, interval=0.05) as changes:
             state = changes.get(WAIT)
@@ -69,7 +69,7 @@ def test_a_new_term_carries_its_leaders_payload_and_readers_see_it(db):
             assert state.payload == {"endpoint": "10.0.0.2:7070"}
         assert b.payload == {"endpoint": "10.0.0.2:7070"}
         assert b.set_payload(None) is True
-        assert b.cluster_detail()["leader"]["payload"] is None
+        assert b.cluster_detail["leader"]["payload"] is None
     finally:
         a.close()
         b.close()
