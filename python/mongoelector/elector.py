@@ -51,12 +51,16 @@ class NodeStatus(_NodeStatusBase, total=False):
     app_version: str  # only when app_version was given
 
 
-class LeaderInfo(TypedDict):
+class _LeaderInfoBase(TypedDict):
     host: str
     process_id: int
     uuid: str
-    #: The leader's payload (``MongoLeaderElector(payload=...)``), None when none.
-    payload: Optional[Dict[str, Any]]
+
+
+class LeaderInfo(_LeaderInfoBase, total=False):
+    #: The leader's payload (``MongoLeaderElector(payload=...)``); absent when it has
+    #: none (the original's three fields then).
+    payload: Dict[str, Any]
 
 
 class ClusterDetail(TypedDict):
@@ -108,7 +112,8 @@ class MongoLeaderElector:
     each, no write). None (default): ttl/4; 0: off (followers wake only when the
     leader's lease can expire, about one ttl after a hand-over). ``payload``: a dict
     (JSON-serialisable, at most 16 KiB encoded) published with each term this node
-    leads, shown to observers and in ``cluster_detail["leader"]["payload"]``; see
+    leads, shown to observers and in ``cluster_detail["leader"]["payload"]`` (absent
+    without one); see
     ``set_payload``.
 
     Can be used as a context manager::

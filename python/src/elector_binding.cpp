@@ -176,7 +176,8 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
     leader["host"] = cd.leader->host;
     leader["process_id"] = cd.leader->pid;
     leader["uuid"] = cd.leader->uuid;
-    leader["payload"] = payload_to_py(cd.leader->payload);
+    // Only when it has one: the original's {host, process_id, uuid} otherwise (drop-in).
+    if (cd.leader->payload) leader["payload"] = payload_to_py(cd.leader->payload);
     out["leader"] = leader;
   } else {
     out["leader"] = py::none();
