@@ -93,6 +93,7 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
   // margin (>= 2u + 50 ms) covers.
   const Identity& me = identity();
   LockClaim claim{options_.key, me.uuid, me.host, me.pid, created, t.earliest_ms() + ttl_ms()};
+  if (claim_payload_) claim.payload = claim_payload_();
   try {
     std::optional<LockDoc> doc = storage().claim(options_.collection, claim, force);
     if (!doc) return std::nullopt;

@@ -260,6 +260,13 @@ class Locker : public Holdable {
   // end; otherwise releases what is left of it (fenced) and returns nullopt.
   std::optional<std::int64_t> retake();
 
+  // For the elector: every claim of this locker carries the payload `source` returns
+  // (LockClaim::payload: set in the claim's own atomic write). Set before the first
+  // claim; `source` runs on the claiming thread, under no lock of this locker.
+  void set_claim_payload(std::function<ClaimPayload()> source) {
+    claim_payload_ = std::move(source);
+  }
+
  private:
   void check_server_safety();
   // try_acquire with the fence of the hold installed (a deferred token's raw fence).
@@ -302,6 +309,7 @@ class Locker : public Holdable {
   // The ts_created of our latest claim of the key known to be applied, and of the window
   // marker we last won: a new claim is stamped differently (claim_stamp).
   std::int64_t known_created_ms_ = 0;
+  std::function<ClaimPayload()> claim_payload_;  // set_claim_payload
   std::string won_marker_;
   std::int64_t won_created_ms_ = 0;
 };

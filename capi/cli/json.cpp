@@ -252,4 +252,33 @@ bool parse_json(const std::string& text, Json& out, std::string& error) {
   return true;
 }
 
+std::string json_text(const Json& v) {
+  switch (v.type) {
+    case Json::Null:
+      return "null";
+    case Json::Bool:
+      return v.b ? "true" : "false";
+    case Json::Number: {
+      if (static_cast<double>(v.i) == v.num) return std::to_string(v.i);
+      char buf[40];
+      snprintf(buf, sizeof buf, "%.17g", v.num);
+      return buf;
+    }
+    case Json::String:
+      return json_quote(v.str);
+    case Json::Array: {
+      std::string out = "[";
+      for (std::size_t k = 0; k < v.arr.size(); ++k) out += (k ? ", " : "") + json_text(v.arr[k]);
+      return out + "]";
+    }
+    case Json::Object: {
+      std::string out = "{";
+      for (std::size_t k = 0; k < v.obj.size(); ++k)
+        out += (k ? ", " : "") + json_quote(v.obj[k].first) + ": " + json_text(v.obj[k].second);
+      return out + "}";
+    }
+  }
+  return "null";
+}
+
 }  // namespace cli

@@ -26,5 +26,7 @@ struct Json {
   std::optional<int64_t> as_date_ms() const;
 };
 bool parse_json(const std::string& text, Json& out, std::string& error);
+// Compact JSON text of `v` (numbers: integers exactly, others with 17 digits).
+std::string json_text(const Json& v);
 
 }  // namespace cli

@@ -93,7 +93,7 @@ const char* kRunHelp =
 
 const char* kElectHelp =
     "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] [--http ADDR]\n"
-    "                          [--notify] -- CMD [ARGS...]\n"
+    "                          [--payload JSON] [--notify] -- CMD [ARGS...]\n"
     "\n"
     "Joins the election for KEY and runs CMD while this process leads. When leadership is\n"
     "lost (the renew deadline passed without a renewal: this happens before any other node\n"
@@ -116,7 +116,8 @@ const char* kElectHelp =
     "                   /leader   JSON: who leads (uuid, host, pid), fence, expire_ms and\n"
     "                             expires_in_s on the storage's clock, read every\n"
     "                             min(1 s, ttl/4); and this node (uuid, fence, its\n"
-    "                             lease's end lease_expire_ms, ready, healthy)\n"
+    "                             lease's end lease_expire_ms, ready, healthy); payload:\n"
+    "                             the leader's --payload (null when none)\n"
     "                   /healthz  200 while this node's election loop works: its last\n"
     "                             successful round trip is at most ttl/2 old if it led\n"
     "                             then (a leader renews every ttl/3), 1.5 ttl otherwise;\n"
@@ -124,6 +125,10 @@ const char* kElectHelp =
     "                             answer, or when CMD still runs past the renew deadline\n"
     "                   /readyz   200 only while this node leads (a Service that routes to\n"
     "                             the leader), else 503\n"
+    "  --payload JSON a JSON object (at most 16384 bytes) published with each term this\n"
+    "                 node leads, e.g. '{\"endpoint\": \"10.0.0.5:8080\"}': shown by /leader,\n"
+    "                 `mongoelector status` and every observer of KEY; a new leader's term\n"
+    "                 never shows the previous leader's payload\n"
     "  --notify       systemd (Type=notify): READY=1 once the election loop runs, STATUS=\n"
     "                 lines (leader or follower), WATCHDOG=1 every WatchdogSec/2 while\n"
     "                 /healthz would say 200, STOPPING=1 on the way out\n"
@@ -200,7 +205,7 @@ int loop_timeout_ms(int kill_ms, int check_ms) {
 std::string leader_fields(const std::string& key, const std::string& status, bool found,
                           const std::string& uuid, const std::string& host, int64_t pid,
                           int64_t fence, int64_t expire_ms, int64_t server_ms,
-                          const std::string& error) {
+                          const std::string& error, const std::string& payload_json = "") {
   std::string out = "\"key\": " + json_quote(key) + ", \"status\": " + json_quote(status);
   if (!found) {
     out += ", \"leader\": null, \"fence\": null, \"expire_ms\": null, \"expires_in_s\": null";
@@ -218,6 +223,8 @@ std::string leader_fields(const std::string& key, const std::string& status, boo
       out += ", \"expires_in_s\": null";
     }
   }
+  // The leader's payload (a JSON object, as its elector published it with this term).
+  out += ", \"payload\": " + (found && !payload_json.empty() ? payload_json : std::string("null"));
   out +=
       ", \"server_time_ms\": " + (server_ms > 0 ? std::to_string(server_ms) : std::string("null"));
   return out + ", \"error\": " + (error.empty() ? std::string("null") : json_quote(error));
@@ -250,7 +257,7 @@ std::string observed_leader(mongoelector_observer* observer, const std::string& 
   static const char* const kStatus[] = {"none", "leads", "pending", "unknown"};
   const char* status = s.status >= 0 && s.status <= 3 ? kStatus[s.status] : "unknown";
   return leader_fields(key, status, s.has_leader != 0, s.uuid, s.host, s.pid, s.fence, s.expire_ms,
-                       s.server_time_ms, "");
+                       s.server_time_ms, "", s.payload_json != nullptr ? s.payload_json : "");
 }
 
 // Renewals that succeeded in this process (mongoelector_stats_get).
@@ -596,8 +603,8 @@ void elect_on_loss(void* user_data) {
 int cmd_elect(int argc, char** argv, int sigfd) {
   Args a;
   int ec = 0;
-  if (!parse_args("elect", argc, argv, 2, {"uri", "ttl", "grace", "http"}, {"notify"}, 1, true, a,
-                  ec))
+  if (!parse_args("elect", argc, argv, 2, {"uri", "ttl", "grace", "http", "payload"}, {"notify"}, 1,
+                  true, a, ec))
     return ec;
   if (a.help) {
     print_elect_help();
@@ -647,6 +654,15 @@ int cmd_elect(int argc, char** argv, int sigfd) {
             ? "a key is 1 to 1024 bytes of UTF-8"
             : "check the URI (--uri or MONGOELECTOR_URI) and the server");
     return exit_code_for(st);
+  }
+  if (a.values.count("payload")) {
+    // Not leading yet: kept for the first claim, which writes it with the term.
+    if (mongoelector_elector_set_payload(ctx.elector, a.values["payload"].c_str(), nullptr) !=
+        MONGOELECTOR_OK) {
+      const std::string error = mongoelector_last_error();
+      mongoelector_elector_free(ctx.elector);
+      return usage_error("elect", "--payload: " + error);
+    }
   }
   if (mongoelector_elector_start(ctx.elector) != MONGOELECTOR_OK) {
     msg("cannot start the election loop: %s", mongoelector_last_error());

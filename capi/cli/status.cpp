@@ -26,7 +26,7 @@ const char* kStatusHelp =
     "              {\"key\", \"uri\", \"server_time_ms\",\n"
     "               \"lock\": null | {\"host\", \"pid\", \"uuid\", \"fence\", \"created_ms\",\n"
     "                                 \"expire_ms\", \"expires_in_s\"},\n"
-    "               \"leader\": null | {same fields},\n"
+    "               \"leader\": null | {same fields, \"payload\": null | {...}},\n"
     "               \"members\": [{\"host\", \"pid\", \"uuid\", \"is_leader\", \"running\",\n"
     "                             \"last_report_ms\", \"last_report_age_s\", \"ttl\",\n"
     "                             \"app_version\", \"metrics\": null | {\"acquires_acquired\",\n"
@@ -69,8 +69,13 @@ bool read_holder(mongoelector_client* client, const char* collection, const std:
   return true;
 }
 
-std::string holder_json(const Holder& h, int64_t now_ms) {
+std::string holder_json(const Holder& h, int64_t now_ms, const std::string& payload = "") {
   if (!h.found) return "null";
+  if (!payload.empty()) {  // the leader's: its payload as the last field
+    std::string out = holder_json(h, now_ms);
+    out.pop_back();
+    return out + ", \"payload\": " + payload + "}";
+  }
   char buf[256];
   snprintf(buf, sizeof buf,
            ", \"pid\": %" PRId64 ", \"uuid\": %s, \"fence\": %" PRId64 ", \"created_ms\": %" PRId64
@@ -146,6 +151,13 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     if (auto ms = ts->as_date_ms()) now_ms = *ms;  // the storage's clock
 
   if (!read_holder(client, kElectCollection, key, leader, ec)) return ec;
+  // The leader's payload, from the cluster detail's read of the lock: shown only when that
+  // read names the same leader as the one read above.
+  std::string payload = "null";
+  if (const Json* l = cd.get("leader"); l != nullptr && l->type == Json::Object && leader.found &&
+                                        str_of(l->get("uuid")) == leader.info.uuid)
+    if (const Json* p = l->get("payload"); p != nullptr && p->type == Json::Object)
+      payload = json_text(*p);
   struct Member {
     std::string host, uuid, app;
     int64_t pid = 0, last_ms = 0;
@@ -187,7 +199,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     out = "{\"key\": " + json_quote(key) + ", \"uri\": " + json_quote(redact_uri(uri)) +
           ", \"server_time_ms\": " + std::to_string(now_ms) +
           ", \"lock\": " + holder_json(lock, now_ms) +
-          ", \"leader\": " + holder_json(leader, now_ms) + ", \"members\": [";
+          ", \"leader\": " + holder_json(leader, now_ms, payload) + ", \"members\": [";
     for (std::size_t i = 0; i < members.size(); ++i) {
       const Member& m = members[i];
       char buf[256];
@@ -233,6 +245,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     } else {
       out += indent + "leader    " +
              (leader.found ? holder_lines(leader, now_ms, indent) : "none (no member leads now)\n");
+      if (payload != "null") out += indent + "payload   " + payload + "\n";
       char buf[512];
       snprintf(buf, sizeof buf, "%smembers   %-20s %8s  %-8s  %-9s %-12s %s\n", indent.c_str(),
                "HOST", "PID", "UUID", "ROLE", "LAST REPORT", "APP");

@@ -54,6 +54,12 @@ type ElectorOptions struct {
 	// DisableHandoverPoll turns those reads off: a follower then wakes only when the
 	// leader's lease can expire (about a TTL after a hand-over). Overrides HandoverPoll.
 	DisableHandoverPoll bool
+	// Payload is published with every term this node leads (an endpoint, a version,
+	// ...): anything json.Marshal turns into a JSON object of at most 16 KiB; nil = none.
+	// Observers (LeaderState.Payload), ClusterDetail and `mongoelector status` show it;
+	// the claim that starts a term writes it, so a new term never shows the previous
+	// leader's payload. See SetPayload.
+	Payload any
 
 	// OnStartedLeading runs on a new goroutine each time this node becomes leader (as
 	// client-go's), with a context cancelled the moment the leadership ends: lost at the
@@ -157,6 +163,20 @@ func NewElector(ctx context.Context, client *Client, key string, opts *ElectorOp
 		cfg.handover_poll_seconds = 0
 	} else if opts.HandoverPoll > 0 {
 		cfg.handover_poll_seconds = seconds(opts.HandoverPoll)
+	}
+	if opts.Payload != nil {
+		text, err := payloadJSON(opts.Payload)
+		if err != nil {
+			freeAll()
+			return nil, err
+		}
+		cp, err := cstring("payload", text)
+		if err != nil {
+			freeAll()
+			return nil, err
+		}
+		cstrs = append(cstrs, cp)
+		cfg.payload_json = cp
 	}
 	st := newElectorState(opts)
 	h := cgo.NewHandle(st)
@@ -329,6 +349,42 @@ func (e *Elector) UUID() (string, error) {
 		return st
 	})
 	return uuid, err
+}
+
+// payloadJSON is the JSON text of a payload; the library checks that it is an object.
+func payloadJSON(payload any) (string, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return "", invalidArgument("payload cannot be encoded as JSON: " + err.Error())
+	}
+	return string(b), nil
+}
+
+// SetPayload replaces the payload this node publishes with its terms (nil: none). While
+// leading, one write that names this term (uuid and fence) with a version above every
+// earlier one: true once applied; a write that lands late changes this term's payload
+// only, never back to an older one. Not leading: kept for the next claim, false.
+// ErrInvalidArgument (StatusInvalidArgument) when it is not a JSON object or above
+// 16 KiB encoded; a storage error when the write failed (the loop writes it again at
+// its next poll while it leads). The round trip is bounded by ctx.
+func (e *Elector) SetPayload(ctx context.Context, payload any) (bool, error) {
+	var s string
+	if payload != nil {
+		var err error
+		if s, err = payloadJSON(payload); err != nil { // never a raw NUL: JSON escapes it
+			return false, err
+		}
+	}
+	var written C.int
+	err := e.do(ctx, "set payload", func() C.mongoelector_status {
+		var text *C.char // made here: freed by the call that uses it, even one left behind
+		if payload != nil {
+			text = C.CString(s)
+			defer freeC(text)
+		}
+		return C.mongoelector_elector_set_payload(e.ptr, text, &written)
+	})
+	return err == nil && written != 0, err
 }
 
 func jsonCall[T any](ctx context.Context, e *Elector, what string, fn func(**C.char) C.mongoelector_status) (*T, error) {

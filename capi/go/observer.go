@@ -84,6 +84,19 @@ type LeaderState struct {
 	HandoverHost  string
 	HandoverPID   int64
 	HandoverFence int64
+	// Payload is the leader's payload (ElectorOptions.Payload, Elector.SetPayload) as
+	// JSON text, read with its term; "" when it has none or nobody leads (a string, so
+	// that LeaderState stays comparable). A new payload of the same leader is reported
+	// as a change.
+	Payload string
+}
+
+// payloadOf is the state's payload text ("" when none, or from a library before version 3).
+func payloadOf(s *C.mongoelector_leader_state) string {
+	if s.version < 3 || s.payload_json == nil {
+		return ""
+	}
+	return C.GoString(s.payload_json)
 }
 
 func leaderStateFromC(s *C.mongoelector_leader_state) LeaderState {
@@ -98,6 +111,7 @@ func leaderStateFromC(s *C.mongoelector_leader_state) LeaderState {
 	}
 	if st.HasLeader {
 		st.UUID, st.Host = C.GoString(s.uuid), C.GoString(s.host)
+		st.Payload = payloadOf(s)
 	}
 	if s.expire_ms != 0 {
 		st.ExpiresAt = time.UnixMilli(int64(s.expire_ms))

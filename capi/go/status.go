@@ -37,6 +37,9 @@ type LeaderInfo struct {
 	Host string
 	PID  int64
 	UUID string
+	// Payload is the leader's payload (ElectorOptions.Payload) as JSON text, "" when
+	// none (a string, so that LeaderInfo stays comparable).
+	Payload string
 }
 
 // ClusterDetail is what the status collection and the lock say about an election.
@@ -82,9 +85,10 @@ func (s *NodeStatus) UnmarshalJSON(data []byte) error {
 }
 
 type leaderJSON struct {
-	Host      string `json:"host"`
-	ProcessID extInt `json:"process_id"`
-	UUID      string `json:"uuid"`
+	Host      string          `json:"host"`
+	ProcessID extInt          `json:"process_id"`
+	UUID      string          `json:"uuid"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 type clusterDetailJSON struct {
@@ -93,7 +97,7 @@ type clusterDetailJSON struct {
 	Timestamp    extDate      `json:"timestamp"`
 }
 
-// UnmarshalJSON decodes {member_detail: [...], leader: {host, process_id, uuid} | null,
+// UnmarshalJSON decodes {member_detail: [...], leader: {host, process_id, uuid, payload} | null,
 // timestamp}.
 func (d *ClusterDetail) UnmarshalJSON(data []byte) error {
 	var j clusterDetailJSON
@@ -103,6 +107,9 @@ func (d *ClusterDetail) UnmarshalJSON(data []byte) error {
 	*d = ClusterDetail{Members: j.MemberDetail, Timestamp: time.Time(j.Timestamp)}
 	if j.Leader != nil {
 		d.Leader = &LeaderInfo{Host: j.Leader.Host, PID: int64(j.Leader.ProcessID), UUID: j.Leader.UUID}
+		if len(j.Leader.Payload) > 0 && string(j.Leader.Payload) != "null" {
+			d.Leader.Payload = string(j.Leader.Payload)
+		}
 	}
 	return nil
 }

@@ -160,6 +160,7 @@ mongoelector_elector_config_init(mongoelector_elector_config* config, uint32_t v
     config->delete_on_release = D::delete_on_release ? 1 : 0;
     config->op_timeout_seconds = 0;
     if (version >= 2) config->handover_poll_seconds = -1;  // ttl/4
+    if (version >= 3) config->payload_json = nullptr;
   });
 }
 
@@ -195,6 +196,9 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(
     if (config->version >= 2 && !(config->handover_poll_seconds < 0)) {
       opts.handover_poll_s = config->handover_poll_seconds;
     }
+    // Validated by the core, before any I/O.
+    if (config->version >= 3 && config->payload_json != nullptr)
+      opts.payload = std::string(config->payload_json);
     const auto op_ms = mongoelector::capi::op_timeout_ms(config->op_timeout_seconds, opts.ttl_s);
     *out = open_elector(client, std::move(opts), std::move(callbacks), std::move(shared), op_ms)
                .release();
@@ -280,6 +284,29 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_transfer(mongoelector_
     require(to_uuid != nullptr, "to_uuid must not be NULL");
     InFlight in_flight(h);
     h.elector->transfer(to_uuid);
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_elector_set_payload(mongoelector_elector* elector,
+                                                                      const char* json,
+                                                                      int* written_out) {
+  return guard([&] {
+    auto& h = checked(elector);
+    InFlight in_flight(h);
+    std::optional<std::string> payload;
+    if (json != nullptr) payload = std::string(json);
+    const bool written = h.elector->set_payload(std::move(payload));
+    if (written_out != nullptr) *written_out = written ? 1 : 0;
+  });
+}
+
+MONGOELECTOR_API mongoelector_status mongoelector_elector_payload(mongoelector_elector* elector,
+                                                                  char** json_out) {
+  return guard([&] {
+    auto& h = checked(elector);
+    require(json_out != nullptr, "json_out is NULL");
+    const std::optional<std::string> payload = h.elector->payload();
+    *json_out = payload ? mongoelector::capi::json::malloc_copy(*payload) : nullptr;
   });
 }
 

@@ -11,11 +11,17 @@ namespace mongoelector::capi::json {
 std::string cluster_detail(const Elector::ClusterDetail& d) {
   ExtendedJsonWriter w;
   w.document_array("member_detail", d.member_detail);
-  std::optional<Document> leader;
-  if (d.leader)
-    leader =
-        Document{{"host", d.leader->host}, {"process_id", d.leader->pid}, {"uuid", d.leader->uuid}};
-  w.document("leader", leader);
+  if (d.leader) {
+    // The leader's payload as a JSON object (null when none), beside the original fields.
+    ExtendedJsonWriter leader;
+    leader.value("host", d.leader->host);
+    leader.value("process_id", d.leader->pid);
+    leader.value("uuid", d.leader->uuid);
+    leader.json_object("payload", d.leader->payload);
+    w.nested("leader", leader);
+  } else {
+    w.value("leader", Null{});
+  }
   w.value("timestamp", d.timestamp);
   return w.json();
 }

@@ -63,6 +63,8 @@ void fill(const mongoelector::LeaderState& s, mongoelector_leader_state* out) {
   out->handover_host = s.handover_host.c_str();
   out->handover_pid = s.handover_pid;
   out->handover_fence = s.handover_fence;
+  if (out->version < 3) return;
+  out->payload_json = s.payload ? s.payload->c_str() : "";
 }
 
 mongoelector::LeaderObserver::OnChange wrap(mongoelector_leader_change_fn fn, void* user_data,

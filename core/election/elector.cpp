@@ -43,6 +43,8 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
        *options_.handover_poll_s > 1e9))
     throw InvalidArgument("handover_poll must be a finite number of seconds in [0, 1e9]");
   if (!storage) throw InvalidArgument("storage must not be null");
+  if (options_.payload) validate_payload(*options_.payload);
+  payload_ = options_.payload;
   call_bound_ms_ = storage->call_bound_ms();
   if (call_bound_ms_ <= 0 && !options_.allow_unbounded_calls)
     throw InvalidArgument(
@@ -59,6 +61,13 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
   lo.delete_on_release = options_.delete_on_release;
   lo.allow_unbounded_calls = options_.allow_unbounded_calls;
   locker_ = std::make_shared<Locker>(storage, lo, clock_, std::move(identity));
+  // Every claim starts its term with this node's payload (or none), in the claim's own
+  // write: a new term never shows the previous leader's payload.
+  locker_->set_claim_payload([this] {
+    std::lock_guard<std::mutex> g(payload_mu_);
+    claim_version_ = payload_version_;
+    return ClaimPayload{payload_, payload_version_};
+  });
   // A leader renews at ttl/3 and must be done by the renew deadline (0.9 ttl).
   const std::int64_t bound = call_bound_ms_;
   if (bound > 0 && bound * 10 > locker_->ttl_ms() * 4)
@@ -329,6 +338,16 @@ void Elector::poll() {
     std::lock_guard<std::mutex> s(mu_);
     last_poll_ = DateTime{clock_->wall_ms()};  // before the report, which carries it
   }
+  if (payload_dirty() && fits_before_deadline(clock_->mono_ms(), 1)) {
+    // A payload the term's document may lack (set_payload during the claim, a failed
+    // write, a hand-over taken, a hold retaken): one fenced write.
+    try {
+      sync_payload();
+    } catch (const std::exception& ex) {
+      log(LogLevel::Warning, "payload write of " + options_.key + " failed: " + ex.what(),
+          log_fields(LogEvent::None));
+    }
+  }
   if (options_.report_status) {
     // Peeks (handover_poll_s) do not multiply status writes: a follower reports at most
     // every T/2 unless something changed.
@@ -446,6 +465,8 @@ Elector::Event Elector::poll_follower(std::int64_t now) {
       locker_->release(false);
     } else if (locker_->has_stranded()) {
       if (locker_->retake()) {
+        // Same hold, same document: what it carries is what this node wrote for it
+        // (payload_fence_), else unknown (the loop writes it, payload_dirty()).
         if (auto lease = locker_->lease()) return begin_term(now, *lease);
       }
     }
@@ -475,8 +496,20 @@ Elector::Event Elector::poll_follower(std::int64_t now) {
       return Event::None;
     }
     if (locker_->options().timeparanoid) locker_->verify_time();  // cached 10 minutes
+    {
+      std::lock_guard<std::mutex> g(payload_mu_);
+      claim_version_ = 0;
+    }
     if (locker_->try_acquire(false)) {
-      if (auto lease = locker_->lease()) return begin_term(now, *lease);
+      if (auto lease = locker_->lease()) {
+        {
+          // The claim wrote its payload version with this hold (set_fence keeps it).
+          std::lock_guard<std::mutex> g(payload_mu_);
+          payload_fence_ = lease->fence;
+          payload_written_ = claim_version_;
+        }
+        return begin_term(now, *lease);
+      }
       return Event::None;  // released through locker() meanwhile
     }
     // Someone else won the race: its lease is about a full ttl.
@@ -590,6 +623,57 @@ void Elector::call(const std::function<void()>& fn, const char* name) {
                                   : std::string(" callback raised an unknown exception")),
         log_fields(LogEvent::CallbackFailed));
   });
+}
+
+bool Elector::set_payload(std::optional<std::string> json) {
+  if (json) validate_payload(*json);
+  {
+    std::lock_guard<std::mutex> g(payload_mu_);
+    payload_ = std::move(json);
+    ++payload_version_;
+  }
+  return sync_payload();
+}
+
+std::optional<std::string> Elector::payload() const {
+  std::lock_guard<std::mutex> g(payload_mu_);
+  return payload_;
+}
+
+bool Elector::payload_dirty() const {
+  std::optional<std::int64_t> fence;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (renew_deadline_locked()) fence = term_fence_;
+  }
+  if (!fence) return false;
+  std::lock_guard<std::mutex> g(payload_mu_);
+  return payload_fence_ != *fence || payload_written_ < payload_version_;
+}
+
+bool Elector::sync_payload() {
+  const std::optional<std::int64_t> fence = leader_fence();
+  if (!fence) return false;
+  PayloadWrite w;
+  w.key = options_.key;
+  w.uuid = locker_->identity().uuid;
+  w.fence = *fence;
+  {
+    std::lock_guard<std::mutex> g(payload_mu_);
+    w.json = payload_;
+    w.version = payload_version_;
+  }
+  // Names this term (uuid AND fence) and only raises the version: landing late, it can
+  // neither reach a later term nor bring back an older payload of this one.
+  const bool applied = locker_->storage().set_payload(options_.lock_collection, w);
+  std::lock_guard<std::mutex> g(payload_mu_);
+  if (payload_fence_ != *fence) {
+    payload_fence_ = *fence;
+    payload_written_ = 0;
+  }
+  // Not applied with our term still on the server: a newer version of ours is there.
+  if (applied) payload_written_ = std::max(payload_written_, w.version);
+  return applied;
 }
 
 bool Elector::running() const {

@@ -83,6 +83,10 @@ struct ElectorOptions {
   // transfer() elsewhere is noticed. nullopt: ttl/4; 0: off (followers wake only when
   // the leader's lease can expire, as before).
   std::optional<double> handover_poll_s;
+  // The leader's payload (core/storage/payload_storage.h): a JSON object (text, at most
+  // kMaxPayloadBytes) that this node publishes with each term it leads, written by the
+  // claim that starts the term. nullopt: none (the claim clears the previous leader's).
+  std::optional<std::string> payload;
 };
 
 struct ElectorCallbacks {
@@ -133,6 +137,16 @@ class Elector {
   // land at the server: the loop releases the hold (fenced) and never takes it back with
   // its fence, so a late hand-over moves either this term or nothing, never a later one.
   void transfer(const std::string& to_uuid);
+
+  // Replaces this node's payload (nullopt: none). Validated first (InvalidArgument: not a
+  // JSON object, above kMaxPayloadBytes, not UTF-8). While leading, one write filtered on
+  // this term's uuid AND fence, with a version above every earlier one of this node
+  // (Storage::set_payload): true when it was applied. Not leading: kept for the next
+  // claim, false. Storage errors propagate; the loop writes it at its next poll of the
+  // term (a write that lands late changes this term's payload only, never to an older
+  // one, never a later term's). Any thread, callbacks included.
+  bool set_payload(std::optional<std::string> json);
+  std::optional<std::string> payload() const;
 
   bool running() const;
   // True on the thread running run_loop(). Callbacks may also run on a callback
@@ -209,6 +223,10 @@ class Elector {
   void report_status();
   Document build_status(bool may_sample);
   Document report_document();  // build_status plus this process's metrics (stat_*)
+  // The payload write of the current term if the server may not have the latest version
+  // yet: false when not leader, nothing to write or not matched. Storage errors propagate.
+  bool sync_payload();
+  bool payload_dirty() const;
 
   ElectorOptions options_;
   ElectorCallbacks callbacks_;
@@ -240,6 +258,15 @@ class Elector {
   std::int64_t accepted_handover_fence_ = 0;  // each hand-over is taken at most once
   std::int64_t last_report_mono_ = -1;        // the last status report (peeks skip reports)
   std::optional<DateTime> last_poll_;
+  // The payload (set_payload), under its own leaf mutex: the claim reads it from inside
+  // the locker (Locker::set_claim_payload), where mu_ must not be taken.
+  mutable std::mutex payload_mu_;
+  std::optional<std::string> payload_;
+  std::int64_t payload_version_ = 1;  // of payload_; every set_payload adds one
+  std::int64_t claim_version_ = 0;    // the version the last claim carried
+  // The version the server surely has for the hold with payload_fence_ (0: none known).
+  std::int64_t payload_fence_ = 0;
+  std::int64_t payload_written_ = 0;
   std::thread thread_;
   std::thread::id loop_thread_id_;
   std::mt19937_64 rng_;

@@ -80,6 +80,13 @@ std::optional<Elector::Event> Elector::accept_handover(std::int64_t now, const L
   if (!locker_->finish_renew(t, ok)) return Event::None;  // expired meanwhile
   const std::optional<Lease> lease = locker_->lease();
   if (!lease) return Event::None;
+  {
+    // The hand-over cleared the payload: written already when this node has none (no
+    // extra write); else the loop writes it (payload_dirty).
+    std::lock_guard<std::mutex> g(payload_mu_);
+    payload_fence_ = lease->fence;
+    payload_written_ = doc.payload == payload_ ? payload_version_ : 0;
+  }
   log(LogLevel::Info,
       "took over " + options_.key + " handed over by " +
           doc.raw.get_string("handover_from").value_or("?"),

@@ -72,6 +72,7 @@ LeaderState state_of(const std::optional<LockDoc>& doc, const ServerTime& t) {
   s.host = doc->host;
   s.pid = doc->pid;
   s.fence = doc->fence;
+  s.payload = doc->payload;
   return s;
 }
 

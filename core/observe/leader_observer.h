@@ -22,8 +22,8 @@
 // renewal); the target is named in handover_*. A dead target stays pending until the
 // hand-over's expiry, then the key shows no leader.
 //
-// A change is reported when the status or the named member's (uuid, fence) differs from
-// the last report. A leader that resigns and wins again shows as two changes only if a
+// A change is reported when the status, the named member's (uuid, fence) or the leader's
+// payload differs from the last report. A leader that resigns and wins again shows as two changes only if a
 // poll saw the gap; a hand-over always shows (pending, then the target with its new
 // fence). The first poll always reports the current state.
 #pragma once
@@ -68,16 +68,20 @@ struct LeaderState {
   std::string handover_host;
   std::int64_t handover_pid = 0;
   std::int64_t handover_fence = 0;
+  // kLeader: the leader's payload (JSON object text, core/storage/payload_storage.h),
+  // read with its term in the same document; nullopt when it has none.
+  std::optional<std::string> payload;
 
   // A status whose lease may still run (kLeader, kPending): it lapses at expire_ms.
   bool has_lease() const {
     return status == LeaderStatus::kLeader || status == LeaderStatus::kPending;
   }
   // Same status naming the same term (the leader's or the hand-over target's uuid and
-  // fence), whenever observed and however often renewed.
+  // fence) with the same payload, whenever observed and however often renewed.
   bool same_leader(const LeaderState& o) const {
     return status == o.status && uuid == o.uuid && fence == o.fence &&
-           handover_uuid == o.handover_uuid && handover_fence == o.handover_fence;
+           handover_uuid == o.handover_uuid && handover_fence == o.handover_fence &&
+           payload == o.payload;
   }
 };
 

@@ -105,13 +105,19 @@ Command claim(const std::string& collection, const LockClaim& c, bool force) {
         Node::array({Node::doc({{"locked", Node::doc({{"$ne", true}})}}),
                      Node::doc({{"ts_expire", Node::doc({{"$not", later_than(c.now_ms)}})}})}));
   }
-  Node update = Node::doc({{"$set", Node::doc({{"locked", true},
-                                               {"host", c.host},
-                                               {"uuid", c.uuid},
-                                               {"pid", c.pid},
-                                               {"ts_created", DateTime{c.now_ms}},
-                                               {"ts_expire", DateTime{c.expire_ms}}})},
-                           {"$inc", Node::doc({{"fence", std::int64_t{1}}})}});
+  Node set = Node::doc({{"locked", true},
+                        {"host", c.host},
+                        {"uuid", c.uuid},
+                        {"pid", c.pid},
+                        {"ts_created", DateTime{c.now_ms}},
+                        {"ts_expire", DateTime{c.expire_ms}}});
+  // An elector's payload comes with its claim, in the same atomic write.
+  if (c.payload) {
+    const Document fields = c.payload->fields();
+    for (const Document::Field& f : fields.fields()) set.add(f.first, f.second);
+  }
+  Node update =
+      Node::doc({{"$set", std::move(set)}, {"$inc", Node::doc({{"fence", std::int64_t{1}}})}});
   return make(Op::find_and_modify, collection, std::move(filter), std::move(update),
               "findAndModify (claim " + c.key + ")");
 }
@@ -188,6 +194,19 @@ Command release(const std::string& collection, const std::string& key,
       Op::update_one, collection, std::move(filter),
       Node::doc({{"$set", Node::doc({{"locked", false}, {"ts_expire", DateTime{now_ms}}})}}),
       "update (release)");
+}
+
+Command set_payload(const std::string& collection, const PayloadWrite& w) {
+  // Names the hold (uuid AND fence): a late one never touches a later term; payload_version
+  // below ours (or absent: $not $gte): a late one never brings back an older payload.
+  Node filter =
+      Node::doc({{"_id", w.key},
+                 {"locked", true},
+                 {"uuid", w.uuid},
+                 {"fence", w.fence},
+                 {"payload_version", Node::doc({{"$not", Node::doc({{"$gte", w.version}})}})}});
+  return make(Op::update_one, collection, std::move(filter),
+              Node::doc({{"$set", Node::of(w.fields())}}), "update (payload of " + w.key + ")");
 }
 
 Command read(const std::string& collection, const std::string& key) {

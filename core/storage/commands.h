@@ -94,6 +94,7 @@ Command release(const std::string& collection, const std::string& key,
 // The document of `key` (lock or semaphore): find, limit 1.
 Command read(const std::string& collection, const std::string& key);
 Command hand_over(const std::string& collection, const Storage::HandOver& h);
+Command set_payload(const std::string& collection, const PayloadWrite& w);
 
 // ---- semaphores -----------------------------------------------------------------------
 Command create_semaphore(const std::string& collection, const SemaphoreClaim& claim);

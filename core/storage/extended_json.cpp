@@ -75,6 +75,26 @@ void ExtendedJsonWriter::document_array(const std::string& name,
     throw InvalidArgument("array " + key + " does not fit in a BSON document");
 }
 
+void ExtendedJsonWriter::json_object(const std::string& name,
+                                     const std::optional<std::string>& json) {
+  if (!json) return value(name, Null{});
+  bson_error_t error;
+  bson_t* parsed = bson_new_from_json(reinterpret_cast<const std::uint8_t*>(json->data()),
+                                      static_cast<ssize_t>(json->size()), &error);
+  if (parsed == nullptr)
+    throw InvalidArgument("field " + name + " is not a JSON object: " + error.message);
+  const std::string key = lossy(name, true);
+  const bool ok = bson_append_document(bson_->doc.get(), key.c_str(), -1, parsed);
+  bson_destroy(parsed);
+  if (!ok) throw InvalidArgument("document " + key + " does not fit in a BSON document");
+}
+
+void ExtendedJsonWriter::nested(const std::string& name, const ExtendedJsonWriter& sub) {
+  const std::string key = lossy(name, true);
+  if (!bson_append_document(bson_->doc.get(), key.c_str(), -1, sub.bson_->doc.get()))
+    throw InvalidArgument("document " + key + " does not fit in a BSON document");
+}
+
 std::string ExtendedJsonWriter::json() const {
   std::size_t len = 0;
   char* text = bson_as_relaxed_extended_json(bson_->doc.get(), &len);

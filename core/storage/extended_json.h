@@ -25,6 +25,11 @@ class ExtendedJsonWriter {
   void value(const std::string& name, const Value& v);
   void document(const std::string& name, const std::optional<Document>& doc);  // null if none
   void document_array(const std::string& name, const std::vector<Document>& docs);
+  // A JSON object given as text (a leader payload), parsed into the output; null if none.
+  // InvalidArgument when the text is not a JSON object.
+  void json_object(const std::string& name, const std::optional<std::string>& json);
+  // What another writer has built, as a sub-document.
+  void nested(const std::string& name, const ExtendedJsonWriter& sub);
   std::string json() const;
 
  private:

@@ -11,7 +11,11 @@ Document HandOverStorage::HandOver::fields() const {
                   {"ts_expire", DateTime{expire_ms}},
                   {"handover_from", from_uuid},
                   {"handover_fence", to_fence},
-                  {"handover_expire", DateTime{expire_ms}}};
+                  {"handover_expire", DateTime{expire_ms}},
+                  // The target's term starts without the old leader's payload (the
+                  // target writes its own once it leads: payload_storage.h).
+                  {"payload", Null{}},
+                  {"payload_version", std::int64_t{0}}};
 }
 
 bool HandOverStorage::HandOver::apply_to(Document& doc) const {

@@ -18,6 +18,7 @@ LockDoc LockDoc::from_document(const Document& raw) {
   d.ts_created = raw.get_date("ts_created");
   d.ts_expire = raw.get_date("ts_expire");
   d.fence = raw.get_int("fence").value_or(0);
+  d.payload = raw.get_string("payload");
   return d;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../value.h"
+#include "payload_storage.h"
 
 namespace mongoelector {
 
@@ -27,7 +28,9 @@ struct LockDoc {
   std::optional<DateTime> ts_created;
   std::optional<DateTime> ts_expire;
   std::int64_t fence = 0;  // 0 when the field is absent (document of an original node)
-  Document raw;            // every field as stored, for get_current()
+  // The holder's payload (payload_storage.h): JSON object text, nullopt when none.
+  std::optional<std::string> payload;
+  Document raw;  // every field as stored, for get_current()
 
   // Tokens are epoch << 32 | n (locker.h): a fence below this is not a token yet (a
   // claim between its write and its epoch's, or a lazy_token hold never asked for one).
@@ -47,6 +50,9 @@ struct LockClaim {
   std::int64_t pid = 0;
   std::int64_t now_ms = 0;     // becomes ts_created
   std::int64_t expire_ms = 0;  // becomes ts_expire
+  // An elector's claim: its payload (or null) is set in the same write
+  // (payload_storage.h). nullopt (plain locks): the payload fields are left alone.
+  std::optional<ClaimPayload> payload = std::nullopt;
 };
 
 // One renewal of a batch (Storage::renew_many): what renew() takes for one key.

@@ -120,6 +120,7 @@ std::optional<LockDoc> MemoryStorage::claim(const std::string& collection, const
     doc.set("ts_created", DateTime{c.now_ms});
     doc.set("ts_expire", DateTime{c.expire_ms});
     doc.set("fence", fence + 1);
+    if (c.payload) c.payload->set_on(doc);
     coll[c.key] = doc;
     return LockDoc::from_document(doc);
   });
@@ -381,6 +382,17 @@ bool MemoryStorage::hand_over(const std::string& collection, const HandOver& h) 
   return call("hand_over", [=] {
     Document* doc = find_lock(collection, h.key);
     return doc != nullptr && h.apply_to(*doc);
+  });
+}
+
+}  // namespace mongoelector
+
+namespace mongoelector {
+
+bool MemoryStorage::set_payload(const std::string& collection, const PayloadWrite& w) {
+  return call("set_payload", [=] {
+    Document* doc = find_lock(collection, w.key);
+    return doc != nullptr && w.apply_to(*doc);
   });
 }
 

@@ -143,6 +143,8 @@ class MemoryStorage final : public Storage {
  public:
   // Graceful handover (Storage::hand_over), appended here to keep the class's order.
   bool hand_over(const std::string& collection, const HandOver& h) override;
+  // The leader's payload (Storage::set_payload): one conditional update.
+  bool set_payload(const std::string& collection, const PayloadWrite& w) override;
 };
 
 // memory://NAME: an in-process backend with the same semantics, for users' tests and

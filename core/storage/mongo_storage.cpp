@@ -491,6 +491,11 @@ bool MongoStorage::hand_over(const std::string& collection, const HandOver& h) {
   return matched(impl_->conn.session(), commands::hand_over(collection, h));
 }
 
+bool MongoStorage::set_payload(const std::string& collection, const PayloadWrite& w) {
+  if (w.json) mongo_bson::check_utf8(*w.json, "payload");
+  return matched(impl_->conn.session(), commands::set_payload(collection, w));
+}
+
 std::int64_t op_timeout_ms_for_ttl(double ttl_s) {
   if (!(ttl_s > 0)) return 100;
   double ms = ttl_s * 100.0;  // ttl / 10

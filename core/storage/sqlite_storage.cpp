@@ -640,6 +640,7 @@ std::optional<LockDoc> SqliteStorage::claim(const std::string& collection, const
       doc.set("ts_created", DateTime{c.now_ms});
       doc.set("ts_expire", DateTime{c.expire_ms});
       doc.set("fence", fence + 1);
+      if (c.payload) c.payload->set_on(doc);
       store(db, collection, id, doc, what);
       txn.commit();
       return LockDoc::from_document(doc);
@@ -1023,6 +1024,25 @@ bool SqliteStorage::hand_over(const std::string& collection, const HandOver& h) 
     Txn txn(db, what);
     std::optional<Document> doc = load(db, collection, id, what);
     if (!doc || !h.apply_to(*doc)) return false;
+    store(db, collection, id, *doc, what);
+    txn.commit();
+    return true;
+  });
+}
+
+}  // namespace mongoelector
+
+namespace mongoelector {
+
+bool SqliteStorage::set_payload(const std::string& collection, const PayloadWrite& w) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(w.key);
+  if (w.json && !is_valid_utf8(*w.json)) throw InvalidArgument("payload is not valid UTF-8");
+  return call("set_payload", [&](sqlite3* db) {
+    const std::string what = "payload of " + w.key;
+    Txn txn(db, what);
+    std::optional<Document> doc = load(db, collection, id, what);
+    if (!doc || !w.apply_to(*doc)) return false;
     store(db, collection, id, *doc, what);
     txn.commit();
     return true;

@@ -174,6 +174,8 @@ class SqliteStorage final : public Storage {
  public:
   // Graceful handover (Storage::hand_over): one `BEGIN IMMEDIATE` read-decide-write.
   bool hand_over(const std::string& collection, const HandOver& h) override;
+  // The leader's payload (Storage::set_payload): one conditional update.
+  bool set_payload(const std::string& collection, const PayloadWrite& w) override;
 };
 
 }  // namespace mongoelector

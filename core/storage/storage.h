@@ -4,6 +4,7 @@
 //   semaphore_storage.h  semaphore documents (Semaphore)
 //   status_storage.h     the elector's member reports
 //   handover_storage.h   the elector's hand-over
+//   payload_storage.h    the leader's payload
 // plus what every backend says of itself (server, clock, call bound, batching). One
 // implementation per backend in core/storage/ (memory, SQLite, MongoDB via libmongoc)
 // and, from the Python package, one that calls a pymongo Database.
@@ -29,6 +30,7 @@
 #include "../clock.h"
 #include "handover_storage.h"
 #include "lock_storage.h"
+#include "payload_storage.h"
 #include "semaphore_storage.h"
 #include "status_storage.h"
 
@@ -55,7 +57,8 @@ std::shared_ptr<Clock> clock_or_storage_clock(std::shared_ptr<Clock> given,
 class Storage : public LockStorage,
                 public SemaphoreStorage,
                 public StatusStorage,
-                public HandOverStorage {
+                public HandOverStorage,
+                public PayloadStorage {
  public:
   ~Storage() override = default;
 

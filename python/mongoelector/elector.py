@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Type, TypedDict
 from pymongo.collection import Collection
 from pymongo.database import Database
 
-from . import _lifecycle, _native, _transport
+from . import _lifecycle, _native, _payload, _transport
 from ._transport import DatabaseArg
 from .locker import LockerStatus, MongoLocker, _check_args, _Closed, _identity
 from .observer import LeaderObserver, _seconds, observe
@@ -51,10 +51,16 @@ class NodeStatus(_NodeStatusBase, total=False):
     app_version: str  # only when app_version was given
 
 
-class LeaderInfo(TypedDict):
+class _LeaderInfoBase(TypedDict):
     host: str
     process_id: int
     uuid: str
+
+
+class LeaderInfo(_LeaderInfoBase, total=False):
+    #: The leader's payload (``MongoLeaderElector(payload=...)``); absent when it has
+    #: none (the original's three fields then).
+    payload: Dict[str, Any]
 
 
 class ClusterDetail(TypedDict):
@@ -104,7 +110,11 @@ class MongoLeaderElector:
     ``handover_poll``: seconds between a follower's looks at the lock while a leader
     exists, i.e. how soon a ``resign()`` or ``transfer()`` elsewhere is noticed (one read
     each, no write). None (default): ttl/4; 0: off (followers wake only when the
-    leader's lease can expire, about one ttl after a hand-over).
+    leader's lease can expire, about one ttl after a hand-over). ``payload``: a dict
+    (JSON-serialisable, at most 16 KiB encoded) published with each term this node
+    leads, shown to observers and in ``cluster_detail["leader"]["payload"]`` (absent
+    without one); see
+    ``set_payload``.
 
     Can be used as a context manager::
 
@@ -146,9 +156,11 @@ class MongoLeaderElector:
         op_timeout: Optional[float] = None,
         delete_on_release: bool = True,
         handover_poll: Optional[float] = None,
+        payload: _payload.Payload = None,
     ) -> None:
         _check_args(key, db, ttl, database)
         _check_handover_poll(handover_poll)
+        payload_json = _payload.encode(payload)
         _lifecycle.sweep()
         self._closed = False
         self._app_version = app_version
@@ -177,6 +189,7 @@ class MongoLeaderElector:
                 identity=_identity(),
                 delete_on_release=bool(delete_on_release),
                 handover_poll=None if handover_poll is None else float(handover_poll),
+                payload=payload_json,
             )
         except BaseException:
             del storage
@@ -366,6 +379,24 @@ class MongoLeaderElector:
     def release(self) -> None:
         """Release leadership and fire the on_leader_loss callback if applicable."""
         self._core.release()
+
+    @property
+    def payload(self) -> Optional[Dict[str, Any]]:
+        """This node's leader payload, as last set (None: none)."""
+        return _payload.decode(self._core.payload)
+
+    def set_payload(self, payload: _payload.Payload) -> bool:
+        """Replaces the payload this node publishes with its terms (None: none).
+
+        While leading, one write that names this term (uuid and fence) with a version
+        above every earlier one: True once applied. A write that lands late changes this
+        term's payload only, never back to an older one. Not leading: kept for the next
+        claim (which writes it atomically with the lock), False. TypeError for anything
+        but a dict or None; ValueError when it is not JSON-serialisable or above 16 KiB
+        encoded; a storage error when the write failed (the loop writes it again at its
+        next poll while it leads). Any thread, callbacks included.
+        """
+        return bool(self._core.set_payload(_payload.encode(payload)))
 
     def resign(self, hold_off: Optional[float] = None) -> bool:
         """Give up leadership now and keep the loop running, but do not stand for

@@ -37,15 +37,16 @@ from __future__ import annotations
 import asyncio
 import atexit
 import enum
+import json
 import math
 import numbers
 import os
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, List, Literal, Optional, Tuple, Type, TypeVar
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, TypeVar
 
 from . import _native, _transport
 from ._transport import DatabaseArg
@@ -97,6 +98,9 @@ class LeaderState:
     lock then), or, with UNKNOWN, the one that ended unseen; None with NONE.
     ``handover_uuid``, ``handover_host``, ``handover_pid`` and ``handover_fence`` name the
     target of a pending hand-over and the token it will lead with (None otherwise).
+    ``payload`` is the leader's payload (the dict its elector published with this term,
+    ``MongoLeaderElector(payload=...)``), None when it has none or nobody leads; a new
+    payload of the same leader is reported as a change.
     """
 
     has_leader: bool
@@ -111,6 +115,7 @@ class LeaderState:
     handover_host: Optional[str] = None
     handover_pid: Optional[int] = None
     handover_fence: Optional[int] = None
+    payload: Optional[Dict[str, Any]] = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         # A leader means LEADER (the default NONE of a state built with has_leader only).
@@ -121,6 +126,8 @@ class LeaderState:
     def _from_native(cls, item: Tuple[Any, ...]) -> LeaderState:
         fields = list(item)
         fields[6] = _STATUS_BY_NUMBER[fields[6]]
+        if len(fields) > 12 and fields[12] is not None:
+            fields[12] = json.loads(fields[12])
         return cls(*fields)
 
     def same_leader(self, other: LeaderState) -> bool:

@@ -100,7 +100,7 @@ class PyElector {
             std::optional<std::string> app_version, py::object dispatch,
             std::string lock_collection, std::string status_collection, bool allow_unsafe_server,
             std::optional<me::Identity> identity, bool delete_on_release,
-            std::optional<double> handover_poll)
+            std::optional<double> handover_poll, std::optional<std::string> payload)
       : callbacks_(std::make_shared<CallbackState>()) {
     callbacks_->dispatch = SharedPyObject(std::move(dispatch));
     me::ElectorOptions o;
@@ -113,6 +113,7 @@ class PyElector {
     o.allow_unsafe_server = allow_unsafe_server;
     o.delete_on_release = delete_on_release;
     o.handover_poll_s = handover_poll;
+    o.payload = std::move(payload);  // JSON text, validated by the core
     o.allow_unbounded_calls = allow_unbounded(storage);
     me::ElectorCallbacks cb;
     auto state = callbacks_;
@@ -159,6 +160,12 @@ class PyElector {
   std::unique_ptr<me::Elector> elector_;
 };
 
+// A leader payload (JSON object text) as the dict it encodes, None when there is none.
+py::object payload_to_py(const std::optional<std::string>& json) {
+  if (!json) return py::none();
+  return py::module_::import("json").attr("loads")(*json);
+}
+
 py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
   py::list members;
   for (const auto& d : cd.member_detail) members.append(to_py(d));
@@ -169,6 +176,8 @@ py::dict cluster_detail_dict(const me::Elector::ClusterDetail& cd) {
     leader["host"] = cd.leader->host;
     leader["process_id"] = cd.leader->pid;
     leader["uuid"] = cd.leader->uuid;
+    // Only when it has one: the original's {host, process_id, uuid} otherwise (drop-in).
+    if (cd.leader->payload) leader["payload"] = payload_to_py(cd.leader->payload);
     out["leader"] = leader;
   } else {
     out["leader"] = py::none();
@@ -183,13 +192,15 @@ void bind_elector(py::module_& m) {
   py::class_<PyElector>(m, "Elector")
       .def(py::init<std::shared_ptr<me::Storage>, std::string, double, bool,
                     std::optional<std::string>, py::object, std::string, std::string, bool,
-                    std::optional<me::Identity>, bool, std::optional<double>>(),
+                    std::optional<me::Identity>, bool, std::optional<double>,
+                    std::optional<std::string>>(),
            py::arg("storage"), py::arg("key"), py::arg("ttl"), py::arg("report_status"),
            py::arg("app_version"), py::arg("dispatch"),
            py::arg("lock_collection") = "elector.locks",
            py::arg("status_collection") = "elector.leader_status",
            py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none(),
-           py::arg("delete_on_release") = false, py::arg("handover_poll") = py::none())
+           py::arg("delete_on_release") = false, py::arg("handover_poll") = py::none(),
+           py::arg("payload") = py::none())
       .def("set_callback_enabled", &PyElector::set_enabled)
       .def("start",
            [](PyElector& e) {
@@ -225,6 +236,18 @@ void bind_elector(py::module_& m) {
             nogil<void>([&] { e.get().transfer(to); });
           },
           py::arg("to"))
+      .def(
+          "set_payload",
+          [](PyElector& e, std::optional<std::string> json) {
+            UserCall uc;
+            return nogil<bool>([&] { return e.get().set_payload(std::move(json)); });
+          },
+          py::arg("json"))
+      .def_property_readonly(
+          "payload",
+          [](PyElector& e) {
+            return nogil<std::optional<std::string>>([&] { return e.get().payload(); });
+          })
       .def("_abandon", &PyElector::abandon)
       .def_property_readonly(
           "running", [](PyElector& e) { return nogil<bool>([&] { return e.get().running(); }); })

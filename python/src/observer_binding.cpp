@@ -95,7 +95,8 @@ py::object state_tuple(const me::LeaderState& s) {
                         datetime_from_ms(s.server_time_ms), static_cast<int>(s.status),
                         s.expire_ms != 0 ? datetime_from_ms(s.expire_ms) : py::none(),
                         or_none(pending, s.handover_uuid), or_none(pending, s.handover_host),
-                        or_none(pending, s.handover_pid), or_none(pending, s.handover_fence));
+                        or_none(pending, s.handover_pid), or_none(pending, s.handover_fence),
+                        s.has_leader && s.payload ? py::cast(*s.payload) : py::none());
 }
 
 class PyLeaderObserver {

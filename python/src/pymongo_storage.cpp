@@ -702,4 +702,9 @@ bool PyMongoStorage::hand_over(const std::string& collection, const HandOver& h)
   return with_python([&] { return matched(c); });
 }
 
+bool PyMongoStorage::set_payload(const std::string& collection, const me::PayloadWrite& w) {
+  const auto c = me::commands::set_payload(collection, w);
+  return with_python([&] { return matched(c); });
+}
+
 }  // namespace mongoelector_py

@@ -145,6 +145,8 @@ class PyMongoStorage final : public mongoelector::Storage {
  public:
   // Graceful handover (Storage::hand_over): one update_one whose filter is renew()'s.
   bool hand_over(const std::string& collection, const HandOver& h) override;
+  // The leader's payload (Storage::set_payload): one conditional update.
+  bool set_payload(const std::string& collection, const mongoelector::PayloadWrite& w) override;
 };
 
 }  // namespace mongoelector_py

@@ -382,9 +382,9 @@ static void test_arguments(void) {
   CHECK_OK(mongoelector_observer_read(o, &st));
   CHECK(st.has_leader == 0 && st.uuid != NULL && st.uuid[0] == '\0' && st.host != NULL &&
         st.host[0] == '\0' && st.pid == 0 && st.fence == 0 && st.server_time_ms > 0);
-  CHECK(MONGOELECTOR_LEADER_STATE_VERSION == 2 && st.status == MONGOELECTOR_LEADER_NONE &&
+  CHECK(MONGOELECTOR_LEADER_STATE_VERSION == 3 && st.status == MONGOELECTOR_LEADER_NONE &&
         st.expire_ms == 0 && st.handover_uuid != NULL && st.handover_uuid[0] == '\0' &&
-        state_consistent(&st));
+        st.payload_json != NULL && st.payload_json[0] == '\0' && state_consistent(&st));
   /* A version-1 struct (a program built against it): its fields only, nothing past them. */
   memset(&st, 0x5a, sizeof st);
   st.version = 1;

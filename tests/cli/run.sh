@@ -701,6 +701,40 @@ t_http_elect_failover() {  # --http: /leader, /healthz, /readyz of two members; 
   kill -TERM $opid; exit_code $opid 10; [[ $RC == 0 ]] || fail "exit $RC"
 }
 
+t_elect_payload() {  # elect --payload: /leader and status show the leader's, a new term its own
+  local key="payload-$RANDOM" ttl=2 rc=0
+  "$BIN" elect "$key" --payload '[1, 2]' -- true 2>"$T/pe" || rc=$?
+  [[ $rc == 64 ]] && grep -q "payload" "$T/pe" || fail "a list payload: exit $rc: $(cat "$T/pe")"
+  export LOG="$T/payload.log"; : >"$LOG"
+  NAME=q1 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 --payload '{"endpoint": "10.0.0.1:8080"}' -- "$T/leader.sh" 2>"$T/q1" &
+  local p1=$!
+  wait_for "[[ -n \$(http_port '$T/q1') ]]" 10 || fail "no port printed: $(cat "$T/q1")"
+  local port1; port1=$(http_port "$T/q1")
+  wait_for "[[ \$(code $port1 /readyz) == 200 ]] && http $port1 /leader | grep -q '\"pid\": $p1}'" 20 || fail "q1 never led: $(http $port1 /leader)"
+  http $port1 /leader | cut -d' ' -f2- >"$T/pleader.json"
+  [[ $(json "$T/pleader.json" 'd["payload"] == {"endpoint": "10.0.0.1:8080"}') == True ]] || fail "/leader: $(cat "$T/pleader.json")"
+  "$BIN" status "$key" --json >"$T/pstatus.json" || fail "status"
+  [[ $(json "$T/pstatus.json" 'd["leader"]["payload"] == {"endpoint": "10.0.0.1:8080"}') == True ]] || fail "status --json: $(cat "$T/pstatus.json")"
+  "$BIN" status "$key" | grep -q 'payload   {"endpoint": "10.0.0.1:8080"}' || fail "status table: $("$BIN" status "$key")"
+  NAME=q2 "$BIN" elect "$key" --ttl $ttl --http 127.0.0.1:0 --payload '{"endpoint": "10.0.0.2:8080"}' -- "$T/leader.sh" 2>"$T/q2" &
+  local p2=$!
+  wait_for "[[ -n \$(http_port '$T/q2') ]]" 10 || fail "no port printed: $(cat "$T/q2")"
+  local port2; port2=$(http_port "$T/q2")
+  kill -9 $p1
+  # Every /leader read that names q2 carries q2's payload, never q1's.
+  local seen=0
+  for _ in $(seq 1 200); do
+    http $port2 /leader | cut -d' ' -f2- >"$T/pleader2.json"
+    if [[ $(json "$T/pleader2.json" 'd["leader"] is not None and d["leader"]["pid"] == '$p2) == True ]]; then
+      [[ $(json "$T/pleader2.json" 'd["payload"] == {"endpoint": "10.0.0.2:8080"}') == True ]] || fail "q2's term showed: $(cat "$T/pleader2.json")"
+      seen=$((seen + 1)); (( seen >= 3 )) && break
+    fi
+    sleep 0.1
+  done
+  (( seen >= 3 )) || fail "q2 never named by /leader: $(cat "$T/pleader2.json") $(cat "$T/q2")"
+  kill -TERM $p2; exit_code $p2 10; [[ $RC == 0 ]] || fail "exit $RC"
+}
+
 t_http_run() {  # run --http: the holder is ready, a waiter healthy but not ready; /leader names the holder
   local key="httprun-$RANDOM"
   export OUT="$T/httprun.out"; : >"$OUT"
@@ -829,6 +863,7 @@ run_test "run: storage cut off -> CMD ignoring SIGTERM dead before the next hold
 run_test "elect: failover after kill -9 of the leader" t_elect_failover
 run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_elect_loss_stops_cmd
 run_test "elect --http: /leader, /healthz, /readyz across a failover; bad requests" t_http_elect_failover
+run_test "elect --payload: /leader and status show the leader's payload, a new term its own" t_elect_payload
 run_test "run --http: holder ready, waiter healthy and not ready" t_http_run
 run_test "elect --notify: READY, STATUS, WATCHDOG pings, STOPPING" t_notify
 [[ $STORAGE == mongo ]] && run_test "elect --http: server frozen -> /healthz 503 before expiry" t_http_frozen_server

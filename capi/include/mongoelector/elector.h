@@ -35,7 +35,7 @@ typedef void (*mongoelector_callback_fn)(void *user_data);
  * peek every ttl/4 while a leader exists (version 2). Callbacks: see
  * mongoelector_callback_fn. Version 1 is the struct up to op_timeout_seconds; a
  * program compiled against it keeps working (the fields it lacks take their defaults). */
-#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 2
+#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 3
 typedef struct mongoelector_elector_config {
   uint32_t version;   /* as passed to mongoelector_elector_config_init */
   double ttl_seconds; /* > 0 and finite */
@@ -53,7 +53,15 @@ typedef struct mongoelector_elector_config {
    * 0: off (followers wake only when the leader's lease can expire, about a ttl);
    * else finite and at most 1e9 (INVALID_ARGUMENT otherwise). */
   double handover_poll_seconds;
+  /* Version 3. The leader payload (see mongoelector_elector_set_payload): a JSON object
+   * this node publishes with every term it leads, or NULL (default) for none. Copied;
+   * INVALID_ARGUMENT when it is not a JSON object or above
+   * MONGOELECTOR_PAYLOAD_MAX_BYTES. */
+  const char *payload_json;
 } mongoelector_elector_config;
+
+/* Since 1.1: the largest leader payload, in bytes of its JSON text. */
+#define MONGOELECTOR_PAYLOAD_MAX_BYTES 16384
 
 /* Sets version and defaults (version: 1 .. MONGOELECTOR_ELECTOR_CONFIG_VERSION). */
 MONGOELECTOR_API mongoelector_status
@@ -145,6 +153,30 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_resign(mongoelector_el
  * crashed leader does. */
 MONGOELECTOR_API mongoelector_status mongoelector_elector_transfer(mongoelector_elector *elector,
                                                                    const char *to_uuid);
+
+/* Since 1.1. The leader payload: a small JSON object (an endpoint, a version, ...) that
+ * the leader publishes with its term, shown to everyone who reads leadership (observers'
+ * payload_json, "payload" of the cluster detail's leader, `mongoelector status`). The
+ * claim that starts a term writes the new leader's payload in the same atomic write, so
+ * a term never shows the previous leader's payload (a leader without one clears it);
+ * after a transfer the target's term starts without one until its own write, one poll
+ * later. Stored as given (the text), in the lock document's "payload" field.
+ *
+ * set_payload replaces this node's payload (json NULL: none). While leading, one write
+ * that names this term (uuid and fence) and carries a version above every earlier one:
+ * a write that lands late changes this term's payload only, and never back to an older
+ * one. *written_out (may be NULL) is 1 when it was applied now, 0 when this node does
+ * not lead (it is kept for its next claim). INVALID_ARGUMENT when json is not a JSON
+ * object (UTF-8, at most MONGOELECTOR_PAYLOAD_MAX_BYTES bytes); UNAVAILABLE/SERVER when
+ * the write failed (kept: the loop writes it at its next poll while it leads). Any
+ * thread, the elector's callbacks included; blocking (one round trip when leading). */
+MONGOELECTOR_API mongoelector_status mongoelector_elector_set_payload(mongoelector_elector *elector,
+                                                                      const char *json,
+                                                                      int *written_out);
+/* This node's payload, as last set (NULL when none), in *json_out, owned by the caller:
+ * mongoelector_free(). Local state, never a round trip. */
+MONGOELECTOR_API mongoelector_status mongoelector_elector_payload(mongoelector_elector *elector,
+                                                                  char **json_out);
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,7 @@ typedef struct mongoelector_observer mongoelector_observer;
  * a program reads the fields it knows); for mongoelector_observer_read the caller sets
  * it and the fields of that version are written. Strings are never NULL ("" without a
  * leader) and belong to the library (see each function for how long they live). */
-#define MONGOELECTOR_LEADER_STATE_VERSION 2
+#define MONGOELECTOR_LEADER_STATE_VERSION 3
 /* Since 1.1 (mongoelector_leader_state version 2): what the observer can tell (the
  * numbers are stable). */
 typedef enum mongoelector_leader_status {
@@ -70,6 +70,10 @@ typedef struct mongoelector_leader_state {
   const char *handover_host; /* PENDING: its host name; "" otherwise */
   int64_t handover_pid;      /* PENDING: its process id; 0 otherwise */
   int64_t handover_fence;    /* PENDING: the token it will lead with; 0 otherwise */
+  /* Version 3 (since 1.1). LEADS: the leader's payload (mongoelector_elector_set_payload),
+   * JSON object text read with its term; "" when it has none or nobody leads. A change
+   * of payload is a change (on_change is called). */
+  const char *payload_json;
 } mongoelector_leader_state;
 
 /* Called on the observer's own thread (one per observer) with the new state, which is
@@ -109,7 +113,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_observer_new(
     mongoelector_leader_change_fn on_change, void *user_data, mongoelector_observer **out);
 /* The state now: one read of the lock document (and a server-clock sample when the last
  * one is stale); never MONGOELECTOR_LEADER_UNKNOWN (a failed read is an error). Does not
- * call on_change nor change what it compares with. Set out->version first (1 or 2: the
+ * call on_change nor change what it compares with. Set out->version first (1 to 3: the
  * fields of that version are written). The strings written live until the next mongoelector_observer_read
  * on the calling thread (or its exit). UNAVAILABLE/SERVER when the server did not answer.
  * Any thread, concurrently with the observer's thread and with other reads. */

@@ -10,6 +10,7 @@ import logging
 from types import TracebackType
 from typing import Any, Callable, Deque, Dict, Literal, Optional, Type, TypeVar, cast
 
+from .. import _payload
 from ..elector import ClusterDetail, MongoLeaderElector, NodeStatus, _check_handover_poll
 from ..errors import ClosedError
 from ._common import AsyncDatabaseArg, Opener, call, prepare
@@ -63,8 +64,10 @@ class AsyncMongoLeaderElector:
         op_timeout: Optional[float] = None,
         delete_on_release: bool = True,
         handover_poll: Optional[float] = None,
+        payload: _payload.Payload = None,
     ) -> None:
         _check_handover_poll(handover_poll)
+        _payload.encode(payload)  # TypeError / ValueError here, not at the first await
         target, facade, timeout = prepare(key, db, ttl, database, op_timeout)
         self.key = key
         self.db = db
@@ -80,6 +83,7 @@ class AsyncMongoLeaderElector:
             op_timeout=timeout,
             delete_on_release=delete_on_release,
             handover_poll=handover_poll,
+            payload=payload,
         )
         self._callbacks: Dict[str, Optional[Callback]] = {
             "on_leader": on_leader,
@@ -213,7 +217,24 @@ class AsyncMongoLeaderElector:
         sync = await self._opened()
         return await call(lambda: sync.cluster_detail)
 
+    async def set_payload(self, payload: _payload.Payload) -> bool:
+        """``MongoLeaderElector.set_payload``: replaces the payload this node publishes
+        with its terms; True when written now (leading), False when kept for the next
+        claim. One round trip while leading, off the loop."""
+        _payload.encode(payload)
+        self._options["payload"] = payload  # for an elector made after this
+        sync = await self._opened()
+        return await call(functools.partial(sync.set_payload, payload))
+
     # ------------------------------------------------------------ local state ----
+
+    @property
+    def payload(self) -> Optional[Dict[str, Any]]:
+        """This node's leader payload, as last set (None: none)."""
+        sync = self._sync
+        if sync is None or sync.closed:
+            return _payload.decode(_payload.encode(self._options["payload"]))
+        return sync.payload
 
     @property
     def running(self) -> bool:

@@ -8,14 +8,15 @@ pub const MONGOELECTOR_VERSION_PATCH: u32 = 0;
 pub const MONGOELECTOR_VERSION_STRING: &[u8; 6] = b"1.1.0\0";
 pub const MONGOELECTOR_VERSION_NUMBER: u32 = 10100;
 pub const MONGOELECTOR_ERROR_INFO_VERSION: u32 = 1;
-pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 2;
+pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 3;
+pub const MONGOELECTOR_PAYLOAD_MAX_BYTES: u32 = 16384;
 pub const MONGOELECTOR_LOCKER_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_ACQUIRE_OPTIONS_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOCK_DETAILS_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOG_RECORD_VERSION: u32 = 1;
 pub const MONGOELECTOR_STATS_VERSION: u32 = 1;
 pub const MONGOELECTOR_STATS_LATENCY_BUCKETS: u32 = 15;
-pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 2;
+pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 3;
 pub const MONGOELECTOR_OBSERVER_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_SEMAPHORE_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOCKER_OPTIONS_VERSION: u32 = 1;
@@ -150,6 +151,7 @@ pub struct mongoelector_elector_config {
     pub delete_on_release: ::std::os::raw::c_int,
     pub op_timeout_seconds: f64,
     pub handover_poll_seconds: f64,
+    pub payload_json: *const ::std::os::raw::c_char,
 }
 extern "C" {
     pub fn mongoelector_elector_config_init(
@@ -253,6 +255,19 @@ extern "C" {
     pub fn mongoelector_elector_transfer(
         elector: *mut mongoelector_elector,
         to_uuid: *const ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_set_payload(
+        elector: *mut mongoelector_elector,
+        json: *const ::std::os::raw::c_char,
+        written_out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_elector_payload(
+        elector: *mut mongoelector_elector,
+        json_out: *mut *mut ::std::os::raw::c_char,
     ) -> mongoelector_status;
 }
 #[repr(C)]
@@ -557,6 +572,7 @@ pub struct mongoelector_leader_state {
     pub handover_host: *const ::std::os::raw::c_char,
     pub handover_pid: i64,
     pub handover_fence: i64,
+    pub payload_json: *const ::std::os::raw::c_char,
 }
 pub type mongoelector_leader_change_fn = ::std::option::Option<
     unsafe extern "C" fn(

@@ -118,6 +118,7 @@ pub struct ElectorBuilder<'a> {
     delete_on_release: Option<bool>,
     op_timeout: Option<Duration>,
     handover_poll: Option<Option<Duration>>,
+    payload: Option<String>,
     on_leader: Option<Callback>,
     on_leader_loss: Option<Callback>,
     on_loop: Option<Callback>,
@@ -162,6 +163,16 @@ impl<'a> ElectorBuilder<'a> {
         self.handover_poll = Some(interval);
         self
     }
+    /// The leader payload: a JSON object (an endpoint, a version, ...) published with
+    /// every term this node leads, at most 16 KiB encoded. Observers
+    /// ([`LeaderState::payload`](crate::LeaderState::payload)), the cluster detail and
+    /// `mongoelector status` show it; the claim that starts a term writes it, so a new
+    /// term never shows the previous leader's payload. `build()` fails with
+    /// InvalidArgument when it is not an object. See [`Elector::set_payload`].
+    pub fn payload(mut self, payload: &serde_json::Value) -> Self {
+        self.payload = Some(payload.to_string());
+        self
+    }
     /// Runs when this node becomes leader, on the elector's thread (or the thread in
     /// poll/release/stop). It may call stop()/release() on the elector, and may drop the
     /// last reference to it (capture a `Weak<Elector>` to reach it: an `Arc` would keep
@@ -192,6 +203,11 @@ impl<'a> ElectorBuilder<'a> {
             .as_deref()
             .map(|v| cstring("app version", v))
             .transpose()?;
+        let cpayload = self
+            .payload
+            .as_deref()
+            .map(|p| cstring("payload", p))
+            .transpose()?;
         // SAFETY: all-zero is a valid value of the C struct; init writes every field.
         let mut c: sys::mongoelector_elector_config = unsafe { std::mem::zeroed() };
         check(unsafe {
@@ -213,6 +229,7 @@ impl<'a> ElectorBuilder<'a> {
         if let Some(p) = self.handover_poll {
             c.handover_poll_seconds = p.map_or(0.0, |d| d.as_secs_f64());
         }
+        c.payload_json = cpayload.as_ref().map_or(ptr::null(), |p| p.as_ptr());
         let tramp = |set: bool, f: unsafe extern "C" fn(*mut c_void)| set.then_some(f);
         c.on_leader = tramp(self.on_leader.is_some(), on_leader_tramp);
         c.on_leader_loss = tramp(self.on_leader_loss.is_some(), on_leader_loss_tramp);
@@ -289,6 +306,7 @@ impl Elector {
             delete_on_release: None,
             op_timeout: None,
             handover_poll: None,
+            payload: None,
             on_leader: None,
             on_leader_loss: None,
             on_loop: None,
@@ -326,6 +344,28 @@ impl Elector {
     pub fn transfer(&self, to_uuid: &str) -> Result<()> {
         let c = cstring("to_uuid", to_uuid)?;
         check(unsafe { sys::mongoelector_elector_transfer(self.ptr, c.as_ptr()) })
+    }
+
+    /// Replaces the payload this node publishes with its terms (`None`: none). While
+    /// leading, one write that names this term (uuid and fence) with a version above
+    /// every earlier one: `Ok(true)` once applied; a write that lands late changes this
+    /// term's payload only, never back to an older one. Not leading: kept for the next
+    /// claim, `Ok(false)`. InvalidArgument when it is not a JSON object or above 16 KiB
+    /// encoded; a storage error when the write failed (the loop writes it again at its
+    /// next poll while it leads).
+    pub fn set_payload(&self, payload: Option<&serde_json::Value>) -> Result<bool> {
+        let c = payload
+            .map(|p| cstring("payload", &p.to_string()))
+            .transpose()?;
+        let mut written: c_int = 0;
+        check(unsafe {
+            sys::mongoelector_elector_set_payload(
+                self.ptr,
+                c.as_ref().map_or(ptr::null(), |p| p.as_ptr()),
+                &mut written,
+            )
+        })?;
+        Ok(written != 0)
     }
 
     fn flag(

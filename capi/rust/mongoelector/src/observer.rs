@@ -63,9 +63,20 @@ pub struct LeaderState {
     /// The target of a pending hand-over, with the token it will lead with
     /// ([`HandoverPending`](LeaderStatus::HandoverPending) only).
     pub handover_to: Option<Leader>,
+    /// The leader's payload ([`ElectorBuilder::payload`](crate::ElectorBuilder::payload)),
+    /// JSON object text read with its term; `None` when it has none or nobody leads. A new
+    /// payload of the same leader is reported as a change. [`LeaderState::payload_value`]
+    /// parses it.
+    pub payload: Option<String>,
 }
 
 impl LeaderState {
+    /// The leader's payload as a JSON value (`None` when it has none).
+    pub fn payload_value(&self) -> Option<serde_json::Value> {
+        self.payload
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p).ok())
+    }
     /// Someone leads.
     pub fn has_leader(&self) -> bool {
         self.leader.is_some()
@@ -108,6 +119,9 @@ impl LeaderState {
                 pid: s.handover_pid,
                 fence: s.handover_fence,
             }),
+            payload: (s.version >= 3 && s.has_leader != 0 && !s.payload_json.is_null())
+                .then(|| text(s.payload_json))
+                .filter(|p| !p.is_empty()),
         }
     }
 }

@@ -288,6 +288,9 @@ pub struct LeaderInfo {
     pub host: String,
     pub pid: i64,
     pub uuid: String,
+    /// The leader's payload ([`crate::ElectorBuilder::payload`]) as JSON text, `None` when
+    /// it has none.
+    pub payload: Option<String>,
 }
 
 /// What [`crate::Elector::cluster_detail`] reads: every node's last reported status
@@ -471,6 +474,10 @@ pub(crate) fn parse_cluster_detail(text: &str) -> Result<ClusterDetail> {
                 host: lf.string("host")?,
                 pid: lf.int("process_id")?,
                 uuid: lf.string("uuid")?,
+                payload: l
+                    .get("payload")
+                    .filter(|p| p.is_object())
+                    .map(|p| p.to_string()),
             })
         }
     };
