@@ -43,10 +43,6 @@ void ClaimPayload::set_on(Document& doc) const {
   for (const Document::Field& f : set.fields()) doc.set(f.first, f.second);
 }
 
-bool PayloadStorage::set_payload(const std::string&, const PayloadWrite& w) {
-  throw StorageError("this storage cannot store the payload of " + w.key);
-}
-
 bool PayloadWrite::apply_to(Document& doc) const {
   const LockDoc cur = LockDoc::from_document(doc);
   if (!cur.locked || cur.uuid != uuid || cur.fence != fence) return false;

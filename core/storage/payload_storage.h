@@ -63,9 +63,7 @@ class PayloadStorage {
   // payload_version is absent or below w.version, sets payload and payload_version. True
   // if matched. No expiry in the filter: a document still naming this hold is this
   // holder's to describe until the next claim, which replaces the payload atomically.
-  // Default: StorageError (a storage of tests that predates payloads); every backend of
-  // the library overrides it.
-  virtual bool set_payload(const std::string& collection, const PayloadWrite& w);
+  virtual bool set_payload(const std::string& collection, const PayloadWrite& w) = 0;
 };
 
 }  // namespace mongoelector

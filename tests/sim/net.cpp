@@ -339,6 +339,16 @@ bool NodeStorage::set_expiry(const std::string& collection, const std::string& k
   });
 }
 
+// A leader's payload update: crosses the network like every other write. (The payload
+// changes no hold; the simulation's workloads set none today.)
+bool NodeStorage::set_payload(const std::string& collection, const PayloadWrite& pw) {
+  World* w = &w_;
+  Str what;
+  what << pw.key << " uuid=" << pw.uuid << " fence=" << pw.fence << " version=" << pw.version;
+  return rpc<bool>("set_payload", pw.key, what.str(),
+                   [=](const CallCtx&) { return w->mem()->set_payload(collection, pw); });
+}
+
 std::vector<bool> NodeStorage::renew_many(const std::string& collection,
                                           const std::vector<RenewRequest>& requests,
                                           std::int64_t now_ms) {

@@ -104,6 +104,9 @@ class CountingStorage final : public Storage {
                                      std::int64_t now) override {
     return count("renew_semaphores"), m_->renew_semaphores(c, r, now);
   }
+  bool set_payload(const std::string& c, const PayloadWrite& w) override {
+    return count("set_payload"), m_->set_payload(c, w);
+  }
   bool hand_over(const std::string& c, const HandOver& h) override {
     return count("hand_over"), m_->hand_over(c, h);
   }

@@ -86,6 +86,9 @@ class NonAtomic final : public Storage {
     return s_->set_expiry(c, k, u, f, n, e);
   }
   bool hand_over(const std::string& c, const HandOver& h) override { return s_->hand_over(c, h); }
+  bool set_payload(const std::string& c, const PayloadWrite& w) override {
+    return s_->set_payload(c, w);
+  }
 
  private:
   std::shared_ptr<Storage> s_;
