@@ -432,15 +432,26 @@ sqlite3* open_empty_database() {
 }
 
 // Opens the file for reading only (`status`): no journal-mode change, no schema written,
-// so it needs no write permission on the file. A file that does not exist, or exists
-// with no tables yet, reads as empty. Another application's database and a newer
-// schema are refused as by open_database. (Reading a WAL file needs its -shm file, or a
-// directory where SQLite may create it: SQLite's rule for read-only WAL readers.)
+// so it needs no write permission on the file. A file that does not exist (in a
+// directory that does), or exists with no tables yet, reads as empty. Another
+// application's database and a newer schema are refused as by open_database. (Reading a
+// WAL file needs its -shm file, or a directory where SQLite may create it: SQLite's rule
+// for read-only WAL readers.)
 sqlite3* open_database_read_only(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return open_empty_database();
-    throw InvalidArgument("cannot open SQLite database " + path + ": " + std::strerror(errno));
+    const int err = errno;
+    // A missing file in an existing directory: nothing was locked there yet. A missing
+    // directory is more likely a mistyped path: said as such, as for read-write.
+    const auto slash = path.find_last_of('/');
+    const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+    struct stat dst {};
+    if (err == ENOENT && ::stat(dir.c_str(), &dst) == 0 && S_ISDIR(dst.st_mode))
+      return open_empty_database();
+    if (err == ENOENT)
+      throw InvalidArgument("cannot open SQLite database " + path + ": directory " + dir +
+                            " does not exist");
+    throw InvalidArgument("cannot open SQLite database " + path + ": " + std::strerror(err));
   }
   if (S_ISDIR(st.st_mode))
     throw InvalidArgument("cannot open SQLite database " + path + ": it is a directory");

@@ -634,7 +634,7 @@ t_status_sqlite_read_only() {  # status opens a SQLite file read-only: no write 
   [[ $STORAGE == sqlite ]] || { echo "    (SQLite files listed around status)"; exit 77; }
   local key="ro-$RANDOM" d="$T/ro"
   mkdir -m 0755 "$d"
-  # A file that does not exist: "free", and the file is not created.
+  # A file that does not exist (its directory does): "free", and the file is not created.
   "$BIN" status "$key" --uri "sqlite://$d/none.db" --json >"$T/ro.json" || fail "status: $(cat "$T/ro.json")"
   [[ $(json "$T/ro.json" 'd["lock"] is None and d["leader"] is None') == True ]] || fail "status of nothing: $(cat "$T/ro.json")"
   [[ ! -e $d/none.db ]] || fail "status created $d/none.db"
