@@ -97,6 +97,8 @@ class FireClaims:
             # The markers live on the server's time base: a host clock check would add a
             # round trip per claim and protect nothing.
             timeparanoid=False,
+            # The anchor ensured the collection's indexes: none per claim.
+            _ensure_indexes=False,
         )
 
     def claim(self, name: str, fire: datetime) -> bool:

@@ -164,7 +164,10 @@ class MongoLocker:
         delete_on_release: bool = True,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        _ensure_indexes: bool = True,
     ) -> None:
+        # _ensure_indexes=False: for the library's own short-lived lockers on a collection
+        # whose indexes another of its lockers has just ensured (FireClaims).
         _check_args(key, db, ttl, database)
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
@@ -185,6 +188,7 @@ class MongoLocker:
                 # acquire() returns True, not the token: a claim that creates the document
                 # then costs one round trip, as the original's insert (see ``fence``).
                 lazy_token=True,
+                ensure_indexes=bool(_ensure_indexes),
             )
         except BaseException:
             del storage

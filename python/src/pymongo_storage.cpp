@@ -407,21 +407,15 @@ py::object PyMongoStorage::find_one_and_update(const me::commands::Command& c) {
 
 void PyMongoStorage::ensure_indexes(const std::string& collection,
                                     const std::vector<me::commands::IndexSpec>& specs) {
-  const auto create = [&] {
-    with_python([&] {
-      py::object coll = this->collection(collection);
-      for (const auto& spec : specs) {
-        if (spec.expire_after_s)
-          ensure_ttl_index(coll, spec.field.c_str(), *spec.expire_after_s);
-        else
-          coll.attr("create_index")(spec.field);
-      }
-    });
-  };
-  if (!facts_) return create();  // no client to remember them with
-  std::string database;
-  with_python([&] { database = py::str(refs_->db.attr("name")).cast<std::string>(); });
-  facts_->indexes.once(database, collection, specs, create);
+  with_python([&] {
+    py::object coll = this->collection(collection);
+    for (const auto& spec : specs) {
+      if (spec.expire_after_s)
+        ensure_ttl_index(coll, spec.field.c_str(), *spec.expire_after_s);
+      else
+        coll.attr("create_index")(spec.field);
+    }
+  });
 }
 
 void PyMongoStorage::ensure_lock_indexes(const std::string& collection) {

@@ -17,7 +17,6 @@
 #include <string>
 
 #include "storage/commands.h"
-#include "storage/ensured_indexes.h"
 #include "storage/storage.h"
 
 namespace mongoelector_py {
@@ -26,14 +25,13 @@ namespace py = pybind11;
 
 // What one pymongo client's deployment is, learnt by the first storage that asks and
 // shared by every storage made for that client (python/mongoelector/_transport.py keeps
-// one per MongoClient): a new locker then does not ask the server again.
-// It also remembers the indexes ensured through that client (per database and
-// collection), so a new locker on it sends no createIndexes.
+// one per MongoClient): a new locker then does not ask the server again. (Indexes are
+// not remembered here: the drop-in ensures them at every construction, as the original
+// does, so that a dropped collection or a conflicting index is mended.)
 struct ServerFacts {
   std::mutex mu;
   std::optional<mongoelector::ServerInfo> info;
   int time_command = 0;
-  mongoelector::EnsuredIndexes indexes;
 };
 
 class PyMongoStorage final : public mongoelector::Storage {
