@@ -32,6 +32,14 @@ class AcquireTimeout : public Error {
   using Error::Error;
 };
 
+// A write that needed this node's hold landed after the hold had ended at the server (it
+// had expired, or another holder had taken the lock): release_min_hold could not keep the
+// lock taken until its minimum hold. The hold is gone; nothing is left to retry.
+class LockLost : public Error {
+ public:
+  using Error::Error;
+};
+
 // The host clock differs from the server's by more than maxoffset.
 class TimeOffsetError : public Error {
  public:

@@ -193,7 +193,7 @@ bool Locker::wrote(const LockDoc& doc, std::int64_t created_ms) const {
          doc.ts_created->ms == created_ms && doc.fence != 0;
 }
 
-std::optional<std::int64_t> Locker::settle_write(const Hold& s) {
+HoldState::Settled Locker::settle_write(const Hold& s) {
   const ServerTime t = server_clock().estimate_sampling();
   // A minimum hold that has not surely passed (the server's earliest possible now is
   // before it): the lock stays taken until then, its expiry set exactly, shorter or
@@ -225,8 +225,11 @@ std::optional<std::int64_t> Locker::settle_write(const Hold& s) {
     if (matched || s.fence != 0) break;
     tried = fence;
   }
-  if (!(keep && matched)) return std::nullopt;
-  return s.keep_until_ms;
+  if (!keep) return {};
+  // Not matched: the hold had ended at the server before the write landed (expired, or
+  // taken), so nothing keeps the lock taken until its minimum hold.
+  if (!matched) return {std::nullopt, /*missed_keep=*/true};
+  return {s.keep_until_ms, false};
 }
 
 void Locker::note_release_in_doubt() {
@@ -272,7 +275,12 @@ std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
   }
   // Sends the write (or, once the bound has surely passed, a fenced release); a failed
   // earlier call's stranded hold goes the same way.
-  const std::optional<std::int64_t> until = state_.settle_stranded();
+  const HoldState::Settled settled = state_.settle_stranded();
+  if (settled.missed_keep)
+    throw LockLost("the lock " + options_.key +
+                   " had already expired or been taken at the server when its minimum hold "
+                   "was written: it is not kept taken until then");
+  const std::optional<std::int64_t> until = settled.taken_until;
   if (until) {
     log(LogLevel::Info,
         "released " + options_.key + " keeping it taken until its minimum hold ends (" +

@@ -157,7 +157,9 @@ class Locker : public Holdable {
   // nullopt when it was released now (or was not held). Failures throw; the hold stays
   // given up (the write may still land) and is kept as stranded with its bound: the next
   // release_min_hold, release or acquire sends the write again, never a release before
-  // the bound.
+  // the bound. LockLost when the write landed after the hold had ended at the server (it
+  // had expired, or another holder had taken the lock): the minimum hold could not be
+  // kept, and nothing is left to retry.
   std::optional<std::int64_t> release_min_hold(double min_hold_s);
   // "At most once per window" (scheduler semantics): claims the current window of
   // `window_s` seconds for this key, windows being aligned on the server's clock
@@ -288,9 +290,9 @@ class Locker : public Holdable {
   bool wrote(const LockDoc& doc, std::int64_t created_ms) const;
   // The settling write of a stranded hold (HoldState::SettleFn): releases it (reading
   // its fence first if unknown), or, for a hold given up with a minimum hold that has
-  // not surely passed, sets its expiry to that bound. Returns the bound when the lock
-  // stays taken until then, nullopt when released or gone. Throws on failure.
-  std::optional<std::int64_t> settle_write(const Hold& s);
+  // not surely passed, sets its expiry to that bound (missed_keep when the document no
+  // longer carries the hold). Throws on failure.
+  HoldState::Settled settle_write(const Hold& s);
   void note_release_in_doubt();                 // a release failed: see eager_token_
   std::unique_lock<std::mutex> lock_hold_io();  // hold_io_mu_ (lazy_token only)
 

@@ -303,18 +303,18 @@ void HoldState::forget() {
   ++hold_gen_;
 }
 
-std::optional<std::int64_t> HoldState::settle_stranded() {
+HoldState::Settled HoldState::settle_stranded() {
   std::optional<Hold> s;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (stranded_) stranded_->release_sent = true;
     s = stranded_;
   }
-  if (!s) return std::nullopt;
-  const std::optional<std::int64_t> until = settle_(*s);
+  if (!s) return {};
+  const Settled settled = settle_(*s);
   std::lock_guard<std::mutex> g(mu_);
   if (stranded_ && stranded_->fence == s->fence) stranded_.reset();
-  return until;
+  return settled;
 }
 
 void HoldState::settle_stranded_quietly() {

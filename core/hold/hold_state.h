@@ -101,10 +101,17 @@ struct HoldSpec {
 
 class HoldState {
  public:
+  // What settling a stranded hold did. taken_until: the server time until which the lock
+  // stays taken (a minimum hold kept), nullopt when released or gone. missed_keep: a
+  // minimum hold was due but the document no longer carried the hold (it had expired or
+  // been taken before the write landed), so the lock is NOT kept taken until then.
+  struct Settled {
+    std::optional<std::int64_t> taken_until;
+    bool missed_keep = false;
+  };
   // The feature's fenced write that settles a stranded hold (release it, or for a lock's
-  // minimum hold set its expiry): the server time until which the hold stays taken, or
-  // nullopt when released or gone. Throws on failure (the hold stays stranded).
-  using SettleFn = std::function<std::optional<std::int64_t>(const Hold&)>;
+  // minimum hold set its expiry). Throws on failure (the hold stays stranded).
+  using SettleFn = std::function<Settled(const Hold&)>;
 
   // Validates the spec (key, collection, ttl, maxoffset, the storage's call bound:
   // InvalidArgument). A null storage is InvalidArgument too.
@@ -192,8 +199,9 @@ class HoldState {
   // Drops the current and the stranded hold without a write (a forced release was sent).
   void forget();
   // Settles the stranded hold with the feature's SettleFn (in doubt from now on); see
-  // SettleFn. nullopt when there is none. Throws on failure (it stays stranded).
-  std::optional<std::int64_t> settle_stranded();
+  // Settled (nothing to settle: taken_until nullopt). Throws on failure (it stays
+  // stranded).
+  Settled settle_stranded();
   // settle_stranded(), a failure logged (retried before the next claim).
   void settle_stranded_quietly();
 

@@ -259,12 +259,23 @@ void KeepAliveLease::close(double min_hold_s) {
   if (!closed) return;  // closed before
   const bool lost = *closed;
   renewer_->remove(&s);  // waits for a renewal in flight (bounded by the call bound)
-  if (lost) return;      // a lost lease is not released (its hold stays stranded in the holder)
-  try {
+  if (lost) {
+    // A lost lease is not released (its hold stays stranded in the holder); a minimum
+    // hold asked for cannot be kept, and the caller must know it.
     if (min_hold_s > 0)
-      locker_->release_min_hold(min_hold_s);
-    else
-      s.hold->release();
+      throw LockLost("the keep-alive lease of " + s.hold->describe() +
+                     " was lost before it was closed: the lock is not kept taken until its "
+                     "minimum hold");
+    return;
+  }
+  // A minimum hold is a promise to the caller: its failures are theirs to know (LockLost:
+  // not kept; a storage failure: in doubt, the write may still land).
+  if (min_hold_s > 0) {
+    locker_->release_min_hold(min_hold_s);
+    return;
+  }
+  try {
+    s.hold->release();
   } catch (const std::exception& ex) {
     log(LogLevel::Warning,
         "releasing the keep-alive lease of " + s.hold->describe() +

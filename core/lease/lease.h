@@ -90,7 +90,10 @@ class KeepAliveLease {
   // hold is then stranded in its holder: its next acquire releases it first, or it
   // expires). min_hold_s > 0 (locks only): the lock stays taken until min_hold_s after
   // it was acquired (Locker::release_min_hold); InvalidArgument (lease untouched) for a
-  // bad value, or on a semaphore slot.
+  // bad value, or on a semaphore slot. When that minimum hold is not surely kept, the
+  // lease is closed and the caller told: LockLost (the lease was lost, or the write
+  // landed after the hold had ended), or the write's storage failure (it may still land;
+  // otherwise the lock frees at its ttl).
   void close(double min_hold_s = 0);
   // The holder: the Locker of a lock's lease, the Semaphore of a slot's (the other null).
   const std::shared_ptr<Locker>& locker() const { return locker_; }

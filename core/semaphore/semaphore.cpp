@@ -50,7 +50,7 @@ Semaphore::Semaphore(std::shared_ptr<Storage> storage, SemaphoreOptions options,
                             "the hold of semaphore " + options_.key),
              std::move(clock), std::move(identity), [this](const Hold& s) {
                release_slot(s);
-               return std::optional<std::int64_t>();
+               return HoldState::Settled{};
              }) {
   // No index to create: documents are found by _id, and a TTL index must never delete a
   // semaphore document (its `fence` is the token counter).

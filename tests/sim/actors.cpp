@@ -446,9 +446,11 @@ void World::lease_actor(Node& n) {
     quiet(s);
     const bool lost = s.lease->lost();
     std::int64_t m = 0;
+    std::uint64_t id = 0;  // the minimum hold checked (I5), as for a locker's
     if (min_hold && !lost) {
       m = r.range(1, 2 * T);
       busy_until(s.key, s.acq + m + 2 * p_.bound);
+      id = begin_min_hold(s.key, s.uuid, s.acq, m);
     }
     trace(node, s.key,
           label + ": close lease " + s.key + " (" + s.uuid + ")" +
@@ -456,7 +458,9 @@ void World::lease_actor(Node& n) {
               (m ? " with min_hold " + ms(m) + " ms" : ""));
     try {
       s.lease->close(static_cast<double>(m) / 1000.0);
+      if (id) end_min_hold(id, true);
     } catch (const std::exception& ex) {
+      if (id) end_min_hold(id, false);
       trace(node, s.key, label + ": close: " + ex.what());
     }
     s.lease.reset();

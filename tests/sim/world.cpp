@@ -462,6 +462,14 @@ std::vector<std::string> World::min_hold_tags(const MinHold& m, std::int64_t cla
         until = r.expire_after;
         continue;
       }
+      if (r.op == "claim" && r.uuid_after != m.uuid) {
+        tags.push_back("the lock was claimed by " + r.uuid_after + " (n" + std::to_string(r.node) +
+                       "#" + std::to_string(r.seq) + " applied at " + ms(r.t) +
+                       ") before the holder's minimum-hold write landed, which then matched "
+                       "nothing; yet the holder was told the lock was released "
+                       "(min-hold/write-after-expiry)");
+        break;
+      }
       if (r.op == "release") {
         tags.push_back(
             "release_min_hold judged the minimum hold over and released at once (ts_created + "

@@ -72,6 +72,8 @@ TEST_F(MinHoldTest, TheHostClockDoesNotCount) {
   EXPECT_TRUE(b->try_acquire().has_value());
 }
 
+// The lock was taken from its holder (here by force): the minimum hold cannot be kept,
+// and the caller is told so rather than told "released".
 TEST_F(MinHoldTest, ATakenOverLockIsNotTouched) {
   auto a = make_locker("a", 10);
   auto b = make_locker("b", 10);
@@ -79,10 +81,50 @@ TEST_F(MinHoldTest, ATakenOverLockIsNotTouched) {
   auto tb = b->try_acquire(/*force=*/true);
   ASSERT_TRUE(tb.has_value());
   const auto before = storage->read("mongolocker", "k");
-  EXPECT_FALSE(a->release_min_hold(60).has_value());
+  EXPECT_THROW(a->release_min_hold(60), LockLost);
+  EXPECT_FALSE(a->has_stranded()) << "nothing left to retry";
+  EXPECT_FALSE(a->release_min_hold(60).has_value()) << "reported once";
   const auto after = storage->read("mongolocker", "k");
   EXPECT_EQ(after->uuid, "uuid-b");
   EXPECT_EQ(after->ts_expire->ms, before->ts_expire->ms) << "b's hold is not extended";
+}
+
+// The minimum-hold write is sent while the hold is still valid, but the network delays
+// it past the hold's expiry and another node claims the lock first: the write matches
+// nothing. The caller must learn that the lock is NOT kept taken until its minimum hold
+// (a job may run again within it), never be told it was "released now".
+TEST_F(MinHoldTest, AMinHoldWriteThatLandsAfterAnotherClaimIsReportedLost) {
+  auto a = make_locker("a", 10);
+  auto b = make_locker("b", 10);
+  ASSERT_TRUE(a->try_acquire().has_value());
+  clock->advance(9000);  // 1 s of the lease left
+  ASSERT_TRUE(a->hold().has_value());
+  bool b_claimed = false;
+  storage->set_fault_hook([&](const std::string& op, bool applied) {
+    if (op != "set_expiry" || applied) return;
+    clock->advance(2000);  // in flight past the expiry; b claims before it lands
+    b_claimed = b->try_acquire().has_value();
+  });
+  EXPECT_THROW(a->release_min_hold(30), LockLost);
+  storage->set_fault_hook(nullptr);
+  EXPECT_TRUE(b_claimed);
+  EXPECT_FALSE(a->hold().has_value());
+  EXPECT_FALSE(a->has_stranded()) << "the hold is gone: nothing to retry";
+  EXPECT_EQ(storage->read("mongolocker", "k")->uuid, "uuid-b") << "b's hold untouched";
+}
+
+// The same through a keep-alive lease closed with a minimum hold.
+TEST_F(MinHoldTest, ALeaseClosedWithAMinHoldThatCannotBeKeptSaysSo) {
+  Renewer renewer(clock, 0);
+  auto a = std::shared_ptr<Locker>(make_locker("a", 10));
+  auto b = make_locker("b", 10);
+  KeepAliveOptions o;
+  o.blocking = false;
+  auto lease = KeepAliveLease::acquire(a, o, &renewer);
+  ASSERT_TRUE(b->try_acquire(/*force=*/true).has_value());
+  EXPECT_THROW(lease->close(60), LockLost);
+  EXPECT_NO_THROW(lease->close(60)) << "closed once";
+  EXPECT_EQ(storage->read("mongolocker", "k")->uuid, "uuid-b");
 }
 
 TEST_F(MinHoldTest, RefusesBadDurations) {
