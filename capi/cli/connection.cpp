@@ -117,6 +117,8 @@ int exit_code_for(mongoelector_status st) {
       return kExitHeld;
     case MONGOELECTOR_ERR_UNSAFE_SERVER:
       return kExitConfig;
+    case MONGOELECTOR_ERR_LOST:
+      return kExitLost;
     case MONGOELECTOR_ERR_TIME_OFFSET:
     case MONGOELECTOR_ERR_UNAVAILABLE:
     case MONGOELECTOR_ERR_SERVER:

@@ -540,9 +540,15 @@ int cmd_run(int argc, char** argv, int sigfd) {
   }
   int lost_at_end = 0;
   if (mongoelector_lease_lost(lease, &lost_at_end) == MONGOELECTOR_OK && lost_at_end) lost = true;
-  if (!lost && min_hold > 0 && mongoelector_lease_release(lease, min_hold) == MONGOELECTOR_OK &&
-      verbose)
-    msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
+  if (!lost && min_hold > 0) {
+    const mongoelector_status st = mongoelector_lease_release(lease, min_hold);
+    if (st == MONGOELECTOR_OK && verbose)
+      msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
+    else if (st != MONGOELECTOR_OK)
+      // The command ran; only the promise about the next run is broken: say so, keep its status.
+      msg("warning: %s may be taken again before --min-hold %g s ends: %s", key.c_str(), min_hold,
+          mongoelector_last_error());
+  }
   holds = false;
   service.stop();
   mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost

@@ -26,7 +26,10 @@ const (
 	StatusUnavailable     Status = C.MONGOELECTOR_ERR_UNAVAILABLE
 	StatusServer          Status = C.MONGOELECTOR_ERR_SERVER
 	StatusUnsafeServer    Status = C.MONGOELECTOR_ERR_UNSAFE_SERVER
-	StatusInternal        Status = C.MONGOELECTOR_ERR_INTERNAL
+	// StatusLost: a minimum hold could not be kept (the hold had ended at the server
+	// before its write landed, or the lease was lost before its release).
+	StatusLost     Status = C.MONGOELECTOR_ERR_LOST
+	StatusInternal Status = C.MONGOELECTOR_ERR_INTERNAL
 	// StatusClosed is Go-only: the handle was closed, no C call was made.
 	StatusClosed Status = -1
 )
@@ -116,6 +119,7 @@ var (
 	ErrUnavailable     error = &sentinel{StatusUnavailable, "server unavailable"}
 	ErrServer          error = &sentinel{StatusServer, "server error"}
 	ErrUnsafeServer    error = &sentinel{StatusUnsafeServer, "server cannot run the protocol safely"}
+	ErrLost            error = &sentinel{StatusLost, "the hold had ended: its minimum hold is not kept"}
 	ErrInternal        error = &sentinel{StatusInternal, "internal error"}
 	ErrClosed          error = &sentinel{StatusClosed, "handle is closed"}
 )

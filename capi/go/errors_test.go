@@ -26,7 +26,8 @@ func TestErrorMatchesOnlyItsSentinel(t *testing.T) {
 	sentinels := map[Status]error{
 		StatusInvalidArgument: ErrInvalidArgument, StatusLockExists: ErrLockExists, StatusTimeout: ErrTimeout,
 		StatusTimeOffset: ErrTimeOffset, StatusCancelled: ErrCancelled, StatusUnavailable: ErrUnavailable,
-		StatusServer: ErrServer, StatusUnsafeServer: ErrUnsafeServer, StatusInternal: ErrInternal, StatusClosed: ErrClosed,
+		StatusServer: ErrServer, StatusUnsafeServer: ErrUnsafeServer, StatusLost: ErrLost, StatusInternal: ErrInternal,
+		StatusClosed: ErrClosed,
 	}
 	for st := range sentinels {
 		err := fmt.Errorf("wrapped: %w", &Error{Status: st, Message: "m"})

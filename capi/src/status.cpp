@@ -71,6 +71,8 @@ mongoelector_status map_current_exception() {
     return fail_storage(MONGOELECTOR_ERR_SERVER, e);
   } catch (const UnsafeServer& e) {
     return fail(MONGOELECTOR_ERR_UNSAFE_SERVER, e.what());
+  } catch (const LockLost& e) {
+    return fail(MONGOELECTOR_ERR_LOST, e.what());
   } catch (const std::bad_alloc&) {
     return fail(MONGOELECTOR_ERR_INTERNAL, "out of memory");
   } catch (const std::exception& e) {
@@ -123,6 +125,8 @@ MONGOELECTOR_API const char* mongoelector_status_name(mongoelector_status status
       return "MONGOELECTOR_ERR_SERVER";
     case MONGOELECTOR_ERR_UNSAFE_SERVER:
       return "MONGOELECTOR_ERR_UNSAFE_SERVER";
+    case MONGOELECTOR_ERR_LOST:
+      return "MONGOELECTOR_ERR_LOST";
     case MONGOELECTOR_ERR_INTERNAL:
       return "MONGOELECTOR_ERR_INTERNAL";
   }

@@ -147,6 +147,6 @@ else:
 
         def release(self) -> None:
             try:
-                self._lease.release()
+                self._lease._release_after_job(f"cron job lock {self._lease.key}")
             finally:
                 self._lease.locker.close()

@@ -72,7 +72,9 @@ class LeaseLost(MongoElectorError):
     """A keep-alive lease (``mongoelector.lease``) was lost: its renew deadline passed
     without a successful renewal (server unreachable, frozen or slow), or the lock was
     taken. The holder must stop acting on the lock; another node may take it over once
-    the lease expires. Raised by ``lease.check()`` and on leaving the ``with`` block."""
+    the lease expires. Raised by ``lease.check()`` and on leaving the ``with`` block.
+    Also raised by a release with ``min_hold`` whose minimum hold cannot be kept: the
+    hold had already ended at the server (expired, or taken) when its write landed."""
 
 
 class ClosedError(MongoElectorError, RuntimeError):

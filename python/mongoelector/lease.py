@@ -22,6 +22,7 @@ released.
 
 from __future__ import annotations
 
+import logging
 import sys
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Optional, Type, TypedDict, TypeVar
@@ -36,6 +37,8 @@ if sys.version_info >= (3, 11):
     from typing import Unpack
 elif TYPE_CHECKING:
     from typing_extensions import Unpack
+
+_log = logging.getLogger("mongoelector")
 
 __all__ = ["Lease", "lease", "LeaseLost", "LockerOptions"]
 
@@ -143,7 +146,11 @@ class Lease:
     def release(self, min_hold: Optional[float] = None) -> None:
         """Stops keeping the lock alive and releases it (fenced; not if lost). With
         ``min_hold`` (default: the lease's own), the lock stays taken until that many
-        seconds after it was acquired (server clock): see ``MongoLocker.release``."""
+        seconds after it was acquired (server clock): see ``MongoLocker.release``. When
+        that minimum hold is not surely kept, the lease is released all the same and the
+        call raises: ``LeaseLost`` (the lease was lost, or the lock had expired or been
+        taken when the write landed), or the write's storage error (it may still land;
+        otherwise the lock frees at its ttl)."""
         if self._native is None:
             return
         hold = self.min_hold if min_hold is None else min_hold
@@ -151,6 +158,17 @@ class Lease:
             self._native.close_min_hold(float(hold))
         else:
             self._native.close()
+
+    def _release_after_job(self, what: str) -> None:
+        """Releases once a job has run (the scheduler integrations): a minimum hold that is
+        not surely kept is logged, not raised, since the job's own outcome stands and
+        raising could make a task queue run it again."""
+        try:
+            self.release()
+        except Exception as e:  # noqa: BLE001 -- any failure: logged, as said above
+            _log.warning(
+                "%s: the lock may be taken again before its minimum hold ends: %s", what, e
+            )
 
     def __enter__(self: _S) -> _S:
         self.acquire()
@@ -163,7 +181,13 @@ class Lease:
         tb: Optional[TracebackType],
     ) -> Literal[False]:
         lost = self.lost.is_set()
-        self.release()
+        try:
+            self.release()
+        except Exception as e:
+            if exc_type is None and not lost:
+                raise
+            # The block's own exception, or the loss raised below, is what the caller sees.
+            _log.warning("lease of %r: %s", self.key, e)
         if lost and exc_type is None:
             raise LeaseLost(
                 f"lease of {self.key!r} (fence {self.fence}) was lost while the "

@@ -506,7 +506,11 @@ class MongoLocker:
         acquired, on the server's clock (never early; late by at most a round trip and the
         clock estimate's uncertainty), so that no node runs the same job again within that
         time even if this run ended sooner. Returns the (UTC) time at which the lock frees,
-        or None when it was released now (surely past ``min_hold``, or nothing was held)."""
+        or None when it was released now (surely past ``min_hold``, or nothing was held).
+        Raises ``LeaseLost`` when the write landed after the hold had ended at the server
+        (it expired, or another node took the lock): the lock is NOT kept taken until
+        ``min_hold``. A storage error: the write may still land; the hold stays given up,
+        and the next release or acquire sends it again."""
         if min_hold is None:
             self._core.release(bool(force))
             return None

@@ -126,7 +126,7 @@ def singleton(
         # Read from the native lease (its deadline and the clock), not from a callback.
         lost = held.lost.is_set()
         try:
-            held.release()
+            held._release_after_job(f"singleton {key}")
         finally:
             held.locker.close()
         if lost and not failed:

@@ -41,6 +41,8 @@ void translate(std::exception_ptr p) {
     PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
   } catch (const me::UnsafeServer& e) {
     set_error("UnsafeServerError", e.what());
+  } catch (const me::LockLost& e) {
+    set_error("LeaseLost", e.what());
   } catch (const me::StorageUnavailable& e) {
     set_error("StorageUnavailable", e.what());
   } catch (const me::StorageError& e) {

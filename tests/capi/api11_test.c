@@ -729,7 +729,7 @@ static void test_scheduler(mongoelector_client *client) {
   mongoelector_locker_config cfg;
   mongoelector_locker *a = NULL, *b = NULL;
   mongoelector_lease *lease = NULL;
-  mongoelector_acquire_options once;
+  mongoelector_acquire_options once, forced;
   int64_t fence = 0, frees_at = -1, start = -1, start_b = -1;
   int claimed = -1;
   mongoelector_lock_details d;
@@ -742,6 +742,8 @@ static void test_scheduler(mongoelector_client *client) {
   CHECK_OK(mongoelector_locker_new_with(client, key, &cfg, &b));
   CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
   once.blocking = 0;
+  forced = once;
+  forced.force = 1;
 
   /* min_hold: the 30 s lease is cut to 1.5 s after the acquire, and holds until then. */
   CHECK_OK(mongoelector_locker_acquire_with(a, &once, &fence));
@@ -779,6 +781,26 @@ static void test_scheduler(mongoelector_client *client) {
   mongoelector_lease_free(lease);
   CHECK_STATUS(mongoelector_locker_acquire_with(b, &once, NULL), MONGOELECTOR_ERR_LOCK_EXISTS);
   CHECK_OK(mongoelector_locker_release(b, 1)); /* force: free the min_hold for what follows */
+
+  /* A minimum hold that cannot be kept says so: the lock was taken from its holder (by
+     force here; a write that lands after the hold expired is the same), on a locker and
+     on a lease. The taker's hold is untouched. */
+  CHECK_OK(mongoelector_locker_acquire_with(a, &once, NULL));
+  CHECK_OK(mongoelector_locker_acquire_with(b, &forced, NULL));
+  CHECK_STATUS(mongoelector_locker_release_min_hold(a, 60, &frees_at), MONGOELECTOR_ERR_LOST);
+  CHECK(strstr(mongoelector_last_error(), "minimum hold") != NULL);
+  CHECK_OK(mongoelector_locker_release_min_hold(a, 60, &frees_at)); /* reported once */
+  CHECK(frees_at == 0);
+  CHECK_OK(mongoelector_locker_fence(b, &fence));
+  CHECK(fence > 0); /* b still holds it */
+  CHECK_OK(mongoelector_locker_release(b, 0));
+  CHECK_OK(mongoelector_lease_acquire_with(a, &once, NULL, NULL, &lease));
+  CHECK_OK(mongoelector_locker_acquire_with(b, &forced, NULL));
+  CHECK_STATUS(mongoelector_lease_release(lease, 60), MONGOELECTOR_ERR_LOST);
+  mongoelector_lease_free(lease);
+  CHECK_OK(mongoelector_locker_fence(b, &fence));
+  CHECK(fence > 0);
+  CHECK_OK(mongoelector_locker_release(b, 0));
 
   /* Once per window: an hour window, aligned on the server's clock. */
   CHECK_INVALID(mongoelector_locker_claim_window(a, 0, &claimed, &start));

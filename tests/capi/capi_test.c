@@ -173,6 +173,7 @@ static void test_library(void) {
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_SERVER), "MONGOELECTOR_ERR_SERVER") == 0);
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_UNSAFE_SERVER),
                "MONGOELECTOR_ERR_UNSAFE_SERVER") == 0);
+  CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_LOST), "MONGOELECTOR_ERR_LOST") == 0);
   CHECK(strcmp(mongoelector_status_name(MONGOELECTOR_ERR_INTERNAL), "MONGOELECTOR_ERR_INTERNAL") ==
         0);
   CHECK(strcmp(mongoelector_status_name((mongoelector_status)42), "unknown") == 0);

@@ -571,6 +571,12 @@ t_min_hold() {  # --min-hold: the lock stays taken until min_hold after the acqu
   (( waited >= 2900 && waited < 6000 )) || fail "free after $waited ms, expected about 3000"
   rc=0; "$BIN" run "$key" --min-hold 1x -- true 2>/dev/null || rc=$?
   (( rc == 64 )) || fail "bad --min-hold: exit $rc"
+  # CMD takes the lock away (by force) and exits before a renewal notices: the minimum
+  # hold cannot be kept; run says so and keeps CMD's status.
+  local key2="minhold-lost-$RANDOM"
+  rc=0; "$BIN" run "$key2" --min-hold 30 -- "$HELPER" "$URI" "$DB" "$key2" 30 >/dev/null 2>"$T/e" || rc=$?
+  (( rc == 0 )) || fail "a min hold not kept: exit $rc: $(cat "$T/e")"
+  grep -q "may be taken again before --min-hold 30 s ends" "$T/e" || fail "no warning: $(cat "$T/e")"
   echo "    --min-hold 3: the next run started $waited ms after the first began"
 }
 

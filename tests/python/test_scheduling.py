@@ -82,6 +82,44 @@ def test_lease_min_hold(db_backend):
         mongoelector.Lease(db_backend.db, key(), min_hold=-2)
 
 
+def test_a_min_hold_that_cannot_be_kept_raises_lease_lost(db_backend):
+    # The lock was taken from its holder (here by force; a write that lands after the hold
+    # expired is the same): the minimum hold is not kept, and the caller is told so.
+    k = key()
+    a = MongoLocker(k, db_backend.db, ttl=30)
+    b = MongoLocker(k, db_backend.db, ttl=30)
+    assert a.acquire(blocking=False)
+    assert b.acquire(force=True)
+    with pytest.raises(LeaseLost, match="minimum hold"):
+        a.release(min_hold=60)
+    assert a.release(min_hold=60) is None, "reported once: nothing left to retry"
+    assert b.owned(), "the taker's hold is untouched"
+    b.release()
+
+    held = mongoelector.lease(db_backend.db, k, ttl=30, min_hold=60)
+    held.acquire()
+    assert b.acquire(force=True)
+    with pytest.raises(LeaseLost):
+        held.release()
+    assert b.owned()
+    b.release()
+
+
+def test_singleton_logs_a_min_hold_it_cannot_keep_and_returns(db_backend, caplog):
+    # The job ran: its result stands (raising could make a task queue run it again); the
+    # broken promise about the next run is logged.
+    k = key()
+
+    @singleton(k, db_backend.db, ttl=30, min_hold=60)
+    def job():
+        MongoLocker(k, db_backend.db, ttl=30).acquire(force=True)
+        return "ran"
+
+    with caplog.at_level(logging.WARNING, logger="mongoelector"):
+        assert job() == "ran"
+    assert "may be taken again before its minimum hold ends" in caplog.text
+
+
 # ---- once per window -------------------------------------------------------------------
 
 

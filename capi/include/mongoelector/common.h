@@ -52,6 +52,10 @@ typedef enum mongoelector_status {
   /* The server cannot run the protocol safely (non-atomic findAndModify, e.g. FerretDB)
    * and allow_unsafe_server was not set. */
   MONGOELECTOR_ERR_UNSAFE_SERVER = 8,
+  /* A minimum hold could not be kept: the hold had already ended at the server
+   * when its write landed (it expired, or another holder took the lock), or a keep-alive
+   * lease was lost before it was released. The hold is gone; nothing is left to retry. */
+  MONGOELECTOR_ERR_LOST = 9,
   /* A bug in the library or out of memory; the message says what. */
   MONGOELECTOR_ERR_INTERNAL = 100
 } mongoelector_status;

@@ -62,7 +62,11 @@ MONGOELECTOR_API mongoelector_status mongoelector_lease_wait_lost(mongoelector_l
  * long after it was acquired (mongoelector_locker_release_min_hold). The lease must still
  * be freed; freeing it then releases nothing more. A failed release is logged, not
  * returned (the lock then expires at its ttl). INVALID_ARGUMENT (lease untouched) unless
- * min_hold_seconds is a finite number >= 0. Same thread rules as mongoelector_lease_free. */
+ * min_hold_seconds is a finite number >= 0. With a minimum hold that is not surely kept,
+ * the lease is released all the same and the call says so: LOST (the lease was lost, or
+ * the lock had expired or been taken when the write landed), UNAVAILABLE/SERVER (the
+ * write failed: it may still land, otherwise the lock frees at its ttl). Same thread rules
+ * as mongoelector_lease_free. */
 MONGOELECTOR_API mongoelector_status mongoelector_lease_release(mongoelector_lease *lease,
                                                                 double min_hold_seconds);
 /* Stops keeping it alive and releases the lock (fenced; a lost lease is not released). NULL ok.

@@ -90,7 +90,10 @@ MONGOELECTOR_API mongoelector_status mongoelector_locker_release(mongoelector_lo
  * run finished sooner. Past that point it is a plain release. *frees_at_ms_out (may be
  * NULL): server time (ms since the epoch) at which the lock frees, 0 when it was released
  * now or nothing was held. INVALID_ARGUMENT (hold kept) unless min_hold_seconds is a
- * finite number >= 0. Any thread. */
+ * finite number >= 0. LOST when the write landed after the hold had ended at the server
+ * (it expired, or another holder took the lock): the lock is NOT kept taken until then.
+ * UNAVAILABLE/SERVER: the write failed and may still land; the hold stays given up and
+ * the next release, release_min_hold or acquire sends it again. Any thread. */
 MONGOELECTOR_API mongoelector_status mongoelector_locker_release_min_hold(
     mongoelector_locker *locker, double min_hold_seconds, int64_t *frees_at_ms_out);
 /* Since 1.1. At most once per window: claims the current window of window_seconds for

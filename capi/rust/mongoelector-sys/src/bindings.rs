@@ -31,6 +31,7 @@ pub const MONGOELECTOR_ERR_CANCELLED: mongoelector_status = 5;
 pub const MONGOELECTOR_ERR_UNAVAILABLE: mongoelector_status = 6;
 pub const MONGOELECTOR_ERR_SERVER: mongoelector_status = 7;
 pub const MONGOELECTOR_ERR_UNSAFE_SERVER: mongoelector_status = 8;
+pub const MONGOELECTOR_ERR_LOST: mongoelector_status = 9;
 pub const MONGOELECTOR_ERR_INTERNAL: mongoelector_status = 100;
 pub type mongoelector_status = ::std::os::raw::c_uint;
 #[repr(C)]

@@ -82,6 +82,7 @@ pub enum ErrorKind {
     Unavailable,
     Server,
     UnsafeServer,
+    Lost,
     Internal,
     /// A status this crate does not know (a newer library): see [`Error::Unknown`].
     Unknown,
@@ -117,6 +118,11 @@ pub enum Error {
     Server(ErrorDetail),
     /// The server cannot run the protocol safely (non-atomic findAndModify).
     UnsafeServer(ErrorDetail),
+    /// A minimum hold could not be kept: the hold had already ended at the server when
+    /// its write landed (it expired, or another holder took the lock), or the keep-alive
+    /// lease was lost before it was released (a release with a minimum hold). Nothing
+    /// is left to retry.
+    Lost(ErrorDetail),
     /// A bug in the library or out of memory.
     Internal(ErrorDetail),
     /// A status this crate does not know (from a newer library), with its number.
@@ -142,6 +148,7 @@ impl Error {
             sys::MONGOELECTOR_ERR_UNAVAILABLE => Error::Unavailable(detail),
             sys::MONGOELECTOR_ERR_SERVER => Error::Server(detail),
             sys::MONGOELECTOR_ERR_UNSAFE_SERVER => Error::UnsafeServer(detail),
+            sys::MONGOELECTOR_ERR_LOST => Error::Lost(detail),
             sys::MONGOELECTOR_ERR_INTERNAL => Error::Internal(detail),
             _ => Error::Unknown { status, detail },
         }
@@ -165,6 +172,7 @@ impl Error {
             Error::Unavailable(_) => ErrorKind::Unavailable,
             Error::Server(_) => ErrorKind::Server,
             Error::UnsafeServer(_) => ErrorKind::UnsafeServer,
+            Error::Lost(_) => ErrorKind::Lost,
             Error::Internal(_) => ErrorKind::Internal,
             Error::Unknown { .. } => ErrorKind::Unknown,
         }
@@ -181,6 +189,7 @@ impl Error {
             Error::Unavailable(_) => sys::MONGOELECTOR_ERR_UNAVAILABLE,
             Error::Server(_) => sys::MONGOELECTOR_ERR_SERVER,
             Error::UnsafeServer(_) => sys::MONGOELECTOR_ERR_UNSAFE_SERVER,
+            Error::Lost(_) => sys::MONGOELECTOR_ERR_LOST,
             Error::Internal(_) => sys::MONGOELECTOR_ERR_INTERNAL,
             Error::Unknown { status, .. } => return *status,
         };
@@ -197,6 +206,7 @@ impl Error {
             | Error::Unavailable(d)
             | Error::Server(d)
             | Error::UnsafeServer(d)
+            | Error::Lost(d)
             | Error::Internal(d)
             | Error::Unknown { detail: d, .. } => d,
         }

@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn errors_map_both_ways() {
-        for st in [1, 2, 3, 4, 5, 6, 7, 8, 100] {
+        for st in [1, 2, 3, 4, 5, 6, 7, 8, 9, 100] {
             let e = Error::from_status(st, ErrorDetail::new("m"));
             assert_eq!(e.status(), st);
             assert_eq!(e.message(), "m");
