@@ -15,8 +15,6 @@
 
 namespace mongoelector {
 
-class Renewer;
-
 class Clock {
  public:
   virtual ~Clock() = default;
@@ -49,9 +47,6 @@ class Clock {
   // Locks `m` unless that would take past `deadline_mono_ms`; false if it did not.
   // Default: std::timed_mutex::try_lock_until on the steady clock.
   virtual bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms);
-  // The renewer that keeps leases on this clock alive; nullptr: the process-wide one
-  // (Renewer::for_clock). A ManualClock owns one whose thread waits on its time.
-  virtual Renewer* renewer() { return nullptr; }
   // A seed for the jitter of the next elector made on this clock; nullopt: a random one.
   // A ManualClock hands out a fixed sequence, so that a test's election timeline (who
   // claims first, and when) is the same at every run.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <unordered_map>
 
 #include "../log.h"
 
@@ -29,6 +30,17 @@ Renewer* make_system_renewer() {
   return r;
 }
 void reset_in_child() { g_renewer = make_system_renewer(); }
+
+// Clocks with a renewer of their own (Renewer::use_for). Never destroyed: a clock may
+// unregister during static destruction.
+std::mutex& own_renewers_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::unordered_map<const Clock*, std::function<Renewer&()>>& own_renewers() {
+  static auto* m = new std::unordered_map<const Clock*, std::function<Renewer&()>>;
+  return *m;
+}
 }  // namespace
 
 Renewer::Renewer(std::shared_ptr<Clock> clock, int threads)
@@ -55,8 +67,24 @@ Renewer& Renewer::system() {
 }
 
 Renewer& Renewer::for_clock(Clock& clock) {
-  if (Renewer* own = clock.renewer()) return *own;
-  return system();
+  std::function<Renewer&()> provide;
+  {
+    std::lock_guard<std::mutex> g(own_renewers_mu());
+    auto it = own_renewers().find(&clock);
+    if (it != own_renewers().end()) provide = it->second;
+  }
+  // Called outside the table's lock: it may make the renewer (and take the clock's own).
+  return provide ? provide() : system();
+}
+
+void Renewer::use_for(const Clock* clock, std::function<Renewer&()> provide) {
+  std::lock_guard<std::mutex> g(own_renewers_mu());
+  own_renewers()[clock] = std::move(provide);
+}
+
+void Renewer::stop_using_for(const Clock* clock) {
+  std::lock_guard<std::mutex> g(own_renewers_mu());
+  own_renewers().erase(clock);
 }
 
 void Renewer::add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms) {

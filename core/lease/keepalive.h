@@ -22,6 +22,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,9 +90,16 @@ class Renewer {
 
   // The process-wide renewer on the system clock. Never destroyed.
   static Renewer& system();
-  // The renewer of leases on `clock`: its own (Clock::renewer(), a ManualClock's) or the
+  // The renewer of leases on `clock`: the one registered for it (use_for) or the
   // process-wide one.
   static Renewer& for_clock(Clock& clock);
+  // A clock whose leases a renewer of its own keeps alive (a ManualClock's, whose
+  // thread waits on its time): for_clock(*clock) returns provide() from now on, until
+  // stop_using_for(clock), which the clock calls before it goes. provide() may make the
+  // renewer on first use. The clock knows nothing of leases: the lease layer keeps this
+  // table (dependencies point from features to the clock, never back).
+  static void use_for(const Clock* clock, std::function<Renewer&()> provide);
+  static void stop_using_for(const Clock* clock);
 
   // Queues `r` to run at `due_mono_ms`. A renewable is queued at most once.
   void add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms);

@@ -95,9 +95,11 @@ ManualClock::ManualClock(std::int64_t wall_start_ms, std::int64_t settle_timeout
   if (settle_timeout_ms <= 0) throw InvalidArgument("settle timeout must be positive");
   s_->wall = wall_start_ms;
   s_->settle_timeout_ms = settle_timeout_ms;
+  Renewer::use_for(this, [this]() -> Renewer& { return own_renewer(); });
 }
 
 ManualClock::~ManualClock() {
+  Renewer::stop_using_for(this);
   std::lock_guard<std::mutex> g(renewer_mu_);
   dispatcher_.reset();
   renewer_.reset();
@@ -121,13 +123,13 @@ CallbackDispatcher& ManualClock::dispatcher() {
   return *dispatcher_;
 }
 
-Renewer* ManualClock::renewer() {
+Renewer& ManualClock::own_renewer() {
   std::lock_guard<std::mutex> g(renewer_mu_);
   if (!renewer_) {
     // Not owning: the renewer lives inside this clock.
     renewer_ = std::make_unique<Renewer>(std::shared_ptr<Clock>(std::shared_ptr<Clock>(), this), 1);
   }
-  return renewer_.get();
+  return *renewer_;
 }
 
 std::optional<std::uint64_t> ManualClock::next_random_seed() {

@@ -34,6 +34,8 @@
 
 namespace mongoelector {
 
+class Renewer;  // lease/keepalive.h: this clock's own, registered with Renewer::use_for
+
 namespace detail {
 struct ManualClockState;
 }
@@ -56,7 +58,6 @@ class ManualClock final : public Clock {
   CallbackDispatcher& dispatcher() override;
   // A mutex held by a running thread is waited for in real time (up to the settle bound).
   bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
-  Renewer* renewer() override;
   std::optional<std::uint64_t> next_random_seed() override;
   void worker_spawning() override;
   void worker_spawn_failed() override;
@@ -86,6 +87,8 @@ class ManualClock final : public Clock {
   class Timer;
   std::optional<std::int64_t> next_deadline_after(std::int64_t now);
   bool settle_once();
+  // The renewer of leases on this clock (Renewer::use_for), made on first use.
+  Renewer& own_renewer();
 
   std::shared_ptr<Shared> s_;
   std::unique_ptr<Timer> timer_;

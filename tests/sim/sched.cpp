@@ -446,9 +446,11 @@ void NodeClock::start(const std::string& name) {
   renewer_->add(std::make_shared<Noop>(), 0);
   s_.await_registered();
   renewer_thread_ = s_.find(name + ".renewer");
+  me::Renewer::use_for(this, [this]() -> me::Renewer& { return *renewer_; });
 }
 
 void NodeClock::stop() {
+  me::Renewer::stop_using_for(this);
   renewer_.reset();
   dispatcher_.reset();  // joins its threads (jobs left queued are their owners' to finish)
   timer_.stop();

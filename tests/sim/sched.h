@@ -239,7 +239,6 @@ class NodeClock final : public me::Clock {
   void sleep_until(std::int64_t t);
   me::DeadlineTimer& timer() override { return timer_; }
   bool try_lock_until(std::timed_mutex& m, std::int64_t deadline_mono_ms) override;
-  me::Renewer* renewer() override { return renewer_.get(); }
   // Each node's callback dispatcher: its threads wait on this node's fake time, as the
   // process-wide one's wait on the real clock (threads start on first use).
   me::CallbackDispatcher& dispatcher() override {
