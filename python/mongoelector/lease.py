@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Optional, Type, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Optional, TypedDict, TypeVar
 
 from . import _native
+from ._keepalive import KeepAlive
 from ._loss import LossEvent
 from ._transport import DatabaseArg
 from .errors import ClosedError, LeaseLost
@@ -57,7 +57,7 @@ class LockerOptions(TypedDict, total=False):
     op_timeout: Optional[float]
 
 
-class Lease:
+class Lease(KeepAlive):
     """A lock on ``key`` kept alive until :meth:`release` (or the end of a ``with``).
 
     ``db`` is what ``MongoLocker`` takes: a pymongo ``Database``, a ``mongodb://`` URI, a
@@ -121,28 +121,6 @@ class Lease:
         self.lost._bind(self._native)
         return self._native.fence
 
-    @property
-    def fence(self) -> Optional[int]:
-        """The fencing token of the hold (None before acquire): pass it with every write
-        the lock guards."""
-        return None if self._native is None else self._native.fence
-
-    @property
-    def reason(self) -> str:
-        """Why the lease was lost ("" while it is not)."""
-        return "" if self._native is None else self._native.lost_reason
-
-    def check(self) -> None:
-        """Raises ``LeaseLost`` if the lease is lost; call it before acting on the lock."""
-        if self.lost.is_set():
-            raise LeaseLost(f"lease of {self.key!r} (fence {self.fence}) was lost: {self.reason}")
-
-    def wait_lost(self, timeout: Optional[float] = None) -> bool:
-        """Blocks until the lease is lost (True) or ``timeout`` seconds pass (False)."""
-        if self._native is None:
-            return False
-        return self._native.wait_lost(timeout)
-
     def release(self, min_hold: Optional[float] = None) -> None:
         """Stops keeping the lock alive and releases it (fenced; not if lost). With
         ``min_hold`` (default: the lease's own), the lock stays taken until that many
@@ -170,34 +148,11 @@ class Lease:
                 "%s: the lock may be taken again before its minimum hold ends: %s", what, e
             )
 
-    def __enter__(self: _S) -> _S:
-        self.acquire()
-        return self
+    def _held(self) -> str:
+        return f"lease of {self.key!r}"
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> Literal[False]:
-        lost = self.lost.is_set()
-        try:
-            self.release()
-        except Exception as e:
-            if exc_type is None and not lost:
-                raise
-            # The block's own exception, or the loss raised below, is what the caller sees.
-            _log.warning("lease of %r: %s", self.key, e)
-        if lost and exc_type is None:
-            raise LeaseLost(
-                f"lease of {self.key!r} (fence {self.fence}) was lost while the "
-                f"block ran: {self.reason}"
-            )
-        return False
-
-    def __repr__(self) -> str:
-        state = "lost" if self.lost.is_set() else ("held" if self._native else "new")
-        return f"<Lease {self.key!r} fence={self.fence} {state}>"
+    def _repr_key(self) -> str:
+        return repr(self.key)
 
 
 def lease(

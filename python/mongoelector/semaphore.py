@@ -44,6 +44,7 @@ from typing import (
 )
 
 from . import _native, _transport
+from ._keepalive import KeepAlive
 from ._loss import LossEvent
 from ._transport import DatabaseArg
 from .errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
@@ -359,7 +360,7 @@ class MongoSemaphore:
         )
 
 
-class SemaphoreLease:
+class SemaphoreLease(KeepAlive):
     """A semaphore slot kept alive by the native renewer until released (or the end of
     a ``with`` block); the rules of ``mongoelector.lease``: renewed about every ttl/3,
     declared LOST on this host's clock at its own renew deadline (before anyone can take
@@ -402,51 +403,13 @@ class SemaphoreLease:
         self.lost._bind(self._native)
         return self._native.fence
 
-    @property
-    def fence(self) -> Optional[int]:
-        return None if self._native is None else self._native.fence
-
-    @property
-    def reason(self) -> str:
-        return "" if self._native is None else self._native.lost_reason
-
-    def check(self) -> None:
-        """Raises ``LeaseLost`` if the slot was lost; call it before acting on it."""
-        if self.lost.is_set():
-            raise LeaseLost(
-                f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
-                f"was lost: {self.reason}"
-            )
-
-    def wait_lost(self, timeout: Optional[float] = None) -> bool:
-        if self._native is None:
-            return False
-        return self._native.wait_lost(timeout)
-
     def release(self) -> None:
         """Stops keeping the slot alive and releases it (fenced; not if lost)."""
         if self._native is not None:
             self._native.close()
 
-    def __enter__(self: _SL) -> _SL:
-        self.acquire()
-        return self
+    def _held(self) -> str:
+        return f"slot of semaphore {self.semaphore.key!r}"
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> Literal[False]:
-        lost = self.lost.is_set()
-        self.release()
-        if lost and exc_type is None:
-            raise LeaseLost(
-                f"slot of semaphore {self.semaphore.key!r} (fence {self.fence}) "
-                f"was lost while the block ran: {self.reason}"
-            )
-        return False
-
-    def __repr__(self) -> str:
-        state = "lost" if self.lost.is_set() else ("held" if self._native else "new")
-        return f"<SemaphoreLease {self.semaphore.key!r} fence={self.fence} {state}>"
+    def _repr_key(self) -> str:
+        return repr(self.semaphore.key)

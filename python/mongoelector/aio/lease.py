@@ -13,15 +13,15 @@ from typing import (
     Callable,
     Literal,
     Optional,
-    Protocol,
     Tuple,
     Type,
     TypeVar,
 )
 
 from .. import _native
+from .._keepalive import KeepAliveBase
 from .._loss import AsyncLossEvent
-from ..errors import ClosedError, LeaseLost
+from ..errors import ClosedError
 from ..lease import LockerOptions
 from ._common import AsyncDatabaseArg, call, drive
 from .locker import AsyncMongoLocker
@@ -36,36 +36,14 @@ __all__ = ["AsyncLease", "lease"]
 _K = TypeVar("_K", bound="KeepAlive")
 
 
-class KeepAlive:
-    """What the asyncio keep-alive leases (``AsyncLease``, ``AsyncSemaphoreLease``) share
-    once held: the native lease (``_native``), its loss and its release."""
+class KeepAlive(KeepAliveBase):
+    """What the asyncio keep-alive leases (``AsyncLease``, ``AsyncSemaphoreLease``) add to
+    the shared state (``mongoelector._keepalive``): waiting, releasing, ``async with``."""
 
     lost: AsyncLossEvent
-    _native: Optional[_NativeKeepAlive]
-
-    def _held(self) -> str:  # "lease of 'k'", "slot of semaphore 'k'"
-        raise NotImplementedError
-
-    def _repr_key(self) -> str:
-        raise NotImplementedError
 
     async def acquire(self) -> int:
         raise NotImplementedError
-
-    @property
-    def fence(self) -> Optional[int]:
-        """The fencing token of the hold (None before acquire)."""
-        return None if self._native is None else self._native.fence
-
-    @property
-    def reason(self) -> str:
-        """Why the lease was lost ("" while it is not)."""
-        return "" if self._native is None else self._native.lost_reason
-
-    def check(self) -> None:
-        """Raises ``LeaseLost`` if the lease is lost; call it before acting on the hold."""
-        if self.lost.is_set():
-            raise LeaseLost(f"{self._held()} (fence {self.fence}) was lost: {self.reason}")
 
     async def wait_lost(self, timeout: Optional[float] = None) -> bool:
         """Waits until the lease is lost (True) or ``timeout`` seconds pass (False)."""
@@ -96,22 +74,8 @@ class KeepAlive:
         lost = self.lost.is_set()
         await self.release()
         if lost and exc_type is None:
-            raise LeaseLost(
-                f"{self._held()} (fence {self.fence}) was lost while the block ran: {self.reason}"
-            )
+            raise self._lost_in_block()
         return False
-
-    def __repr__(self) -> str:
-        state = "lost" if self.lost.is_set() else ("held" if self._native else "new")
-        return f"<{type(self).__name__} {self._repr_key()} fence={self.fence} {state}>"
-
-
-class _NativeKeepAlive(Protocol):
-    @property
-    def fence(self) -> int: ...
-    @property
-    def lost_reason(self) -> str: ...
-    def close(self) -> None: ...
 
 
 class AsyncLease(KeepAlive):
