@@ -130,7 +130,12 @@ def original_python():
         "-c",
         f"import mongoelector, sys; sys.exit(mongoelector.__version__ != {ORIGINAL_VERSION!r})",
     ]
-    if not (os.path.exists(python) and subprocess.run(check, capture_output=True).returncode == 0):
+    # Its own mongoelector, never the one PYTHONPATH may point this run at.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if not (
+        os.path.exists(python)
+        and subprocess.run(check, capture_output=True, env=env).returncode == 0
+    ):
         venv.EnvBuilder(with_pip=True, clear=True).create(home)
         r = subprocess.run(
             [
@@ -147,6 +152,6 @@ def original_python():
         )
         if r.returncode != 0:
             pytest.fail(f"cannot install mongoelector=={ORIGINAL_VERSION} from PyPI:\n{r.stderr}")
-        if subprocess.run(check, capture_output=True).returncode != 0:
+        if subprocess.run(check, capture_output=True, env=env).returncode != 0:
             pytest.fail(f"{home} does not provide mongoelector {ORIGINAL_VERSION}")
     return python

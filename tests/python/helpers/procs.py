@@ -16,7 +16,17 @@ def default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def env_of(python):
+    """The environment of a worker run by `python`: another interpreter (the original's
+    virtualenv) imports its own mongoelector, never the one PYTHONPATH may point this run
+    at."""
+    if python == sys.executable:
+        return None
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def spawn(*args, python=sys.executable, **kw):
+    kw.setdefault("env", env_of(python))
     return subprocess.Popen(
         [python, WORKER, *map(str, args)],
         stdout=subprocess.PIPE,
@@ -29,7 +39,11 @@ def spawn(*args, python=sys.executable, **kw):
 
 def run(*args, python=sys.executable, timeout=60):
     return subprocess.run(
-        [python, WORKER, *map(str, args)], capture_output=True, text=True, timeout=timeout
+        [python, WORKER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env_of(python),
     )
 
 
