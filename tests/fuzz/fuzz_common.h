@@ -252,6 +252,7 @@ inline void check_status(mongoelector_status st) {
     case MONGOELECTOR_ERR_UNAVAILABLE:
     case MONGOELECTOR_ERR_SERVER:
     case MONGOELECTOR_ERR_UNSAFE_SERVER:
+    case MONGOELECTOR_ERR_LOST:
       break;
     case MONGOELECTOR_ERR_INTERNAL:
       // A bug in the library by its own definition.
