@@ -10,7 +10,9 @@
 #   testserver.sh install [java|ferretdb ...]  build/install (idempotent, fast when cached)
 #   testserver.sh start java|ferretdb          start one; last stdout line is its URI
 #                                              (mongodb://127.0.0.1:PORT/)
-#   testserver.sh stop <uri-or-port>|--all     stop the server(s) started by this script
+#   testserver.sh stop <uri-or-port>|--all     stop one server, or all those this checkout's
+#                                              script started (another checkout's, e.g. a
+#                                              CI run in a clone, keeps its own)
 #   testserver.sh run java|ferretdb -- CMD...  start, run CMD with MONGOELECTOR_TEST_URI and
 #                                              MONGOELECTOR_TEST_SERVER exported, always stop,
 #                                              exit with CMD's exit code
@@ -279,6 +281,7 @@ cmd_start() {
         fi
         mkdir -p "$state"
         echo "$kind" >"$state/kind"
+        echo "$SCRIPT_DIR" >"$state/owner"
         launch "$kind" "$port" "$state"
         deadline=$((SECONDS + TIMEOUT))
         while ((SECONDS < deadline)); do
@@ -313,7 +316,10 @@ cmd_stop() {
     if [[ "$arg" == --all ]]; then
         local s
         for s in "$RUN_DIR"/*/; do
-            [[ -d "$s" ]] && cleanup_state "${s%/}"
+            [[ -d "$s" ]] || continue
+            # A state without an owner is from before owners were recorded: stopped too.
+            if [[ -f "$s/owner" && "$(cat "$s/owner")" != "$SCRIPT_DIR" ]]; then continue; fi
+            cleanup_state "${s%/}"
         done
         return 0
     fi
