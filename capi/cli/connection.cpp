@@ -189,7 +189,7 @@ std::string storage_error(mongoelector_status st) {
   return out;
 }
 
-ClientPtr open_client(const std::string& uri, int& exit_code, bool read_only) {
+ClientPtr open_client(const std::string& uri, int& exit_code) {
   if (uri.rfind("memory:", 0) == 0) {  // one process's memory: no lock between processes
     msg("%s lives in this process only, so it cannot lock anything between processes; use "
         "sqlite:///absolute/path.db (one host) or mongodb://host:port/database",
@@ -198,9 +198,7 @@ ClientPtr open_client(const std::string& uri, int& exit_code, bool read_only) {
     return nullptr;
   }
   mongoelector_client* client = nullptr;
-  mongoelector_status st =
-      read_only ? mongoelector_client_new_read_only(uri.c_str(), default_database_for(uri), &client)
-                : mongoelector_client_new(uri.c_str(), default_database_for(uri), &client);
+  mongoelector_status st = mongoelector_client_new(uri.c_str(), default_database_for(uri), &client);
   if (st != MONGOELECTOR_OK) {
     msg("cannot open %s: %s\n  %s", redact_uri(uri).c_str(), mongoelector_last_error(),
         storage_hint(uri).c_str());

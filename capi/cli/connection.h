@@ -41,10 +41,9 @@ struct LockerDeleter {
 };
 using ClientPtr = std::unique_ptr<mongoelector_client, ClientDeleter>;
 using LockerPtr = std::unique_ptr<mongoelector_locker, LockerDeleter>;
-// Opens the client (mongoelector_client_new, or _new_read_only for a reader such as
-// `status`, parses the URI); on failure prints what was
+// Opens the client (mongoelector_client_new parses the URI); on failure prints what was
 // wrong and what to do. memory:// is refused: it cannot lock between processes.
-ClientPtr open_client(const std::string& uri, int& exit_code, bool read_only = false);
+ClientPtr open_client(const std::string& uri, int& exit_code);
 // The collection `run` locks in (the C API's default) and the elector's.
 constexpr const char* kRunCollection = "mongolocker";
 constexpr const char* kElectCollection = "elector.locks";

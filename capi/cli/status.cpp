@@ -16,8 +16,7 @@ const char* kStatusHelp =
     "Shows KEY's lock (as taken by `mongoelector run` and the C/Python/Go/Rust lockers in\n"
     "the default collection) and its election (as run by `mongoelector elect` and the\n"
     "electors): holder host, pid and uuid, fencing token, expiry and time left (on the\n"
-    "storage's clock), and the elector members with their last reports. It only reads:\n"
-    "read access is enough, and a SQLite file is opened read-only (never created).\n"
+    "storage's clock), and the elector members with their last reports.\n"
     "\n"
     "  --uri URI   mongodb://host:port/database or sqlite:///absolute/path.db (default:\n"
     "              $MONGOELECTOR_URI, else sqlite://%s)\n"
@@ -273,8 +272,7 @@ int cmd_status(int argc, char** argv) {
   if (a.positional.empty()) return usage_error("status", "missing KEY");
   std::string uri;
   if (!resolve_uri(a, uri, ec)) return ec;
-  // Read-only: status needs no write permission, and never creates a SQLite file.
-  ClientPtr client = open_client(uri, ec, /*read_only=*/true);
+  ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
   return print_status(client.get(), uri, a.positional[0], a.flags.count("json") != 0, "",
                       a.flags.count("verbose") != 0);

@@ -11,10 +11,10 @@ using mongoelector::capi::checked;
 using mongoelector::capi::guard;
 using mongoelector::capi::require;
 
-namespace {
+extern "C" {
 
-mongoelector_status new_client(const char* uri, const char* database, mongoelector_client** out,
-                               mongoelector::ClientAccess access) {
+MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char* uri, const char* database,
+                                                             mongoelector_client** out) {
   return guard([&] {
     require(out != nullptr, "out is NULL");
     require(uri != nullptr, "uri is NULL");
@@ -23,26 +23,10 @@ mongoelector_status new_client(const char* uri, const char* database, mongoelect
     require(mongoelector::is_valid_utf8(database), "database is not valid UTF-8");
     auto client = std::make_unique<mongoelector_client>();
     // mongodb://: parses the URI and the database name now (InvalidArgument), connects
-    // on first use. sqlite:///path: opens (creates, unless read-only) the file now;
-    // `database` unused.
-    client->client = mongoelector::open_client(uri, database, access);
+    // on first use. sqlite:///path: opens (creates) the file now; `database` unused.
+    client->client = mongoelector::open_client(uri, database);
     *out = client.release();
   });
-}
-
-}  // namespace
-
-extern "C" {
-
-MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char* uri, const char* database,
-                                                             mongoelector_client** out) {
-  return new_client(uri, database, out, mongoelector::ClientAccess::ReadWrite);
-}
-
-MONGOELECTOR_API mongoelector_status mongoelector_client_new_read_only(const char* uri,
-                                                                       const char* database,
-                                                                       mongoelector_client** out) {
-  return new_client(uri, database, out, mongoelector::ClientAccess::ReadOnly);
 }
 
 MONGOELECTOR_API void mongoelector_client_free(mongoelector_client* client) {

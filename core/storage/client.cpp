@@ -15,12 +15,11 @@ bool is_mongodb_uri(const std::string& uri) {
   return uri.rfind("mongodb://", 0) == 0 || uri.rfind("mongodb+srv://", 0) == 0;
 }
 
-std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database,
-                                           ClientAccess access) {
+std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database) {
   const StorageUri parsed = parse_storage_uri(uri);  // InvalidArgument naming what is wrong
   switch (parsed.backend) {
     case UriBackend::Sqlite:
-      return SqliteClient::open(uri, access);  // `database` is not used
+      return SqliteClient::open(uri);  // `database` is not used
     case UriBackend::Memory:
       return MemoryClient::open(uri);  // nor here
     case UriBackend::MongoDB:

@@ -23,11 +23,6 @@
 
 namespace mongoelector {
 
-// ReadOnly: a client for reading who holds what (`status`): it writes nothing, so it
-// needs no write permission. SQLite opens the file read-only and refuses writes;
-// MongoDB and memory clients are the same as ReadWrite (reading sends no write there).
-enum class ClientAccess { ReadWrite, ReadOnly };
-
 class StorageClient {
  public:
   virtual ~StorageClient() = default;
@@ -46,8 +41,7 @@ class StorageClient {
 // Chooses the backend by the URI's scheme (parse_storage_uri, uri.h). InvalidArgument for
 // a malformed URI, an unknown scheme or a URI the backend refuses; a MongoDB client does not connect here, a SQLite client opens
 // (and if needed creates) its file here, so a bad path fails at once.
-std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database,
-                                           ClientAccess access = ClientAccess::ReadWrite);
+std::shared_ptr<StorageClient> open_client(const std::string& uri, const std::string& database);
 
 bool is_sqlite_uri(const std::string& uri);
 // The per-call timeout for a storage that serves a locker or elector with this ttl:

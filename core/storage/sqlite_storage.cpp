@@ -57,11 +57,6 @@ constexpr int kOpenBusyTimeoutMs = 5000;
                                    " (another process held the database's write lock past this "
                                    "call's busy timeout)",
                                ServerErrorDetail{ext, {}, {}});
-    case SQLITE_READONLY:
-      throw StorageError("SQLite " + where +
-                             " (the database is read-only to this client: it was opened "
-                             "read-only, or the file's permissions changed)",
-                         ext);
     default:
       throw StorageError("SQLite " + where, ext);
   }
@@ -220,79 +215,6 @@ void close_quietly(sqlite3* db) {
   if (db) sqlite3_close_v2(db);
 }
 
-// One connection (its own mutex off: the client serialises it), with extended result
-// codes; InvalidArgument("<failure>: <SQLite's reason>") if SQLite cannot open it.
-sqlite3* open_connection(const std::string& name, int flags, const std::string& failure) {
-  sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(name.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    close_quietly(db);
-    throw InvalidArgument(failure + ": " + msg);
-  }
-  sqlite3_extended_result_codes(db, 1);
-  return db;
-}
-
-// The tables of schema version 1 (see the top of this file).
-constexpr const char* kSchemaSql =
-    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
-    "INSERT OR IGNORE INTO meta VALUES ('application', 'mongoelector');"
-    "INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');"
-    "CREATE TABLE IF NOT EXISTS documents ("
-    "  coll TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL,"
-    "  key TEXT, ts INTEGER, PRIMARY KEY (coll, id)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS documents_key ON documents (coll, key, ts) "
-    "  WHERE key IS NOT NULL;";
-
-// Refuses a database that is not ours (another application's tables) or that a newer
-// mongoelector wrote. False: the file has no tables yet.
-bool check_ours(sqlite3* db, const std::string& path) {
-  // A SQLite database of someone else: refuse to add our tables to it.
-  bool has_tables = false, has_meta = false;
-  {
-    Stmt q(db, "SELECT name FROM sqlite_master WHERE type = 'table'", "schema");
-    while (q.step()) {
-      has_tables = true;
-      if (q.text(0) == "meta") has_meta = true;
-    }
-  }
-  if (has_tables && !has_meta) {
-    throw InvalidArgument("SQLite database " + path +
-                          " belongs to another application (it has tables but no "
-                          "mongoelector `meta` table); use a file of its own for locks");
-  }
-  if (has_meta) {
-    std::string app;
-    std::optional<std::string> version;
-    Stmt q(db, "SELECT name, value FROM meta", "schema");
-    while (q.step()) {
-      if (q.text(0) == "application") app = q.text(1);
-      if (q.text(0) == "schema_version") version = q.text(1);
-    }
-    if (app != "mongoelector" || !version) {
-      throw InvalidArgument("SQLite database " + path +
-                            " belongs to another application (its meta table does not "
-                            "name mongoelector); use a file of its own for locks");
-    }
-    char* end = nullptr;
-    const long v = std::strtol(version->c_str(), &end, 10);
-    if (end == version->c_str() || *end != '\0' || v < 1) {
-      throw StorageError("SQLite database " + path + " has an unreadable schema version '" +
-                         *version + "'");
-    }
-    if (v > SqliteClient::kSchemaVersion) {
-      throw StorageError("SQLite database " + path +
-                         " was written by a newer mongoelector "
-                         "(schema version " +
-                         *version + "; this version reads up to " +
-                         std::to_string(SqliteClient::kSchemaVersion) +
-                         "): upgrade mongoelector, or use another file");
-    }
-  }
-  return has_meta;
-}
-
 // Opens the file and makes sure it is ours: journal mode, schema.
 sqlite3* open_database(const std::string& path) {
   // Clear errors for the usual mistakes before SQLite's terse "unable to open".
@@ -321,9 +243,16 @@ sqlite3* open_database(const std::string& path) {
                           " is not writable (" + std::strerror(errno) + ")");
   }
 
-  sqlite3* db = open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                                "cannot open SQLite database " + path);
+  sqlite3* db = nullptr;
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    close_quietly(db);
+    throw InvalidArgument("cannot open SQLite database " + path + ": " + msg);
+  }
   try {
+    sqlite3_extended_result_codes(db, 1);
     if (sqlite3_db_readonly(db, "main") == 1) {
       throw InvalidArgument("SQLite database " + path +
                             " opened read-only (file or directory permissions); locks need "
@@ -357,8 +286,58 @@ sqlite3* open_database(const std::string& path) {
       exec(db, "PRAGMA synchronous = FULL", "PRAGMA synchronous");
 
       Txn txn(db, "schema");
-      check_ours(db, path);
-      exec(db, kSchemaSql, "schema");
+      // A SQLite database of someone else: refuse to add our tables to it.
+      bool has_tables = false, has_meta = false;
+      {
+        Stmt q(db, "SELECT name FROM sqlite_master WHERE type = 'table'", "schema");
+        while (q.step()) {
+          has_tables = true;
+          if (q.text(0) == "meta") has_meta = true;
+        }
+      }
+      if (has_tables && !has_meta) {
+        throw InvalidArgument("SQLite database " + path +
+                              " belongs to another application (it has tables but no "
+                              "mongoelector `meta` table); use a file of its own for locks");
+      }
+      if (has_meta) {
+        std::string app;
+        std::optional<std::string> version;
+        Stmt q(db, "SELECT name, value FROM meta", "schema");
+        while (q.step()) {
+          if (q.text(0) == "application") app = q.text(1);
+          if (q.text(0) == "schema_version") version = q.text(1);
+        }
+        if (app != "mongoelector" || !version) {
+          throw InvalidArgument("SQLite database " + path +
+                                " belongs to another application (its meta table does not "
+                                "name mongoelector); use a file of its own for locks");
+        }
+        char* end = nullptr;
+        const long v = std::strtol(version->c_str(), &end, 10);
+        if (end == version->c_str() || *end != '\0' || v < 1) {
+          throw StorageError("SQLite database " + path + " has an unreadable schema version '" +
+                             *version + "'");
+        }
+        if (v > SqliteClient::kSchemaVersion) {
+          throw StorageError("SQLite database " + path +
+                             " was written by a newer mongoelector "
+                             "(schema version " +
+                             *version + "; this version reads up to " +
+                             std::to_string(SqliteClient::kSchemaVersion) +
+                             "): upgrade mongoelector, or use another file");
+        }
+      }
+      exec(db,
+           "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           "INSERT OR IGNORE INTO meta VALUES ('application', 'mongoelector');"
+           "INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');"
+           "CREATE TABLE IF NOT EXISTS documents ("
+           "  coll TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL,"
+           "  key TEXT, ts INTEGER, PRIMARY KEY (coll, id)) WITHOUT ROWID;"
+           "CREATE INDEX IF NOT EXISTS documents_key ON documents (coll, key, ts) "
+           "  WHERE key IS NOT NULL;",
+           "schema");
       txn.commit();
     } catch (const StorageError& e) {
       fail_open(e, e.code());
@@ -374,85 +353,6 @@ sqlite3* open_database(const std::string& path) {
   return db;
 }
 
-// A database with our tables and no rows that refuses writes: what a read-only client
-// reads when the file does not exist yet (nothing was ever locked there).
-sqlite3* open_empty_database() {
-  sqlite3* db = open_connection(":memory:", SQLITE_OPEN_READWRITE,
-                                "cannot open an empty in-memory SQLite database");
-  try {
-    exec(db, kSchemaSql, "schema");
-    exec(db, "PRAGMA query_only = ON", "PRAGMA query_only");
-  } catch (...) {
-    close_quietly(db);
-    throw;
-  }
-  return db;
-}
-
-// Opens the file for reading only (`status`): no journal-mode change, no schema written,
-// so it needs no write permission on the file. A file that does not exist (in a
-// directory that does), or exists with no tables yet, reads as empty. Another
-// application's database and a newer schema are refused as by open_database. (Reading a
-// WAL file needs its -shm file, or a directory where SQLite may create it: SQLite's rule
-// for read-only WAL readers.)
-sqlite3* open_database_read_only(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    // A missing file in an existing directory: nothing was locked there yet. A missing
-    // directory is more likely a mistyped path: said as such, as for read-write.
-    const auto slash = path.find_last_of('/');
-    const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
-    struct stat dst {};
-    if (err == ENOENT && ::stat(dir.c_str(), &dst) == 0 && S_ISDIR(dst.st_mode))
-      return open_empty_database();
-    if (err == ENOENT)
-      throw InvalidArgument("cannot open SQLite database " + path + ": directory " + dir +
-                            " does not exist");
-    throw InvalidArgument("cannot open SQLite database " + path + ": " + std::strerror(err));
-  }
-  if (S_ISDIR(st.st_mode))
-    throw InvalidArgument("cannot open SQLite database " + path + ": it is a directory");
-  if (!S_ISREG(st.st_mode))
-    throw InvalidArgument("cannot open SQLite database " + path + ": not a regular file");
-  if (::access(path.c_str(), R_OK) != 0) {
-    throw InvalidArgument("cannot read SQLite database " + path + " (" + std::strerror(errno) +
-                          ")");
-  }
-  sqlite3* db = open_connection(path, SQLITE_OPEN_READONLY,
-                                "cannot open SQLite database " + path + " for reading");
-  try {
-    sqlite3_busy_timeout(db, kOpenBusyTimeoutMs);
-    bool ours = false;
-    try {
-      ours = check_ours(db, path);
-    } catch (const StorageError& e) {
-      const int primary = e.code() & 0xff;
-      if (primary == SQLITE_NOTADB)
-        throw InvalidArgument(path + " is not a SQLite database (or is encrypted): " + e.what());
-      if (primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY)
-        throw InvalidArgument("cannot read SQLite database " + path +
-                              ": its -shm file is missing and " +
-                              "SQLite may not create it next to the file (read access to a "
-                              "database in WAL mode needs one of them): " +
-                              e.what());
-      throw;
-    }
-    if (!ours) {  // a new, empty file: nothing was ever locked in it
-      close_quietly(db);
-      db = nullptr;
-      return open_empty_database();
-    }
-  } catch (...) {
-    close_quietly(db);
-    throw;
-  }
-  return db;
-}
-
-sqlite3* open_database(const std::string& path, bool read_only) {
-  return read_only ? open_database_read_only(path) : open_database(path);
-}
 }  // namespace
 
 // ------------------------------------------------------------------ client ------
@@ -462,7 +362,6 @@ struct SqliteClient::Impl {
   std::timed_mutex mu;    // serialises the connection
   sqlite3* db = nullptr;  // guarded by mu
   long pid = 0;           // process that opened db
-  bool read_only = false;
   // Server-time samples of every storage of this client (storage.h).
   std::shared_ptr<ClockSampleBoard> board = std::make_shared<ClockSampleBoard>();
 
@@ -472,7 +371,7 @@ struct SqliteClient::Impl {
   sqlite3* connection() {
     const long now = static_cast<long>(::getpid());
     if (now != pid) {
-      db = open_database(path, read_only);
+      db = open_database(path);
       pid = now;
     }
     return db;
@@ -489,14 +388,13 @@ std::string SqliteClient::path_from_uri(const std::string& uri) {
   return parsed.path;
 }
 
-std::shared_ptr<SqliteClient> SqliteClient::open(const std::string& uri, ClientAccess access) {
+std::shared_ptr<SqliteClient> SqliteClient::open(const std::string& uri) {
   std::shared_ptr<SqliteClient> client(new SqliteClient());
   client->uri_ = uri;
   client->path_ = path_from_uri(uri);
   client->impl_ = std::make_unique<Impl>();
   client->impl_->path = client->path_;
-  client->impl_->read_only = access == ClientAccess::ReadOnly;
-  client->impl_->db = open_database(client->path_, client->impl_->read_only);
+  client->impl_->db = open_database(client->path_);
   client->impl_->pid = static_cast<long>(::getpid());
   return client;
 }

@@ -66,11 +66,7 @@ class SqliteClient final : public StorageClient, public std::enable_shared_from_
 
   // sqlite:///absolute/path (percent-escapes decoded; no query options). Opens the
   // file, creating it and its tables when absent. Throws as described above.
-  // ReadOnly: opens an existing file without writing to it (no journal-mode change, no
-  // schema; the file need not be writable) and refuses writes; a file that does not exist
-  // reads as empty and is not created.
-  static std::shared_ptr<SqliteClient> open(const std::string& uri,
-                                            ClientAccess access = ClientAccess::ReadWrite);
+  static std::shared_ptr<SqliteClient> open(const std::string& uri);
   // The path a sqlite:// URI names (InvalidArgument if it is not one).
   static std::string path_from_uri(const std::string& uri);
   ~SqliteClient() override;

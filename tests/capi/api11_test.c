@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -833,64 +832,6 @@ static void test_memory_backend(void) {
   printf("  memory://: shared by name, tokens %lld < %lld\n", (long long)fa, (long long)fb);
 }
 
-/* ---- read-only clients (SQLite) -------------------------------------------------------- */
-
-/* A read-only client reads a held lock without writing the file, reads a missing file as
- * "nothing held" without creating it, and refuses a lock's write with an error. */
-static void test_sqlite_read_only(const char *dir) {
-  char path[256], missing[256], key[128];
-  mongoelector_client *rw = NULL, *ro = NULL, *ro_missing = NULL;
-  mongoelector_locker *holder = NULL, *writer = NULL;
-  mongoelector_lock_details d;
-  mongoelector_acquire_options once;
-  struct stat before, after, wal_before, wal_after;
-  char wal[270];
-  int64_t fence = 0;
-  int found = -1;
-
-  snprintf(path, sizeof path, "sqlite://%s/api11-ro-%ld.db", dir, (long)getpid());
-  snprintf(missing, sizeof missing, "sqlite://%s/api11-ro-missing-%ld.db", dir, (long)getpid());
-  unique_key(key, sizeof key, "api11-ro");
-  CHECK_INVALID(mongoelector_client_new_read_only(NULL, "", &ro));
-  CHECK_INVALID(mongoelector_client_new_read_only(path, "", NULL));
-  CHECK_INVALID(mongoelector_client_new_read_only("sqlite://relative.db", "", &ro));
-
-  CHECK_OK(mongoelector_client_new_read_only(missing, "", &ro_missing));
-  memset(&d, 0, sizeof d);
-  d.version = MONGOELECTOR_LOCK_DETAILS_VERSION;
-  CHECK_OK(mongoelector_client_read_lock(ro_missing, NULL, key, &d, &found));
-  CHECK(found == 0);
-  CHECK(access(missing + strlen("sqlite://"), F_OK) != 0); /* not created */
-  mongoelector_client_free(ro_missing);
-
-  CHECK_OK(mongoelector_client_new(path, "", &rw));
-  CHECK_OK(mongoelector_locker_new(rw, key, NULL, &holder));
-  CHECK_OK(mongoelector_locker_acquire_with(holder, NULL, &fence));
-  /* Writes of this process go to the -wal file (WAL mode): both must stay as they are. */
-  snprintf(wal, sizeof wal, "%s-wal", path + strlen("sqlite://"));
-  CHECK(stat(path + strlen("sqlite://"), &before) == 0 && stat(wal, &wal_before) == 0);
-  CHECK_OK(mongoelector_client_new_read_only(path, "", &ro));
-  CHECK_OK(mongoelector_client_read_lock(ro, NULL, key, &d, &found));
-  CHECK(found == 1 && d.fence == fence && d.pid == (int64_t)getpid());
-  mongoelector_lock_details_clear(&d);
-  /* A locker of the read-only client: its first write fails, nothing is taken. */
-  CHECK_OK(mongoelector_acquire_options_init(&once, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION));
-  once.blocking = 0;
-  CHECK_OK(mongoelector_locker_new(ro, "api11-ro-other", NULL, &writer));
-  CHECK_STATUS(mongoelector_locker_acquire_with(writer, &once, NULL), MONGOELECTOR_ERR_SERVER);
-  CHECK(strstr(mongoelector_last_error(), "read-only") != NULL);
-  mongoelector_locker_free(writer);
-  mongoelector_client_free(ro);
-  CHECK(stat(path + strlen("sqlite://"), &after) == 0 && stat(wal, &wal_after) == 0);
-  CHECK(before.st_size == after.st_size && wal_before.st_size == wal_after.st_size);
-  CHECK_OK(mongoelector_locker_release(holder, 0));
-  mongoelector_locker_free(holder);
-  mongoelector_client_free(rw);
-  unlink(path + strlen("sqlite://"));
-  printf("  read-only SQLite client: reads the holder (fence %lld), writes refused\n",
-         (long long)fence);
-}
-
 /* ---- main -------------------------------------------------------------------------------- */
 
 static void run_backend(mongoelector_client *client, const char *what) {
@@ -922,7 +863,6 @@ int main(int argc, char **argv) {
     run_backend(client, "sqlite");
     mongoelector_client_free(client);
     unlink(path + strlen("sqlite://"));
-    test_sqlite_read_only(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     printf("api11_test: %d passed, 0 failed\n", g_passed);
     return 0;
   }

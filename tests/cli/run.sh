@@ -630,29 +630,6 @@ t_status_reads_only() {  # status sends reads only: it creates no database, coll
   cmp -s "$T/before" "$T/after" || fail "status changed the database: $(diff "$T/before" "$T/after")"
 }
 
-t_status_sqlite_read_only() {  # status opens a SQLite file read-only: no write permission needed, nothing created
-  [[ $STORAGE == sqlite ]] || { echo "    (SQLite files listed around status)"; exit 77; }
-  local key="ro-$RANDOM" d="$T/ro"
-  mkdir -m 0755 "$d"
-  # A file that does not exist (its directory does): "free", and the file is not created.
-  "$BIN" status "$key" --uri "sqlite://$d/none.db" --json >"$T/ro.json" || fail "status: $(cat "$T/ro.json")"
-  [[ $(json "$T/ro.json" 'd["lock"] is None and d["leader"] is None') == True ]] || fail "status of nothing: $(cat "$T/ro.json")"
-  [[ ! -e $d/none.db ]] || fail "status created $d/none.db"
-  # A file where `run` holds the lock, read by a user who may not write it (0644, owned by
-  # someone else; as root the check runs under uid 65534): status names the holder and
-  # leaves the file's bytes as they were.
-  local as_other=()
-  if (( $(id -u) == 0 )); then
-    as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-    chmod 0711 "$T"  # uid 65534 may pass through to $d
-  fi
-  "$BIN" run "$key" --uri "sqlite://$d/held.db" -- bash -c \
-    'chmod 0644 "$1/held.db"* && sha256sum "$1/held.db" >"$1/before" && "${@:4}" "$2" status "$3" --uri "sqlite://$1/held.db" --json >"$1/ro2.json" 2>"$1/ro2.err"; rc=$?; sha256sum "$1/held.db" >"$1/after"; exit $rc' \
-    _ "$d" "$BIN" "$key" "${as_other[@]}" || fail "run/status: $(cat "$d/ro2.json" "$d/ro2.err" 2>/dev/null)"
-  [[ $(json "$d/ro2.json" 'd["lock"]["pid"] > 0') == True ]] || fail "status does not name the holder: $(cat "$d/ro2.json")"
-  cmp -s "$d/before" "$d/after" || fail "status changed the file"
-}
-
 # http PORT PATH: "CODE BODY" from this host's 127.0.0.1:PORT; code PORT PATH: the code only.
 http() { python3 "$T/get.py" "http://127.0.0.1:$1$2"; }
 code() { http "$1" "$2" | cut -d' ' -f1; }
@@ -813,7 +790,6 @@ echo "mongoelector command tests on $STORAGE ($URI)"
 run_test "status: a lock's election is \"not used for an election\"" t_status_of_a_lock
 [[ $STORAGE == sqlite ]] && run_test "unreachable server: the error names the URI, not a command" t_unreachable_server
 [[ $STORAGE == mongo ]] && run_test "status: reads only (no database, collection or index created)" t_status_reads_only
-[[ $STORAGE == sqlite ]] && run_test "status: opens SQLite read-only (no write permission needed, no file created)" t_status_sqlite_read_only
 run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
 run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status
 run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded

@@ -39,17 +39,6 @@ extern "C" {
  * after fork() the child opens its own on first use. The server info names "SQLite". */
 MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char *uri, const char *database,
                                                              mongoelector_client **out);
-/* Since 1.1. Opens a client as mongoelector_client_new() does, for READING who holds
- * what (mongoelector_client_read_lock, mongoelector_client_cluster_detail,
- * mongoelector_client_server_info_copy): it writes nothing, so it needs no write
- * permission. On SQLite the file is opened read-only (no journal-mode change, no tables
- * created; the file need not be writable) and is not created if absent: a missing file
- * reads as "nothing held"; a locker or elector made from such a client fails at its first
- * write with MONGOELECTOR_ERR_SERVER. MongoDB clients are the same as
- * mongoelector_client_new()'s (the reading functions above send no write). */
-MONGOELECTOR_API mongoelector_status mongoelector_client_new_read_only(const char *uri,
-                                                                       const char *database,
-                                                                       mongoelector_client **out);
 /* Frees a client. NULL ok. Lockers/electors made from it keep its connections open
  * until the last of them is freed. */
 MONGOELECTOR_API void mongoelector_client_free(mongoelector_client *client);

@@ -117,13 +117,6 @@ extern "C" {
     ) -> mongoelector_status;
 }
 extern "C" {
-    pub fn mongoelector_client_new_read_only(
-        uri: *const ::std::os::raw::c_char,
-        database: *const ::std::os::raw::c_char,
-        out: *mut *mut mongoelector_client,
-    ) -> mongoelector_status;
-}
-extern "C" {
     pub fn mongoelector_client_free(client: *mut mongoelector_client);
 }
 extern "C" {
