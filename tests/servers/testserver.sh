@@ -41,6 +41,9 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Who started a server (stop --all): this checkout, by its physical path, so that the same
+# checkout reached through a symlink is still itself.
+OWNER="$(cd "$SCRIPT_DIR" && pwd -P)"
 CACHE="${MONGOELECTOR_CACHE:-$HOME/.cache/mongoelector}"
 RUN_DIR="$CACHE/run"
 TIMEOUT="${MONGOELECTOR_TESTSERVER_TIMEOUT:-60}"
@@ -281,7 +284,7 @@ cmd_start() {
         fi
         mkdir -p "$state"
         echo "$kind" >"$state/kind"
-        echo "$SCRIPT_DIR" >"$state/owner"
+        echo "$OWNER" >"$state/owner"
         launch "$kind" "$port" "$state"
         deadline=$((SECONDS + TIMEOUT))
         while ((SECONDS < deadline)); do
@@ -318,7 +321,7 @@ cmd_stop() {
         for s in "$RUN_DIR"/*/; do
             [[ -d "$s" ]] || continue
             # A state without an owner is from before owners were recorded: stopped too.
-            if [[ -f "$s/owner" && "$(cat "$s/owner")" != "$SCRIPT_DIR" ]]; then continue; fi
+            if [[ -f "$s/owner" && "$(cat "$s/owner")" != "$OWNER" ]]; then continue; fi
             cleanup_state "${s%/}"
         done
         return 0
