@@ -20,6 +20,8 @@ Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
              HoldSpec::from(options_, "lock", options_.key, "the lease of " + options_.key),
              std::move(clock), std::move(identity),
              [this](const Hold& s) { return settle_write(s); }) {
+  // A lock deleted on release is absent whenever it is free: start with the insert.
+  absent_likely_ = options_.delete_on_release;
   if (options_.ensure_indexes) state_.storage().ensure_lock_indexes(options_.collection);
 }
 
@@ -95,7 +97,7 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
   LockClaim claim{options_.key, me.uuid, me.host, me.pid, created, t.earliest_ms() + ttl_ms()};
   if (claim_payload_) claim.payload = claim_payload_();
   try {
-    std::optional<LockDoc> doc = storage().claim(options_.collection, claim, force);
+    std::optional<LockDoc> doc = send_claim(claim, force);
     if (!doc) return std::nullopt;
     if (doc->uuid != me.uuid)
       throw StorageError("the server returned a lock document of another holder after a claim");
@@ -124,6 +126,24 @@ std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t se
     state_.abandon_claim(h);
     throw;
   }
+}
+
+std::optional<LockDoc> Locker::send_claim(const LockClaim& claim, bool force) {
+  bool insert;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    insert = !force && absent_likely_;
+  }
+  if (insert) {
+    // Where the document is most likely gone, a plain insert is the cheaper claim. It
+    // takes the key only where no document exists, which the upsert would take too, and
+    // writes what the upsert would; where one exists it writes nothing, and the upsert
+    // below decides as it always does.
+    if (std::optional<LockDoc> doc = storage().insert_claim(options_.collection, claim)) return doc;
+    std::lock_guard<std::mutex> g(mu_);
+    absent_likely_ = false;
+  }
+  return storage().claim(options_.collection, claim, force);
 }
 
 // The rare path: the document was created by this claim, or carried no token of ours
@@ -255,8 +275,12 @@ bool Locker::release_if(std::int64_t fence) {
 
 void Locker::release_write(const Hold& h) {
   try {
-    storage().release(options_.collection, options_.key, identity().uuid, h.fence, server_now_ms(),
-                      options_.delete_on_release);
+    const bool matched = storage().release(options_.collection, options_.key, identity().uuid,
+                                           h.fence, server_now_ms(), options_.delete_on_release);
+    if (matched && options_.delete_on_release) {
+      std::lock_guard<std::mutex> g(mu_);
+      absent_likely_ = true;  // deleted: the next claim most likely finds no document
+    }
   } catch (...) {
     // It may still run at the server later (see HoldState::release).
     note_release_in_doubt();

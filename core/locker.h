@@ -273,6 +273,10 @@ class Locker : public Holdable {
   void check_server_safety();
   // try_acquire with the fence of the hold installed (a deferred token's raw fence).
   std::optional<Claimed> claim_once(bool force);
+  // The claim's one write: an insert where the document is most likely gone
+  // (absent_likely_), falling back to Storage::claim when one is there; else
+  // Storage::claim. The document written, nullopt when held by another.
+  std::optional<LockDoc> send_claim(const LockClaim& claim, bool force);
   // The fenced release write of hold `h` (release, release_if).
   void release_write(const Hold& h);
   std::string held_message(const std::optional<LockDoc>& holder) const;
@@ -311,6 +315,11 @@ class Locker : public Holdable {
   // The ts_created of our latest claim of the key known to be applied, and of the window
   // marker we last won: a new claim is stamped differently (claim_stamp).
   std::int64_t known_created_ms_ = 0;
+  // A guess, never a belief: the lock's document is most likely absent (it is deleted
+  // on release, and this locker has not met one since its own deleting release), so the
+  // next claim is sent as an insert (send_claim). A wrong guess costs one round trip
+  // and changes nothing at the server.
+  bool absent_likely_ = false;
   std::function<ClaimPayload()> claim_payload_;  // set_claim_payload
   std::string won_marker_;
   std::int64_t won_created_ms_ = 0;

@@ -122,6 +122,11 @@ Command claim(const std::string& collection, const LockClaim& c, bool force) {
               "findAndModify (claim " + c.key + ")");
 }
 
+Command insert_claim(const std::string& collection, const LockClaim& c) {
+  return make(Op::insert_one, collection, Node(), Node::of(c.document()),
+              "insert (claim " + c.key + ")");
+}
+
 Command bump_epoch(const std::string& collection, const std::string& key) {
   return make(Op::find_and_modify, collection + ".fences", Node::doc({{"_id", key}}),
               Node::doc({{"$inc", Node::doc({{"epoch", std::int64_t{1}}})}}),

@@ -76,6 +76,8 @@ struct Command {
 
 // ---- locks ----------------------------------------------------------------------------
 Command claim(const std::string& collection, const LockClaim& claim, bool force);
+// insert_claim: insert_one of claim.document().
+Command insert_claim(const std::string& collection, const LockClaim& claim);
 // On "<collection>.fences".
 Command bump_epoch(const std::string& collection, const std::string& key);
 Command set_fence(const std::string& collection, const std::string& key, const std::string& uuid,

@@ -22,6 +22,23 @@ LockDoc LockDoc::from_document(const Document& raw) {
   return d;
 }
 
+void LockClaim::apply_to(Document& doc, std::int64_t fence) const {
+  doc.set("locked", true);
+  doc.set("host", host);
+  doc.set("uuid", uuid);
+  doc.set("pid", pid);
+  doc.set("ts_created", DateTime{now_ms});
+  doc.set("ts_expire", DateTime{expire_ms});
+  if (payload) payload->set_on(doc);
+  doc.set("fence", fence);
+}
+
+Document LockClaim::document() const {
+  Document doc{{"_id", key}};
+  apply_to(doc, 1);
+  return doc;
+}
+
 bool set_fence_on(Document& doc, const std::string& uuid, std::int64_t old_fence,
                   std::int64_t created_ms, std::int64_t new_fence) {
   const LockDoc cur = LockDoc::from_document(doc);

@@ -53,6 +53,13 @@ struct LockClaim {
   // An elector's claim: its payload (or null) is set in the same write
   // (payload_storage.h). nullopt (plain locks): the payload fields are left alone.
   std::optional<ClaimPayload> payload = std::nullopt;
+
+  // The claim's fields written on `doc`, its fence becoming `fence` (claim()'s $set and
+  // $inc, for backends that edit documents themselves: memory, SQLite).
+  void apply_to(Document& doc, std::int64_t fence) const;
+  // The document a claim creates where there was none (fence 1): what the upsert of
+  // claim() inserts, and what insert_claim() writes, field for field.
+  Document document() const;
 };
 
 // One renewal of a batch (Storage::renew_many): what renew() takes for one key.
@@ -119,6 +126,16 @@ class LockStorage {
   // insert that fails with a duplicate-key error, E11000).
   virtual std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
                                        bool force) = 0;
+
+  // claim() of an ABSENT document as a plain insert of claim.document() (fence 1): one
+  // round trip the server does less work for than the conditional upsert (it is what
+  // the original sends). nullopt when a document of the key exists, whatever its state
+  // (E11000), and nothing is written: the caller then claims as usual. It can only ever
+  // create a document, never overwrite one, so a wrong guess changes neither the holder
+  // nor any token. Locker sends it where the document is likely gone (its own deleting
+  // release).
+  virtual std::optional<LockDoc> insert_claim(const std::string& collection,
+                                              const LockClaim& claim) = 0;
 
   // Increments and returns the epoch of `key` in "<collection>.fences" (upsert, starts
   // at 1). Only on the rare path where a lock document had to be created.

@@ -113,14 +113,18 @@ std::optional<LockDoc> MemoryStorage::claim(const std::string& collection, const
     if (fence == std::numeric_limits<std::int64_t>::max())
       throw StorageError("claim: $inc of fence would overflow a 64-bit integer");
     Document doc = it != coll.end() ? it->second : Document{{"_id", c.key}};
-    doc.set("locked", true);
-    doc.set("host", c.host);
-    doc.set("uuid", c.uuid);
-    doc.set("pid", c.pid);
-    doc.set("ts_created", DateTime{c.now_ms});
-    doc.set("ts_expire", DateTime{c.expire_ms});
-    doc.set("fence", fence + 1);
-    if (c.payload) c.payload->set_on(doc);
+    c.apply_to(doc, fence + 1);
+    coll[c.key] = doc;
+    return LockDoc::from_document(doc);
+  });
+}
+
+std::optional<LockDoc> MemoryStorage::insert_claim(const std::string& collection,
+                                                   const LockClaim& c) {
+  return call("insert_claim", [this, collection, c]() -> std::optional<LockDoc> {
+    auto& coll = locks_[collection];
+    if (coll.count(c.key) != 0) return std::nullopt;  // the duplicate-key error
+    Document doc = c.document();
     coll[c.key] = doc;
     return LockDoc::from_document(doc);
   });

@@ -22,7 +22,7 @@ namespace mongoelector {
 
 class MemoryStorage final : public Storage {
  public:
-  // op: "server_info", "server_time_ms", "claim", "bump_epoch", "set_fence", "renew",
+  // op: "server_info", "server_time_ms", "claim", "insert_claim", "bump_epoch", "set_fence", "renew",
   // "renew_many", "set_expiry", "release", "read", "put_status", "list_status",
   // "ensure_indexes", "read_semaphore", "create_semaphore", "claim_semaphore",
   // "renew_semaphore", "renew_semaphores", "release_semaphore", "hand_over".
@@ -87,6 +87,8 @@ class MemoryStorage final : public Storage {
   void ensure_lock_indexes(const std::string& collection) override;
   std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
                                bool force) override;
+  std::optional<LockDoc> insert_claim(const std::string& collection,
+                                      const LockClaim& claim) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                  std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;

@@ -235,6 +235,18 @@ std::optional<LockDoc> MongoStorage::claim(const std::string& collection, const 
   return doc;
 }
 
+std::optional<LockDoc> MongoStorage::insert_claim(const std::string& collection,
+                                                  const LockClaim& claim) {
+  const commands::Command c = commands::insert_claim(collection, claim);
+  Encoded e(c);
+  bson_error_t error;
+  if (!impl_->conn.session().insert_one(c.collection, e.update.get(), &error)) {
+    if (is_server_error(error, kDuplicateKey)) return std::nullopt;  // a document is there
+    throw_error(c.what, error);
+  }
+  return LockDoc::from_document(claim.document());  // what the insert wrote
+}
+
 std::int64_t MongoStorage::bump_epoch(const std::string& collection, const std::string& key) {
   const commands::Command c = commands::bump_epoch(collection, key);
   Encoded e(c);

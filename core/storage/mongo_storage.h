@@ -45,6 +45,8 @@ class MongoStorage final : public Storage {
   void ensure_lock_indexes(const std::string& collection) override;
   std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
                                bool force) override;
+  std::optional<LockDoc> insert_claim(const std::string& collection,
+                                      const LockClaim& claim) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                  std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;

@@ -614,6 +614,16 @@ void SqliteStorage::ensure_status_indexes(const std::string& collection, std::in
 
 std::optional<LockDoc> SqliteStorage::claim(const std::string& collection, const LockClaim& c,
                                             bool force) {
+  return claim_row(collection, c, force ? Claim::force : Claim::free);
+}
+
+std::optional<LockDoc> SqliteStorage::insert_claim(const std::string& collection,
+                                                   const LockClaim& c) {
+  return claim_row(collection, c, Claim::absent);
+}
+
+std::optional<LockDoc> SqliteStorage::claim_row(const std::string& collection, const LockClaim& c,
+                                                Claim mode) {
   check_collection_name(collection);
   const std::string id = id_of_key(c.key);
   for (const auto* s : {&c.uuid, &c.host}) {
@@ -628,8 +638,10 @@ std::optional<LockDoc> SqliteStorage::claim(const std::string& collection, const
       std::optional<Document> cur = load(db, collection, id, what);
       std::int64_t fence = 0;
       if (cur) {
+        if (mode == Claim::absent) return std::nullopt;  // insert_claim: the duplicate key
         // Not held: the negation of LockDoc::held_at, as the MongoDB filter.
-        if (!force && LockDoc::from_document(*cur).held_at(c.now_ms)) return std::nullopt;
+        if (mode == Claim::free && LockDoc::from_document(*cur).held_at(c.now_ms))
+          return std::nullopt;
         if (const Value* f = cur->get("fence")) {
           auto n = numeric(*cur, "fence");
           if (!n) {
@@ -644,14 +656,7 @@ std::optional<LockDoc> SqliteStorage::claim(const std::string& collection, const
       if (fence == std::numeric_limits<std::int64_t>::max())
         throw StorageError("claim: increment of fence would overflow a 64-bit integer");
       Document doc = cur ? *cur : Document{{"_id", c.key}};
-      doc.set("locked", true);
-      doc.set("host", c.host);
-      doc.set("uuid", c.uuid);
-      doc.set("pid", c.pid);
-      doc.set("ts_created", DateTime{c.now_ms});
-      doc.set("ts_expire", DateTime{c.expire_ms});
-      doc.set("fence", fence + 1);
-      if (c.payload) c.payload->set_on(doc);
+      c.apply_to(doc, fence + 1);
       store(db, collection, id, doc, what);
       txn.commit();
       return LockDoc::from_document(doc);

@@ -120,6 +120,10 @@ class SqliteStorage final : public Storage {
   void ensure_lock_indexes(const std::string& collection) override;  // nothing to do
   std::optional<LockDoc> claim(const std::string& collection, const LockClaim& claim,
                                bool force) override;
+  // claim() restricted to an absent row: the same transaction, nothing written when the
+  // row exists.
+  std::optional<LockDoc> insert_claim(const std::string& collection,
+                                      const LockClaim& claim) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                  std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
@@ -161,6 +165,9 @@ class SqliteStorage final : public Storage {
  private:
   template <class F>
   auto call(const char* op, F&& body);
+  // claim (free: absent, released or expired; force: any) and insert_claim (absent).
+  enum class Claim : std::uint8_t { free, force, absent };
+  std::optional<LockDoc> claim_row(const std::string& collection, const LockClaim& c, Claim mode);
   // renew() (monotonic) or, `exact`, set_expiry(): one transaction.
   bool write_expiry(const char* op, const std::string& collection, const RenewRequest& r,
                     std::int64_t now_ms, bool exact);

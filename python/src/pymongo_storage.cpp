@@ -52,6 +52,7 @@ struct Names {
   PyObject* find_one_and_update = interned("find_one_and_update");
   PyObject* update_one = interned("update_one");
   PyObject* delete_one = interned("delete_one");
+  PyObject* insert_one = interned("insert_one");
   PyObject* find_one = interned("find_one");
   PyObject* replace_one = interned("replace_one");
   PyObject* matched_count = interned("matched_count");
@@ -405,6 +406,12 @@ py::object PyMongoStorage::find_one_and_update(const me::commands::Command& c) {
                      refs_->upsert_after_names.ptr());
 }
 
+void PyMongoStorage::insert_one(const me::commands::Command& c) {
+  py::object coll = this->collection(c.collection);
+  py::object doc = to_py(c.update);
+  call_method(coll.ptr(), names().insert_one, {doc.ptr()});
+}
+
 void PyMongoStorage::ensure_indexes(const std::string& collection,
                                     const std::vector<me::commands::IndexSpec>& specs) {
   with_python([&] {
@@ -437,6 +444,22 @@ std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
     }
     if (result.is_none()) throw me::StorageError("findAndModify upsert returned no document");
     return me::LockDoc::from_document(doc_from_py(result));
+  });
+}
+
+std::optional<me::LockDoc> PyMongoStorage::insert_claim(const std::string& collection,
+                                                        const me::LockClaim& claim) {
+  const me::commands::Command c = me::commands::insert_claim(collection, claim);
+  return with_python([&]() -> std::optional<me::LockDoc> {
+    try {
+      insert_one(c);
+    } catch (py::error_already_set& e) {
+      if (e.matches(refs_->duplicate_key_error)) return std::nullopt;  // a document is there
+      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
+        return std::nullopt;
+      throw;
+    }
+    return me::LockDoc::from_document(claim.document());  // what the insert wrote
   });
 }
 
@@ -627,7 +650,7 @@ bool PyMongoStorage::create_semaphore(const std::string& collection,
   const auto c = me::commands::create_semaphore(collection, claim);  // checks before the call
   return with_python([&] {
     try {
-      this->collection(c.collection).attr("insert_one")(to_py(c.update));
+      insert_one(c);
     } catch (py::error_already_set& e) {
       if (e.matches(refs_->duplicate_key_error)) return false;  // created by someone else
       if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e))) return false;

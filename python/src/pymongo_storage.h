@@ -59,6 +59,8 @@ class PyMongoStorage final : public mongoelector::Storage {
   std::optional<mongoelector::LockDoc> claim(const std::string& collection,
                                              const mongoelector::LockClaim& claim,
                                              bool force) override;
+  std::optional<mongoelector::LockDoc> insert_claim(const std::string& collection,
+                                                    const mongoelector::LockClaim& claim) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                  std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;
@@ -123,6 +125,8 @@ class PyMongoStorage final : public mongoelector::Storage {
   bool matched(const mongoelector::commands::Command& c);
   // Sends a find_and_modify command (upsert, the document after); re-raises errors.
   py::object find_one_and_update(const mongoelector::commands::Command& c);
+  // Sends an insert_one command (the document is Command::update); re-raises errors.
+  void insert_one(const mongoelector::commands::Command& c);
   // Sends a find command: the document or None for Command::one (find_one), else a cursor.
   py::object find(const mongoelector::commands::Command& c);
   void ensure_indexes(const std::string& collection,

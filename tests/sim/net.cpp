@@ -286,6 +286,22 @@ std::optional<LockDoc> NodeStorage::claim(const std::string& collection, const L
                                      });
 }
 
+std::optional<LockDoc> NodeStorage::insert_claim(const std::string& collection,
+                                                 const LockClaim& cl) {
+  World* w = &w_;
+  Str what;
+  what << cl.key << " uuid=" << cl.uuid << " now=" << cl.now_ms << " exp=" << cl.expire_ms;
+  // Checked as a claim: it creates a held document, as the upsert would.
+  return rpc<std::optional<LockDoc>>("insert_claim", cl.key, what.str(),
+                                     [w, collection, cl](const CallCtx& c) {
+                                       const LockSnap before = w->snap_lock(collection, cl.key);
+                                       auto r = w->mem()->insert_claim(collection, cl);
+                                       w->note_lock_write(c, "claim", collection, cl.key, before,
+                                                          w->snap_lock(collection, cl.key));
+                                       return r;
+                                     });
+}
+
 std::int64_t NodeStorage::bump_epoch(const std::string& collection, const std::string& key) {
   auto mem = w_.mem();
   return rpc<std::int64_t>("bump_epoch", key, key, [mem, collection, key](const CallCtx&) {

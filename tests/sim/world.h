@@ -189,6 +189,8 @@ class NodeStorage final : public me::Storage {
   void ensure_lock_indexes(const std::string& collection) override;
   std::optional<me::LockDoc> claim(const std::string& collection, const me::LockClaim& claim,
                                    bool force) override;
+  std::optional<me::LockDoc> insert_claim(const std::string& collection,
+                                          const me::LockClaim& claim) override;
   std::int64_t bump_epoch(const std::string& collection, const std::string& key) override;
   bool set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                  std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence) override;

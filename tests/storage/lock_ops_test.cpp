@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,30 @@ namespace mongoelector::storage_test {
 namespace {
 
 using LockOps = StorageTest;
+
+// Runs claim(client, i) at once on 4 clients of their own: how many won. A client that
+// fails with an error fails the test.
+template <class Claim>
+int concurrent_winners(Claim claim) {
+  constexpr int kClients = 4;
+  std::vector<std::unique_ptr<Storage>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(open_test_storage());
+  std::atomic<int> winners{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        if (claim(*clients[i], i)) ++winners;
+      } catch (const std::exception&) {
+        ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  return winners.load();
+}
 
 TEST_F(LockOps, ClaimOnAbsentKeyCreatesTheDocumentWithFenceOne) {
   auto doc = s->claim(coll, claim_by("a", now, 10000), false);
@@ -92,6 +117,57 @@ TEST_F(LockOps, ForcedClaimTakesAHeldLock) {
   auto other = s->claim(coll, claim_by("c", now, 10000, "other"), true);
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->fence, 1);
+}
+
+// insert_claim: the upsert's document on an absent key, field for field; nothing when a
+// document is there, whatever its state.
+TEST_F(LockOps, InsertClaimWritesWhatTheClaimWouldOnAnAbsentKey) {
+  LockClaim c = claim_by("a", now);
+  c.payload = ClaimPayload{std::string(R"({"endpoint":"a:80"})"), 2};
+  auto inserted = s->insert_claim(coll, c);
+  ASSERT_TRUE(inserted.has_value());
+  EXPECT_EQ(inserted->fence, 1);
+  EXPECT_EQ(inserted->uuid, "uuid-a");
+  c.key = "upserted";
+  ASSERT_TRUE(s->claim(coll, c, false));
+  Document a = s->read(coll, "k")->raw;
+  Document b = s->read(coll, "upserted")->raw;
+  a.set("_id", std::string("x"));
+  b.set("_id", std::string("x"));
+  // FerretDB stores an upserted document's fields in its own order: compare by name there.
+  if (test_server_kind() == "ferretdb") {
+    std::map<std::string, Value> by_name_a(a.fields().begin(), a.fields().end());
+    std::map<std::string, Value> by_name_b(b.fields().begin(), b.fields().end());
+    EXPECT_EQ(by_name_a, by_name_b);
+  } else {
+    EXPECT_EQ(a, b);
+  }
+  EXPECT_EQ(s->read(coll, "k")->payload, std::optional<std::string>(R"({"endpoint":"a:80"})"));
+}
+
+TEST_F(LockOps, InsertClaimOfAnExistingDocumentWritesNothing) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
+  ASSERT_TRUE(s->release(coll, "k", std::string("uuid-a"), 0, now + 10, false));
+  const Document before = s->read(coll, "k")->raw;
+  // Released, then expired: the claim would take it, the insert never does.
+  EXPECT_FALSE(s->insert_claim(coll, claim_by("b", now + 20)).has_value());
+  EXPECT_FALSE(s->insert_claim(coll, claim_by("b", now + 60000)).has_value());
+  EXPECT_EQ(s->read(coll, "k")->raw, before);
+  // After the insert failed, the claim decides as always.
+  auto doc = s->claim(coll, claim_by("b", now + 20), false);
+  ASSERT_TRUE(doc.has_value());
+  EXPECT_EQ(doc->fence, 2);
+}
+
+TEST_F(LockOps, ConcurrentInsertClaimsHaveExactlyOneWinner) {
+  // Half insert, half upsert: one document, one winner whichever way it is claimed.
+  EXPECT_EQ(concurrent_winners([&](Storage& client, int i) {
+              const LockClaim c = claim_by("t" + std::to_string(i), now);
+              return i % 2 == 0 ? client.insert_claim(coll, c).has_value()
+                                : client.claim(coll, c, false).has_value();
+            }),
+            1);
+  EXPECT_EQ(s->read(coll, "k")->fence, 1);
 }
 
 TEST_F(LockOps, ClaimsOfDifferentKeysAreIndependent) {
@@ -359,24 +435,10 @@ TEST_F(LockOps, ClaimOfAnOriginalNodesDocumentWithoutFenceStartsAtOne) {
 
 TEST_F(LockOps, ConcurrentClaimsOfAnAbsentKeyHaveExactlyOneWinner) {
   // Inserting a fresh _id is atomic on every server we support (FerretDB included).
-  constexpr int kClients = 4;
-  std::vector<std::unique_ptr<Storage>> clients;
-  for (int i = 0; i < kClients; ++i) clients.push_back(open_test_storage());
-  std::atomic<int> winners{0};
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        if (clients[i]->claim(coll, claim_by("t" + std::to_string(i), now), false)) ++winners;
-      } catch (const std::exception&) {
-        ++errors;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(winners.load(), 1);
+  EXPECT_EQ(concurrent_winners([&](Storage& client, int i) {
+              return client.claim(coll, claim_by("t" + std::to_string(i), now), false).has_value();
+            }),
+            1);
   EXPECT_EQ(s->read(coll, "k")->fence, 1);
 }
 

@@ -49,6 +49,9 @@ class CountingStorage final : public Storage {
   std::optional<LockDoc> claim(const std::string& c, const LockClaim& cl, bool force) override {
     return count("claim"), m_->claim(c, cl, force);
   }
+  std::optional<LockDoc> insert_claim(const std::string& c, const LockClaim& cl) override {
+    return count("insert_claim"), m_->insert_claim(c, cl);
+  }
   std::int64_t bump_epoch(const std::string& c, const std::string& k) override {
     return count("bump_epoch"), m_->bump_epoch(c, k);
   }

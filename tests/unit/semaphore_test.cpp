@@ -38,6 +38,9 @@ class NonAtomic final : public Storage {
   std::optional<LockDoc> claim(const std::string& c, const LockClaim& l, bool f) override {
     return s_->claim(c, l, f);
   }
+  std::optional<LockDoc> insert_claim(const std::string& c, const LockClaim& l) override {
+    return s_->insert_claim(c, l);
+  }
   std::int64_t bump_epoch(const std::string& c, const std::string& k) override {
     return s_->bump_epoch(c, k);
   }
