@@ -46,7 +46,7 @@ std::unique_ptr<AcquireRun> Locker::start_acquire(bool blocking, std::optional<d
   return std::make_unique<AcquireRun>(
       state_, AcquireOptions{blocking, timeout_s, step_s, options_.timeparanoid},
       [this, force] { return claim_once(force); },
-      [this] { return held_message(storage().read(options_.collection, options_.key)); },
+      [this] { return held_message(refusing_holder()); },
       [this](std::int64_t fence) { return release_if(fence); });
 }
 
@@ -133,17 +133,37 @@ std::optional<LockDoc> Locker::send_claim(const LockClaim& claim, bool force) {
   {
     std::lock_guard<std::mutex> g(mu_);
     insert = !force && absent_likely_;
+    refused_by_.reset();
   }
   if (insert) {
     // Where the document is most likely gone, a plain insert is the cheaper claim. It
     // takes the key only where no document exists, which the upsert would take too, and
-    // writes what the upsert would; where one exists it writes nothing, and the upsert
-    // below decides as it always does.
+    // writes what the upsert would; where one exists it writes nothing.
     if (std::optional<LockDoc> doc = storage().insert_claim(options_.collection, claim)) return doc;
+    // A document deleted on release is there mostly while held: read it, as the
+    // original does to name the holder. Held (compared as the upsert's filter would):
+    // refused, and the read names the holder. Otherwise the upsert decides as always.
+    std::optional<LockDoc> there = storage().read(options_.collection, options_.key);
     std::lock_guard<std::mutex> g(mu_);
     absent_likely_ = false;
+    if (there && there->held_at(claim.now_ms)) {
+      refused_by_ = std::move(there);
+      return std::nullopt;
+    }
   }
   return storage().claim(options_.collection, claim, force);
+}
+
+std::optional<LockDoc> Locker::refusing_holder() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (refused_by_) {
+      std::optional<LockDoc> doc = std::move(refused_by_);
+      refused_by_.reset();
+      return doc;
+    }
+  }
+  return storage().read(options_.collection, options_.key);
 }
 
 // The rare path: the document was created by this claim, or carried no token of ours

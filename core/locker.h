@@ -273,10 +273,12 @@ class Locker : public Holdable {
   void check_server_safety();
   // try_acquire with the fence of the hold installed (a deferred token's raw fence).
   std::optional<Claimed> claim_once(bool force);
-  // The claim's one write: an insert where the document is most likely gone
-  // (absent_likely_), falling back to Storage::claim when one is there; else
-  // Storage::claim. The document written, nullopt when held by another.
+  // The claim's write: an insert where the document is most likely gone (absent_likely_);
+  // when one is there, a read refuses a held lock and Storage::claim decides otherwise.
+  // Else Storage::claim. The document written, nullopt when held by another.
   std::optional<LockDoc> send_claim(const LockClaim& claim, bool force);
+  // The document that refused the last claim: what send_claim read, else one read.
+  std::optional<LockDoc> refusing_holder();
   // The fenced release write of hold `h` (release, release_if).
   void release_write(const Hold& h);
   std::string held_message(const std::optional<LockDoc>& holder) const;
@@ -320,6 +322,9 @@ class Locker : public Holdable {
   // next claim is sent as an insert (send_claim). A wrong guess costs one round trip
   // and changes nothing at the server.
   bool absent_likely_ = false;
+  // What send_claim read when it refused a held lock: names the holder in LockExists
+  // without another read. Reset by every claim.
+  std::optional<LockDoc> refused_by_;
   std::function<ClaimPayload()> claim_payload_;  // set_claim_payload
   std::string won_marker_;
   std::int64_t won_created_ms_ = 0;

@@ -99,6 +99,9 @@ class FireClaims:
             timeparanoid=False,
             # The anchor ensured the collection's indexes: none per claim.
             _ensure_indexes=False,
+            # Never released: a claim is then the one conditional write, which also
+            # answers the nodes that lose it in one command.
+            delete_on_release=False,
         )
 
     def claim(self, name: str, fire: datetime) -> bool:

@@ -189,18 +189,30 @@ def open_storage(
 
 # What each pymongo client's server is (buildInfo, which command gives its clock), learnt
 # once per client rather than once per locker: a new locker's first acquire then costs
-# no more commands than the original's.
-_facts_by_client: weakref.WeakKeyDictionary[Any, _native.ServerFacts] = weakref.WeakKeyDictionary()
+# no more commands than the original's. By identity: pymongo clients of one address
+# compare equal, and an entry keyed by equality would be dropped when an earlier, equal
+# client is collected.
+_facts_by_client: Dict[int, Tuple["weakref.ref[Any]", _native.ServerFacts]] = {}
 
 
 def _server_facts(db: object) -> Optional[_native.ServerFacts]:
     client = getattr(db, "client", None)
     if client is None:
         return None
+    key = id(client)
+    entry = _facts_by_client.get(key)
+    if entry is not None and entry[0]() is client:
+        return entry[1]
     try:
-        facts = _facts_by_client.get(client)
-        if facts is None:
-            facts = _facts_by_client.setdefault(client, _native.ServerFacts())
-        return facts
-    except TypeError:  # a client that cannot be weakly referenced or hashed
+        ref = weakref.ref(client, lambda r, key=key: _forget_facts(key, r))
+    except TypeError:  # a client that cannot be weakly referenced
         return None
+    facts = _native.ServerFacts()
+    _facts_by_client[key] = (ref, facts)
+    return facts
+
+
+def _forget_facts(key: int, ref: "weakref.ref[Any]") -> None:
+    entry = _facts_by_client.get(key)
+    if entry is not None and entry[0] is ref:  # not a newer client's at the same address
+        del _facts_by_client[key]

@@ -105,6 +105,7 @@ class floor:  # noqa: N801 (stands in for the mongoelector module)
             self.c = db.get_collection(dbcollection, write_concern=WriteConcern("majority"))
             self.uuid, self.host, self.pid = str(uuid.uuid4()), socket.getfqdn(), os.getpid()
             self.fence = None
+            self.absent_likely = True  # as ours: an insert first where release deletes
 
         def acquire(self, blocking=True, timeout=None, step=0.25, force=False):
             import datetime as dt
@@ -129,6 +130,15 @@ class floor:  # noqa: N801 (stands in for the mongoelector module)
                 },
                 "$inc": {"fence": 1},
             }
+            if self.absent_likely:
+                doc = {"_id": self.key, **update["$set"], "fence": 1}
+                try:
+                    with pymongo.timeout(3.0):
+                        self.c.insert_one(doc)
+                    self.fence = 1
+                    return True
+                except DuplicateKeyError:
+                    self.absent_likely = False
             try:
                 with pymongo.timeout(3.0):
                     doc = self.c.find_one_and_update(
@@ -143,7 +153,10 @@ class floor:  # noqa: N801 (stands in for the mongoelector module)
             import pymongo
 
             with pymongo.timeout(3.0):
-                self.c.delete_one({"_id": self.key, "uuid": self.uuid, "fence": self.fence})
+                if self.c.delete_one(
+                    {"_id": self.key, "uuid": self.uuid, "fence": self.fence}
+                ).deleted_count:
+                    self.absent_likely = True
             self.fence = None
 
         def touch(self):
@@ -204,7 +217,7 @@ def check_floor_commands(uri, dbname):
 
     class Listener(monitoring.CommandListener):
         def started(self, e):
-            if e.command_name in ("findAndModify", "delete", "update", "find"):
+            if e.command_name in ("insert", "findAndModify", "delete", "update", "find"):
                 seen.append(shape(e.command))
 
         def succeeded(self, e):

@@ -1,7 +1,8 @@
 """Database commands per operation of the drop-in, counted by pymongo's command
-monitoring on a real server: with the defaults (delete_on_release=True) an acquire costs
-one command, as the original's insert does, whether or not the release before it deleted
-the lock document; the fencing token is assigned when first read."""
+monitoring on a real server: with the defaults (delete_on_release=True) an acquire is one
+insert, as the original's, where the document is gone, and an insert then the conditional
+findAndModify where another node left one; the fencing token is assigned when first
+read."""
 
 import datetime
 
@@ -51,9 +52,44 @@ def test_acquire_after_a_deleting_release_is_one_command(counted_db):
     commands.take()
     for _ in range(3):
         assert lk.acquire(blocking=False)
-        assert commands.take() == ["findAndModify"]
+        assert commands.take() == ["insert"]
         lk.release()
         assert commands.take() == ["delete"]
+
+
+def test_a_document_left_by_another_node_is_claimed_after_the_insert_fails(counted_db):
+    db, commands = counted_db
+    keeper = MongoLocker("rt-left", db, ttl=15, delete_on_release=False)
+    keeper.acquire(blocking=False)
+    keeper.release()  # the document stays, released
+    lk = MongoLocker("rt-left", db, ttl=15)
+    commands.take()
+    assert lk.acquire(blocking=False)
+    assert commands.take() == ["insert", "find", "findAndModify"]
+    assert db["mongolocker"].find_one({"_id": "rt-left"})["uuid"] == lk.uuid
+    lk.release()
+    commands.take()
+    assert lk.acquire(blocking=False)  # its own release deleted the document
+    assert commands.take() == ["insert"]
+    lk.release()
+
+
+def test_a_held_lock_costs_the_insert_once_then_the_claim_alone(counted_db):
+    from mongoelector import LockExists
+
+    db, commands = counted_db
+    holder = MongoLocker("rt-held", db, ttl=15)
+    holder.acquire(blocking=False)
+    lk = MongoLocker("rt-held", db, ttl=15)
+    commands.take()
+    # As the original: the insert, then the read that names the holder in the error.
+    # The locker then knows a document is there and sends the conditional claim.
+    for expected in (["insert", "find"], ["findAndModify", "find"]):
+        with pytest.raises(LockExists, match=holder.host):
+            lk.acquire(blocking=False)
+        assert commands.take() == expected
+    assert db["mongolocker"].find_one({"_id": "rt-held"})["uuid"] == holder.uuid
+    holder.release()
 
 
 def test_token_is_assigned_on_first_read_and_increases(counted_db):
@@ -86,7 +122,7 @@ def test_new_locker_on_a_known_client_costs_what_the_original_does(counted_db):
         assert lk.acquire(blocking=False)
         spent = commands.take()
         assert len(spent) <= 3, spent
-        assert spent[0] == "createIndexes" and spent[-1] == "findAndModify", spent
+        assert spent[0] == "createIndexes" and spent[-1] == "insert", spent
 
 
 def test_fire_claims_send_no_index_per_claim(counted_db):

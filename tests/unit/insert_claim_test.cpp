@@ -69,7 +69,9 @@ TEST_F(InsertClaimTest, AHeldLockFallsBackToTheClaimOnceAndRetriesWithTheClaimOn
   auto holder = make("h", /*deleting=*/false);
   holder->acquire();
   auto a = make("a", /*deleting=*/true);
-  EXPECT_EQ(calls([&] { EXPECT_FALSE(a->try_acquire()); }), (Ops{"insert_claim", "claim"}));
+  // The read that finds it held refuses without the upsert, as the original's insert
+  // and read.
+  EXPECT_EQ(calls([&] { EXPECT_FALSE(a->try_acquire()); }), (Ops{"insert_claim", "read"}));
   // A document is known to be there: the next attempts send the claim alone.
   EXPECT_EQ(calls([&] { EXPECT_FALSE(a->try_acquire()); }), Ops{"claim"});
   EXPECT_EQ(storage->read("mongolocker", "k")->uuid, "uuid-h") << "the insert changed the holder";
@@ -81,7 +83,7 @@ TEST_F(InsertClaimTest, ADocumentLeftFreeIsTakenByTheFallbackWithAHigherToken) {
   keeper->release();  // the document stays, released
   auto a = make("a", /*deleting=*/true);
   std::int64_t second = 0;
-  EXPECT_EQ(calls([&] { second = a->acquire(); }), (Ops{"insert_claim", "claim"}));
+  EXPECT_EQ(calls([&] { second = a->acquire(); }), (Ops{"insert_claim", "read", "claim"}));
   EXPECT_GT(second, first);
   a->release();  // deleted now
   std::int64_t third = 0;
@@ -96,9 +98,28 @@ TEST_F(InsertClaimTest, AnExpiredDocumentIsTakenOverByTheFallback) {
   clock->advance(10000 + 10);  // its holder stopped renewing
   auto a = make("a", /*deleting=*/true);
   std::int64_t second = 0;
-  EXPECT_EQ(calls([&] { second = a->acquire(); }), (Ops{"insert_claim", "claim"}));
+  EXPECT_EQ(calls([&] { second = a->acquire(); }), (Ops{"insert_claim", "read", "claim"}));
   EXPECT_GT(second, first);
   EXPECT_EQ(storage->read("mongolocker", "k")->uuid, "uuid-a");
+}
+
+// A non-blocking attempt refused after the insert names the holder from the read it made.
+TEST_F(InsertClaimTest, ARefusalNamesTheHolderFromTheReadItMade) {
+  auto holder = make("h", /*deleting=*/true);
+  holder->acquire();
+  auto a = make("a", /*deleting=*/true);
+  std::string message;
+  EXPECT_EQ(calls([&] {
+              try {
+                a->acquire(/*blocking=*/false);
+              } catch (const LockExists& e) {
+                message = e.what();
+              }
+            }),
+            (Ops{"insert_claim", "read"}));
+  EXPECT_NE(message.find("host-h"), std::string::npos) << message;
+  // The next refusal reads the holder itself (a claim refused by the upsert).
+  EXPECT_EQ(calls([&] { EXPECT_THROW(a->acquire(false), LockExists); }), (Ops{"claim", "read"}));
 }
 
 TEST_F(InsertClaimTest, AForcedClaimNeverInserts) {
