@@ -313,6 +313,61 @@ def test_cancelling_a_waiting_acquire(server_db, transport):
     assert latency < 0.05
 
 
+def test_asyncdb_default_cycle_is_two_commands_and_keeps_the_document(server_db):
+    """The asyncio lock takes its token at acquire, so by default it keeps its document on
+    release (as C, Go and Rust): a cycle is one findAndModify (the claim, token included)
+    and one update (the release), and the tokens still rise. delete_on_release=True sends
+    the original's cycle: an insert where the document is gone, its token's two writes,
+    and the delete."""
+    raw, uri = server_db
+    names = []
+
+    class Listener(pymongo.monitoring.CommandListener):
+        def started(self, event):
+            if event.command_name in ("insert", "findAndModify", "update", "delete"):
+                names.append(event.command_name)
+
+        def succeeded(self, event):
+            pass
+
+        def failed(self, event):
+            pass
+
+    async def cycles(lock, n):
+        tokens = []
+        for _ in range(n):
+            await lock.acquire()
+            tokens.append(lock.fence)
+            await lock.release()
+        return tokens
+
+    async def main():
+        client = pymongo.AsyncMongoClient(uri, event_listeners=[Listener()])
+        try:
+            db = client[raw.name]
+            key = _key("cycle")
+            lock = AsyncMongoLocker(key, db, ttl=30)
+            first = await cycles(lock, 1)  # creates the document: its token's writes too
+            names.clear()
+            tokens = await cycles(lock, 3)
+            assert names == ["findAndModify", "update"] * 3, names
+            assert tokens == sorted(set(tokens)) and tokens[0] > first[0], tokens
+            doc = await db["mongolocker"].find_one({"_id": key})
+            assert doc is not None and doc["locked"] is False
+            await lock.close()
+
+            deleting = AsyncMongoLocker(_key("cycle-del"), db, ttl=30, delete_on_release=True)
+            await cycles(deleting, 1)
+            names.clear()
+            await cycles(deleting, 1)
+            assert names == ["insert", "findAndModify", "update", "delete"], names
+            await deleting.close()
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
 def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, monkeypatch, caplog):
     """The task is cancelled while its claim is on the wire: the claim is applied at the
     server, its reply comes late (made slow here, after the server applied it). The

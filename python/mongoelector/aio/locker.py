@@ -36,7 +36,11 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
 
     Unlike ``MongoLocker.acquire()``, ``acquire()`` gets the fencing token with the lock
     (``fence`` is then a local read): an acquire that creates the lock document costs two
-    more round trips, as the other bindings' acquire does.
+    more round trips, as the other bindings' acquire does. So, as theirs, its release
+    keeps the document by default (``delete_on_release=False``), and a cycle is one
+    ``findAndModify`` and one ``update``. Pass ``delete_on_release=True`` while nodes of
+    the original package share the key: they cannot take a lock whose released document
+    is still there until MongoDB's TTL monitor deletes it.
     """
 
     _what = "AsyncMongoLocker"
@@ -58,7 +62,7 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         timeparanoid: bool = True,
         maxoffset: float = 0.5,
         database: Optional[str] = None,
-        delete_on_release: bool = True,
+        delete_on_release: bool = False,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
     ) -> None:
