@@ -376,24 +376,23 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, monkeypatc
     from mongoelector.aio import _facade
 
     key = _key("orphan")
-    # The claim of a free lock whose document is gone is an insert of the new document.
-    real = _facade._FacadeCollection.insert_one
+    real = _facade._FacadeCollection.find_one_and_update
     claimed = threading.Event()
     landed = []
 
-    def slow_reply(self, doc, *args, **kwargs):  # on the worker, in the attempt's claim
-        result = real(self, doc, *args, **kwargs)
-        if doc.get("_id") == key and not claimed.is_set():
+    def slow_reply(self, *args, **kwargs):  # on the worker, in the attempt's claim
+        doc = real(self, *args, **kwargs)
+        if doc is not None and "uuid" in doc and not claimed.is_set():  # the claim's reply
             claimed.set()
             time.sleep(0.2)  # the task is cancelled meanwhile
             landed.append(doc)
-        return result
+        return doc
 
     async def body(db):
         lock = AsyncMongoLocker(key, db, ttl=30)
         other = AsyncMongoLocker(key, db, ttl=30)
         await lock.open()
-        monkeypatch.setattr(_facade._FacadeCollection, "insert_one", slow_reply)
+        monkeypatch.setattr(_facade._FacadeCollection, "find_one_and_update", slow_reply)
         task = asyncio.ensure_future(lock.acquire())
         await wait_until(claimed.is_set, timeout=5, interval=0.005)
         t0 = time.perf_counter()
@@ -401,10 +400,10 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, monkeypatc
         with pytest.raises(asyncio.CancelledError):
             await task
         assert time.perf_counter() - t0 < 0.05
-        # The claim took the free lock (the inserted document is its)...
+        # The claim took the free lock (its reply is the new document)...
         await wait_until(lambda: landed, timeout=5, interval=0.005)
         assert landed[0] is not None and landed[0]["uuid"] == lock.uuid
-        monkeypatch.setattr(_facade._FacadeCollection, "insert_one", real)
+        monkeypatch.setattr(_facade._FacadeCollection, "find_one_and_update", real)
         # ...and that hold is released by the cancelled run at once.
         await wait_until(lambda: other.acquire(blocking=False), timeout=2, swallow=(LockExists,))
         assert not await lock.owned() and await other.owned()
