@@ -23,7 +23,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${MONGOELECTOR_CACHE:-$HOME/.cache/mongoelector}"
 RUFF_VERSION=0.17.6
-STATICCHECK_VERSION=2025.1.1
+# The module version (staticcheck 2025.1.1): the Go module proxy serves module versions.
+STATICCHECK_VERSION=v0.6.1
 TIDY=0
 [[ "${1:-}" == "--tidy" ]] && TIDY=1
 mkdir -p "$CACHE"
@@ -55,7 +56,7 @@ step "cargo clippy -D warnings" bash -c \
 # ---- Go
 GOBIN_DIR="$CACHE/bin"
 if [[ ! -x "$GOBIN_DIR/staticcheck" ]] ||
-   ! "$GOBIN_DIR/staticcheck" -version 2>/dev/null | grep -q "$STATICCHECK_VERSION"; then
+   ! "$GOBIN_DIR/staticcheck" -version 2>/dev/null | grep -qF "(${STATICCHECK_VERSION#v})"; then
   GOBIN="$GOBIN_DIR" go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 go_checks() (  # a subshell: its cd and exports stay inside
