@@ -11,7 +11,7 @@
 // The lease is a mongoelector election lock on the key, held with a TTL of
 // Options.LeaseDuration; the LeaderElectionRecord travels as the holder's leader
 // payload, written in the same atomic write that claims the lock. Every write is
-// conditional, so two candidates never both succeed from what they observed:
+// conditional, and the lock admits one holder at a time:
 //
 //   - Create claims the lock: one conditional write that succeeds only while nobody
 //     holds an unexpired lease on the key; otherwise an AlreadyExists error.
@@ -20,7 +20,9 @@
 //     on the server, taken over, expired or released.
 //   - Update by a non-holder first checks that the lock is still exactly as the last
 //     Get saw it (holder, fencing token, expiry and record), then claims it as Create
-//     does: a Conflict error when either step finds it changed or held.
+//     does: a Conflict error when either step finds it changed or held. The claim is
+//     what is atomic: it never succeeds while another holder's lease runs, so two
+//     Updates from one observation never both succeed while the first one holds.
 //   - Update with an empty HolderIdentity (client-go's release, ReleaseOnCancel)
 //     releases the lock if this Lock holds it and does nothing otherwise.
 //   - Get returns a NotFound error (apierrors.IsNotFound) when nobody holds the lock,
