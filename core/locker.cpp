@@ -252,8 +252,11 @@ HoldState::Settled Locker::settle_write(const Hold& s) {
       fence = doc->fence;
     }
     try {
+      // A counter fence (no token yet) restarts when the document is re-created, where a
+      // later hold of ours may carry it again: the write names this claim's incarnation.
+      const std::int64_t created = fence < kEpochUnit ? s.created_ms : 0;
       matched = keep ? storage().set_expiry(options_.collection, options_.key, identity().uuid,
-                                            fence, t.now_ms, s.keep_until_ms)
+                                            fence, t.now_ms, s.keep_until_ms, created)
                      : storage().release(options_.collection, options_.key, identity().uuid, fence,
                                          t.now_ms, options_.delete_on_release);
     } catch (...) {

@@ -145,8 +145,11 @@ Command set_fence(const std::string& collection, const std::string& key, const s
 }
 
 Command renew(const std::string& collection, const std::string& key, const std::string& uuid,
-              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact) {
-  return make(Op::update_one, collection, renew_filter(key, uuid, fence, now_ms),
+              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact,
+              std::int64_t created_ms) {
+  Node filter = renew_filter(key, uuid, fence, now_ms);
+  if (created_ms != 0) filter.add("ts_created", DateTime{created_ms});
+  return make(Op::update_one, collection, std::move(filter),
               expiry_update("ts_expire", expire_ms, exact),
               exact ? "update (set expiry)" : "update (renew)");
 }

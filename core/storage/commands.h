@@ -82,9 +82,10 @@ Command insert_claim(const std::string& collection, const LockClaim& claim);
 Command bump_epoch(const std::string& collection, const std::string& key);
 Command set_fence(const std::string& collection, const std::string& key, const std::string& uuid,
                   std::int64_t old_fence, std::int64_t created_ms, std::int64_t new_fence);
-// renew() ($max) or, with `exact`, set_expiry() ($set).
+// renew() ($max) or, with `exact`, set_expiry() ($set; created_ms: see set_expiry).
 Command renew(const std::string& collection, const std::string& key, const std::string& uuid,
-              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact = false);
+              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact = false,
+              std::int64_t created_ms = 0);
 // renew_many: one update_many per group (renew_groups), then renew_read_back.
 Command renew_group(const std::string& collection, const std::vector<RenewRequest>& requests,
                     const RenewGroup& group, std::int64_t now_ms);

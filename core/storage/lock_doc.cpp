@@ -83,6 +83,7 @@ bool RenewRequest::apply_to(Document& doc, std::int64_t now_ms, bool exact) cons
   const LockDoc cur = LockDoc::from_document(doc);
   if (!cur.locked || cur.uuid != uuid || (fence != 0 && cur.fence != fence) || !cur.held_at(now_ms))
     return false;
+  if (created_ms != 0 && (!cur.ts_created || cur.ts_created->ms != created_ms)) return false;
   if (exact || cur.ts_expire->ms < expire_ms) doc.set("ts_expire", DateTime{expire_ms});
   return true;
 }

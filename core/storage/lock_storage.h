@@ -68,6 +68,8 @@ struct RenewRequest {
   std::string uuid;
   std::int64_t fence = 0;      // 0: do not check the fence
   std::int64_t expire_ms = 0;  // the new ts_expire, at least (renewals are monotonic)
+  // Storage::set_expiry of a counter fence: the claim's ts_created too (0: not checked).
+  std::int64_t created_ms = 0;
   // The document, read after the batch's write, shows this hold kept at least as long as
   // asked: locked, same uuid (and fence), ts_expire >= expire_ms. Sound because every
   // write that names a hold either only moves its expiry later (renewals, $max) or is
@@ -82,7 +84,8 @@ struct RenewRequest {
   // monotonic write on `doc` at server time now_ms. If doc is {locked: true, uuid, fence
   // (unless 0)} and unexpired (ts_expire > now_ms), sets ts_expire = max(ts_expire,
   // expire_ms) and returns true (matched, also when it was already later); else false,
-  // doc untouched. With `exact`, Storage::set_expiry's write: ts_expire = expire_ms.
+  // doc untouched. With `exact`, Storage::set_expiry's write: ts_expire = expire_ms, and
+  // created_ms (unless 0) must be the document's ts_created.
   bool apply_to(Document& doc, std::int64_t now_ms, bool exact = false) const;
 };
 
@@ -168,10 +171,14 @@ class LockStorage {
   // hold of unknown fence). True if matched. Safe only when sent by a holder that has
   // ALREADY let go of the hold locally (and never takes it back with this fence): a
   // renewal still in flight then cannot make it count on a lease this write cuts short,
-  // and this write landing late cannot cut short a lease it counts on.
+  // and this write landing late cannot cut short a lease it counts on -- a lease of a
+  // LATER hold of the same owner included: a fence below 2^32 is the document's counter,
+  // which restarts when the document is deleted and re-created, so such a write also
+  // names the claim's ts_created (created_ms; 0: not checked, for tokens, which no later
+  // hold carries again).
   virtual bool set_expiry(const std::string& collection, const std::string& key,
                           const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                          std::int64_t expire_ms) = 0;
+                          std::int64_t expire_ms, std::int64_t created_ms) = 0;
 
   // Batched renewal (keep-alive leases of one client, core/lease/keepalive.h): renews
   // every request as renew() would at server time now_ms (monotonic), and returns, per

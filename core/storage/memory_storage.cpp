@@ -159,11 +159,11 @@ bool MemoryStorage::renew_locked(const std::string& collection, const RenewReque
 
 bool MemoryStorage::set_expiry(const std::string& collection, const std::string& key,
                                const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                               std::int64_t expire_ms) {
+                               std::int64_t expire_ms, std::int64_t created_ms) {
   return call("set_expiry", [=] {
     Document* doc = find_lock(collection, key);
-    return doc != nullptr &&
-           RenewRequest{key, uuid, fence, expire_ms}.apply_to(*doc, now_ms, /*exact=*/true);
+    return doc != nullptr && RenewRequest{key, uuid, fence, expire_ms, created_ms}.apply_to(
+                                 *doc, now_ms, /*exact=*/true);
   });
 }
 

@@ -98,7 +98,8 @@ class MemoryStorage final : public Storage {
                                const std::vector<RenewRequest>& requests,
                                std::int64_t now_ms) override;
   bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
-                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms,
+                  std::int64_t created_ms) override;
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;

@@ -282,9 +282,9 @@ bool MongoStorage::renew(const std::string& collection, const std::string& key,
 
 bool MongoStorage::set_expiry(const std::string& collection, const std::string& key,
                               const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                              std::int64_t expire_ms) {
-  return matched(impl_->conn.session(),
-                 commands::renew(collection, key, uuid, fence, now_ms, expire_ms, /*exact=*/true));
+                              std::int64_t expire_ms, std::int64_t created_ms) {
+  return matched(impl_->conn.session(), commands::renew(collection, key, uuid, fence, now_ms,
+                                                        expire_ms, /*exact=*/true, created_ms));
 }
 
 namespace {

@@ -55,7 +55,8 @@ class MongoStorage final : public Storage {
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   // renew()'s filter, {$set: {ts_expire}}.
   bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
-                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms,
+                  std::int64_t created_ms) override;
   // Per chunk of max_renew_batch(): one `update` (multi) per group of renew_groups()
   // ($in lists of keys, uuids and fences: storage.h), then one `find` of the chunk's keys
   // deciding each request (RenewRequest::renewed_by). N keys of one ttl: 2 commands.

@@ -731,8 +731,9 @@ bool SqliteStorage::renew(const std::string& collection, const std::string& key,
 
 bool SqliteStorage::set_expiry(const std::string& collection, const std::string& key,
                                const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                               std::int64_t expire_ms) {
-  return write_expiry("set_expiry", collection, RenewRequest{key, uuid, fence, expire_ms}, now_ms,
+                               std::int64_t expire_ms, std::int64_t created_ms) {
+  return write_expiry("set_expiry", collection,
+                      RenewRequest{key, uuid, fence, expire_ms, created_ms}, now_ms,
                       /*exact=*/true);
 }
 

@@ -134,7 +134,8 @@ class SqliteStorage final : public Storage {
                                const std::vector<RenewRequest>& requests,
                                std::int64_t now_ms) override;
   bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
-                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms,
+                  std::int64_t created_ms) override;
   // Shared by every storage of the same SqliteClient (one connection).
   const void* batch_domain() const override;
   std::shared_ptr<ClockSampleBoard> clock_sample_board() override;

@@ -499,8 +499,9 @@ bool PyMongoStorage::renew(const std::string& collection, const std::string& key
 
 bool PyMongoStorage::set_expiry(const std::string& collection, const std::string& key,
                                 const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                                std::int64_t expire_ms) {
-  const auto c = me::commands::renew(collection, key, uuid, fence, now_ms, expire_ms, true);
+                                std::int64_t expire_ms, std::int64_t created_ms) {
+  const auto c =
+      me::commands::renew(collection, key, uuid, fence, now_ms, expire_ms, true, created_ms);
   return with_python([&] { return matched(c); });
 }
 

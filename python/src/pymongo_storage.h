@@ -69,7 +69,8 @@ class PyMongoStorage final : public mongoelector::Storage {
              std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
   // renew()'s filter with {$set: {ts_expire}}.
   bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
-                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms,
+                  std::int64_t created_ms) override;
   // Per chunk of max_renew_batch(): one update_many ($max) per distinct expire_ms and fence rule,
   // filtered by $in lists of keys, uuids and fences (renew_groups, core/storage/lock_storage.h),
   // then one find of the chunk's keys that decides each request (RenewRequest::renewed_by); all under one pymongo.timeout().

@@ -75,7 +75,7 @@ void bind_testing(py::module_& m) {
       [](me::Storage& s, const std::string& coll, const std::string& key, const std::string& uuid,
          std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms, bool exact) {
         py::gil_scoped_release nogil;
-        return exact ? s.set_expiry(coll, key, uuid, fence, now_ms, expire_ms)
+        return exact ? s.set_expiry(coll, key, uuid, fence, now_ms, expire_ms, 0)
                      : s.renew(coll, key, uuid, fence, now_ms, expire_ms);
       },
       py::arg("storage"), py::arg("collection"), py::arg("key"), py::arg("uuid"), py::arg("fence"),

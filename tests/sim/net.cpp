@@ -342,14 +342,15 @@ bool NodeStorage::renew(const std::string& collection, const std::string& key,
 // held past the caller's timeout, applied without a reply).
 bool NodeStorage::set_expiry(const std::string& collection, const std::string& key,
                              const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
-                             std::int64_t expire_ms) {
+                             std::int64_t expire_ms, std::int64_t created_ms) {
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
        << " exp=" << expire_ms;
+  if (created_ms != 0) what << " created=" << created_ms;
   return rpc<bool>("set_expiry", key, what.str(), [=](const CallCtx& c) {
     const LockSnap before = w->snap_lock(collection, key);
-    bool r = w->mem()->set_expiry(collection, key, uuid, fence, now_ms, expire_ms);
+    bool r = w->mem()->set_expiry(collection, key, uuid, fence, now_ms, expire_ms, created_ms);
     w->note_lock_write(c, "set_expiry", collection, key, before, w->snap_lock(collection, key));
     return r;
   });

@@ -222,7 +222,8 @@ class NodeStorage final : public me::Storage {
                                         const std::string& key) override;
   bool hand_over(const std::string& collection, const HandOver& h) override;
   bool set_expiry(const std::string& collection, const std::string& key, const std::string& uuid,
-                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms) override;
+                  std::int64_t fence, std::int64_t now_ms, std::int64_t expire_ms,
+                  std::int64_t created_ms) override;
   bool set_payload(const std::string& collection, const me::PayloadWrite& w) override;
 
  private:

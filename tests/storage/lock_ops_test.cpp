@@ -217,22 +217,33 @@ TEST_F(LockOps, ARenewalNeverLowersTheExpiry) {
 // exactly, on the named unexpired hold only.
 TEST_F(LockOps, SetExpiryMovesOnlyTheNamedUnexpiredHoldEitherWay) {
   ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000), false));
-  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-b", 1, now, now + 3000));
-  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 2, now, now + 3000));
-  EXPECT_FALSE(s->set_expiry(coll, "absent", "uuid-a", 1, now, now + 3000));
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-b", 1, now, now + 3000, 0));
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 2, now, now + 3000, 0));
+  EXPECT_FALSE(s->set_expiry(coll, "absent", "uuid-a", 1, now, now + 3000, 0));
   EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 10000);
-  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 3000)) << "shortens";
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 3000, 0)) << "shortens";
   EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 3000);
-  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 60000)) << "extends";
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 60000, 0)) << "extends";
   EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 60000);
-  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 60000)) << "unchanged";
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1000, now + 60000, 0)) << "unchanged";
   // An expired hold is not revived.
-  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 1, now + 60000, now + 90000));
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 1, now + 60000, now + 90000, 0));
   auto doc = s->read(coll, "k");
   EXPECT_EQ(doc->ts_expire->ms, now + 60000);
   EXPECT_TRUE(doc->locked);
   EXPECT_EQ(doc->fence, 1);
   EXPECT_EQ(doc->ts_created->ms, now);
+}
+
+// A counter fence restarts with each incarnation of the document: set_expiry then names
+// the claim's ts_created too, and a write meant for another incarnation matches nothing.
+TEST_F(LockOps, SetExpiryOfACounterFenceNamesTheIncarnation) {
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now), false));
+  EXPECT_FALSE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1, now + 3000, now - 5))
+      << "another incarnation's write";
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 10000);
+  EXPECT_TRUE(s->set_expiry(coll, "k", "uuid-a", 1, now + 1, now + 3000, now));
+  EXPECT_EQ(s->read(coll, "k")->ts_expire->ms, now + 3000);
 }
 
 TEST_F(LockOps, RenewAfterReleaseFails) {

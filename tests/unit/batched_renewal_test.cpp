@@ -99,7 +99,7 @@ TEST_F(BatchedRenewalTest, APartialBatchRenewsExactlyTheHoldsStillOurs) {
                                by_key["released"]->fence(), now, false));
   // ts_expire pushed back to now: expired at the server, still naming our uuid and fence.
   ASSERT_TRUE(storage->set_expiry("mongolocker", "expired", "uuid-me-expired",
-                                  by_key["expired"]->fence(), now - 1, now));
+                                  by_key["expired"]->fence(), now - 1, now, 0));
   ASSERT_TRUE(storage->set_fence(
       "mongolocker", "refenced", "uuid-me-refenced", by_key["refenced"]->fence(),
       storage->read("mongolocker", "refenced")->ts_created->ms, by_key["refenced"]->fence() + 7));

@@ -64,8 +64,8 @@ class CountingStorage final : public Storage {
     return count("renew"), m_->renew(c, k, u, f, now, e);
   }
   bool set_expiry(const std::string& c, const std::string& k, const std::string& u, std::int64_t f,
-                  std::int64_t now, std::int64_t e) override {
-    return count("set_expiry"), m_->set_expiry(c, k, u, f, now, e);
+                  std::int64_t now, std::int64_t e, std::int64_t created) override {
+    return count("set_expiry"), m_->set_expiry(c, k, u, f, now, e, created);
   }
   std::vector<bool> renew_many(const std::string& c, const std::vector<RenewRequest>& r,
                                std::int64_t now) override {

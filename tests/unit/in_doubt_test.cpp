@@ -225,3 +225,35 @@ TEST_F(InDoubtTest, ALateReleaseOfAFailedSlotClaimDoesNotFreeANewerHold) {
 }
 
 }  // namespace
+
+// A minimum-hold write of a hold named by its counter fence (no token yet) times out and
+// lands late, after the owner released the lock (deleted) and claimed it again: the new
+// document restarted its counter at the same fence. The late write must not cut the new
+// hold's expiry short: it names the incarnation it was meant for (ts_created).
+// (Simulation seed 8468.)
+TEST_F(InDoubtTest, ALateMinimumHoldWriteDoesNotShortenANewIncarnation) {
+  LockerOptions o;
+  o.key = "k";
+  o.ttl_s = 10;
+  o.lazy_token = true;
+  o.delete_on_release = true;
+  auto a = std::make_unique<Locker>(storage, o, clock, Identity{"uuid-a", "host-a", 100});
+  ASSERT_TRUE(a->try_acquire().has_value());
+  ASSERT_LT(a->fence(), kEpochUnit);  // a counter fence: the document's first
+  storage->stall_next("set_expiry");
+  EXPECT_THROW(a->release_min_hold(2), StorageUnavailable);  // the bound: ~2 s from the claim
+  clock->advance(3000);  // the bound has passed: the next acquire releases (deletes) first
+  // The late write lands between the new claim and its fence change.
+  storage->set_fault_hook([this](const std::string& op, bool applied) {
+    if (op == "bump_epoch" && !applied) storage->land_stalled();
+  });
+  const std::int64_t token = a->acquire();
+  storage->set_fault_hook({});
+  ASSERT_GE(token, kEpochUnit);  // anchored at acquire (a write of an earlier hold in doubt)
+  const Hold h = *a->hold();
+  const LockDoc doc = *storage->read("mongolocker", "k");
+  EXPECT_EQ(doc.fence, token);
+  EXPECT_GE(doc.ts_expire->ms, h.expire_ms) << "the late write shortened the new hold";
+  auto b = make("b", false);
+  EXPECT_FALSE(b->try_acquire().has_value()) << "taken while its holder believes it holds";
+}

@@ -153,10 +153,10 @@ TEST_F(LateRenewalTest, MemoryRenewalsAreMonotonicAndSetExpiryIsExact) {
       storage->renew_many("c", {{"k", "u", 1, now + 12000}, {"k2", "u", 1, now + 12000}}, now),
       (std::vector<bool>{true, false}));
   EXPECT_EQ(expiry("k", "c"), now + 20000);
-  EXPECT_FALSE(storage->set_expiry("c", "k", "u", 2, now, now + 5000)) << "another hold";
-  EXPECT_TRUE(storage->set_expiry("c", "k", "u", 1, now, now + 5000));
+  EXPECT_FALSE(storage->set_expiry("c", "k", "u", 2, now, now + 5000, 0)) << "another hold";
+  EXPECT_TRUE(storage->set_expiry("c", "k", "u", 1, now, now + 5000, 0));
   EXPECT_EQ(expiry("k", "c"), now + 5000);
-  EXPECT_FALSE(storage->set_expiry("c", "k", "u", 1, now + 5000, now + 9000)) << "expired";
+  EXPECT_FALSE(storage->set_expiry("c", "k", "u", 1, now + 5000, now + 9000, 0)) << "expired";
   EXPECT_EQ(expiry("k", "c"), now + 5000);
 }
 

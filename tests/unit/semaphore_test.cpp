@@ -85,8 +85,8 @@ class NonAtomic final : public Storage {
     return s_->release_semaphore(c, k, sl, u, f);
   }
   bool set_expiry(const std::string& c, const std::string& k, const std::string& u, std::int64_t f,
-                  std::int64_t n, std::int64_t e) override {
-    return s_->set_expiry(c, k, u, f, n, e);
+                  std::int64_t n, std::int64_t e, std::int64_t created) override {
+    return s_->set_expiry(c, k, u, f, n, e, created);
   }
   bool hand_over(const std::string& c, const HandOver& h) override { return s_->hand_over(c, h); }
   bool set_payload(const std::string& c, const PayloadWrite& w) override {
