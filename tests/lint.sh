@@ -6,7 +6,8 @@
 #
 #   Python  ruff check + ruff format --check      python/mongoelector, tests (pyproject.toml)
 #   Rust    cargo fmt --check + cargo clippy -D warnings   capi/rust (both crates, all targets)
-#   Go      gofmt -l + go vet + staticcheck        capi/go (the in-checkout build tag)
+#   Go      gofmt -l + go vet + staticcheck        capi/go and capi/go/k8slock (the
+#           in-checkout build tag; k8slock's dependencies are downloaded through GOPROXY)
 #   C/C++   clang-format --dry-run (.clang-format)  core, capi, tests
 #   --tidy  also clang-tidy (.clang-tidy) over capi/src and capi/cli, with the build
 #           tree's compile_commands.json (slow: minutes; not part of the suite)
@@ -70,6 +71,16 @@ go_checks() (  # a subshell: its cd and exports stay inside
     "$GOBIN_DIR/staticcheck" -tags mongoelector_dev ./...
 )
 step "gofmt, go vet, staticcheck" go_checks
+go_checks_k8slock() (  # the client-go adapter, a module of its own
+  cd "$ROOT/capi/go/k8slock" || return 1
+  local unformatted
+  unformatted="$(gofmt -l .)"
+  [[ -z "$unformatted" ]] || { echo "gofmt would change: $unformatted"; return 1; }
+  export CGO_ENABLED=1 GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly"
+  go vet -tags mongoelector_dev ./... &&
+    "$GOBIN_DIR/staticcheck" -tags mongoelector_dev ./...
+)
+step "gofmt, go vet, staticcheck (k8slock)" go_checks_k8slock
 
 # ---- C and C++
 if ! command -v clang-format >/dev/null; then

@@ -2,7 +2,10 @@
 # Go binding tests: tests/bindings/run_go.sh [BUILD_DIR]
 # Builds libmongoelector, then gofmt, `go vet` and `go test -race` in capi/go against a
 # real server: MONGOELECTOR_TEST_URI if set, else a mongo-java-server started for the
-# run (MONGOELECTOR_NO_SERVER=1: run without one; server tests then skip).
+# run (MONGOELECTOR_NO_SERVER=1: run without one; server tests then skip). Then the same
+# in capi/go/k8slock, the client-go adapter: a module of its own (so that the binding's
+# module does not depend on client-go), whose dependencies `go` downloads through
+# GOPROXY, checked against the committed go.sum (-mod=readonly).
 #
 # The package is built the way users build it, through `pkg-config mongoelector` (its
 # default, no build tags): this script writes a mongoelector.pc for the BUILD TREE
@@ -35,4 +38,12 @@ unformatted="$(gofmt -l .)"
 [[ -z "$unformatted" ]] || { echo "gofmt needed: $unformatted" >&2; exit 1; }
 go vet ./...
 CGO_LDFLAGS="-L$MONGOELECTOR_LIB_DIR" go vet -tags mongoelector_dev ./...
+go test -race -count=1 -v ./...
+
+# The client-go adapter (the main module's ./... stops at its go.mod).
+cd "$REPO/capi/go/k8slock"
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly"
+unformatted="$(gofmt -l .)"
+[[ -z "$unformatted" ]] || { echo "gofmt needed in k8slock: $unformatted" >&2; exit 1; }
+go vet ./...
 go test -race -count=1 -v ./...

@@ -47,7 +47,8 @@ import os, sys, zipfile
 src, prefix, out = sys.argv[1:]
 with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
     for root, dirs, files in os.walk(src):
-        dirs.sort()
+        # Nested modules (capi/go/k8slock) are not part of this one, as on the real proxy.
+        dirs[:] = sorted(d for d in dirs if not os.path.isfile(os.path.join(root, d, "go.mod")))
         for f in sorted(files):
             path = os.path.join(root, f)
             z.write(path, prefix + "/" + os.path.relpath(path, src))
