@@ -192,7 +192,7 @@ def open_storage(
 # no more commands than the original's. By identity: pymongo clients of one address
 # compare equal, and an entry keyed by equality would be dropped when an earlier, equal
 # client is collected.
-_facts_by_client: Dict[int, Tuple["weakref.ref[Any]", _native.ServerFacts]] = {}
+_facts_by_client: Dict[int, Tuple[weakref.ref[Any], _native.ServerFacts]] = {}
 
 
 def _server_facts(db: object) -> Optional[_native.ServerFacts]:
@@ -203,8 +203,12 @@ def _server_facts(db: object) -> Optional[_native.ServerFacts]:
     entry = _facts_by_client.get(key)
     if entry is not None and entry[0]() is client:
         return entry[1]
+
+    def forget(ref: weakref.ref[Any]) -> None:  # the client was collected
+        _forget_facts(key, ref)
+
     try:
-        ref = weakref.ref(client, lambda r, key=key: _forget_facts(key, r))
+        ref = weakref.ref(client, forget)
     except TypeError:  # a client that cannot be weakly referenced
         return None
     facts = _native.ServerFacts()
@@ -212,7 +216,7 @@ def _server_facts(db: object) -> Optional[_native.ServerFacts]:
     return facts
 
 
-def _forget_facts(key: int, ref: "weakref.ref[Any]") -> None:
+def _forget_facts(key: int, ref: weakref.ref[Any]) -> None:
     entry = _facts_by_client.get(key)
     if entry is not None and entry[0] is ref:  # not a newer client's at the same address
         del _facts_by_client[key]
