@@ -6,6 +6,7 @@
 
 #include "exceptions.h"
 #include "log.h"
+#include "storage/commands.h"
 
 namespace mongoelector {
 
@@ -60,98 +61,143 @@ std::optional<Claimed> Locker::claim_once(bool force) {
   check_server_safety();
   state_.settle_stranded();  // our own leftover must not stand in our way
   if (server_clock().stale()) refresh_clock();
+  const PendingClaim p = prepare_claim(force, /*round_trips=*/true);
+  std::optional<LockDoc> doc;
+  try {
+    doc = send_claim(p);
+  } catch (...) {
+    drop_claim(p);
+    throw;
+  }
+  return land_claim(p, doc);
+}
+
+std::optional<Locker::PendingClaim> Locker::begin_claim(bool force) {
+  if (!state_.server_safety_known() || state_.has_stranded() || server_clock().stale())
+    return std::nullopt;  // round trips first: claim_once
+  return prepare_claim(force, /*round_trips=*/false);
+}
+
+Locker::PendingClaim Locker::prepare_claim(bool force, bool round_trips) {
+  PendingClaim p;
+  p.force = force;
+  p.round_trips = round_trips;
   // The lease counts from the moment the write is sent (protocol-notes: "where the
   // lease starts"), read BEFORE the estimate the write carries: the local lease then
   // never ends after the server's.
-  const std::int64_t sent = clock().mono_ms();
-  const ServerTime t = state_.server_time_for_write();
+  p.sent = clock().mono_ms();
+  p.t = state_.server_time_for_write();
   std::int64_t created;
   {
     std::lock_guard<std::mutex> g(mu_);
-    created = claim_stamp(t.earliest_ms(), known_created_ms_);
+    created = claim_stamp(p.t.earliest_ms(), known_created_ms_);
+    p.insert = !force && absent_likely_;
+    refused_by_.reset();
   }
-  auto token = claim_and_anchor(force, sent, t, created);  // a token unless deferred
-  if (!token) return std::nullopt;
-  const std::int64_t replied = clock().mono_ms();
-  Hold h;
-  h.fence = *token;
-  h.created_ms = created;
-  h.expire_ms = t.earliest_ms() + ttl_ms();
-  h.lease_start_mono = sent;
-  // The server applied the claim before its reply arrived: no later than the latest its
-  // clock could read then.
-  h.acquired_latest_ms = state_.server_time_for_write(replied).latest_ms();
-  state_.install(h, replied);  // or released: the claim outlasted its lease
-  // 0: deferred (lazy_token), see token()
-  return Claimed{*token >= kEpochUnit ? *token : 0, *token};
-}
-
-std::optional<std::int64_t> Locker::claim_and_anchor(bool force, std::int64_t sent,
-                                                     const ServerTime& t, std::int64_t created) {
   // Compared with the EARLIEST the server's clock may read: a slow sample makes us late,
   // never early (protocol notes, "both clocks count"). The document keeps the original's
   // shape, ts_expire = ts_created + ttl: its expiry is then at most 2u earlier in true
   // server time than this node's lease end (send + ttl), which the renew deadline's
   // margin (>= 2u + 50 ms) covers.
   const Identity& me = identity();
-  LockClaim claim{options_.key, me.uuid, me.host, me.pid, created, t.earliest_ms() + ttl_ms()};
-  if (claim_payload_) claim.payload = claim_payload_();
-  try {
-    std::optional<LockDoc> doc = send_claim(claim, force);
-    if (!doc) return std::nullopt;
-    if (doc->uuid != me.uuid)
-      throw StorageError("the server returned a lock document of another holder after a claim");
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      known_created_ms_ = created;  // the document now carries this claim's stamp
-    }
-    if (doc->fence >= kEpochUnit) return doc->fence;
-    bool defer;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      defer = options_.lazy_token && !eager_token_;
-    }
-    // Deferred: the fence, unique to this hold while the document lives, names it in
-    // renewals and releases; token() turns it into a token.
-    if (defer) return doc->fence > 0 ? std::optional<std::int64_t>(doc->fence) : std::nullopt;
-    return anchor_epoch(doc->fence, created);
-  } catch (...) {
-    // The claim may have been applied (lost reply, a failure in the epoch path): what it
-    // wrote is ours. Release it now if the server answers, else before the next claim.
-    // Its name is unknown (fence 0): settling finds it by what it wrote.
-    Hold h;
-    h.created_ms = created;
-    h.expire_ms = t.earliest_ms() + ttl_ms();
-    h.lease_start_mono = sent;
-    state_.abandon_claim(h);
-    throw;
-  }
+  p.claim =
+      LockClaim{options_.key, me.uuid, me.host, me.pid, created, p.t.earliest_ms() + ttl_ms()};
+  if (claim_payload_) p.claim.payload = claim_payload_();
+  return p;
 }
 
-std::optional<LockDoc> Locker::send_claim(const LockClaim& claim, bool force) {
-  bool insert;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    insert = !force && absent_likely_;
-    refused_by_.reset();
-  }
-  if (insert) {
+commands::Command Locker::claim_command(const PendingClaim& p) const {
+  return p.insert ? commands::insert_claim(options_.collection, p.claim)
+                  : commands::claim(options_.collection, p.claim, p.force);
+}
+
+std::optional<LockDoc> Locker::send_claim(const PendingClaim& p) {
+  if (p.insert) {
     // Where the document is most likely gone, a plain insert is the cheaper claim. It
     // takes the key only where no document exists, which the upsert would take too, and
     // writes what the upsert would; where one exists it writes nothing.
-    if (std::optional<LockDoc> doc = storage().insert_claim(options_.collection, claim)) return doc;
-    // A document deleted on release is there mostly while held: read it, as the
-    // original does to name the holder. Held (compared as the upsert's filter would):
-    // refused, and the read names the holder. Otherwise the upsert decides as always.
-    std::optional<LockDoc> there = storage().read(options_.collection, options_.key);
+    if (std::optional<LockDoc> doc = storage().insert_claim(options_.collection, p.claim))
+      return doc;
+    return claim_after_insert_refused(p);
+  }
+  return storage().claim(options_.collection, p.claim, p.force);
+}
+
+std::optional<LockDoc> Locker::claim_after_insert_refused(const PendingClaim& p) {
+  // A document deleted on release is there mostly while held: read it, as the original
+  // does to name the holder. Held (compared as the upsert's filter would): refused, and
+  // the read names the holder. Otherwise the upsert decides as always.
+  std::optional<LockDoc> there = storage().read(options_.collection, options_.key);
+  {
     std::lock_guard<std::mutex> g(mu_);
     absent_likely_ = false;
-    if (there && there->held_at(claim.now_ms)) {
+    if (there && there->held_at(p.claim.now_ms)) {
       refused_by_ = std::move(there);
       return std::nullopt;
     }
   }
-  return storage().claim(options_.collection, claim, force);
+  return storage().claim(options_.collection, p.claim, p.force);
+}
+
+std::optional<Claimed> Locker::land_claim(const PendingClaim& p,
+                                          const std::optional<LockDoc>& doc) {
+  std::optional<std::int64_t> token;  // a token unless deferred
+  try {
+    token = claimed_token(p, doc);
+  } catch (...) {
+    drop_claim(p);
+    throw;
+  }
+  if (!token) return std::nullopt;
+  const std::int64_t replied = clock().mono_ms();
+  Hold h;
+  h.fence = *token;
+  h.created_ms = p.claim.now_ms;
+  h.expire_ms = p.claim.expire_ms;
+  h.lease_start_mono = p.sent;
+  // The server applied the claim before its reply arrived: no later than the latest its
+  // clock could read then.
+  h.acquired_latest_ms = state_.server_time_for_write(replied).latest_ms();
+  state_.install(h, replied, p.round_trips);  // or given up: the claim outlasted its lease
+  // 0: deferred (lazy_token), see token()
+  return Claimed{*token >= kEpochUnit ? *token : 0, *token};
+}
+
+bool Locker::anchors(const std::optional<LockDoc>& doc) const {
+  if (!doc || doc->uuid != identity().uuid || doc->fence >= kEpochUnit) return false;
+  std::lock_guard<std::mutex> g(mu_);
+  return !(options_.lazy_token && !eager_token_);
+}
+
+std::optional<std::int64_t> Locker::claimed_token(const PendingClaim& p,
+                                                  const std::optional<LockDoc>& doc) {
+  if (!doc) return std::nullopt;
+  if (doc->uuid != identity().uuid)
+    throw StorageError("the server returned a lock document of another holder after a claim");
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    known_created_ms_ = p.claim.now_ms;  // the document now carries this claim's stamp
+  }
+  if (doc->fence >= kEpochUnit) return doc->fence;
+  // Deferred: the fence, unique to this hold while the document lives, names it in
+  // renewals and releases; token() turns it into a token.
+  if (!anchors(doc)) return doc->fence > 0 ? std::optional<std::int64_t>(doc->fence) : std::nullopt;
+  return anchor_epoch(doc->fence, p.claim.now_ms);
+}
+
+void Locker::drop_claim(const PendingClaim& p) {
+  // The claim may have been applied (lost reply, a failure in the epoch path): what it
+  // wrote is ours. Released now if the server answers (else before the next claim), or
+  // by the caller of the parts soon after. Its name is unknown (fence 0): settling finds
+  // it by what it wrote.
+  Hold h;
+  h.created_ms = p.claim.now_ms;
+  h.expire_ms = p.claim.expire_ms;
+  h.lease_start_mono = p.sent;
+  if (p.round_trips)
+    state_.abandon_claim(h);
+  else
+    state_.strand_claim(h);
 }
 
 std::optional<LockDoc> Locker::refusing_holder() {
@@ -297,18 +343,49 @@ bool Locker::release_if(std::int64_t fence) {
 }
 
 void Locker::release_write(const Hold& h) {
+  bool matched = false;
   try {
-    const bool matched = storage().release(options_.collection, options_.key, identity().uuid,
-                                           h.fence, server_now_ms(), options_.delete_on_release);
-    if (matched && options_.delete_on_release) {
-      std::lock_guard<std::mutex> g(mu_);
-      absent_likely_ = true;  // deleted: the next claim most likely finds no document
-    }
+    matched = storage().release(options_.collection, options_.key, identity().uuid, h.fence,
+                                server_now_ms(), options_.delete_on_release);
   } catch (...) {
     // It may still run at the server later (see HoldState::release).
     note_release_in_doubt();
     throw;
   }
+  release_written(matched);
+}
+
+void Locker::release_written(bool matched) {
+  if (matched && options_.delete_on_release) {
+    std::lock_guard<std::mutex> g(mu_);
+    absent_likely_ = true;  // deleted: the next claim most likely finds no document
+  }
+}
+
+Locker::PendingRelease Locker::begin_release() {
+  PendingRelease r;
+  // A stranded hold is settled by release() (round trips); a deferred token's fence may
+  // be changing (hold_io_mu_); a stale clock sample is refreshed first.
+  if (options_.lazy_token || state_.has_stranded() || server_clock().stale()) return r;
+  r.on_thread = false;
+  r.hold = state_.hold();
+  if (r.hold) r.now_ms = server_clock().estimate().value().now_ms;
+  return r;
+}
+
+commands::Command Locker::release_command(const PendingRelease& r) const {
+  return commands::release(options_.collection, options_.key, identity().uuid, r.hold.value().fence,
+                           r.now_ms, options_.delete_on_release);
+}
+
+void Locker::release_landed(const PendingRelease& r, bool matched) {
+  release_written(matched);
+  state_.release_done(r.hold.value());
+}
+
+void Locker::release_failed(const PendingRelease& r) {
+  note_release_in_doubt();
+  state_.release_failed(r.hold.value());
 }
 
 std::optional<std::int64_t> Locker::release_min_hold(double min_hold_s) {
@@ -455,21 +532,52 @@ std::optional<std::int64_t> Locker::retake() {
 std::optional<std::int64_t> Locker::touch() {
   if (server_clock().stale()) refresh_clock();
   if (state_.only_stranded() ? !retake() : !renew()) return std::nullopt;
+  return held_expiry();
+}
+
+std::optional<Locker::RenewTicket> Locker::begin_touch() {
+  if (server_clock().stale() || state_.only_stranded()) return std::nullopt;  // touch()
+  return begin_renew(clock().mono_ms());  // `sent` before the estimate
+}
+
+std::optional<std::int64_t> Locker::finish_touch(RenewTicket& ticket, bool renewed) {
+  const std::optional<std::int64_t> lease_end = finish_renew(ticket, renewed);
+  metrics::record_renewal(lease_end.has_value());
+  if (!lease_end) return std::nullopt;
+  return held_expiry();
+}
+
+void Locker::fail_touch(RenewTicket& ticket) {
+  // The hold stays as it was (renew_alone on a failed call).
+  std::unique_lock<std::mutex> io = std::move(ticket.io);
+  metrics::record_renewal(false);
+}
+
+commands::Command Locker::renew_command(const RenewTicket& t) const {
+  const RenewRequest& r = t.request;
+  return commands::renew(options_.collection, r.key, r.uuid, r.fence, t.at.now_ms, r.expire_ms);
+}
+
+std::optional<std::int64_t> Locker::held_expiry() const {
   const std::optional<Hold> h = state_.hold();
   return h ? std::optional<std::int64_t>(h->expire_ms) : std::nullopt;
 }
 
 bool Locker::locked() { return current().has_value(); }
 
-bool Locker::owned() {
-  std::optional<LockDoc> doc = storage().read(options_.collection, options_.key);
+bool Locker::owned() { return owned_by(storage().read(options_.collection, options_.key)); }
+
+std::optional<LockDoc> Locker::current() {
+  return current_of(storage().read(options_.collection, options_.key));
+}
+
+bool Locker::owned_by(const std::optional<LockDoc>& doc) {
   if (!doc || doc->uuid != identity().uuid) return false;
   const ServerTime t = server_clock().estimate_sampling();
   return doc->held_at(t.now_ms + t.uncertainty_ms);  // surely not expired yet
 }
 
-std::optional<LockDoc> Locker::current() {
-  std::optional<LockDoc> doc = storage().read(options_.collection, options_.key);
+std::optional<LockDoc> Locker::current_of(std::optional<LockDoc> doc) {
   // Held as long as a claimant could still consider it held (earliest server time).
   if (!doc || !doc->held_at(server_clock().estimate_sampling().earliest_ms())) return std::nullopt;
   return doc;

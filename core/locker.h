@@ -67,6 +67,7 @@
 #include "identity.h"
 #include "log.h"
 #include "server_clock.h"
+#include "storage/commands.h"
 #include "storage/storage.h"
 
 namespace mongoelector {
@@ -262,6 +263,70 @@ class Locker : public Holdable {
   // end; otherwise releases what is left of it (fenced) and returns nullopt.
   std::optional<std::int64_t> retake();
 
+  // ---- The same operations in parts, for a caller that sends the writes itself -------
+  // (an event loop awaiting its driver: Python's asyncio with a pymongo AsyncDatabase).
+  // Each begin_* does what its operation does before its one write, when nothing before
+  // it needs a round trip (the server's safety known, no stranded hold to settle, a
+  // fresh clock sample), and says which command to send (commands.h, the one every
+  // transport sends); otherwise it says "on a thread" and the caller runs the whole
+  // operation there. The parts make no round trip unless said so. The operations above
+  // are these parts with the write sent through the storage, so each rule has one place.
+
+  // A claim about to be sent: what claim_once prepared before its write.
+  struct PendingClaim {
+    LockClaim claim;
+    bool force = false;
+    bool insert = false;      // the write is insert_claim (else the conditional upsert)
+    std::int64_t sent = 0;    // host mono, read before the estimate `t`
+    ServerTime t;             // the estimate the claim carries
+    bool round_trips = true;  // false (begin_claim): what it strands is settled by the caller
+  };
+  // nullopt: run attempts with claim_once (try_acquire, AcquireRun::attempt) instead.
+  std::optional<PendingClaim> begin_claim(bool force);
+  commands::Command claim_command(const PendingClaim& p) const;
+  // The insert met a document (E11000): what the claim does next (a read, then maybe the
+  // upsert: round trips). The document written, nullopt when held by another.
+  std::optional<LockDoc> claim_after_insert_refused(const PendingClaim& p);
+  // Whether land_claim(p, doc) makes round trips (the fence moves to a new epoch).
+  bool anchors(const std::optional<LockDoc>& doc) const;
+  // The claim's write returned `doc`, the document written (nullopt: held by another):
+  // claim_once's outcome, the hold installed. Errors strand what the claim wrote.
+  std::optional<Claimed> land_claim(const PendingClaim& p, const std::optional<LockDoc>& doc);
+  // The write failed or its outcome will never be known (cancelled): what it may have
+  // written is stranded (by its stamp, its fence unknown), and released now when
+  // p.round_trips; else the caller settles it (settle_stranded) on a thread soon after.
+  void drop_claim(const PendingClaim& p);
+
+  // release(false) in parts. on_thread: release() must run instead. No hold: nothing to
+  // send (release() would send nothing either).
+  struct PendingRelease {
+    bool on_thread = true;
+    std::optional<Hold> hold;
+    std::int64_t now_ms = 0;  // server time the write carries
+  };
+  PendingRelease begin_release();
+  commands::Command release_command(const PendingRelease& r) const;  // r.hold set
+  void release_landed(const PendingRelease& r, bool matched);
+  void release_failed(const PendingRelease& r);  // it may still land: stranded in doubt
+
+  // touch() in parts: nullopt -> touch() on a thread; else send renew_command, then
+  // finish_touch (touch()'s result) or fail_touch.
+  std::optional<RenewTicket> begin_touch();
+  std::optional<std::int64_t> finish_touch(RenewTicket& ticket, bool renewed);
+  void fail_touch(RenewTicket& ticket);
+  commands::Command renew_command(const RenewTicket& ticket) const;
+
+  // owned() and current() of the document a read of the key returned (commands::read):
+  // no round trip unless the clock sample is stale (server_clock().stale()).
+  bool owned_by(const std::optional<LockDoc>& doc);
+  std::optional<LockDoc> current_of(std::optional<LockDoc> doc);
+  // The message of a refused non-blocking acquire ("KEY owned by HOST pid PID"): from
+  // what the last claim read, or one read.
+  std::string refusal_message() { return held_message(refusing_holder()); }
+  // Settles a stranded hold now (round trips; a failure is logged, and the hold is
+  // settled before the next claim).
+  void settle_stranded() { state_.settle_stranded_quietly(); }
+
   // For the elector: every claim of this locker carries the payload `source` returns
   // (LockClaim::payload: set in the claim's own atomic write). Set before the first
   // claim; `source` runs on the claiming thread, under no lock of this locker.
@@ -271,24 +336,29 @@ class Locker : public Holdable {
 
  private:
   void check_server_safety();
-  // try_acquire with the fence of the hold installed (a deferred token's raw fence).
+  // try_acquire with the fence of the hold installed (a deferred token's raw fence):
+  // the parts above, the write sent through the storage.
   std::optional<Claimed> claim_once(bool force);
-  // The claim's write: an insert where the document is most likely gone (absent_likely_);
-  // when one is there, a read refuses a held lock and Storage::claim decides otherwise.
-  // Else Storage::claim. The document written, nullopt when held by another.
-  std::optional<LockDoc> send_claim(const LockClaim& claim, bool force);
+  PendingClaim prepare_claim(bool force, bool round_trips);
+  // The claim's write: an insert where the document is most likely gone (p.insert);
+  // when one is there, claim_after_insert_refused. Else Storage::claim. The document
+  // written, nullopt when held by another.
+  std::optional<LockDoc> send_claim(const PendingClaim& p);
+  // The token (or deferred fence) of the claim that wrote `doc`, moving its fence to a
+  // new epoch when it has to (anchor_epoch); nullopt when held or gone.
+  std::optional<std::int64_t> claimed_token(const PendingClaim& p,
+                                            const std::optional<LockDoc>& doc);
   // The document that refused the last claim: what send_claim read, else one read.
   std::optional<LockDoc> refusing_holder();
-  // The fenced release write of hold `h` (release, release_if).
+  // The fenced release write of hold `h` (release, release_if), and what its outcome
+  // tells about the document (release_write and release_landed).
   void release_write(const Hold& h);
+  void release_written(bool matched);
+  std::optional<std::int64_t> held_expiry() const;  // the current hold's, server time
   std::string held_message(const std::optional<LockDoc>& holder) const;
   // Moves a fence counted inside a fresh document to a new epoch: the token, or nullopt
   // when the hold {uuid, fence} is gone.
   std::optional<std::int64_t> anchor_epoch(std::int64_t fence, std::int64_t created);
-  // Claim (stamped `created`), then anchor: the token, nullopt when held; errors strand
-  // what the claim wrote.
-  std::optional<std::int64_t> claim_and_anchor(bool force, std::int64_t sent, const ServerTime& t,
-                                               std::int64_t created);
   // The ts_created of a claim sent when the server's clock reads at least `earliest`:
   // never `avoid`, the stamp of the earlier claim of ours the document may still carry.
   static std::int64_t claim_stamp(std::int64_t earliest, std::int64_t avoid);

@@ -89,21 +89,11 @@ AcquireStep AcquireRun::finish_locked(AcquireStep step) {
 }
 
 AcquireStep AcquireRun::attempt() {
-  bool check_time = false;
-  {
-    const std::int64_t now = clock_.mono_ms();
-    std::lock_guard<std::mutex> g(mu_);
-    if (in_flight_) return step_of(AcquireStep::Kind::TryNow);  // attempts never overlap
-    const AcquireStep s = next_locked(now);
-    if (s.kind != AcquireStep::Kind::TryNow) return s;
-    ++count_;
-    in_flight_ = true;
-    check_time = options_.timeparanoid && !time_checked_;
-  }
+  if (std::optional<AcquireStep> s = begin_attempt(/*round_trips=*/true)) return *s;
   std::optional<Claimed> got;
   std::string held;
   try {
-    if (check_time) {
+    if (check_time()) {
       state_.verify_time();
       std::lock_guard<std::mutex> g(mu_);
       time_checked_ = true;
@@ -112,26 +102,55 @@ AcquireStep AcquireRun::attempt() {
     // Non-blocking and held: who holds it (from what the attempt read, or one read).
     if (!got && !options_.blocking) held = held_();
   } catch (...) {
-    const std::exception_ptr error = std::current_exception();
-    bool caller_mistake = false;  // not an outcome of the acquire
-    try {
-      std::rethrow_exception(error);
-    } catch (const InvalidArgument&) {
-      caller_mistake = true;
-    } catch (...) {
-    }
-    std::lock_guard<std::mutex> g(mu_);
-    in_flight_ = false;
-    if (!final_) {  // else cancelled meanwhile: counted then
-      final_ = step_of(AcquireStep::Kind::Failed);
-      failed_ = error;
-      if (!caller_mistake)
-        metrics::record_acquire(metrics::AcquireOutcome::Error,
-                                static_cast<double>(clock_.mono_ms() - start_) / 1000.0);
-    }
+    fail_attempt(std::current_exception());
     throw;
   }
+  return end_attempt(got, std::move(held));
+}
 
+std::optional<AcquireStep> AcquireRun::begin_attempt(bool round_trips) {
+  const std::int64_t now = clock_.mono_ms();
+  std::lock_guard<std::mutex> g(mu_);
+  if (in_flight_) return step_of(AcquireStep::Kind::TryNow);  // attempts never overlap
+  const AcquireStep s = next_locked(now);
+  if (s.kind != AcquireStep::Kind::TryNow) return s;
+  bool check = options_.timeparanoid && !time_checked_;
+  if (check && state_.time_check_cached()) {
+    time_checked_ = true;  // a recent good check stands (verify_time() would return it)
+    check = false;
+  }
+  if (check && !round_trips) return s;  // the time check is a round trip: attempt()
+  ++count_;
+  in_flight_ = true;
+  check_time_ = check;
+  return std::nullopt;
+}
+
+bool AcquireRun::check_time() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return check_time_;
+}
+
+void AcquireRun::fail_attempt(std::exception_ptr error) {
+  bool caller_mistake = false;  // not an outcome of the acquire
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const InvalidArgument&) {
+    caller_mistake = true;
+  } catch (...) {
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  in_flight_ = false;
+  if (!final_) {  // else cancelled meanwhile: counted then
+    final_ = step_of(AcquireStep::Kind::Failed);
+    failed_ = error;
+    if (!caller_mistake)
+      metrics::record_acquire(metrics::AcquireOutcome::Error,
+                              static_cast<double>(clock_.mono_ms() - start_) / 1000.0);
+  }
+}
+
+AcquireStep AcquireRun::end_attempt(std::optional<Claimed> got, std::string held) {
   std::unique_lock<std::mutex> lk(mu_);
   in_flight_ = false;
   if (final_) {
@@ -158,7 +177,7 @@ AcquireStep AcquireRun::attempt() {
   }
   if (got) return finish_locked(step_of(AcquireStep::Kind::Acquired, 0, got->token));
   if (!options_.blocking) {
-    held_message_ = held;
+    held_message_ = std::move(held);
     return finish_locked(step_of(AcquireStep::Kind::Held));
   }
   // Wait one step; a step longer than what is left of the timeout ends with it.

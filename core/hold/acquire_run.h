@@ -16,6 +16,12 @@
 //              by that attempt, fenced by its own token (the feature's release_if), so a
 //              cancelled acquire never leaves a holder.
 //
+// attempt() is begin_attempt(), the time check, the feature's claim and end_attempt().
+// A caller that sends the claim's write itself (an event loop awaiting its driver) runs
+// those parts itself: begin_attempt(/*round_trips=*/false) starts an attempt only when
+// its time check needs no round trip; the caller claims, then end_attempt() with what
+// it got, or fail_attempt() when the claim failed or was abandoned.
+//
 // Every final step is counted once in the acquire metrics, with the run's duration. A
 // caller's mistake (InvalidArgument, from the constructor) is not counted.
 //
@@ -78,6 +84,19 @@ class AcquireRun {
   AcquireStep attempt();
   AcquireStep cancel();
 
+  // attempt() in parts (see above). begin_attempt: nullopt when an attempt has begun
+  // (end_attempt or fail_attempt must follow; with round_trips, after the time check
+  // when check_time() says so); otherwise the step to act on instead -- TryNow when
+  // this attempt needs round trips that were not allowed (run attempt() on a thread).
+  std::optional<AcquireStep> begin_attempt(bool round_trips);
+  bool check_time() const;  // the begun attempt must run the time check first
+  // The begun attempt's outcome: the hold it took, or nullopt when held by another, with
+  // `held` naming the holder when not blocking. As attempt()'s step.
+  AcquireStep end_attempt(std::optional<Claimed> got, std::string held);
+  // The begun attempt failed (`error`; result() throws it) or was abandoned after
+  // cancel(): nothing it may have taken is reported.
+  void fail_attempt(std::exception_ptr error);
+
   // The final step as the blocking API reports it: the token, or LockExists (Held),
   // AcquireTimeout (TimedOut), Cancelled. Not final yet: std::logic_error.
   std::int64_t result() const;
@@ -107,6 +126,7 @@ class AcquireRun {
   std::exception_ptr failed_;  // Failed: what the attempt threw
   bool in_flight_ = false;
   bool time_checked_ = false;
+  bool check_time_ = false;  // the attempt in flight runs the time check first
   std::string held_message_;
 };
 

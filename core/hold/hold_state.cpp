@@ -105,6 +105,16 @@ double HoldState::verify_time() {
   return offset;
 }
 
+bool HoldState::time_check_cached() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return time_verified_mono_ && clock_->mono_ms() - *time_verified_mono_ < kTimeCheckCacheMs;
+}
+
+bool HoldState::server_safety_known() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return safety_checked_;
+}
+
 bool HoldState::refresh_clock() {
   if (!server_clock_.refresh()) return false;
   std::lock_guard<std::mutex> g(mu_);
@@ -189,11 +199,14 @@ HoldState::Snapshot HoldState::snapshot() const {
   return Snapshot{hold_, hold_gen_};
 }
 
-std::int64_t HoldState::install(const Hold& h, std::int64_t replied) {
+std::int64_t HoldState::install(const Hold& h, std::int64_t replied, bool round_trips) {
   if (replied >= h.lease_start_mono + ttl_ms_) {
     // The claim (and whatever came with it) outlasted its own lease: someone may hold it
     // now.
-    abandon_claim(h);
+    if (round_trips)
+      abandon_claim(h);
+    else
+      strand_claim(h);
     throw StorageUnavailable("acquiring " + spec_.describe + " took longer than its lease (ttl " +
                              format_seconds(spec_.ttl_s) + " s): not acquired");
   }
@@ -204,11 +217,13 @@ std::int64_t HoldState::install(const Hold& h, std::int64_t replied) {
 }
 
 void HoldState::abandon_claim(const Hold& h) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    stranded_ = h;
-  }
+  strand_claim(h);
   settle_stranded_quietly();
+}
+
+void HoldState::strand_claim(const Hold& h) {
+  std::lock_guard<std::mutex> g(mu_);
+  stranded_ = h;
 }
 
 std::optional<Lease> HoldState::strand_if_over(std::int64_t now) {
@@ -277,23 +292,31 @@ bool HoldState::release_matching(std::optional<std::int64_t> only_fence,
     try {
       write(*h);
     } catch (...) {
-      // It may still run at the server later: fenced, it cannot hurt a newer hold, and
-      // the hold it names is never taken back with the same fence.
-      std::lock_guard<std::mutex> g(mu_);
-      if (hold_ && hold_->fence == h->fence) {
-        strand_locked();
-        stranded_->release_sent = true;
-      }
+      release_failed(*h);
       throw;
     }
-    std::lock_guard<std::mutex> g(mu_);
-    if (hold_ && hold_->fence == h->fence) {
-      hold_.reset();
-      ++hold_gen_;
-    }
+    release_done(*h);
   }
   settle_stranded();
   return true;
+}
+
+void HoldState::release_done(const Hold& h) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (hold_ && hold_->fence == h.fence) {
+    hold_.reset();
+    ++hold_gen_;
+  }
+}
+
+void HoldState::release_failed(const Hold& h) {
+  // It may still run at the server later: fenced, it cannot hurt a newer hold, and the
+  // hold it names is never taken back with the same fence.
+  std::lock_guard<std::mutex> g(mu_);
+  if (hold_ && hold_->fence == h.fence) {
+    strand_locked();
+    stranded_->release_sent = true;
+  }
 }
 
 void HoldState::forget() {

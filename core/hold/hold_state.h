@@ -138,6 +138,10 @@ class HoldState {
   // Raises TimeOffsetError when |server - host| > maxoffset; a good result is cached for
   // 10 minutes. Returns the measured (or cached) offset in seconds.
   double verify_time();
+  // verify_time() would answer from its cache (no round trip).
+  bool time_check_cached() const;
+  // check_server_safety() has passed (it makes no round trip any more).
+  bool server_safety_known() const;
   // Takes a new server-time sample (one round trip). On a jump of the server's clock the
   // hold is stranded (treated as lost) and true is returned.
   bool refresh_clock();
@@ -172,10 +176,14 @@ class HoldState {
   // A claim won: installs `h` (its lease from h.lease_start_mono) and returns its fence,
   // unless the claim's reply came (at host mono `replied`) after its lease had ended:
   // then the hold is abandoned and StorageUnavailable thrown.
-  std::int64_t install(const Hold& h, std::int64_t replied);
+  // round_trips false: such a hold is only stranded (abandon_claim's first half).
+  std::int64_t install(const Hold& h, std::int64_t replied, bool round_trips = true);
   // A claim whose outcome is unknown, or that must not be kept: `h` (fence 0 when its
   // name is unknown) becomes the stranded hold, released now if the server answers.
   void abandon_claim(const Hold& h);
+  // abandon_claim() without the release: for a caller that must not make round trips
+  // here (an event loop); it settles the stranded hold soon after, on a thread.
+  void strand_claim(const Hold& h);
   // If the current hold's lease has not ended at host mono `now`, its lease; otherwise
   // the hold (if any) is stranded and nullopt returned.
   std::optional<Lease> strand_if_over(std::int64_t now);
@@ -196,6 +204,11 @@ class HoldState {
   // cancelled after it was sent: released by its own token, never a newer hold). False
   // (no write) when the hold is another or none.
   bool release_if(std::int64_t fence, const std::function<void(const Hold&)>& write);
+  // release()'s two outcomes of the write of hold `h`, for a caller that sends it itself:
+  // done (the hold is dropped, if still current), or failed (it may still land: the hold
+  // is stranded in doubt). Neither settles a stranded hold.
+  void release_done(const Hold& h);
+  void release_failed(const Hold& h);
   // Drops the current and the stranded hold without a write (a forced release was sent).
   void forget();
   // Settles the stranded hold with the feature's SettleFn (in doubt from now on); see

@@ -1,10 +1,15 @@
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "binding_util.h"
 #include "bindings.h"
+#include "exceptions.h"
 #include "hold/acquire_run.h"
 
 namespace mongoelector_py {
@@ -48,7 +53,37 @@ void bind_acquire_run(py::module_& m) {
              const me::AcquireStep s = nogil<me::AcquireStep>([&] { return r.attempt(); });
              return step_tuple(r, s);
            })
-      .def("cancel", [](me::AcquireRun& r) { r.cancel(); });
+      .def("cancel", [](me::AcquireRun& r) { r.cancel(); })
+      .def(
+          "begin_attempt",
+          [](me::AcquireRun& r) -> py::object {
+            const std::optional<me::AcquireStep> s = r.begin_attempt(/*round_trips=*/false);
+            if (!s) return py::none();
+            return step_tuple(r, *s);
+          },
+          "attempt() in parts, for a caller that claims itself: None when an attempt has "
+          "begun (end_attempt or fail_attempt must follow); otherwise the step to act on, "
+          "(\"try\", None) meaning that this attempt needs round trips: attempt() on a "
+          "thread.")
+      .def(
+          "end_attempt",
+          [](me::AcquireRun& r, std::optional<std::pair<std::int64_t, std::int64_t>> got,
+             std::string held) {
+            std::optional<me::Claimed> c;
+            if (got) c = me::Claimed{got->first, got->second};
+            const me::AcquireStep s =
+                nogil<me::AcquireStep>([&] { return r.end_attempt(c, std::move(held)); });
+            return step_tuple(r, s);
+          },
+          py::arg("got"), py::arg("held") = "",
+          "The begun attempt took (token, fence), or None (held by another; `held` names "
+          "the holder when not blocking). The step, as attempt()'s.")
+      .def(
+          "fail_attempt",
+          [](me::AcquireRun& r, const std::string& error) {
+            r.fail_attempt(std::make_exception_ptr(me::StorageError(error)));
+          },
+          py::arg("error"), "The begun attempt failed (or was cancelled): nothing is reported.");
 }
 
 }  // namespace mongoelector_py

@@ -59,13 +59,13 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
 }  // namespace
 
 void bind_locker(py::module_& m) {
-  py::class_<me::Locker, std::shared_ptr<me::Locker>>(m, "Locker")
-      .def(py::init(&make_locker), py::arg("storage"), py::arg("key"),
-           py::arg("collection") = "mongolocker", py::arg("ttl") = 600.0,
-           py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
-           py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
-           py::arg("ensure_indexes") = true, py::arg("identity") = py::none(),
-           py::arg("lazy_token") = false)
+  py::class_<me::Locker, std::shared_ptr<me::Locker>> cls(m, "Locker");
+  cls.def(py::init(&make_locker), py::arg("storage"), py::arg("key"),
+          py::arg("collection") = "mongolocker", py::arg("ttl") = 600.0,
+          py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
+          py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
+          py::arg("ensure_indexes") = true, py::arg("identity") = py::none(),
+          py::arg("lazy_token") = false)
       .def(
           "try_acquire",
           [](me::Locker& l, bool force) {
@@ -201,7 +201,11 @@ void bind_locker(py::module_& m) {
                   py::arg("start_ms"), py::arg("now_ms"), py::arg("timeout"), py::arg("count"),
                   "The core's retry rule of every acquire loop (the contract's _acquireretry): "
                   "may attempt number `count` run at monotonic ms `now_ms` of a wait started "
-                  "at `start_ms`? ValueError for a timeout without blocking.");
+                  "at `start_ms`? ValueError for a timeout without blocking.")
+      .def_property_readonly(
+          "clock_stale", [](me::Locker& l) { return l.server_clock().stale(); },
+          "Whether the next use of the server-time estimate takes a sample (a round trip).");
+  bind_locker_parts(m, cls);
 }
 
 }  // namespace mongoelector_py

@@ -385,31 +385,68 @@ bool count_positive(const py::object& result, PyObject* name) {
 }
 }  // namespace
 
-bool PyMongoStorage::matched(const me::commands::Command& c) {
-  py::object coll = this->collection(c.collection);
-  py::object filter = to_py(c.filter);
+py::object PyMongoStorage::call_on(const py::object& coll, const me::commands::Command& c) {
+  using Op = me::commands::Op;
   const Names& n = names();
-  if (c.op == me::commands::Op::delete_one)
-    return count_positive(call_method(coll.ptr(), n.delete_one, {filter.ptr()}), n.deleted_count);
+  py::object filter = to_py(c.filter);
+  switch (c.op) {
+    case Op::find_and_modify: {
+      py::object update = to_py(c.update);
+      return call_method(coll.ptr(), n.find_one_and_update,
+                         {filter.ptr(), update.ptr(), Py_True, refs_->return_after.ptr()},
+                         refs_->upsert_after_names.ptr());
+    }
+    case Op::update_one: {
+      py::object update = to_py(c.update);
+      return call_method(coll.ptr(), n.update_one, {filter.ptr(), update.ptr()});
+    }
+    case Op::delete_one:
+      return call_method(coll.ptr(), n.delete_one, {filter.ptr()});
+    case Op::insert_one: {
+      py::object doc = to_py(c.update);
+      return call_method(coll.ptr(), n.insert_one, {doc.ptr()});
+    }
+    case Op::find:
+      if (c.one) return call_method(coll.ptr(), n.find_one, {filter.ptr()});  // doc or None
+      break;
+    default:
+      break;
+  }
+  throw me::StorageError("not a one-document command: " + c.what);
+}
+
+bool PyMongoStorage::matched_of(const me::commands::Command& c, const py::object& reply) {
   // matched_count: for a renewal, "matched but already later" is renewed too.
-  py::object update = to_py(c.update);
-  return count_positive(call_method(coll.ptr(), n.update_one, {filter.ptr(), update.ptr()}),
-                        n.matched_count);
+  return count_positive(
+      reply, c.op == me::commands::Op::delete_one ? names().deleted_count : names().matched_count);
+}
+
+std::optional<me::LockDoc> PyMongoStorage::lock_doc_of(const py::object& reply) {
+  if (reply.is_none()) return std::nullopt;
+  return me::LockDoc::from_document(doc_from_py(reply));
+}
+
+bool PyMongoStorage::matched(const me::commands::Command& c) {
+  return matched_of(c, call_on(this->collection(c.collection), c));
 }
 
 py::object PyMongoStorage::find_one_and_update(const me::commands::Command& c) {
-  py::object coll = this->collection(c.collection);
-  py::object filter = to_py(c.filter);
-  py::object update = to_py(c.update);
-  return call_method(coll.ptr(), names().find_one_and_update,
-                     {filter.ptr(), update.ptr(), Py_True, refs_->return_after.ptr()},
-                     refs_->upsert_after_names.ptr());
+  return call_on(this->collection(c.collection), c);
 }
 
 void PyMongoStorage::insert_one(const me::commands::Command& c) {
-  py::object coll = this->collection(c.collection);
-  py::object doc = to_py(c.update);
-  call_method(coll.ptr(), names().insert_one, {doc.ptr()});
+  call_on(this->collection(c.collection), c);
+}
+
+bool PyMongoStorage::fronts_async_database() const {
+  return py::hasattr(refs_->db, "async_database");
+}
+
+py::object PyMongoStorage::start(const me::commands::Command& c) {
+  if (!fronts_async_database())
+    throw me::InvalidArgument("this storage does not front a pymongo AsyncDatabase");
+  // The facade's collection carries the write concern the synchronous calls use.
+  return call_on(this->collection(c.collection).attr("async_collection"), c);
 }
 
 void PyMongoStorage::ensure_indexes(const std::string& collection,
@@ -542,8 +579,8 @@ std::vector<bool> PyMongoStorage::renew_many(const std::string& collection,
 
 py::object PyMongoStorage::find(const me::commands::Command& c) {
   py::object coll = this->collection(c.collection);
+  if (c.one) return call_on(coll, c);  // doc or None
   py::object filter = to_py(c.filter);
-  if (c.one) return call_method(coll.ptr(), names().find_one, {filter.ptr()});  // doc or None
   // A negative limit: one batch, the cursor closed by the server (no getMore).
   py::object cursor = c.limit > 0 ? coll.attr("find")(filter, py::arg("limit") = -c.limit)
                                   : coll.attr("find")(filter);

@@ -112,6 +112,19 @@ class PyMongoStorage final : public mongoelector::Storage {
   std::vector<mongoelector::Document> list_status(const std::string& collection,
                                                   const std::string& key) override;
 
+  // For an event loop that does the I/O itself (mongoelector.aio over an AsyncDatabase,
+  // the core's operations in parts: Locker::begin_claim...). Need the GIL.
+  // Whether `db` is the facade of an AsyncDatabase (whose calls must not run on its loop).
+  bool fronts_async_database() const;
+  // The coroutine of command `c` on that AsyncDatabase: the call, arguments and write
+  // concern the synchronous calls send (find_one_and_update, update_one, delete_one,
+  // insert_one, find_one). The caller awaits it within pymongo.timeout(op_timeout).
+  py::object start(const mongoelector::commands::Command& c);
+  // What a reply means: the lock document of a find_one / find_one_and_update reply
+  // (None: nullopt), whether an update_one / delete_one reply matched (deleted).
+  static std::optional<mongoelector::LockDoc> lock_doc_of(const py::object& reply);
+  static bool matched_of(const mongoelector::commands::Command& c, const py::object& reply);
+
   struct Refs;
   struct Domain;
 
@@ -128,6 +141,9 @@ class PyMongoStorage final : public mongoelector::Storage {
   py::object find_one_and_update(const mongoelector::commands::Command& c);
   // Sends an insert_one command (the document is Command::update); re-raises errors.
   void insert_one(const mongoelector::commands::Command& c);
+  // The call of one-document command `c` on collection object `coll`: its result (a
+  // synchronous collection) or its coroutine (an asynchronous one).
+  py::object call_on(const py::object& coll, const mongoelector::commands::Command& c);
   // Sends a find command: the document or None for Command::one (find_one), else a cursor.
   py::object find(const mongoelector::commands::Command& c);
   void ensure_indexes(const std::string& collection,

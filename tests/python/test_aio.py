@@ -368,6 +368,141 @@ def test_asyncdb_default_cycle_is_two_commands_and_keeps_the_document(server_db)
     asyncio.run(main())
 
 
+class _Started(pymongo.monitoring.CommandListener):
+    """Calls ``on(event)`` for every command started (on the thread that sends it)."""
+
+    def __init__(self):
+        self.on = lambda event: None
+
+    def started(self, event):
+        self.on(event)
+
+    def succeeded(self, event):
+        pass
+
+    def failed(self, event):
+        pass
+
+
+def run_with_listener(server_db, body):
+    """asyncio.run(body(db, listener)) on an AsyncDatabase whose client reports to
+    ``listener`` (a _Started)."""
+    raw, uri = server_db
+    listener = _Started()
+
+    async def main():
+        client = pymongo.AsyncMongoClient(
+            uri, serverSelectionTimeoutMS=5000, event_listeners=[listener]
+        )
+        try:
+            return await body(client[raw.name], listener)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def test_asyncdb_operations_await_pymongo_on_the_loop(server_db, monkeypatch):
+    """With an AsyncDatabase, once a locker has made its first claim (the server's facts,
+    a clock sample), acquire, touch, owned, locked, get_current and release await
+    pymongo on the loop itself: no call goes to a worker thread, and each is one command.
+    A stale clock sample sends the next operation to a worker again (its sample is a
+    round trip)."""
+    from mongoelector.aio import _pool
+
+    submitted = []
+    real_submit = _pool.Pool.submit
+
+    def counting(self, fn):
+        submitted.append(fn)
+        return real_submit(self, fn)
+
+    monkeypatch.setattr(_pool.Pool, "submit", counting)
+
+    async def body(db, listener):
+        names = []
+        lock = AsyncMongoLocker(_key("on-loop"), db, ttl=30)
+        await lock.acquire()  # the first claim's round trips run on a worker
+        await lock.release()
+        assert submitted, "the first acquire ran on a worker"
+        submitted.clear()
+        listener.on = lambda event: names.append(event.command_name)
+        for _ in range(3):
+            await lock.acquire()
+            assert lock.fence is not None
+            assert await lock.touch() is not None
+            assert await lock.owned() and await lock.locked()
+            assert (await lock.get_current())["uuid"] == lock.uuid
+            await lock.release()
+            assert not await lock.locked()
+        assert submitted == []
+        assert names == ["findAndModify", "update", "find", "find", "find", "update", "find"] * 3
+        await lock.close()
+
+    run_with_listener(server_db, body)
+
+
+def test_cancelled_claim_on_the_loop_is_released(server_db, caplog):
+    """The task is cancelled while its claim, awaited on the loop, is on the wire: the
+    write is not cut short (it would land unknown to anyone); it completes, and the hold
+    it took is released at once, fenced by its token. The cancelled acquire returns at
+    once and leaves no holder."""
+    key = _key("cancel-on-loop")
+
+    async def body(db, listener):
+        lock = AsyncMongoLocker(key, db, ttl=30)
+        other = AsyncMongoLocker(key, db, ttl=30)
+        await lock.acquire()
+        await lock.release()
+        task = None
+        sent = []
+
+        def cancel_when_sent(event):
+            if event.command_name == "findAndModify" and task is not None and not sent:
+                sent.append(event)
+                task.cancel()  # on the loop's thread: the claim is being sent
+
+        listener.on = cancel_when_sent
+        task = asyncio.ensure_future(lock.acquire())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert sent, "cancelled while its claim was sent"
+        listener.on = lambda event: None
+        await wait_until(lambda: other.acquire(blocking=False), timeout=5, swallow=(LockExists,))
+        assert await other.owned() and not await lock.owned()
+        assert lock.fence is None
+        await other.release()
+        await lock.acquire(blocking=False)  # and the cancelled locker is usable again
+        await lock.close()
+        await other.close()
+
+    with caplog.at_level(logging.INFO, logger="mongoelector"):
+        run_with_listener(server_db, body)
+    assert any("taken by a cancelled acquire" in r.getMessage() for r in caplog.records)
+
+
+def test_refused_non_blocking_claim_on_the_loop_names_the_holder(server_db):
+    key = _key("held-on-loop")
+
+    async def body(db, listener):
+        holder = AsyncMongoLocker(key, db, ttl=30)
+        lock = AsyncMongoLocker(key, db, ttl=30)
+        await lock.acquire()
+        await lock.release()
+        await holder.acquire()
+        with pytest.raises(LockExists, match=f"{key} owned by .* pid {os.getpid()}"):
+            await lock.acquire(blocking=False)
+        with pytest.raises(AcquireTimeout):
+            await lock.acquire(timeout=0.3, step=0.05)
+        await holder.release()
+        await lock.acquire(timeout=5)
+        assert await lock.owned()
+        await lock.close()
+        await holder.close()
+
+    run_with_listener(server_db, body)
+
+
 def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, monkeypatch, caplog):
     """The task is cancelled while its claim is on the wire: the claim is applied at the
     server, its reply comes late (made slow here, after the server applied it). The

@@ -130,6 +130,9 @@ def test_native_stub_matches_the_compiled_module(mypy_cmd, workdir):
         "MongoStorage",
         "SqliteStorage",
         "AcquireRun",
+        "ClaimInParts",
+        "ReleaseInParts",
+        "TouchInParts",
         "Locker",
         "KeepAliveLease",
         "Elector",
@@ -144,6 +147,9 @@ def test_native_stub_matches_the_compiled_module(mypy_cmd, workdir):
                 "mongoelector._native.Storage.__init__",
                 "mongoelector._native.SqliteStorage.__init__",
                 "mongoelector._native.AcquireRun.__init__",
+                "mongoelector._native.ClaimInParts.__init__",
+                "mongoelector._native.ReleaseInParts.__init__",
+                "mongoelector._native.TouchInParts.__init__",
             ]
         )
         + "\n"

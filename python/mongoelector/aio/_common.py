@@ -318,17 +318,20 @@ async def drive(
     run: "_native.AcquireRun",
     attempt: Callable[[], Tuple[str, Any]],
     orphan: Callable[[Tuple[str, Any]], object],
+    on_loop: Optional[Callable[[], Coroutine[Any, Any, Optional[Tuple[str, Any]]]]] = None,
 ) -> Any:
     """Awaits the core's acquire loop (a native ``AcquireRun``: its retry rule, step,
     timeout, time check and metrics): waits with ``asyncio.sleep`` on the loop when the
-    run says "wait", and runs ``attempt()`` (the run's ``attempt``, possibly followed by
-    what takes the hold over, such as a keep-alive lease) as one call on a worker when it
-    says "try". Returns the value of the "acquired" step; the run's other outcomes raise
-    (``LockExists``, ``AcquireTimeout``, the claim's error).
+    run says "wait", and when it says "try" awaits ``on_loop()`` (an attempt awaited on
+    the loop itself, see ``_loop_io``) if given, or -- when there is none or it returns
+    None -- runs ``attempt()`` (the run's ``attempt``, possibly followed by what takes
+    the hold over, such as a keep-alive lease) as one call on a worker. Returns the value
+    of the "acquired" step; the run's other outcomes raise (``LockExists``,
+    ``AcquireTimeout``, the claim's error).
 
     Cancelling the awaiting task cancels the run: a claim in flight that lands is released
-    by the core (fenced by its token); one whose result reached the loop after the task
-    was cancelled goes to ``orphan`` (on a worker), which releases it."""
+    (fenced by its token): by the core, by the attempt on the loop, or, when its result
+    reached the loop after the task was cancelled, by ``orphan`` (on a worker)."""
     kind, value = run.next()
     try:
         while kind != "acquired":
@@ -336,7 +339,10 @@ async def drive(
                 await asyncio.sleep(value)
                 kind, value = run.next()
             elif kind == "try":
-                kind, value = await call(attempt, orphan=orphan)
+                step = None if on_loop is None else await on_loop()
+                if step is None:
+                    step = await call(attempt, orphan=orphan)
+                kind, value = step
             else:  # "cancelled": only ever after this task was cancelled
                 raise asyncio.CancelledError()
         return value

@@ -212,6 +212,12 @@ class _FacadeCollection:
     def write_concern(self) -> Any:
         return self._coll.write_concern
 
+    @property
+    def async_collection(self) -> Any:
+        """The ``AsyncCollection`` (with this face's options), for calls awaited on the
+        loop itself (PyMongoStorage::start)."""
+        return self._coll
+
     def with_options(self, **kwargs: Any) -> _FacadeCollection:
         return _FacadeCollection(self._db, self._coll.with_options(**kwargs))
 

@@ -9,18 +9,23 @@ import uuid as _uuid
 from datetime import datetime
 from socket import getfqdn
 from types import TracebackType
-from typing import Any, Dict, Literal, Optional, Type, TypeVar, cast
+from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type, TypeVar, cast
 
 from .. import _native
 from ..errors import AcquireTimeout
 from ..locker import LockerStatus, _native_maxoffset
+from . import _loop_io, _pool
 from ._common import AsyncDatabaseArg, NativeHandle, call, drive, prepare
 
 __all__ = ["AsyncMongoLocker"]
 
 log = logging.getLogger("mongoelector.aio")
 
+# An operation in parts that has to run on a worker after all (see _loop_io).
+_ON_THREAD: Any = object()
+
 _L = TypeVar("_L", bound="AsyncMongoLocker")
+_R = TypeVar("_R")
 
 
 class AsyncMongoLocker(NativeHandle[_native.Locker]):
@@ -122,11 +127,19 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
             timeout = 0  # as MongoLocker: past the timeout at once
         core = await self._opened()
         run = core.start_acquire(bool(blocking), timeout if blocking else None, step, bool(force))
+        on_loop = None
+        if core.loop_io:
+            on_loop = functools.partial(
+                _loop_io.owned,
+                self._io,
+                functools.partial(self._claim_on_loop, core, run, bool(force), bool(blocking)),
+            )
         try:
             await drive(
                 run,
                 functools.partial(self._attempt_sync, run.attempt),
                 functools.partial(self._drop_claim, core),
+                on_loop,
             )
         except AcquireTimeout:
             raise AcquireTimeout("Timeout reached, lock not acquired") from None
@@ -137,38 +150,157 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
 
     # ---------------------------------------------------------- round trips ----
 
+    # An attempt awaited on the loop (an AsyncDatabase): the core's claim in parts. It runs
+    # in a task of its own holding _io (_loop_io.owned); None: run it on a worker.
+    async def _claim_on_loop(
+        self, core: _native.Locker, run: _native.AcquireRun, force: bool, blocking: bool
+    ) -> Optional[Tuple[str, Any]]:
+        if self._closed:  # close() released under _io: nothing may take it after
+            raise self._closed_error()
+        claim = core.claim_begin(force)
+        if claim is None:  # round trips first (a stranded hold, a stale clock sample)
+            return None
+        step = run.begin_attempt()
+        if step is not None:  # ("try", None): the time check is a round trip
+            return None if step[0] == "try" else step
+        try:
+            got = await self._claim_write(core, claim)
+            held = ""
+            if got is None and not blocking:
+                held = await call(core.refusal_message)
+        except BaseException as exc:
+            run.fail_attempt(str(exc) or type(exc).__name__)
+            raise
+        if run.next()[0] == "cancelled":  # the awaiting task was cancelled meanwhile
+            run.fail_attempt("cancelled")
+            if got is not None:  # nobody's: released, fenced by its own token
+                _pool.pool().submit(functools.partial(self._drop_claim, core, ("acquired", got[1])))
+            return ("cancelled", None)
+        return run.end_attempt(got, held)
+
+    async def _claim_write(
+        self, core: _native.Locker, claim: _native.ClaimInParts
+    ) -> Optional[Tuple[int, int]]:
+        """The claim's write and what follows it: (token, fence) of the hold taken, None
+        when held by another."""
+        try:
+            try:
+                reply = await _loop_io.send(
+                    functools.partial(core.claim_send, claim), self._op_timeout
+                )
+            except Exception as exc:
+                if not _loop_io.is_duplicate(exc):
+                    raise
+                # The protocol's normal "held": no traceback kept (its frames would hold
+                # garbage cycles whose collection stalls the loop under contention).
+                exc.__traceback__ = None
+                if core.claim_duplicate(claim):  # an insert met a document: read, upsert
+                    await call(functools.partial(core.claim_after_insert_refused, claim))
+            else:
+                core.claim_reply(claim, reply)
+        except BaseException:
+            # Its outcome is unknown: what it may have written is released on a worker.
+            core.claim_drop(claim)
+            self._settle_soon(core)
+            raise
+        try:
+            if core.claim_lands_on_thread(claim):  # a new fence epoch: two round trips
+                return cast(
+                    Optional[Tuple[int, int]], await call(functools.partial(core.claim_land, claim))
+                )
+            return core.claim_land(claim)
+        except BaseException:
+            self._settle_soon(core)  # what the landing gave up, if anything
+            raise
+
+    def _settle_soon(self, core: _native.Locker) -> None:
+        _pool.pool().submit(functools.partial(self._settle_sync, core))
+
+    def _settle_sync(self, core: _native.Locker) -> None:  # on a worker
+        with self._io:
+            core.settle_stranded()
+
     async def release(self, force: bool = False) -> None:
         """Releases the lock (fenced; a lock this instance does not hold is left alone
         and costs no round trip). ``force=True`` releases whoever holds it."""
         core = await self._opened()
+        if not force and core.loop_io:
+            if await _loop_io.owned(self._io, functools.partial(self._release_on_loop, core)):
+                return
         await call(functools.partial(self._release_locked, core, bool(force)))
+
+    async def _release_on_loop(self, core: _native.Locker) -> bool:
+        """release() in parts, awaited on the loop; False: run it on a worker."""
+        parts = core.release_begin()
+        if parts.on_thread:
+            return False
+        if parts.holds:
+            try:
+                reply = await _loop_io.send(
+                    functools.partial(core.release_send, parts), self._op_timeout
+                )
+            except BaseException:
+                core.release_failed(parts)  # it may still land: in doubt, settled later
+                raise
+            core.release_reply(parts, reply)
+        return True
 
     def _release_locked(self, core: _native.Locker, force: bool) -> None:
         with self._io:
             core.release(force)
 
+    async def _read(self, core: _native.Locker, judge: Callable[[Any], _R]) -> _R:
+        """The lock's document, read on the loop, as ``judge`` (the core's owned_by or
+        current_of) sees it."""
+        reply = await _loop_io.send(core.read_begin, self._op_timeout)
+        if core.clock_stale:  # judging takes a clock sample: a round trip
+            return await call(functools.partial(judge, reply))
+        return judge(reply)
+
+    def _reads_on_loop(self, core: _native.Locker) -> bool:
+        return bool(core.loop_io) and not core.clock_stale
+
     async def locked(self) -> bool:
         """True if anyone holds the lock (one round trip)."""
         core = await self._opened()
+        if self._reads_on_loop(core):
+            return await self._read(core, core.current_of) is not None
         return await call(core.locked)
 
     async def owned(self) -> bool:
         """True if this instance holds the lock (one round trip)."""
         core = await self._opened()
+        if self._reads_on_loop(core):
+            return bool(await self._read(core, core.owned_by))
         return await call(core.owned)
 
     async def get_current(self) -> Optional[Dict[str, Any]]:
         """The current lock document, or None if no running lock."""
         core = await self._opened()
+        if self._reads_on_loop(core):
+            return await self._read(core, core.current_of)
         return await call(core.current)
 
     async def touch(self) -> Optional[datetime]:
         """Renews this instance's hold; the new expiry, or None if it holds none."""
         core = await self._opened()
-        expires = await call(core.touch)
+        expires = await self._touch_on_loop(core) if core.loop_io else _ON_THREAD
+        if expires is _ON_THREAD:
+            expires = await call(core.touch)
         if expires is not None:
             self._ts_expire = expires
-        return expires
+        return cast(Optional[datetime], expires)
+
+    async def _touch_on_loop(self, core: _native.Locker) -> Any:
+        parts = core.touch_begin()
+        if parts is None:  # a stale clock sample, a stranded hold to take back
+            return _ON_THREAD
+        try:
+            reply = await _loop_io.send(functools.partial(core.touch_send, parts), self._op_timeout)
+        except BaseException:
+            core.touch_failed(parts)  # the hold stays as it was
+            raise
+        return core.touch_reply(parts, reply)
 
     async def status(self) -> LockerStatus:
         """``MongoLocker.status`` (one round trip)."""
