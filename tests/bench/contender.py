@@ -3,14 +3,16 @@
 mongoelector 1.0.2 (run with its own venv's interpreter) or ours through Python (a
 pymongo Database, or a mongodb:// URI for the native libmongoc transport), ours through
 asyncio (a pymongo AsyncDatabase), or the FLOOR: the very commands ours sends for a lock,
-issued directly with pymongo (no layer at all), so that a row can say what our layer costs.
+issued directly with pymongo (no layer at all), so that a row can say what our layer costs
+(AIO-FLOOR: the same for asyncio, with pymongo's AsyncDatabase).
 
 The same code drives both packages: it uses only the original's API (MongoLocker,
 MongoLeaderElector, LockExists, AcquireTimeout) plus, for ours, ``delete_on_release``,
 ``mongoelector.Client`` and ``mongoelector.lease``. contender.c is its C API twin; both
 speak the line protocol below, so the harness treats them alike.
 
-    contender.py SUBCOMMAND --impl original|db|uri|floor|aio-db --uri URI --db NAME [options]
+    contender.py SUBCOMMAND --impl original|db|uri|floor|aio-db|aio-floor --uri URI --db NAME
+                 [options]
 
 Lines on stdout (stderr is the harness's log):
     MARK <label>          then wait for one line on stdin (the harness snapshots the
@@ -79,6 +81,38 @@ def cpu_seconds():
     return time.process_time()
 
 
+def now_ms():
+    """UTC now to the millisecond (what a BSON date keeps), as ours stamps documents."""
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def claim_command(lk, ms):
+    """The floors' claim (ours' conditional one): the filter and update of a
+    findAndModify that takes the key when it is free or expired at `ms`, by locker `lk`
+    (key, ttl, host, uuid, pid)."""
+    import datetime as dt
+
+    query = {
+        "_id": lk.key,
+        "$or": [{"locked": {"$ne": True}}, {"ts_expire": {"$not": {"$gt": ms}}}],
+    }
+    update = {
+        "$set": {
+            "locked": True,
+            "host": lk.host,
+            "uuid": lk.uuid,
+            "pid": lk.pid,
+            "ts_created": ms,
+            "ts_expire": ms + dt.timedelta(seconds=lk.ttl),
+        },
+        "$inc": {"fence": 1},
+    }
+    return query, update
+
+
 class floor:  # noqa: N801 (stands in for the mongoelector module)
     """The floor: the commands ours sends for a lock with its defaults, issued directly
     with pymongo and nothing else (same collection, filters, updates, write concern and
@@ -108,28 +142,10 @@ class floor:  # noqa: N801 (stands in for the mongoelector module)
             self.absent_likely = True  # as ours: an insert first where release deletes
 
         def acquire(self, blocking=True, timeout=None, step=0.25, force=False):
-            import datetime as dt
-
             import pymongo
             from pymongo.errors import DuplicateKeyError
 
-            now = dt.datetime.now(dt.timezone.utc)
-            ms = now.replace(microsecond=now.microsecond // 1000 * 1000)
-            query = {
-                "_id": self.key,
-                "$or": [{"locked": {"$ne": True}}, {"ts_expire": {"$not": {"$gt": ms}}}],
-            }
-            update = {
-                "$set": {
-                    "locked": True,
-                    "host": self.host,
-                    "uuid": self.uuid,
-                    "pid": self.pid,
-                    "ts_created": ms,
-                    "ts_expire": ms + dt.timedelta(seconds=self.ttl),
-                },
-                "$inc": {"fence": 1},
-            }
+            query, update = claim_command(self, now_ms())
             if self.absent_likely:
                 doc = {"_id": self.key, **update["$set"], "fence": 1}
                 try:
@@ -164,8 +180,7 @@ class floor:  # noqa: N801 (stands in for the mongoelector module)
 
             import pymongo
 
-            now = dt.datetime.now(dt.timezone.utc)
-            ms = now.replace(microsecond=now.microsecond // 1000 * 1000)
+            ms = now_ms()
             q = {
                 "_id": self.key,
                 "locked": True,
@@ -205,20 +220,30 @@ class floor:  # noqa: N801 (stands in for the mongoelector module)
             raise SystemExit("the floor has no elector")
 
 
-def check_floor_commands(uri, dbname):
-    """Runs one cycle of ours (pymongo Database) and one of the floor under pymongo's
-    command monitoring and returns the differences in command names and in the shapes
-    (keys) of their filters and updates: empty when the floor sends what ours sends."""
-    import mongoelector
-    import pymongo
-    from pymongo import monitoring
+def command_shape(cmd):
+    """A command's shape for check_floor_commands: its keys, nested, with the type of
+    each value (not the value; maxTimeMS is an int whatever pymongo computes)."""
+    out = {}
+    for k, v in cmd.items():
+        if k in ("lsid", "$db", "$clusterTime", "txnNumber"):
+            continue
+        if isinstance(v, dict):
+            out[k] = command_shape(v)
+        elif isinstance(v, list):
+            out[k] = [command_shape(x) if isinstance(x, dict) else type(x).__name__ for x in v]
+        else:
+            out[k] = type(v).__name__ if k not in ("maxTimeMS",) else "int"
+    return out
 
-    seen = []
+
+def shape_listener(seen):
+    """A pymongo CommandListener appending the shape of every lock command to `seen`."""
+    from pymongo import monitoring
 
     class Listener(monitoring.CommandListener):
         def started(self, e):
             if e.command_name in ("insert", "findAndModify", "delete", "update", "find"):
-                seen.append(shape(e.command))
+                seen.append(command_shape(e.command))
 
         def succeeded(self, e):
             pass
@@ -226,20 +251,18 @@ def check_floor_commands(uri, dbname):
         def failed(self, e):
             pass
 
-    def shape(cmd):
-        out = {}
-        for k, v in cmd.items():
-            if k in ("lsid", "$db", "$clusterTime", "txnNumber"):
-                continue
-            if isinstance(v, dict):
-                out[k] = shape(v)
-            elif isinstance(v, list):
-                out[k] = [shape(x) if isinstance(x, dict) else type(x).__name__ for x in v]
-            else:
-                out[k] = type(v).__name__ if k not in ("maxTimeMS",) else "int"
-        return out
+    return Listener()
 
-    client = pymongo.MongoClient(uri, event_listeners=[Listener()])
+
+def check_floor_commands(uri, dbname):
+    """Runs one cycle of ours (pymongo Database) and one of the floor under pymongo's
+    command monitoring and returns the differences in command names and in the shapes
+    (keys) of their filters and updates: empty when the floor sends what ours sends."""
+    import mongoelector
+    import pymongo
+
+    seen = []
+    client = pymongo.MongoClient(uri, event_listeners=[shape_listener(seen)])
     try:
         sequences = []
         for make in (mongoelector.MongoLocker, floor.MongoLocker):
@@ -259,6 +282,130 @@ def check_floor_commands(uri, dbname):
         client.close()
 
 
+class aio_floor:  # noqa: N801 (stands in for the mongoelector module)
+    """The asyncio floor: the commands ``mongoelector.aio.AsyncMongoLocker`` sends for a
+    lock with its defaults (``delete_on_release=False``: a cycle is one ``findAndModify``,
+    the upsert claim that returns the token, and one ``update``, the release that keeps
+    the document), issued directly on a pymongo ``AsyncDatabase`` (pymongo >= 4.9) from
+    the event loop: same collection, filters, updates, write concern and maxTimeMS (one
+    ``pymongo.timeout(op_timeout)`` per call, as ours' facade). Local clock, no time
+    check, no worker thread. A blocking acquire retries every ``step`` seconds with
+    ``asyncio.sleep`` (the lag scenario contends), a refused non-blocking one reads the
+    holder (``find``) before raising ``LockExists``, as ours. `check_aio_floor_commands`
+    compares the commands with ours' (run by the probe)."""
+
+    LockExists = floor.LockExists
+    AcquireTimeout = floor.AcquireTimeout
+    __file__ = __file__
+
+    class AsyncMongoLocker:
+        def __init__(self, key, db, ttl=600, dbcollection="mongolocker", **_):
+            import socket
+            import uuid
+
+            from pymongo import WriteConcern
+
+            self.key, self.ttl = key, ttl
+            # As ours (the core's op_timeout_for_ttl): a tenth of the ttl, within [0.1, 5] s.
+            self.op_timeout = min(5.0, max(0.1, ttl / 10.0))
+            self.c = db.get_collection(
+                dbcollection,
+                write_concern=WriteConcern("majority", wtimeout=int(self.op_timeout * 1e3)),
+            )
+            self.uuid, self.host, self.pid = str(uuid.uuid4()), socket.getfqdn(), os.getpid()
+            self.fence = None
+
+        async def _claim(self):
+            import pymongo
+            from pymongo.errors import DuplicateKeyError
+
+            query, update = claim_command(self, now_ms())
+            try:
+                with pymongo.timeout(self.op_timeout):
+                    doc = await self.c.find_one_and_update(
+                        query, update, upsert=True, return_document=pymongo.ReturnDocument.AFTER
+                    )
+            except DuplicateKeyError:
+                return False
+            self.fence = doc["fence"]
+            return True
+
+        async def acquire(self, blocking=True, timeout=None, step=0.25, force=False):
+            import asyncio
+
+            import pymongo
+
+            end = None if timeout is None else time.monotonic() + timeout
+            while not await self._claim():
+                if not blocking:
+                    with pymongo.timeout(self.op_timeout):
+                        holder = await self.c.find_one({"_id": self.key})
+                    raise aio_floor.LockExists(f"{self.key} held by {(holder or {}).get('host')}")
+                if end is not None and time.monotonic() + step > end:
+                    raise aio_floor.AcquireTimeout(self.key)
+                await asyncio.sleep(step)
+            return True
+
+        async def release(self):
+            import pymongo
+
+            if self.fence is None:
+                return
+            with pymongo.timeout(self.op_timeout):
+                await self.c.update_one(
+                    {"_id": self.key, "uuid": self.uuid, "fence": self.fence},
+                    {"$set": {"locked": False, "ts_expire": now_ms()}},
+                )
+            self.fence = None
+
+        async def close(self):
+            await self.release()
+
+
+async def check_aio_floor_commands(uri, dbname):
+    """check_floor_commands for asyncio: one cycle (acquire + release) of ours
+    (``mongoelector.aio.AsyncMongoLocker`` on a pymongo ``AsyncDatabase``) and one of the
+    aio floor, then a refused non-blocking acquire of each, under pymongo's command
+    monitoring; returns the differences in command names and shapes (empty: the same)."""
+    import pymongo
+    from mongoelector import LockExists
+    from mongoelector.aio import AsyncMongoLocker
+
+    seen = []
+    client = pymongo.AsyncMongoClient(uri, event_listeners=[shape_listener(seen)])
+    try:
+        db = client[dbname]
+        diffs = []
+        sequences = {"cycle": [], "refused": []}
+        for name, make in (("ours", AsyncMongoLocker), ("aio-floor", aio_floor.AsyncMongoLocker)):
+            key = f"aio-floor-check-{name}"
+            lk, holder = make(key, db, ttl=30), make(key, db, ttl=30)
+            for _ in range(2):
+                await lk.acquire()
+                await lk.release()
+            seen.clear()
+            await lk.acquire()
+            await lk.release()
+            sequences["cycle"].append(list(seen))
+            await holder.acquire()
+            for _ in range(2):  # the second refusal is recorded
+                seen.clear()
+                try:
+                    await lk.acquire(blocking=False)
+                    raise SystemExit(f"{name}: a held lock was acquired")
+                except (LockExists, aio_floor.LockExists):
+                    pass
+            sequences["refused"].append(list(seen))
+            await holder.close()
+            await lk.close()
+        for what, (ours, mine) in sequences.items():
+            if ours != mine:
+                diffs.append({"what": what, "ours": ours, "aio-floor": mine})
+        return diffs
+    finally:
+        await client.close()
+
+
 class Impl:
     """The package under test and how to hand it a database."""
 
@@ -266,9 +413,9 @@ class Impl:
         self.args = args
         self.kind = args.impl
         self.asyncio = args.impl.startswith("aio-")
-        if self.kind == "floor":
-            self.me = floor
-            self.version = "floor"
+        if self.kind in ("floor", "aio-floor"):
+            self.me = floor if self.kind == "floor" else aio_floor
+            self.version = self.kind
             self.original = False
             self._clients = []
             return
@@ -310,6 +457,10 @@ class Impl:
             if delete_on_release is False:
                 return None  # the floor sends the defaults' commands: release deletes
             return self.me.MongoLocker(key, db, ttl=ttl, **kw)
+        if self.kind == "aio-floor":
+            if delete_on_release is True:
+                return None  # the aio floor sends the defaults' commands: release keeps
+            return self.me.AsyncMongoLocker(key, db, ttl=ttl, **kw)
         if not self.original:
             if delete_on_release is not None:
                 kw["delete_on_release"] = delete_on_release
@@ -947,6 +1098,13 @@ def cmd_probe(args, impl):
         if diff:
             raise SystemExit(f"the floor does not send ours' commands: {diff}")
         info["same_commands_as_ours"] = True
+    if impl.kind == "aio-floor":
+        import asyncio
+
+        diff = asyncio.run(check_aio_floor_commands(args.uri, args.db))
+        if diff:
+            raise SystemExit(f"the aio floor does not send py-aio's commands: {diff}")
+        info["same_commands_as_ours"] = True
     result(info)
 
 
@@ -955,7 +1113,9 @@ def main():
     ap.add_argument(
         "cmd", choices=["ops", "cycles", "lag", "elect", "contend", "cost", "scale", "probe"]
     )
-    ap.add_argument("--impl", required=True, choices=["original", "db", "uri", "floor", "aio-db"])
+    ap.add_argument(
+        "--impl", required=True, choices=["original", "db", "uri", "floor", "aio-db", "aio-floor"]
+    )
     ap.add_argument("--hold", type=float, default=1.0, help="lag: ms each hold lasts")
     ap.add_argument("--uri", required=True)
     ap.add_argument("--other-uri")

@@ -8,6 +8,7 @@
 #                           [--contenders original,py-db,py-uri,c] [--scale-sizes 1,10,100]
 #                           [--scale-modes batched,per-key] [--scale-ttl S] [--scale-window S]
 #                           [--renewal] [--go] [--no-install]
+#   bash tests/bench/run.sh --instructions [--contenders original,db,...] [--quick] [--json F]
 #
 #   --quick        smoke-test profile (about 3 minutes; the full one takes about 15)
 #   --only S,...   run only these scenarios
@@ -21,6 +22,9 @@
 #                  renewal, ours only, into renewal.md (--quick: renewal-quick.md)
 #   --go           add the Go binding as a contender (capi/go; needs Go and its module)
 #   --no-install   use the existing builds and venvs as they are (no cmake, no pip)
+#   --instructions instead of the harness: instructions.py (CPU instructions per cycle
+#                  under valgrind, the Python contenders) with the venvs below, on
+#                  MONGOELECTOR_TEST_URI / --uri or a mongo-java-server of its own
 #
 # What it prepares (cached, incremental):
 #   * the C library and bench_contender (contender.c over the public header only) in
@@ -46,6 +50,7 @@ PYMONGO="pymongo>=4.13,<5"
 INSTALL=1
 GO=0
 RENEWAL=0
+INSTR=0
 ARGS=()
 # The command line, for the header of the results (renewal.sh sets its own).
 export MONGOELECTOR_BENCH_COMMAND="${MONGOELECTOR_BENCH_COMMAND:-bash tests/bench/run.sh${*:+ $*}}"
@@ -54,6 +59,7 @@ while (($#)); do
     --renewal) RENEWAL=1; ARGS+=("$1"); shift ;;
     --no-install) INSTALL=0; shift ;;
     --go) GO=1; shift ;;
+    --instructions) INSTR=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$1"); shift ;;
   esac
@@ -121,7 +127,7 @@ fi
 
 # ---- ours through the C API -----------------------------------------------------------
 DRIVER="$BUILD/bench_contender"
-if ((INSTALL)); then
+if ((INSTALL && !INSTR)); then
   say "building libmongoelector in $BUILD"
   if cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMONGOELECTOR_BUILD_TESTS=OFF \
       -DMONGOELECTOR_BUILD_PYTHON=OFF >"$BUILD.log" 2>&1 &&
@@ -144,12 +150,12 @@ if ((INSTALL)); then
 fi
 if [[ -x "$DRIVER" ]]; then
   HARNESS_ARGS+=(--c-driver "$DRIVER")
-else
+elif ((!INSTR)); then
   say "WARNING: no C API contender ($DRIVER)"
 fi
 
 # ---- ours through Go (optional) -------------------------------------------------------
-if ((GO)); then
+if ((GO && !INSTR)); then
   GODRV="$BUILD/bench_contender_go"
   if bash "$HERE/go/build.sh" "$REPO" "$BUILD" "$GODRV" >"$BUILD.go.log" 2>&1; then
     HARNESS_ARGS+=(--go-driver "$GODRV")
@@ -168,6 +174,15 @@ if [[ -z "${MONGOELECTOR_TEST_URI:-}" ]] && ((INSTALL)); then
   bash "$REPO/tests/servers/testserver.sh" install "$kind"
 fi
 
-say "prepared in $((SECONDS - T0)) s; running the harness"
 cd "$REPO"
+if ((INSTR)); then
+  say "prepared in $((SECONDS - T0)) s; counting instructions (tests/bench/instructions.py)"
+  IARGS=(--python-ours "$PY" --python-original "$ORIG_VENV/bin/python")
+  if [[ -n "${MONGOELECTOR_TEST_URI:-}" || " ${ARGS[*]} " == *" --uri "* ]]; then
+    exec "$PY" "$HERE/instructions.py" "${IARGS[@]}" "${ARGS[@]}"
+  fi
+  exec bash "$REPO/tests/servers/testserver.sh" run java -- \
+    "$PY" "$HERE/instructions.py" "${IARGS[@]}" "${ARGS[@]}"
+fi
+say "prepared in $((SECONDS - T0)) s; running the harness"
 exec "$PY" "$HERE/harness.py" "${HARNESS_ARGS[@]}" "${ARGS[@]}"
