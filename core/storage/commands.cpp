@@ -236,25 +236,43 @@ Command create_semaphore(const std::string& collection, const SemaphoreClaim& c)
   std::vector<Node> slots;
   slots.reserve(d.slots.size());
   for (const SemaphoreSlot& s : d.slots) slots.push_back(slot_node(s));
-  return make(Op::insert_one, collection, Node(),
-              Node::doc({{"_id", c.key},
-                         {"limit", d.limit},
-                         {"fence", d.fence},
-                         {"slots", Node::array(std::move(slots))}}),
+  Node doc = Node::doc({{"_id", c.key}});
+  if (!d.kind.empty()) doc.add("kind", d.kind);  // a semaphore's document has none
+  doc.add("limit", d.limit);
+  doc.add("fence", d.fence);
+  doc.add("slots", Node::array(std::move(slots)));
+  return make(Op::insert_one, collection, Node(), std::move(doc),
               "insert (create semaphore " + c.key + ")");
 }
 
 Command claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
   // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
-  Node filter =
-      Node::doc({{"_id", c.key},
-                 {"limit", c.limit},
-                 {"fence", c.old_fence},
-                 {slot_path(c.slot, "ts_expire"), Node::doc({{"$not", later_than(c.now_ms)}})}});
-  Node update = Node::doc(
-      {{"$set", Node::doc({{"fence", c.new_fence},
-                           {slot_path(c.slot), slot_node(semaphore_doc::claimed_slot(c))}})}});
-  return make(Op::update_one, collection, std::move(filter), std::move(update),
+  auto free_at = [&](std::int64_t slot) {
+    return Node(slot_path(slot, "ts_expire"), Node::doc({{"$not", later_than(c.now_ms)}}));
+  };
+  Node filter = Node::doc({{"_id", c.key}, {"limit", c.limit}, {"fence", c.old_fence}});
+  filter.children.push_back(free_at(c.slot));
+  Node set = Node::doc({{"fence", c.new_fence}});
+  // clear_slots: each free at now (a plain condition), or, for the claimant's own hold,
+  // {$or: [free, {uuid, fence}]} (several under one $and: a filter has one $or).
+  semaphore_doc::check_clear_slots(c);
+  std::vector<Node> either;
+  for (const SlotClear& x : c.clear_slots) {
+    if (x.own_fence == 0)
+      filter.children.push_back(free_at(x.slot));
+    else
+      either.push_back(Node::doc(
+          {{"$or", Node::array({Node::doc({free_at(x.slot)}),
+                                Node::doc({{slot_path(x.slot, "uuid"), c.uuid},
+                                           {slot_path(x.slot, "fence"), x.own_fence}})})}}));
+    set.add(slot_path(x.slot), slot_node(semaphore_doc::empty_slot()));
+  }
+  if (either.size() == 1)
+    filter.children.push_back(std::move(either.front().children.front()));
+  else if (!either.empty())
+    filter.add("$and", Node::array(std::move(either)));
+  set.add(slot_path(c.slot), slot_node(semaphore_doc::claimed_slot(c)));
+  return make(Op::update_one, collection, std::move(filter), Node::doc({{"$set", std::move(set)}}),
               "update (claim semaphore " + c.key + ")");
 }
 

@@ -270,15 +270,7 @@ bool MemoryStorage::claim_semaphore(const std::string& collection, const Semapho
     auto& coll = semaphores_[collection];
     auto it = coll.find(c.key);
     if (it == coll.end()) return false;
-    SemaphoreDoc& doc = it->second;
-    // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}}
-    if (doc.limit != c.limit || doc.fence != c.old_fence) return false;
-    if (c.slot < 0 || c.slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
-    auto& slot = doc.slots[static_cast<std::size_t>(c.slot)];
-    if (slot.held_at(c.now_ms)) return false;
-    slot = semaphore_doc::claimed_slot(c);
-    doc.fence = c.new_fence;
-    return true;
+    return semaphore_doc::apply_claim(it->second, c);  // MongoDB's filter, on the struct
   });
 }
 

@@ -386,6 +386,16 @@ SemaphoreDoc parse_semaphore(const bson_t* b) {
     const std::string name = bson_iter_key(&it);
     if (name == "_id" && BSON_ITER_HOLDS_UTF8(&it)) {
       d.key = bson_iter_utf8(&it, nullptr);
+    } else if (name == "kind") {
+      // Any other type: a kind nobody knows (the document is refused, never taken for a
+      // semaphore's).
+      if (BSON_ITER_HOLDS_UTF8(&it)) {
+        std::uint32_t len = 0;
+        const char* v = bson_iter_utf8(&it, &len);
+        d.kind.assign(v, len);
+      } else {
+        d.kind = "?";
+      }
     } else if (name == "limit") {
       d.limit = iter_int(&it).value_or(0);
     } else if (name == "fence") {

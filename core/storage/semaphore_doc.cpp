@@ -1,5 +1,6 @@
 #include "semaphore_doc.h"
 
+#include <set>
 #include <string>
 
 #include "../exceptions.h"
@@ -27,12 +28,20 @@ bool SemaphoreRenewRequest::renewed_by(const SemaphoreDoc& doc) const {
 
 namespace semaphore_doc {
 
+std::int64_t slot_count(const std::string& kind, std::int64_t limit) {
+  if (kind.empty()) return limit;
+  if (kind == kRwLockKind) return limit + 2;
+  return -1;
+}
+
 SemaphoreSlot empty_slot() {
   SemaphoreSlot s;
   s.ts_created = DateTime{0};
   s.ts_expire = DateTime{0};
   return s;
 }
+
+bool is_empty(const SemaphoreSlot& s) { return s.uuid.empty() && s.fence == 0; }
 
 SemaphoreSlot claimed_slot(const SemaphoreClaim& c) {
   SemaphoreSlot s;
@@ -57,14 +66,56 @@ bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid, s
 SemaphoreDoc created_doc(const SemaphoreClaim& c) {
   if (c.limit < 1 || c.limit > kMaxLimit)
     throw InvalidArgument("semaphore limit must be between 1 and " + std::to_string(kMaxLimit));
-  if (c.slot < 0 || c.slot >= c.limit) throw InvalidArgument("semaphore slot out of range");
+  const std::int64_t n = slot_count(c.kind, c.limit);
+  if (n < 0) throw InvalidArgument("unknown semaphore document kind '" + c.kind + "'");
+  if (c.slot < 0 || c.slot >= n) throw InvalidArgument("semaphore slot out of range");
   SemaphoreDoc d;
   d.key = c.key;
+  d.kind = c.kind;
   d.limit = c.limit;
   d.fence = c.new_fence;
-  d.slots.assign(static_cast<std::size_t>(c.limit), empty_slot());
+  d.slots.assign(static_cast<std::size_t>(n), empty_slot());
   d.slots[static_cast<std::size_t>(c.slot)] = claimed_slot(c);
   return d;
+}
+
+void check_clear_slots(const SemaphoreClaim& c) {
+  std::set<std::int64_t> seen;
+  for (const SlotClear& x : c.clear_slots)
+    if (x.slot < 0 || x.slot == c.slot || !seen.insert(x.slot).second)
+      throw InvalidArgument("semaphore claim: bad slot to clear (" + std::to_string(x.slot) + ")");
+}
+
+bool claim_matches(const SemaphoreDoc& doc, const SemaphoreClaim& c) {
+  // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}, and per
+  // clear slot j: free, or {slots.<j>.uuid: uuid, slots.<j>.fence: own_fence}}
+  check_clear_slots(c);
+  if (doc.limit != c.limit || doc.fence != c.old_fence) return false;
+  const auto n = static_cast<std::int64_t>(doc.slots.size());
+  if (c.slot < 0 || c.slot >= n) return false;
+  if (doc.slots[static_cast<std::size_t>(c.slot)].held_at(c.now_ms)) return false;
+  for (const SlotClear& x : c.clear_slots) {
+    if (x.slot >= n) return false;
+    const SemaphoreSlot& s = doc.slots[static_cast<std::size_t>(x.slot)];
+    const bool own = x.own_fence != 0 && s.uuid == c.uuid && s.fence == x.own_fence;
+    if (s.held_at(c.now_ms) && !own) return false;
+  }
+  return true;
+}
+
+void put_claim(SemaphoreDoc& doc, const SemaphoreClaim& c) {
+  for (const SlotClear& x : c.clear_slots)
+    if (x.slot >= 0 && x.slot < static_cast<std::int64_t>(doc.slots.size()))
+      doc.slots[static_cast<std::size_t>(x.slot)] = empty_slot();
+  if (c.slot >= 0 && c.slot < static_cast<std::int64_t>(doc.slots.size()))
+    doc.slots[static_cast<std::size_t>(c.slot)] = claimed_slot(c);
+  doc.fence = c.new_fence;
+}
+
+bool apply_claim(SemaphoreDoc& doc, const SemaphoreClaim& c) {
+  if (!claim_matches(doc, c)) return false;
+  put_claim(doc, c);
+  return true;
 }
 
 namespace {
@@ -74,7 +125,10 @@ std::string field(std::size_t i, const char* name) {
 }  // namespace
 
 Document to_flat(const SemaphoreDoc& d) {
-  Document f{{"_id", d.key}, {"limit", d.limit}, {"fence", d.fence}};
+  Document f{{"_id", d.key}};
+  if (!d.kind.empty()) f.set("kind", d.kind);
+  f.set("limit", d.limit);
+  f.set("fence", d.fence);
   for (std::size_t i = 0; i < d.slots.size(); ++i) {
     const SemaphoreSlot& s = d.slots[i];
     f.set(field(i, "uuid"), s.uuid);
@@ -90,11 +144,13 @@ Document to_flat(const SemaphoreDoc& d) {
 SemaphoreDoc from_flat(const Document& f) {
   SemaphoreDoc d;
   d.key = f.get_string("_id").value_or("");
+  // A kind of another type: unknown (refused, never taken for a semaphore's document).
+  if (f.has("kind")) d.kind = f.get_string("kind").value_or("?");
   d.limit = f.get_int("limit").value_or(0);
   d.fence = f.get_int("fence").value_or(0);
   // Slots are numbered 0..n-1 without gaps; reading stops at the first index without a
-  // single field (a bounded loop: at most kMaxLimit + 1 slots are looked at).
-  for (std::size_t i = 0; i <= static_cast<std::size_t>(kMaxLimit); ++i) {
+  // single field (a bounded loop: at most kMaxSlots + 1 slots are looked at).
+  for (std::size_t i = 0; i <= static_cast<std::size_t>(kMaxSlots); ++i) {
     const bool any =
         f.has(field(i, "uuid")) || f.has(field(i, "fence")) || f.has(field(i, "ts_expire"));
     if (!any) break;
@@ -111,12 +167,14 @@ SemaphoreDoc from_flat(const Document& f) {
 }
 
 std::string malformed(const SemaphoreDoc& d) {
+  const std::int64_t n = slot_count(d.kind, d.limit);
+  if (n < 0) return "its kind ('" + d.kind + "') is unknown";
   if (d.limit < 1 || d.limit > kMaxLimit)
     return "its limit (" + std::to_string(d.limit) + ") is not between 1 and " +
            std::to_string(kMaxLimit);
-  if (static_cast<std::int64_t>(d.slots.size()) != d.limit)
+  if (static_cast<std::int64_t>(d.slots.size()) != n)
     return "it has " + std::to_string(d.slots.size()) + " slots for a limit of " +
-           std::to_string(d.limit);
+           std::to_string(d.limit) + (d.kind.empty() ? "" : " (kind '" + d.kind + "')");
   return "";
 }
 

@@ -26,6 +26,10 @@ namespace mongoelector {
 // "<collection>.fences", as for locks. Slots are addressed by index ("slots.2.uuid"):
 // mongo-java-server 1.47 rejects the positional operator after $elemMatch, and mongomock
 // resolves `$` to the wrong element.
+//
+// A read-write lock (core/semaphore/rwlock.h) is the same document with `kind: "rwlock"`
+// and `limit` + 2 slots (readers, the writer, the writer-waiting mark); a semaphore's
+// document has no `kind`. Each feature refuses the other's documents.
 
 // One slot of a semaphore document.
 struct SemaphoreSlot {
@@ -45,6 +49,7 @@ struct SemaphoreSlot {
 // their defaults (limit 0, fence 0, no slots): the Semaphore refuses such a document.
 struct SemaphoreDoc {
   std::string key;
+  std::string kind;  // "" (a semaphore: no field) or "rwlock"
   std::int64_t limit = 0;
   std::int64_t fence = 0;
   std::vector<SemaphoreSlot> slots;
@@ -64,8 +69,18 @@ struct SemaphoreRenewRequest {
   bool renewed_by(const SemaphoreDoc& doc) const;
 };
 
+// A slot that a claim empties in the same atomic write (SemaphoreClaim::clear_slots).
+struct SlotClear {
+  std::int64_t slot = 0;
+  // 0: the slot must be free at the claim's now_ms (NOT ts_expire > now_ms). Otherwise
+  // it may also be exactly the claimant's own hold {claim.uuid, own_fence} (a
+  // read-write lock writer's waiting mark, emptied by its own claim).
+  std::int64_t own_fence = 0;
+};
+
 // What a claiming node writes: slot `slot` becomes {uuid, host, pid, fence: new_fence,
-// ts_created: now_ms, ts_expire: expire_ms}, the document's fence new_fence.
+// ts_created: now_ms, ts_expire: expire_ms}, the document's fence new_fence, and every
+// slot of clear_slots becomes empty.
 struct SemaphoreClaim {
   std::string key;
   std::int64_t limit = 0;
@@ -77,6 +92,15 @@ struct SemaphoreClaim {
   std::int64_t pid = 0;
   std::int64_t now_ms = 0;
   std::int64_t expire_ms = 0;
+  // claim_semaphore: slots emptied in the same write, each free at now_ms (or the
+  // claimant's own hold, see SlotClear), else nothing is written. A claim that relies on
+  // OTHER slots being free (a read-write lock's writer on the reader slots, a reader on
+  // the writer slot) empties them: a late renewal of an expired hold (sent before its
+  // holder's deadline, landing after the slot expired) would otherwise match its {uuid,
+  // fence} and revive it next to the new hold -- renewals compare with the renewer's
+  // own now, and only claims change a slot's name. Ignored by create_semaphore.
+  std::vector<SlotClear> clear_slots;
+  std::string kind;  // create_semaphore: the document's kind ("" or "rwlock")
 };
 
 class SemaphoreStorage {
@@ -86,13 +110,17 @@ class SemaphoreStorage {
   // The semaphore document of `key`, or nullopt. One round trip.
   virtual std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
                                                      const std::string& key) = 0;
-  // Inserts {_id: key, limit, fence: new_fence, slots: [limit slots]} whose slot
-  // claim.slot holds the claim and the others are empty (old_fence is ignored). False
-  // when a document of that key exists already (duplicate key, E11000): nothing written.
+  // Inserts {_id: key, [kind,] limit, fence: new_fence, slots: [n slots]} whose slot
+  // claim.slot holds the claim and the others are empty (old_fence is ignored); n is
+  // limit for a semaphore, limit + 2 for a read-write lock (semaphore_doc::slot_count).
+  // False when a document of that key exists already (duplicate key, E11000): nothing
+  // written.
   virtual bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) = 0;
-  // Compare-and-set: if the document is {_id: key, limit, fence: old_fence} and slot
-  // claim.slot is free at claim.now_ms (NOT ts_expire > now_ms), writes the claim into
-  // that slot and sets fence = new_fence. True if it matched (and was written).
+  // Compare-and-set: if the document is {_id: key, limit, fence: old_fence}, slot
+  // claim.slot is free at claim.now_ms (NOT ts_expire > now_ms) and every slot of
+  // claim.clear_slots is free then too (or the claimant's own, see SlotClear), writes the
+  // claim into that slot, empties the clear_slots and sets fence = new_fence. True if it
+  // matched (and was written).
   virtual bool claim_semaphore(const std::string& collection, const SemaphoreClaim& claim) = 0;
   // If slot `slot` is {uuid, fence} and unexpired (ts_expire > now_ms), moves its
   // ts_expire to expire_ms unless it is later already (monotonic, as renew()). True if

@@ -931,11 +931,9 @@ bool SqliteStorage::claim_semaphore(const std::string& collection, const Semapho
       if (numeric(*cur, "limit") != c.limit || numeric(*cur, "fence") != c.old_fence) return false;
       SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
       doc.key = c.key;
-      if (c.slot < 0 || c.slot >= static_cast<std::int64_t>(doc.slots.size())) return false;
-      auto& slot = doc.slots[static_cast<std::size_t>(c.slot)];
-      if (slot.held_at(c.now_ms)) return false;
-      slot = semaphore_doc::claimed_slot(c);
-      doc.fence = c.new_fence;
+      doc.limit = c.limit;  // as compared numerically above
+      doc.fence = c.old_fence;
+      if (!semaphore_doc::apply_claim(doc, c)) return false;  // the slots' part of the filter
       store(db, collection, id, semaphore_doc::to_flat(doc), what);
       txn.commit();
       return true;

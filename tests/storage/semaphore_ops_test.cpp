@@ -81,6 +81,12 @@ class SemaphoreOps : public ::testing::TestWithParam<std::string> {
   std::int64_t now = 0;
 };
 
+SemaphoreRenewRequest slot_renewal(const std::string& key, std::int64_t slot,
+                                   const std::string& who, std::int64_t fence,
+                                   std::int64_t expire_ms) {
+  return SemaphoreRenewRequest{key, slot, "uuid-" + who, fence, expire_ms};
+}
+
 TEST_P(SemaphoreOps, ReadOfAnAbsentKeyIsNullopt) {
   EXPECT_FALSE(s->read_semaphore(coll, "pool").has_value());
 }
@@ -309,13 +315,137 @@ TEST_P(SemaphoreOps, InvalidClaimsAreRefusedBeforeAnythingIsSent) {
   EXPECT_FALSE(s->read_semaphore(coll, "pool").has_value());
 }
 
-// ---- renew_semaphores: the batched renewal of semaphore slots ----------------------
+// ---- clear_slots: a claim that empties other slots in the same write ----------------
 
-SemaphoreRenewRequest slot_renewal(const std::string& key, std::int64_t slot,
-                                   const std::string& who, std::int64_t fence,
-                                   std::int64_t expire_ms) {
-  return SemaphoreRenewRequest{key, slot, "uuid-" + who, fence, expire_ms};
+TEST_P(SemaphoreOps, AClaimEmptiesItsClearSlotsInTheSameWrite) {
+  // Slots 0 and 1 taken, both expired by now + 2000; slot 2 empty.
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now, 1000)));
+  SemaphoreClaim c = by("w", 2, kEpoch + 1, kEpoch + 2, now + 2000);
+  c.clear_slots = {SlotClear{0, 0}, SlotClear{1, 0}};
+  ASSERT_TRUE(s->claim_semaphore(coll, c));
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.fence, kEpoch + 2);
+  EXPECT_EQ(d.slots[2].uuid, "uuid-w");
+  for (std::size_t i : {0u, 1u}) {
+    EXPECT_EQ(d.slots[i].uuid, "") << i;
+    EXPECT_EQ(d.slots[i].fence, 0) << i;
+    EXPECT_TRUE(semaphore_doc::is_empty(d.slots[i])) << i;
+  }
+  // A late renewal of an emptied hold (its renewer's now is before the old expiry)
+  // matches nothing: the hold is not revived next to the claim.
+  EXPECT_FALSE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch, now + 500, now + 10500));
+  EXPECT_EQ(
+      s->renew_semaphores(coll, {slot_renewal("pool", 1, "b", kEpoch + 1, now + 10500)}, now + 500),
+      std::vector<bool>{false});
+  d = must_read();
+  EXPECT_TRUE(semaphore_doc::is_empty(d.slots[0]));
+  EXPECT_TRUE(semaphore_doc::is_empty(d.slots[1]));
 }
+
+TEST_P(SemaphoreOps, AClaimWhoseClearSlotIsHeldWritesNothing) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  ASSERT_TRUE(s->claim_semaphore(coll, by("b", 1, kEpoch, kEpoch + 1, now, 5000)));
+  // Slot 1 is held until now + 5000: a claim at now + 2000 relying on it is refused...
+  SemaphoreClaim c = by("w", 2, kEpoch + 1, kEpoch + 2, now + 2000);
+  c.clear_slots = {SlotClear{0, 0}, SlotClear{1, 0}};
+  EXPECT_FALSE(s->claim_semaphore(coll, c));
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.fence, kEpoch + 1);
+  EXPECT_EQ(d.slots[0].uuid, "uuid-a") << "nothing emptied";
+  EXPECT_EQ(d.slots[1].uuid, "uuid-b");
+  EXPECT_EQ(d.slots[2].uuid, "");
+  // ... and so is one whose clear slot was renewed after the claimant's read (the
+  // compare-and-set on the fence does not see renewals; the clear filter does).
+  ASSERT_TRUE(s->renew_semaphore(coll, "pool", 0, "uuid-a", kEpoch, now + 500, now + 3000));
+  c.now_ms = now + 2000;
+  c.clear_slots = {SlotClear{0, 0}};
+  EXPECT_FALSE(s->claim_semaphore(coll, c));
+  EXPECT_EQ(must_read().slots[0].ts_expire->ms, now + 3000);
+  c.now_ms = c.expire_ms = now + 3000;  // free at its expiry
+  c.expire_ms += 10000;
+  EXPECT_TRUE(s->claim_semaphore(coll, c));
+  EXPECT_TRUE(semaphore_doc::is_empty(must_read().slots[0]));
+}
+
+TEST_P(SemaphoreOps, AClaimMayEmptyTheClaimantsOwnLiveHoldNamedByItsFence) {
+  // The read-write lock's waiting mark: slot 2 held by w itself, emptied by w's claim.
+  ASSERT_TRUE(s->create_semaphore(coll, by("w", 2, 0, kEpoch, now, 10000)));
+  SemaphoreClaim c = by("w", 0, kEpoch, kEpoch + 1, now + 100);
+  c.clear_slots = {SlotClear{2, kEpoch + 7}};  // not its fence: the live slot is not ours
+  EXPECT_FALSE(s->claim_semaphore(coll, c));
+  SemaphoreClaim other = by("x", 0, kEpoch, kEpoch + 1, now + 100);
+  other.clear_slots = {SlotClear{2, kEpoch}};  // its fence, another uuid
+  EXPECT_FALSE(s->claim_semaphore(coll, other));
+  EXPECT_EQ(must_read().slots[2].uuid, "uuid-w");
+  c.clear_slots = {SlotClear{2, kEpoch}, SlotClear{1, 0}};
+  ASSERT_TRUE(s->claim_semaphore(coll, c));
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.slots[0].uuid, "uuid-w");
+  EXPECT_TRUE(semaphore_doc::is_empty(d.slots[2]));
+  // Own or free: once expired, any claimant may empty it (two $or conditions at once).
+  ASSERT_TRUE(s->claim_semaphore(coll, by("w", 2, kEpoch + 1, kEpoch + 2, now + 200, 1000)));
+  SemaphoreClaim y = by("y", 1, kEpoch + 2, kEpoch + 3, now + 5000);
+  y.clear_slots = {SlotClear{2, kEpoch + 99}, SlotClear{0, kEpoch + 98}};
+  EXPECT_FALSE(s->claim_semaphore(coll, y)) << "slot 0 is w's, live until now + 10100";
+  y.now_ms = now + 10100;
+  y.expire_ms = y.now_ms + 10000;
+  ASSERT_TRUE(s->claim_semaphore(coll, y));
+  d = must_read();
+  EXPECT_TRUE(semaphore_doc::is_empty(d.slots[0]));
+  EXPECT_TRUE(semaphore_doc::is_empty(d.slots[2]));
+  EXPECT_EQ(d.slots[1].uuid, "uuid-y");
+}
+
+TEST_P(SemaphoreOps, BadClearSlotsAreRefused) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
+  SemaphoreClaim c = by("w", 2, kEpoch, kEpoch + 1, now + 2000);
+  c.clear_slots = {SlotClear{2, 0}};  // the claimed slot itself
+  EXPECT_THROW(s->claim_semaphore(coll, c), InvalidArgument);
+  c.clear_slots = {SlotClear{0, 0}, SlotClear{0, 0}};  // twice
+  EXPECT_THROW(s->claim_semaphore(coll, c), InvalidArgument);
+  c.clear_slots = {SlotClear{-1, 0}};
+  EXPECT_THROW(s->claim_semaphore(coll, c), InvalidArgument);
+  EXPECT_EQ(must_read().fence, kEpoch);
+  EXPECT_EQ(must_read().slots[0].uuid, "uuid-a");
+}
+
+TEST_P(SemaphoreOps, ARwLockDocumentHasItsKindAndTwoMoreSlots) {
+  SemaphoreClaim c = by("w", 3, 0, kEpoch, now);  // limit 3: readers 0..2, writer 3, mark 4
+  c.kind = semaphore_doc::kRwLockKind;
+  ASSERT_TRUE(s->create_semaphore(coll, c));
+  SemaphoreDoc d = must_read();
+  EXPECT_EQ(d.kind, "rwlock");
+  EXPECT_EQ(d.limit, 3);
+  ASSERT_EQ(d.slots.size(), 5u);
+  EXPECT_EQ(d.slots[3].uuid, "uuid-w");
+  EXPECT_EQ(semaphore_doc::malformed(d), "");
+  // Claims of its slots as of any other document's (limit is the readers').
+  EXPECT_TRUE(s->claim_semaphore(coll, by("m", 4, kEpoch, kEpoch + 1, now)));
+  // A semaphore's document has no kind.
+  auto sem = by("a", 0, 0, kEpoch, now);
+  sem.key = "plain";
+  ASSERT_TRUE(s->create_semaphore(coll, sem));
+  EXPECT_EQ(s->read_semaphore(coll, "plain")->kind, "");
+  EXPECT_EQ(s->read_semaphore(coll, "plain")->slots.size(), 3u);
+  if (!memory() && !sqlite_backend()) {  // the BSON documents
+    const std::string rw = raw_command(R"({"find": ")" + coll + R"(", "filter": {"_id": "pool"}})");
+    EXPECT_NE(rw.find(R"("kind" : "rwlock")"), std::string::npos) << rw;
+    const std::string plain =
+        raw_command(R"({"find": ")" + coll + R"(", "filter": {"_id": "plain"}})");
+    EXPECT_EQ(plain.find(R"("kind")"), std::string::npos) << plain;
+  }
+  // A slot beyond the document's: refused before anything is sent.
+  c.key = "other";
+  c.slot = 5;
+  EXPECT_THROW(s->create_semaphore(coll, c), InvalidArgument);
+  c.slot = 0;
+  c.kind = "queue";
+  EXPECT_THROW(s->create_semaphore(coll, c), InvalidArgument);
+  EXPECT_FALSE(s->read_semaphore(coll, "other").has_value());
+}
+
+// ---- renew_semaphores: the batched renewal of semaphore slots ----------------------
 
 TEST_P(SemaphoreOps, RenewSemaphoresRenewsEachNamedSlot) {
   ASSERT_TRUE(s->create_semaphore(coll, by("a", 0, 0, kEpoch, now, 1000)));
