@@ -160,9 +160,10 @@ std::shared_ptr<Holdable> with_token(const std::shared_ptr<Locker>& locker) {
   return locker;
 }
 
-std::shared_ptr<Holdable> require_semaphore(const std::shared_ptr<Semaphore>& semaphore) {
-  if (!semaphore) throw InvalidArgument("semaphore must not be null");
-  return semaphore;
+template <class T>
+std::shared_ptr<Holdable> require(const std::shared_ptr<T>& holder, const char* what) {
+  if (!holder) throw InvalidArgument(std::string(what) + " must not be null");
+  return holder;
 }
 }  // namespace
 
@@ -185,24 +186,42 @@ std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<Semaphor
                                           renewer);
 }
 
+std::unique_ptr<KeepAliveLease> KeepAliveLease::acquire(std::shared_ptr<RwLock> rwlock, RwSide side,
+                                                        KeepAliveOptions options,
+                                                        Renewer* renewer) {
+  if (!rwlock) throw InvalidArgument("read-write lock must not be null");
+  if (options.force) throw InvalidArgument("a read-write lock's hold cannot be forced");
+  rwlock->acquire(side, options.blocking, options.timeout_s, options.step_s, options.cancel);
+  return std::make_unique<KeepAliveLease>(std::move(rwlock), std::move(options.on_lost), renewer);
+}
+
 KeepAliveLease::KeepAliveLease(std::shared_ptr<Locker> locker, std::function<void()> on_lost,
                                Renewer* renewer)
-    : KeepAliveLease(with_token(locker), locker, nullptr, std::move(on_lost), renewer) {}
+    : KeepAliveLease(Holder{with_token(locker), locker, nullptr, nullptr}, std::move(on_lost),
+                     renewer) {}
 
 KeepAliveLease::KeepAliveLease(std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
                                Renewer* renewer)
-    : KeepAliveLease(require_semaphore(semaphore), nullptr, semaphore, std::move(on_lost),
-                     renewer) {}
+    : KeepAliveLease(Holder{require(semaphore, "semaphore"), nullptr, semaphore, nullptr},
+                     std::move(on_lost), renewer) {}
 
-KeepAliveLease::KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<Locker> locker,
-                               std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
+KeepAliveLease::KeepAliveLease(std::shared_ptr<RwLock> rwlock, std::function<void()> on_lost,
                                Renewer* renewer)
-    : locker_(std::move(locker)),
-      semaphore_(std::move(semaphore)),
-      renewer_(renewer ? renewer : &Renewer::for_clock(hold->clock())) {
+    : KeepAliveLease(Holder{require(rwlock, "read-write lock"), nullptr, nullptr, rwlock},
+                     std::move(on_lost), renewer) {}
+
+KeepAliveLease::KeepAliveLease(Holder holder, std::function<void()> on_lost, Renewer* renewer)
+    : locker_(std::move(holder.locker)),
+      semaphore_(std::move(holder.semaphore)),
+      rwlock_(std::move(holder.rwlock)),
+      renewer_(renewer ? renewer : &Renewer::for_clock(holder.hold->clock())) {
+  const std::shared_ptr<Holdable> hold = std::move(holder.hold);
   if (&hold->clock() != &renewer_->clock())
     throw InvalidArgument(std::string("the renewer must run on the ") +
-                          (locker_ ? "locker's" : "semaphore's") + " clock");
+                          (locker_   ? "locker's"
+                           : rwlock_ ? "read-write lock's"
+                                     : "semaphore's") +
+                          " clock");
   auto lease = hold->lease();
   if (!lease)
     throw InvalidArgument("the " + std::string(locker_ ? "locker of " : "") + hold->describe() +

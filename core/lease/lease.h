@@ -34,6 +34,7 @@
 
 #include "../hold/holdable.h"
 #include "../locker.h"
+#include "../semaphore/rwlock.h"
 #include "../semaphore/semaphore.h"
 #include "keepalive.h"
 
@@ -62,11 +63,19 @@ class KeepAliveLease {
   static std::unique_ptr<KeepAliveLease> acquire(std::shared_ptr<Semaphore> semaphore,
                                                  KeepAliveOptions options = {},
                                                  Renewer* renewer = nullptr);
-  // Keeps alive the hold `locker` (or `semaphore`) has now (InvalidArgument if none;
-  // StorageUnavailable, after releasing it, if its renew deadline has already passed).
+  // The same for a read or the write hold of `rwlock` (RwLock::acquire(side, ...);
+  // `force` is refused).
+  static std::unique_ptr<KeepAliveLease> acquire(std::shared_ptr<RwLock> rwlock, RwSide side,
+                                                 KeepAliveOptions options = {},
+                                                 Renewer* renewer = nullptr);
+  // Keeps alive the hold `locker` (or `semaphore`, `rwlock`) has now (InvalidArgument if
+  // none; StorageUnavailable, after releasing it, if its renew deadline has already
+  // passed).
   KeepAliveLease(std::shared_ptr<Locker> locker, std::function<void()> on_lost,
                  Renewer* renewer = nullptr);
   KeepAliveLease(std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
+                 Renewer* renewer = nullptr);
+  KeepAliveLease(std::shared_ptr<RwLock> rwlock, std::function<void()> on_lost,
                  Renewer* renewer = nullptr);
   // close(). Must not run inside on_lost.
   ~KeepAliveLease();
@@ -95,19 +104,26 @@ class KeepAliveLease {
   // landed after the hold had ended), or the write's storage failure (it may still land;
   // otherwise the lock frees at its ttl).
   void close(double min_hold_s = 0);
-  // The holder: the Locker of a lock's lease, the Semaphore of a slot's (the other null).
+  // The holder: the Locker of a lock's lease, the Semaphore of a slot's, the RwLock of a
+  // read or write hold's (the others null).
   const std::shared_ptr<Locker>& locker() const { return locker_; }
   const std::shared_ptr<Semaphore>& semaphore() const { return semaphore_; }
+  const std::shared_ptr<RwLock>& rwlock() const { return rwlock_; }
 
   class State;
 
  private:
-  KeepAliveLease(std::shared_ptr<Holdable> hold, std::shared_ptr<Locker> locker,
-                 std::shared_ptr<Semaphore> semaphore, std::function<void()> on_lost,
-                 Renewer* renewer);
+  struct Holder {
+    std::shared_ptr<Holdable> hold;
+    std::shared_ptr<Locker> locker;
+    std::shared_ptr<Semaphore> semaphore;
+    std::shared_ptr<RwLock> rwlock;
+  };
+  KeepAliveLease(Holder holder, std::function<void()> on_lost, Renewer* renewer);
 
   std::shared_ptr<Locker> locker_;
   std::shared_ptr<Semaphore> semaphore_;
+  std::shared_ptr<RwLock> rwlock_;
   std::shared_ptr<State> state_;
   Renewer* renewer_;
 };
