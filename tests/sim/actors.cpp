@@ -3,8 +3,9 @@
 //
 // Beliefs (a node "believes it holds" when):
 //  * elector: leader_fence() (is_leader() and its token, read in one critical section);
-//  * keep-alive lease / semaphore lease: not lost() and not being closed;
-//  * plain Locker / Semaphore hold: the actor took it and has not started to release it,
+//  * keep-alive lease / semaphore lease / read-write lock lease: not lost() and not being
+//    closed;
+//  * plain Locker / Semaphore / RwLock hold: the actor took it and has not started to release it,
 //    the library still has that hold, and its lease end (lease_deadline_mono, the send of
 //    the last successful write + ttl) minus the documented margin max(ttl/10,
 //    2 x clock uncertainty + 50 ms) has not passed. The uncertainty is the larger of the
@@ -15,6 +16,7 @@
 #include "exceptions.h"
 #include "lease/lease.h"
 #include "locker.h"
+#include "semaphore/rwlock.h"
 #include "semaphore/semaphore.h"
 #include "world.h"
 
@@ -521,6 +523,78 @@ void World::lease_actor(Node& n) {
     if (s->lease) close(*s, false);
 }
 
+// ---- slot holds (semaphores, read-write locks) ----------------------------------------------
+
+void World::open_lease(
+    ActorLease& ls, Rng& r, Node& n, Kind kind, const char* coll, const std::string& key,
+    const std::string& label, const std::string& what,
+    const std::function<std::unique_ptr<KeepAliveLease>(KeepAliveOptions)>& acquire) {
+  const int node = n.id;
+  KeepAliveOptions ko = lease_options(
+      r, *n.clock, node, key, label + ": on_lost of " + what + " (" + ls.uuid + ")", ls.in_cb);
+  trace(node, key, label + ": " + what + " (" + ls.uuid + ") acquire");
+  try {
+    ls.lease = acquire(ko);
+  } catch (...) {
+    ls.holder.reset();
+    throw;
+  }
+  trace(node, key, label + ": " + what + " held, token " + ms(ls.lease->fence()));
+  ActorLease* lp = &ls;
+  ls.bid = add_believer(
+      believer(node, kind, coll, key, ls.uuid, label, [lp]() -> std::optional<BeliefState> {
+        if (!lp->lease || lp->closing || lp->lease->lost()) return std::nullopt;
+        return BeliefState{lp->lease->fence(), lp->lease->renew_deadline_mono(), false, lp->write};
+      }));
+}
+
+void World::close_lease(ActorLease& ls, Node& n, const std::string& key, const std::string& label,
+                        const std::string& what) {
+  ls.closing = true;
+  wait_quiet(*n.clock, ls.in_cb);
+  trace(n.id, key,
+        label + ": close " + what + " (" + ls.uuid + ")" +
+            (ls.lease->lost() ? " [lost: " + ls.lease->lost_reason() + "]" : ""));
+  ls.lease->close();
+  ls.lease.reset();
+  remove_believer(ls.bid);
+  ls.bid = 0;
+  ls.closing = false;
+  ls.holder.reset();
+}
+
+void World::stop_slot_actor(ActorLease& ls, PlainHold& st, Holdable& plain, Node& n,
+                            const std::string& key, const std::string& label,
+                            const std::string& what) {
+  if (ls.lease) close_lease(ls, n, key, label, what);
+  if (!st.holding) return;
+  st.holding = false;
+  try {
+    plain.release();
+  } catch (const std::exception& ex) {
+    trace(n.id, key, label + ": final release: " + ex.what());
+  }
+}
+
+template <class Holder>
+void World::touch_or_release(Holder& holder, PlainHold& st, Rng& r, int node,
+                             const std::string& key, const std::string& label, double p_release) {
+  if (r.chance(0.5)) {
+    trace(node, key, label + ": touch()");
+    const std::optional<std::int64_t> e = holder.touch();
+    if (!e)
+      st.holding = false;
+    else
+      st.u = std::max(st.u, holder.server_clock().uncertainty_ms());
+    trace(node, key, label + ": touch -> " + (e ? ms(*e) : "not ours any more"));
+  } else if (p_release >= 1 || r.chance(p_release)) {
+    st.holding = false;
+    trace(node, key, label + ": release()");
+    holder.release();
+  }
+  // else: keeps the hold without renewing (it lapses at its deadline)
+}
+
 // ---- semaphores -------------------------------------------------------------------------------
 
 void World::semaphore_actor(Node& n) {
@@ -542,39 +616,14 @@ void World::semaphore_actor(Node& n) {
   const std::string uuid = uuid_for(node, "sem");
   auto sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
                                          Identity{uuid, "host-" + n.name, 1000 + node});
-  struct {
-    bool holding = false;
-    std::int64_t fence = 0, u = 0;
-  } st;
+  PlainHold st;
   const std::uint64_t bid = add_believer(
       believer(node, Kind::Sem, kSemColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
         if (!plain_believes(*sem, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
         return BeliefState{st.fence, -1};
       }));
   Unregister unreg{[this, bid] { remove_believer(bid); }};
-  // A lease hold (its own instance per hold).
-  struct LeaseSlot {
-    std::shared_ptr<Semaphore> sem;
-    std::unique_ptr<SemaphoreLease> lease;
-    std::string uuid;
-    bool closing = false, in_cb = false;
-    std::uint64_t bid = 0;
-    int gen = 0;
-  } ls;
-  auto quiet = [&] { wait_quiet(c, ls.in_cb); };
-  auto close_lease = [&] {
-    ls.closing = true;
-    quiet();
-    trace(node, key,
-          label + ": close semaphore lease (" + ls.uuid + ")" +
-              (ls.lease->lost() ? " [lost: " + ls.lease->lost_reason() + "]" : ""));
-    ls.lease->close();
-    ls.lease.reset();
-    remove_believer(ls.bid);
-    ls.bid = 0;
-    ls.closing = false;
-    ls.sem.reset();
-  };
+  ActorLease ls;  // a lease hold (its own instance per hold)
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
@@ -593,56 +642,143 @@ void World::semaphore_actor(Node& n) {
           st.fence = h ? h->fence : f;
           st.u = sem->server_clock().uncertainty_ms();
           trace(node, key, label + ": acquired slot " + ms(h ? h->slot : -1) + ", token " + ms(f));
-        } else if (r.chance(0.5)) {
-          trace(node, key, label + ": touch()");
-          const std::optional<std::int64_t> e = sem->touch();
-          if (!e)
-            st.holding = false;
-          else
-            st.u = std::max(st.u, sem->server_clock().uncertainty_ms());
-          trace(node, key, label + ": touch -> " + (e ? ms(*e) : "not ours any more"));
         } else {
-          st.holding = false;
-          trace(node, key, label + ": release()");
-          sem->release();
+          touch_or_release(*sem, st, r, node, key, label, 1.0);
         }
       } else {  // the lease
         if (!ls.lease) {
           ++ls.gen;
           ls.uuid = uuid_for(node, "seml-" + std::to_string(ls.gen));
-          ls.sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
+          auto s = std::make_shared<Semaphore>(n.storage, options(), n.clock,
                                                Identity{ls.uuid, "host-" + n.name, 1000 + node});
-          KeepAliveOptions ko = lease_options(
-              r, c, node, key, label + ": on_lost of semaphore lease (" + ls.uuid + ")", ls.in_cb);
-          trace(node, key, label + ": semaphore lease (" + ls.uuid + ") acquire");
-          try {
-            ls.lease = SemaphoreLease::acquire(ls.sem, ko);
-          } catch (...) {
-            ls.sem.reset();
-            throw;
-          }
-          trace(node, key, label + ": semaphore lease held, token " + ms(ls.lease->fence()));
-          ls.bid = add_believer(
-              believer(node, Kind::SemLease, kSemColl, key, ls.uuid, label,
-                       [&ls]() -> std::optional<BeliefState> {
-                         if (!ls.lease || ls.closing || ls.lease->lost()) return std::nullopt;
-                         return BeliefState{ls.lease->fence(), ls.lease->renew_deadline_mono()};
-                       }));
+          ls.holder = s;
+          open_lease(ls, r, n, Kind::SemLease, kSemColl, key, label, "semaphore lease",
+                     [&](KeepAliveOptions ko) { return SemaphoreLease::acquire(s, ko); });
         } else if (ls.lease->lost() || r.chance(0.4)) {
-          close_lease();
+          close_lease(ls, n, key, label, "semaphore lease");
         }
       }
     } catch (const std::exception& ex) {
       trace(node, key, label + ": " + ex.what());
     }
   }
-  if (ls.lease) close_lease();
-  if (st.holding) {
-    st.holding = false;
+  stop_slot_actor(ls, st, *sem, n, key, label, "semaphore lease");
+}
+
+// ---- read-write locks ---------------------------------------------------------------------------
+
+// Reads and writes of "rw0": a plain hold (either side, blocking or not, touched,
+// released or left to lapse) and a keep-alive lease (its own instance per hold). Writer
+// preference is drawn per instance: instances with and without it share the key.
+void World::rwlock_actor(Node& n) {
+  Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x2A1));
+  NodeClock& c = *n.clock;
+  const std::int64_t T = p_.ttl;
+  const int node = n.id;
+  const std::string key = "rw0";
+  const std::string label = n.name + ".rwlock";
+  auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
+  auto make = [&](const std::string& uuid) {
+    RwLockOptions o;
+    o.key = key;
+    o.max_readers = p_.rw_readers;
+    o.ttl_s = static_cast<double>(T) / 1000.0;
+    o.writer_preference = r.chance(0.7);
+    return std::make_shared<RwLock>(n.storage, o, n.clock,
+                                    Identity{uuid, "host-" + n.name, 1000 + node});
+  };
+  auto side_of = [&] { return r.chance(0.5) ? RwSide::Write : RwSide::Read; };
+  // A plain hold.
+  const std::string uuid = uuid_for(node, "rw");
+  auto rw = make(uuid);
+  PlainHold st;
+  const std::uint64_t bid = add_believer(
+      believer(node, Kind::Rw, kRwColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
+        if (!plain_believes(*rw, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
+        return BeliefState{st.fence, -1, false, st.write};
+      }));
+  Unregister unreg{[this, bid] { remove_believer(bid); }};
+  ActorLease ls;  // a lease hold (its own instance per hold)
+  while (!cancel()) {
+    c.sleep_ms(r.range(1, T / 3));
+    if (cancel()) break;
+    const double u = r.unit();
     try {
-      sem->release();
+      if (u < 0.55) {  // the plain hold
+        if (!st.holding) {
+          const RwSide side = side_of();
+          const bool blocking = r.chance(0.6);
+          trace(node, key,
+                label + ": acquire(" + side_name(side) + ", " +
+                    (blocking ? "blocking" : "non-blocking") + ")");
+          const std::int64_t f =
+              blocking ? rw->acquire(side, true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
+                                     static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
+                       : rw->acquire(side, false);
+          const std::optional<Hold> h = rw->hold();
+          st.holding = true;
+          st.write = side == RwSide::Write;
+          st.fence = h ? h->fence : f;
+          st.u = rw->server_clock().uncertainty_ms();
+          trace(node, key,
+                label + ": acquired " + side_name(side) + " (slot " + ms(h ? h->slot : -1) +
+                    "), token " + ms(f));
+        } else {
+          touch_or_release(*rw, st, r, node, key, label, 0.8);
+        }
+      } else {  // the lease
+        if (!ls.lease) {
+          ++ls.gen;
+          ls.uuid = uuid_for(node, "rwl-" + std::to_string(ls.gen));
+          auto h = make(ls.uuid);
+          const RwSide side = side_of();
+          ls.holder = h;
+          ls.write = side == RwSide::Write;
+          open_lease(ls, r, n, Kind::RwLease, kRwColl, key, label,
+                     std::string("rwlock lease (") + side_name(side) + ")",
+                     [&](KeepAliveOptions ko) { return KeepAliveLease::acquire(h, side, ko); });
+        } else if (ls.lease->lost() || r.chance(0.4)) {
+          close_lease(ls, n, key, label, "rwlock lease");
+        }
+      }
     } catch (const std::exception& ex) {
-      trace(node, key, label + ": final release: " + ex.what());
+      trace(node, key, label + ": " + ex.what());
+    }
+  }
+  stop_slot_actor(ls, st, *rw, n, key, label, "rwlock lease");
+}
+
+// The prober's turn at "rw0": a write, then a read, each at once.
+void World::probe_rwlock(Node& n) {
+  RwLockOptions o;
+  o.key = "rw0";
+  o.max_readers = p_.rw_readers;
+  o.ttl_s = static_cast<double>(p_.ttl) / 1000.0;
+  RwLock rw(n.storage, o, n.clock, Identity{"probe-rw0", "host-probe", 1});
+  for (const RwSide side : {RwSide::Write, RwSide::Read}) {
+    try {
+      const std::optional<std::int64_t> t = rw.try_acquire(side);
+      if (!t) {
+        const std::optional<SemaphoreDoc> d = mem_->read_semaphore(kRwColl, "rw0");
+        std::string held;
+        if (d)
+          for (std::size_t i = 0; i < d->slots.size(); ++i)
+            if (d->slots[i].held_at(sched_.wall()))
+              held += " slot " + ms(static_cast<std::int64_t>(i)) + " " + d->slots[i].uuid +
+                      " until " + ms(d->slots[i].ts_expire->ms) + ";";
+        violate("I6", "rw0",
+                std::string("read-write lock rw0 cannot be taken for ") + side_name(side) + " at " +
+                    ms(sched_.mono()) + " although every holder stopped at " + ms(p_.P) +
+                    "; held at server time " + ms(sched_.wall()) + ":" + held);
+        return;
+      }
+      trace(n.id, "rw0",
+            std::string("probe took rw0 for ") + side_name(side) + " (token " + ms(*t) + ")");
+      rw.release();
+    } catch (const std::exception& ex) {
+      violate("I6", "rw0",
+              std::string("probe of read-write lock rw0 failed on a quiet network: ") + ex.what());
+      return;
     }
   }
 }
@@ -719,6 +855,10 @@ void World::prober(Node& n) {
               std::string("probe of semaphore s0 failed on a quiet network: ") + ex.what());
     }
   }
+  bool rw_used = false;
+  for (int i = 0; i < p_.nodes; ++i)
+    rw_used = rw_used || p_.roles[static_cast<std::size_t>(i)].rwlock;
+  if (rw_used) probe_rwlock(n);
   probed_ = true;
 }
 

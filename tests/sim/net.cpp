@@ -425,6 +425,8 @@ std::string sem_what(const SemaphoreClaim& c) {
   Str o;
   o << c.key << " slot=" << c.slot << " uuid=" << c.uuid << " fence " << c.old_fence << "->"
     << c.new_fence << " now=" << c.now_ms << " exp=" << c.expire_ms;
+  for (const me::SlotClear& x : c.clear_slots)  // emptied in the same write
+    o << " clear=" << x.slot << (x.own_fence ? "/own " + std::to_string(x.own_fence) : "");
   return o.str();
 }
 }  // namespace
@@ -434,7 +436,7 @@ bool NodeStorage::create_semaphore(const std::string& collection, const Semaphor
   return rpc<bool>("create_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, cl.key);
     bool r = w->mem()->create_semaphore(collection, cl);
-    w->note_sem_write(c, "create_semaphore", cl.key, before,
+    w->note_sem_write(c, "create_semaphore", collection, cl.key, before,
                       w->mem()->read_semaphore(collection, cl.key));
     return r;
   });
@@ -445,7 +447,7 @@ bool NodeStorage::claim_semaphore(const std::string& collection, const Semaphore
   return rpc<bool>("claim_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, cl.key);
     bool r = w->mem()->claim_semaphore(collection, cl);
-    w->note_sem_write(c, "claim_semaphore", cl.key, before,
+    w->note_sem_write(c, "claim_semaphore", collection, cl.key, before,
                       w->mem()->read_semaphore(collection, cl.key));
     return r;
   });
@@ -471,7 +473,8 @@ std::vector<bool> NodeStorage::renew_semaphores(
       before.emplace(r.key, w->mem()->read_semaphore(collection, r.key));
     auto out = w->mem()->renew_semaphores(collection, requests, now_ms);
     for (const auto& [key, doc] : before)
-      w->note_sem_write(c, "renew_semaphores", key, doc, w->mem()->read_semaphore(collection, key));
+      w->note_sem_write(c, "renew_semaphores", collection, key, doc,
+                        w->mem()->read_semaphore(collection, key));
     return out;
   });
 }
@@ -486,7 +489,8 @@ bool NodeStorage::renew_semaphore(const std::string& collection, const std::stri
   return rpc<bool>("renew_semaphore", key, what.str(), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, key);
     bool r = w->mem()->renew_semaphore(collection, key, slot, uuid, fence, now_ms, expire_ms);
-    w->note_sem_write(c, "renew_semaphore", key, before, w->mem()->read_semaphore(collection, key));
+    w->note_sem_write(c, "renew_semaphore", collection, key, before,
+                      w->mem()->read_semaphore(collection, key));
     return r;
   });
 }
@@ -500,7 +504,7 @@ bool NodeStorage::release_semaphore(const std::string& collection, const std::st
   return rpc<bool>("release_semaphore", key, what.str(), [=](const CallCtx& c) {
     auto before = w->mem()->read_semaphore(collection, key);
     bool r = w->mem()->release_semaphore(collection, key, slot, uuid, fence);
-    w->note_sem_write(c, "release_semaphore", key, before,
+    w->note_sem_write(c, "release_semaphore", collection, key, before,
                       w->mem()->read_semaphore(collection, key));
     return r;
   });

@@ -34,6 +34,10 @@ const char* kind_name(Kind k) {
       return "slot";
     case Kind::SemLease:
       return "slot-lease";
+    case Kind::Rw:
+      return "rw-hold";
+    case Kind::RwLease:
+      return "rw-lease";
   }
   return "?";
 }
@@ -137,6 +141,11 @@ Params make_params(std::uint64_t seed, bool calm) {
     for (auto& nr : p.roles) nr.bad_sampler = false;
   }
   p.wall0 = 1700000000000 + r.range(0, 1000000000);
+  // The read-write lock's workload, from a stream of its own: the draws above (and so
+  // every schedule without a read-write lock actor) are the same as before it existed.
+  Rng rw(hash64(seed, 0x5EED, 0x2A1));
+  p.rw_readers = static_cast<int>(rw.range(1, 3));
+  for (int i = 0; i < p.nodes; ++i) p.roles[static_cast<std::size_t>(i)].rwlock = rw.chance(0.4);
   return p;
 }
 
@@ -159,7 +168,7 @@ std::string Params::describe() const {
       << "\n";
   o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max
     << " ms), resign/transfer " << p_handover << " per leader loop, elector restarts " << p_restart
-    << ", semaphore limit " << sem_limit << "\n";
+    << ", semaphore limit " << sem_limit << ", read-write lock max_readers " << rw_readers << "\n";
   for (int i = 0; i < nodes; ++i) {
     const auto& nr = roles[static_cast<std::size_t>(i)];
     o << "  n" << i << ":";
@@ -167,6 +176,7 @@ std::string Params::describe() const {
     if (nr.lockers) o << " lockers(" << nr.lockers << ")";
     if (nr.leases) o << " leases";
     if (nr.semaphore) o << " semaphore";
+    if (nr.rwlock) o << " rwlock";
     if (nr.bad_sampler) o << " [lopsided clock samples]";
     o << " wall" << (nr.wall_offset >= 0 ? "+" : "") << nr.wall_offset << "\n";
   }
@@ -356,10 +366,12 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
   if (claimed) on_claim_applied(coll, key, after.uuid, sched_.wall());
 }
 
-void World::note_sem_write(const CallCtx& c, const char* op, const std::string& key,
-                           const std::optional<SemaphoreDoc>& before,
+void World::note_sem_write(const CallCtx& c, const char* op, const std::string& coll,
+                           const std::string& key, const std::optional<SemaphoreDoc>& before,
                            const std::optional<SemaphoreDoc>& after) {
   if (!after) return;
+  const std::string gk = coll + "/" + key;
+  const bool rw = coll == kRwColl;
   for (std::size_t i = 0; i < after->slots.size(); ++i) {
     SemaphoreSlot b;
     if (before && i < before->slots.size()) b = before->slots[i];
@@ -369,17 +381,36 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
     if (b.uuid == a.uuid && b.fence == a.fence && be == ae) continue;
     const WriteRec w = write_rec(c, op, b.uuid, a.uuid, b.fence, a.fence, be, ae);
     Str o;
-    o << "doc " << kSemColl << "/" << key << " slot " << i << ": uuid "
-      << (b.uuid.empty() ? "-" : b.uuid) << "->" << (a.uuid.empty() ? "-" : a.uuid) << " fence "
-      << b.fence << "->" << a.fence << " ts_expire " << be << "->" << ae << " (server now "
-      << sched_.wall() << ")";
+    o << "doc " << gk << " slot " << i << ": uuid " << (b.uuid.empty() ? "-" : b.uuid) << "->"
+      << (a.uuid.empty() ? "-" : a.uuid) << " fence " << b.fence << "->" << a.fence << " ts_expire "
+      << be << "->" << ae << " (server now " << sched_.wall() << ")";
     if (ae < be && a.uuid == b.uuid && std::string(op).rfind("renew_semaphore", 0) == 0)
       o << "  EXPIRY MOVED EARLIER";
+    if (a.uuid == b.uuid && a.fence == b.fence && be <= sched_.wall() && ae > sched_.wall())
+      o << "  REVIVED AN EXPIRED SLOT";
+    const bool granted = !a.uuid.empty() && (a.uuid != b.uuid || a.fence != b.fence);
+    if (granted) o << "  (grant)";
     trace(-1, key, std::move(o.s));
-    std::lock_guard<std::mutex> g(mu_);
-    auto& h = history_[std::string(kSemColl) + "/" + key];
-    h.push_back(w);
-    if (h.size() > 48) h.pop_front();
+    std::int64_t below = 0;  // a grant at or below an earlier token of the document
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto& h = history_[gk];
+      h.push_back(w);
+      if (h.size() > 48) h.pop_front();
+      if (granted && rw) {
+        grants_[gk].emplace(std::make_pair(a.uuid, a.fence), ++grant_seq_);
+        std::int64_t& top = rw_granted_[gk];
+        if (a.fence <= top) below = top;
+        top = std::max(top, a.fence);
+      }
+    }
+    // Invariant 2 at the server: every claim of a read-write lock's document (a reader's,
+    // the writer's, a mark) takes a token above every token granted before it.
+    if (below)
+      violate("I3", key,
+              "slot " + ms(static_cast<std::int64_t>(i)) + " of " + gk + " granted to " + a.uuid +
+                  " with token " + ms(a.fence) + ", not above token " + ms(below) +
+                  " granted before it");
   }
 }
 
@@ -588,28 +619,36 @@ void World::note_window(const std::string& key, std::int64_t start, std::int64_t
 void World::token_check(const Believer& b, const BeliefState& s) {
   if (s.fence < kEpochUnit) return;  // a deferred token's counter (lazy_token): not a token yet
   const std::string gk = b.coll + "/" + b.key;
-  if (b.kind == Kind::Sem || b.kind == Kind::SemLease) {
+  const bool rw = b.kind == Kind::Rw || b.kind == Kind::RwLease;
+  if (b.kind == Kind::Sem || b.kind == Kind::SemLease || rw) {
     std::string other;
     {
       std::lock_guard<std::mutex> g(mu_);
       auto& m = sem_tokens_[gk];
       auto it = m.find(s.fence);
-      if (it == m.end()) {
+      if (it == m.end())
         m.emplace(s.fence, b.uuid);
-        return;
-      }
-      if (it->second == b.uuid) return;
-      other = it->second;
+      else if (it->second != b.uuid)
+        other = it->second;
     }
-    violate("I3", b.key,
-            "token " + ms(s.fence) + " of semaphore " + b.key + " believed by " + b.uuid +
-                " was already believed by " + other);
+    if (!other.empty())
+      violate("I3", b.key,
+              "token " + ms(s.fence) + " of " + (rw ? "read-write lock " : "semaphore ") + b.key +
+                  " believed by " + b.uuid + " was already believed by " + other);
+    // A read-write lock's writes: in the order their holds began, as a lock's.
+    if (rw && s.write && other.empty()) exclusive_token_check(b, s, gk + "#write");
     return;
   }
+  exclusive_token_check(b, s, gk);
+}
+
+void World::exclusive_token_check(const Believer& b, const BeliefState& s,
+                                  const std::string& tokens_key) {
+  const std::string gk = b.coll + "/" + b.key;
   TokenState prev;
   {
     std::lock_guard<std::mutex> g(mu_);
-    TokenState& ts = tokens_[gk];
+    TokenState& ts = tokens_[tokens_key];
     if (s.fence > ts.max || (s.fence == ts.max && b.uuid == ts.owner)) {
       ts.max = s.fence;
       ts.owner = b.uuid;
@@ -655,8 +694,8 @@ void World::token_check(const Believer& b, const BeliefState& s) {
 std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s) {
   std::vector<std::string> tags;
   const std::int64_t now = sched_.mono();
-  if ((b.kind == Kind::Lease || b.kind == Kind::SemLease) && s.renew_deadline >= 0 &&
-      now >= s.renew_deadline)
+  if ((b.kind == Kind::Lease || b.kind == Kind::SemLease || b.kind == Kind::RwLease) &&
+      s.renew_deadline >= 0 && now >= s.renew_deadline)
     tags.push_back(
         std::string(kind_name(b.kind)) + " of " + b.uuid + " still not lost " +
         ms(now - s.renew_deadline) +
@@ -675,6 +714,14 @@ std::vector<std::string> World::diagnose(const Believer& b, const BeliefState& s
                      ms(r.t) + (r.late ? " after its caller gave up" : " with its reply lost") +
                      ", moved ts_expire EARLIER " + ms(r.expire_before) + " -> " +
                      ms(r.expire_after) + " (hole 1)");
+    if (renewal && r.uuid_after == b.uuid && r.uuid_before == b.uuid && r.fence_after == s.fence &&
+        r.expire_before <= server_time_at(r.t) && r.expire_after > server_time_at(r.t) &&
+        (b.kind == Kind::Rw || b.kind == Kind::RwLease))
+      tags.push_back("late renewal: n" + std::to_string(r.node) + "#" + std::to_string(r.seq) +
+                     " " + r.op + " by " + r.who + " sent at " + ms(r.send) + ", applied at " +
+                     ms(r.t) + " revived the slot of " + b.uuid + " (fence " + ms(s.fence) +
+                     "), expired at " + ms(r.expire_before) +
+                     ": a claim of the other side left it as it was (rw-late-renewal)");
     if ((r.op == "release" || r.op == "release_semaphore") && r.uuid_before == b.uuid &&
         r.fence_before == s.fence && (r.late || r.unacked))
       tags.push_back(
@@ -760,20 +807,51 @@ void World::check() {
       const std::string* gk = groups_[gi].first;
       const std::vector<Item>& items = groups_[gi].second;
       const Believer& b0 = *items[0].b;
-      const bool sem = b0.kind == Kind::Sem || b0.kind == Kind::SemLease;
+      const bool rw = b0.kind == Kind::Rw || b0.kind == Kind::RwLease;
+      // A slot document (semaphore or read-write lock): I2 reads slots.
+      const bool sem = b0.kind == Kind::Sem || b0.kind == Kind::SemLease || rw;
       if (exc) continue;
-      if ((!sem && items.size() > 1) ||
-          (sem && items.size() > static_cast<std::size_t>(p_.sem_limit))) {
+      std::size_t writers = 0;
+      for (const auto& it : items) writers += it.s.write ? 1 : 0;
+      // I7: a writer that believes it holds is the key's only believer; readers never
+      // more than max_readers.
+      const bool rw_broken = rw && ((writers > 0 && items.size() > 1) ||
+                                    items.size() > static_cast<std::size_t>(p_.rw_readers));
+      if ((!sem && items.size() > 1) || rw_broken ||
+          (sem && !rw && items.size() > static_cast<std::size_t>(p_.sem_limit))) {
         std::string who;
         std::vector<std::string> tags;
         for (const auto& it : items) {
-          who += (who.empty() ? "" : ", ") + it.b->label + " (" + kind_name(it.b->kind) + " " +
-                 it.b->uuid + ", fence " + ms(it.s.fence) + ")";
+          who += (who.empty() ? "" : ", ") + it.b->label + " (" + kind_name(it.b->kind) +
+                 (rw ? (it.s.write ? " write" : " read") : "") + " " + it.b->uuid + ", fence " +
+                 ms(it.s.fence) + ")";
           for (auto& t : diagnose(*it.b, it.s)) tags.push_back(t);
         }
-        violate(sem ? "I4" : "I1", b0.key,
+        if (rw) {  // both sides live in the document at once: a claim over a live slot
+          const std::optional<SemaphoreDoc> d = mem_->read_semaphore(b0.coll, b0.key);
+          const std::int64_t r = d ? d->limit : 0;
+          bool reader = false;
+          for (std::int64_t i = 0; d && i < r && i < static_cast<std::int64_t>(d->slots.size());
+               ++i)
+            reader = reader || d->slots[static_cast<std::size_t>(i)].held_at(T);
+          if (reader && static_cast<std::int64_t>(d->slots.size()) > r &&
+              d->slots[static_cast<std::size_t>(r)].held_at(T))
+            tags.push_back(
+                "the document holds a live writer slot and a live reader slot at server time " +
+                ms(T) +
+                ": a claim relied on a slot of the other side that was renewed (or revived) "
+                "without moving the fence after the claimant's copy (rw-claim-over-live-slot)");
+        }
+        violate(rw    ? "I7"
+                : sem ? "I4"
+                      : "I1",
+                b0.key,
                 std::to_string(items.size()) + " believe they hold " + b0.key +
-                    (sem ? " (limit " + std::to_string(p_.sem_limit) + ")" : "") + ": " + who,
+                    (rw ? " (" + std::to_string(writers) + " writing, max_readers " +
+                              std::to_string(p_.rw_readers) + ")"
+                     : sem ? " (limit " + std::to_string(p_.sem_limit) + ")"
+                           : "") +
+                    ": " + who,
                 tags);
       }
       DocCache& cached = doc_cache_[*gk];
@@ -817,11 +895,15 @@ void World::check() {
           const std::optional<SemaphoreDoc>& d = sem_doc;
           state = "no slot of it";
           if (d) {  // every slot of ours: found means checked
-            for (const auto& sl : d->slots) {
+            for (std::size_t i = 0; i < d->slots.size(); ++i) {
+              const SemaphoreSlot& sl = d->slots[i];
               if (sl.uuid != b.uuid || sl.fence != it.s.fence) continue;
-              ok = sl.held_at(T);
+              // A read-write lock's side: its writer's slot is `limit`, a reader's below.
+              const bool side_ok = !rw || it.s.write == (static_cast<std::int64_t>(i) == d->limit);
+              ok = sl.held_at(T) && side_ok;
               if (!ok)
-                state = "slot {uuid=" + sl.uuid + " fence=" + ms(sl.fence) +
+                state = "slot " + ms(static_cast<std::int64_t>(i)) + " {uuid=" + sl.uuid +
+                        " fence=" + ms(sl.fence) +
                         " ts_expire=" + ms(sl.ts_expire ? sl.ts_expire->ms : 0) + "}";
             }
           }
@@ -879,6 +961,7 @@ void World::setup() {
       spawn(n, n.name + ".locker" + std::to_string(j), [this, &n, j] { locker_actor(n, j); });
     if (nr.leases) spawn(n, n.name + ".leases", [this, &n] { lease_actor(n); });
     if (nr.semaphore) spawn(n, n.name + ".semaphore", [this, &n] { semaphore_actor(n); });
+    if (nr.rwlock) spawn(n, n.name + ".rwlock", [this, &n] { rwlock_actor(n); });
   }
   Node& probe = *nodes_.back();
   spawn(probe, "probe", [this, &probe] { prober(probe); });
@@ -923,7 +1006,7 @@ bool World::step() {
     trace(-1, "",
           "server clock steps by " + ms(s.second) + " ms" +
               (s.first == p_.beyond_at
-                   ? " (outside the timing assumption: I1, I2, I4, I5 no longer checked)"
+                   ? " (outside the timing assumption: I1, I2, I4, I5, I7 no longer checked)"
                    : ""));
   }
   if (std::find(p_.ttl_sweeps.begin(), p_.ttl_sweeps.end(), next) != p_.ttl_sweeps.end())
@@ -993,13 +1076,13 @@ Result World::run() {
 }
 
 // MongoDB's TTL monitor: deletes every lock document whose ts_expire has passed (never a
-// semaphore's: their TTL index must not exist).
+// semaphore's or a read-write lock's: their TTL index must not exist).
 void World::ttl_sweep() {
   std::vector<std::string> gks;
   {
     std::lock_guard<std::mutex> g(mu_);
     for (const auto& [gk, h] : history_)
-      if (gk.rfind(kSemColl, 0) != 0) gks.push_back(gk);
+      if (gk.rfind(kSemColl, 0) != 0 && gk.rfind(kRwColl, 0) != 0) gks.push_back(gk);
   }
   const std::int64_t now = sched_.wall();
   for (const std::string& gk : gks) {

@@ -75,6 +75,7 @@ struct Str {
 inline const char* const kLockColl = "mongolocker";
 inline const char* const kElectColl = "elector.locks";
 inline const char* const kSemColl = "mongosemaphore";
+inline const char* const kRwColl = "mongorwlock";
 inline constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
 
 struct Window {
@@ -87,6 +88,7 @@ struct NodeRoles {
   int lockers = 0;                    // plain locker actors
   bool leases = false;                // one actor holding several keep-alive leases
   bool semaphore = false;             // one semaphore actor (plain holds and leases)
+  bool rwlock = false;                // one read-write lock actor (plain holds and leases)
   bool bad_sampler = false;           // its clock samples may come from slow, lopsided round trips
   std::int64_t wall_offset = 0;       // host wall clock minus the server's
 };
@@ -113,12 +115,13 @@ struct Params {
   std::vector<std::pair<std::int64_t, std::int64_t>> steps;  // (when, delta): server clock
   std::vector<std::int64_t> ttl_sweeps;  // MongoDB's TTL monitor deletes expired lock documents
   std::int64_t step_ok_ms = 20;          // |step| up to this is inside the timing assumption
-  std::int64_t beyond_at = -1;           // first larger step: I1, I2, I4, I5 excused from then on
-  double p_slow_cb = 0;                  // a loss callback sleeps (on the thread that runs it)
+  std::int64_t beyond_at = -1;  // first larger step: I1, I2, I4, I5, I7 excused from then on
+  double p_slow_cb = 0;         // a loss callback sleeps (on the thread that runs it)
   std::int64_t slow_cb_max = 0;
   double p_handover = 0;  // per election loop as leader: resign() or transfer()
   double p_restart = 0;   // an elector's process restarts (new uuid), checked every 1-3 ttl
   int sem_limit = 2;
+  int rw_readers = 2;  // max_readers of the read-write lock "rw0"
   std::vector<std::string> lock_keys;
   std::map<std::string, std::int64_t> window_of;  // claim_window length (ms) of each lock key
   std::vector<NodeRoles> roles;
@@ -238,6 +241,25 @@ class NodeStorage final : public me::Storage {
   std::uint64_t seq_ = 0;
 };
 
+// A keep-alive lease a workload actor holds on an instance of its own (a semaphore's
+// slot, a read-write lock's read or write hold): opened, believed, closed.
+struct ActorLease {
+  std::shared_ptr<me::Holdable> holder;
+  std::unique_ptr<me::KeepAliveLease> lease;
+  std::string uuid;
+  bool write = false;  // a read-write lock's write hold
+  bool closing = false, in_cb = false;
+  std::uint64_t bid = 0;
+  int gen = 0;
+};
+
+// A plain hold a workload actor took (see actors.cpp: the belief of a plain hold).
+struct PlainHold {
+  bool holding = false;
+  bool write = false;  // a read-write lock's write hold
+  std::int64_t fence = 0, u = 0;
+};
+
 struct Node {
   int id = 0;
   std::string name;
@@ -247,13 +269,14 @@ struct Node {
   std::vector<std::shared_ptr<me::Elector>> electors;
 };
 
-enum class Kind { Lock, Elector, Lease, Sem, SemLease };
+enum class Kind { Lock, Elector, Lease, Sem, SemLease, Rw, RwLease };
 const char* kind_name(Kind k);
 
 struct BeliefState {
   std::int64_t fence = 0;
   std::int64_t renew_deadline = -1;  // leases: the library's own renew deadline (mono)
   bool refencing = false;            // a deferred token is being assigned (token() in flight)
+  bool write = false;                // a read-write lock's write hold (else a read)
 };
 
 // Something that may believe it holds a key; probed by the driver after every step.
@@ -322,8 +345,8 @@ class World {
   void note_lock_write(const CallCtx& c, const char* op, const std::string& coll,
                        const std::string& key, const LockSnap& before, const LockSnap& after,
                        const std::string& from_uuid = "");
-  void note_sem_write(const CallCtx& c, const char* op, const std::string& key,
-                      const std::optional<me::SemaphoreDoc>& before,
+  void note_sem_write(const CallCtx& c, const char* op, const std::string& coll,
+                      const std::string& key, const std::optional<me::SemaphoreDoc>& before,
                       const std::optional<me::SemaphoreDoc>& after);
   std::int64_t server_time_at(std::int64_t mono) const;
   std::atomic<std::uint64_t> calls{0};
@@ -349,6 +372,10 @@ class World {
   void ttl_sweep();
   std::vector<std::string> diagnose(const Believer& b, const BeliefState& s);
   void token_check(const Believer& b, const BeliefState& s);
+  // Tokens of an exclusive hold (a lock, a leader, a read-write lock's writer) believed
+  // in the order their holds began at the server; `tokens_key` names the sequence.
+  void exclusive_token_check(const Believer& b, const BeliefState& s,
+                             const std::string& tokens_key);
   void on_claim_applied(const std::string& coll, const std::string& key, const std::string& uuid,
                         std::int64_t t);
   // Workload.
@@ -356,10 +383,28 @@ class World {
   void locker_actor(Node& n, int idx);
   void lease_actor(Node& n);
   void semaphore_actor(Node& n);
+  void rwlock_actor(Node& n);
+  void probe_rwlock(Node& n);
   void prober(Node& n);
   void wait_quiet(NodeClock& c, const bool& in_callback);
   me::KeepAliveOptions lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
                                      const std::string& what, bool& in_callback);
+  // An actor's lease (`what`: "semaphore lease", "rwlock lease"): `acquire` takes it on
+  // ls.holder (set by the caller, named ls.uuid) with the drawn options; its belief is of
+  // `kind`. Errors propagate (ls.holder reset).
+  void open_lease(
+      ActorLease& ls, Rng& r, Node& n, Kind kind, const char* coll, const std::string& key,
+      const std::string& label, const std::string& what,
+      const std::function<std::unique_ptr<me::KeepAliveLease>(me::KeepAliveOptions)>& acquire);
+  void close_lease(ActorLease& ls, Node& n, const std::string& key, const std::string& label,
+                   const std::string& what);
+  // The end of a slot actor: its lease closed, its plain hold (of `plain`) released.
+  void stop_slot_actor(ActorLease& ls, PlainHold& st, me::Holdable& plain, Node& n,
+                       const std::string& key, const std::string& label, const std::string& what);
+  // A plain hold's touch, release, or (now and then) neither: it lapses at its deadline.
+  template <class Holder>
+  void touch_or_release(Holder& holder, PlainHold& st, Rng& r, int node, const std::string& key,
+                        const std::string& label, double p_release);
   void note_window(const std::string& key, std::int64_t start, std::int64_t window,
                    const std::string& uuid, int node);
   struct MinHold {
@@ -416,6 +461,8 @@ class World {
   std::map<std::string, std::map<std::pair<std::string, std::int64_t>, std::uint64_t>> grants_;
   std::uint64_t grant_seq_ = 0;
   std::map<std::string, std::map<std::int64_t, std::string>> sem_tokens_;
+  // The highest token a slot document of a read-write lock has granted (any slot).
+  std::map<std::string, std::int64_t> rw_granted_;
   std::map<std::string, std::deque<WriteRec>> history_;  // "coll/key"
   std::map<std::pair<std::string, std::int64_t>, std::vector<std::string>> windows_won_;
   std::vector<MinHold> min_holds_;
