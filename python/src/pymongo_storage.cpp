@@ -652,6 +652,8 @@ me::SemaphoreDoc semaphore_from_py(py::handle doc) {
   d.key = top.get_string("_id").value_or("");
   d.limit = top.get_int("limit").value_or(0);
   d.fence = top.get_int("fence").value_or(0);
+  // A kind of another type: unknown (refused, never taken for a semaphore's document).
+  if (top.has("kind")) d.kind = top.get_string("kind").value_or("?");
   py::object slots = py::getattr(doc, "get")("slots");
   if (py::isinstance<py::list>(slots) || py::isinstance<py::tuple>(slots)) {
     for (py::handle item : slots) {

@@ -11,6 +11,7 @@ non-atomic servers refused.
     bash tests/servers/testserver.sh run java -- <venv python> -m pytest tests/python/test_semaphore.py -s
 """
 
+import datetime
 import os
 import signal
 import subprocess
@@ -124,6 +125,25 @@ def test_limit_mismatch_is_refused_and_writes_nothing(sdb):
     assert len(a.holders()) == 1
     a.close()
     b.close()
+
+
+def test_a_read_write_locks_document_is_refused_by_name(sdb):
+    """A key that holds a read-write lock's document (kind "rwlock", two more slots) is
+    refused by a semaphore with a message naming what the key holds; nothing is
+    written."""
+    if isinstance(sdb, str):
+        pytest.skip("the document is written through pymongo")
+    key = new_key()
+    epoch = datetime.datetime(1970, 1, 1)
+    empty = {"uuid": "", "host": "", "pid": 0, "fence": 0, "ts_created": epoch, "ts_expire": epoch}
+    sdb["mongosemaphore"].insert_one(
+        {"_id": key, "kind": "rwlock", "limit": 2, "fence": 1, "slots": [dict(empty)] * 4}
+    )
+    s = MongoSemaphore(key, sdb, limit=2, ttl=30)
+    with pytest.raises(ValueError, match="a read-write lock's document, not a semaphore's"):
+        s.acquire(blocking=False)
+    assert sdb["mongosemaphore"].find_one({"_id": key})["fence"] == 1
+    s.close()
 
 
 def test_one_slot_per_instance_and_argument_checks(sdb):
