@@ -46,8 +46,11 @@ current=$tmp/current.abi
 abidw --headers-dir "$headers" --exported-interfaces-only --drop-private-types \
   --drop-undefined-syms --no-corpus-path --no-comp-dir-path --no-show-locs \
   --no-architecture --no-elf-needed --type-id-style hash --out-file "$tmp/raw.abi" "$library"
-# Translation units are named by their (absolute) source paths: make them relative.
-sed -e "s|\([\"']\)${srcdir%/}/|\1|g" "$tmp/raw.abi" >"$current"
+# Translation units are named by their source paths: make them relative to SOURCE_DIR,
+# from an absolute path or from one relative to the build directory (ccache's base_dir
+# compiles ../../src/x.cpp for /src/x.cpp).
+src=${srcdir%/}
+sed -e "s|\([\"']\)\(\.\./\)*/\{0,1\}${src#/}/|\1|g" "$tmp/raw.abi" >"$current"
 
 # Without debug info abidw sees symbols but no types: such a check would prove nothing.
 if ! grep -q '<function-decl name=.mongoelector_version' "$current"; then

@@ -56,7 +56,7 @@ echo "installed into $PREFIX (library in ${LIBDIR#"$PREFIX"/})"
 
 # ---- installed tree ------------------------------------------------------------------
 check "header installed" test -f "$PREFIX/include/mongoelector.h"
-for topic in common log metrics cancel client locker lease elector observer semaphore deprecated testing; do
+for topic in common log metrics cancel client locker lease elector observer semaphore rwlock deprecated testing; do
   check "topic header mongoelector/$topic.h installed" test -f "$PREFIX/include/mongoelector/$topic.h"
 done
 REAL="$(readlink -f "$LIBDIR/libmongoelector.so")"

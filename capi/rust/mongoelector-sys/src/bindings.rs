@@ -18,6 +18,7 @@ pub const MONGOELECTOR_STATS_VERSION: u32 = 1;
 pub const MONGOELECTOR_STATS_LATENCY_BUCKETS: u32 = 15;
 pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 3;
 pub const MONGOELECTOR_OBSERVER_CONFIG_VERSION: u32 = 1;
+pub const MONGOELECTOR_RWLOCK_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_SEMAPHORE_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOCKER_OPTIONS_VERSION: u32 = 1;
 pub const MONGOELECTOR_ELECTOR_OPTIONS_VERSION: u32 = 1;
@@ -612,6 +613,144 @@ extern "C" {
 }
 extern "C" {
     pub fn mongoelector_observer_free(observer: *mut mongoelector_observer);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_rwlock {
+    _unused: [u8; 0],
+}
+pub const MONGOELECTOR_RWLOCK_NONE: mongoelector_rwlock_side = 0;
+pub const MONGOELECTOR_RWLOCK_READ: mongoelector_rwlock_side = 1;
+pub const MONGOELECTOR_RWLOCK_WRITE: mongoelector_rwlock_side = 2;
+pub const MONGOELECTOR_RWLOCK_WAITING_WRITER: mongoelector_rwlock_side = 3;
+pub type mongoelector_rwlock_side = ::std::os::raw::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_rwlock_config {
+    pub version: u32,
+    pub collection: *const ::std::os::raw::c_char,
+    pub max_readers: i64,
+    pub writer_preference: ::std::os::raw::c_int,
+    pub ttl_seconds: f64,
+    pub timeparanoid: ::std::os::raw::c_int,
+    pub max_offset_seconds: f64,
+    pub allow_unsafe_server: ::std::os::raw::c_int,
+    pub op_timeout_seconds: f64,
+}
+extern "C" {
+    pub fn mongoelector_rwlock_config_init(
+        config: *mut mongoelector_rwlock_config,
+        version: u32,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_new(
+        client: *mut mongoelector_client,
+        key: *const ::std::os::raw::c_char,
+        config: *const mongoelector_rwlock_config,
+        out: *mut *mut mongoelector_rwlock,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_free(rwlock: *mut mongoelector_rwlock);
+}
+extern "C" {
+    pub fn mongoelector_rwlock_acquire(
+        rwlock: *mut mongoelector_rwlock,
+        side: mongoelector_rwlock_side,
+        options: *const mongoelector_acquire_options,
+        fence_out: *mut i64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_release(
+        rwlock: *mut mongoelector_rwlock,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_touch(
+        rwlock: *mut mongoelector_rwlock,
+        renewed_out: *mut ::std::os::raw::c_int,
+        expire_ms_out: *mut i64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_fence(
+        rwlock: *mut mongoelector_rwlock,
+        out: *mut i64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_held_side(
+        rwlock: *mut mongoelector_rwlock,
+        out: *mut mongoelector_rwlock_side,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_side_name(
+        side: mongoelector_rwlock_side,
+    ) -> *const ::std::os::raw::c_char;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_rwlock_holder {
+    pub side: mongoelector_rwlock_side,
+    pub uuid: *mut ::std::os::raw::c_char,
+    pub host: *mut ::std::os::raw::c_char,
+    pub pid: i64,
+    pub fence: i64,
+    pub created_ms: i64,
+    pub expire_ms: i64,
+}
+extern "C" {
+    pub fn mongoelector_rwlock_holders(
+        rwlock: *mut mongoelector_rwlock,
+        holders_out: *mut *mut mongoelector_rwlock_holder,
+        count_out: *mut usize,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_holders_free(
+        holders: *mut mongoelector_rwlock_holder,
+        count: usize,
+    );
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_rwlock_lease {
+    _unused: [u8; 0],
+}
+extern "C" {
+    pub fn mongoelector_rwlock_lease_acquire(
+        rwlock: *mut mongoelector_rwlock,
+        side: mongoelector_rwlock_side,
+        acquire: *const mongoelector_acquire_options,
+        on_lost: mongoelector_lease_lost_fn,
+        user_data: *mut ::std::os::raw::c_void,
+        out: *mut *mut mongoelector_rwlock_lease,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_lease_fence(
+        lease: *mut mongoelector_rwlock_lease,
+        out: *mut i64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_lease_lost(
+        lease: *mut mongoelector_rwlock_lease,
+        out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_lease_wait_lost(
+        lease: *mut mongoelector_rwlock_lease,
+        timeout_seconds: f64,
+        lost_out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_rwlock_lease_free(lease: *mut mongoelector_rwlock_lease);
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
