@@ -131,6 +131,15 @@ MONGOELECTOR_API mongoelector_status mongoelector_rwlock_held_side(mongoelector_
   });
 }
 
+MONGOELECTOR_API mongoelector_status mongoelector_rwlock_uuid(mongoelector_rwlock* rwlock,
+                                                              const char** out) {
+  return guard([&] {
+    auto& h = checked_rwlock(rwlock);
+    require(out != nullptr, "out is NULL");
+    *out = h.core->identity().uuid.c_str();
+  });
+}
+
 MONGOELECTOR_API const char* mongoelector_rwlock_side_name(mongoelector_rwlock_side side) {
   switch (side) {
     case MONGOELECTOR_RWLOCK_NONE:

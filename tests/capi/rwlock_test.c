@@ -180,6 +180,7 @@ static void test_readers_and_writer(mongoelector_client *client, const char *wha
   size_t n = 0, i;
   int64_t f1 = 0, f2 = 0, f3 = 0, fw = 0, fr = 0, expire = 0, f = 0;
   int renewed = 0;
+  const char *uuid = NULL;
   waiter wt;
   pthread_t thread;
 
@@ -206,6 +207,10 @@ static void test_readers_and_writer(mongoelector_client *client, const char *wha
   CHECK(side == MONGOELECTOR_RWLOCK_NONE);
   CHECK_OK(mongoelector_rwlock_holders(w, &holders, &n));
   CHECK(n == 3);
+  CHECK_OK(mongoelector_rwlock_uuid(r1, &uuid));
+  CHECK(strcmp(holders[0].uuid, uuid) == 0); /* slot order: the first reader first */
+  CHECK_INVALID(mongoelector_rwlock_uuid(r1, NULL));
+  CHECK_INVALID(mongoelector_rwlock_uuid(NULL, &uuid));
   for (i = 0; i < n; i++) {
     CHECK(holders[i].side == MONGOELECTOR_RWLOCK_READ);
     CHECK(holders[i].pid == (int64_t)getpid() && holders[i].expire_ms > holders[i].created_ms);

@@ -100,6 +100,10 @@ MONGOELECTOR_API mongoelector_status mongoelector_rwlock_fence(mongoelector_rwlo
  * trip. */
 MONGOELECTOR_API mongoelector_status mongoelector_rwlock_held_side(mongoelector_rwlock *rwlock,
                                                                    mongoelector_rwlock_side *out);
+/* This handle's uuid, the identity its holds carry (mongoelector_rwlock_holder.uuid);
+ * owned by the handle. No round trip. */
+MONGOELECTOR_API mongoelector_status mongoelector_rwlock_uuid(mongoelector_rwlock *rwlock,
+                                                              const char **out);
 /* A static name for a side ("read", "write", "none", "waiting_writer"), "unknown"
  * otherwise. */
 MONGOELECTOR_API const char *mongoelector_rwlock_side_name(mongoelector_rwlock_side side);

@@ -687,6 +687,12 @@ extern "C" {
     ) -> mongoelector_status;
 }
 extern "C" {
+    pub fn mongoelector_rwlock_uuid(
+        rwlock: *mut mongoelector_rwlock,
+        out: *mut *const ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
     pub fn mongoelector_rwlock_side_name(
         side: mongoelector_rwlock_side,
     ) -> *const ::std::os::raw::c_char;
