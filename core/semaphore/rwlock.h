@@ -109,6 +109,9 @@ class RwLock : public SlotHolder {
 
   // Releases this instance's hold (fenced) and its waiting mark, if any.
   void release() override;
+  // Releases (fenced) only this instance's waiting mark, if any: for a caller that drives
+  // start_acquire and gives up (acquire() does it itself). Failures are logged.
+  void drop_mark();
 
   // The side of the current hold (nullopt: none).
   std::optional<RwSide> side() const;
@@ -130,7 +133,6 @@ class RwLock : public SlotHolder {
   std::optional<std::int64_t> attempt(RwSide side, bool mark);
   // The writer's side write when refused (writer preference): see the file comment.
   bool wait_with_mark(const SemaphoreDoc& doc, std::int64_t now_ms);
-  void drop_mark();  // fenced release of the mark, failures logged
   std::string held_message(RwSide side, const std::optional<SemaphoreDoc>& doc);
 
   RwLockOptions options_;

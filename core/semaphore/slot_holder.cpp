@@ -67,9 +67,15 @@ void SlotHolder::check_doc(const SemaphoreDoc& doc) const {
   const std::string what = state_.spec().kind;
   const std::string& key = state_.spec().key;
   const std::string& coll = state_.spec().collection;
-  if (doc.kind != doc_.kind && semaphore_doc::slot_count(doc.kind, 1) > 0) {
-    throw InvalidArgument(what + " '" + key + "' in " + coll + ": the key holds " +
-                          kind_words(doc.kind) + "'s document, not " + kind_words(doc_.kind) +
+  // No kind, no limit, no slots: no slot document at all (a lock's, written by a locker
+  // given this collection, or another program's).
+  const bool slotless = doc.kind.empty() && doc.limit == 0 && doc.slots.empty();
+  if (slotless || (doc.kind != doc_.kind && semaphore_doc::slot_count(doc.kind, 1) > 0)) {
+    const std::string holds = slotless ? "a document without slots (a lock's, or another "
+                                         "program's)"
+                                       : kind_words(doc.kind) + "'s document";
+    throw InvalidArgument(what + " '" + key + "' in " + coll + ": the key holds " + holds +
+                          ", not " + kind_words(doc_.kind) +
                           "'s: a key serves one kind of hold (use another key, or another "
                           "collection)");
   }

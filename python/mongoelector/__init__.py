@@ -28,6 +28,7 @@ from .fenced import (
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
 from .observer import LeaderObserver, LeaderState, LeaderStatus, observe
+from .rwlock import MongoReadWriteLock, RwLockHolders, RwLockLease
 from .scheduling import once_per, singleton
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
 
@@ -39,6 +40,9 @@ __all__ = [
     "MongoSemaphore",
     "SemaphoreHolder",
     "SemaphoreLease",
+    "MongoReadWriteLock",
+    "RwLockLease",
+    "RwLockHolders",
     "Client",
     "LockExists",
     "AcquireTimeout",

@@ -22,32 +22,22 @@ document is current (its own last write), two otherwise (a read, then the claim)
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime
-from os import getpid
-from socket import getfqdn
 from types import TracebackType
-from typing import (
-    Any,
-    Callable,
-    Dict,
-    List,
-    Literal,
-    NoReturn,
-    Optional,
-    Protocol,
-    Tuple,
-    Type,
-    TypedDict,
-    TypeVar,
-    cast,
-)
+from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Type, TypeVar, cast
 
-from . import _native, _transport
-from ._keepalive import KeepAlive
-from ._loss import LossEvent
-from ._transport import DatabaseArg
-from .errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
+from . import _native
+from ._slots import (
+    MAX_LIMIT,
+    NativeSlotHolder,
+    NativeSlotLease,
+    SlotHandle,
+    SlotLease,
+    check_args,
+)
+from ._slots import SlotHolder as SemaphoreHolder
+from ._transport import DatabaseArg, check_db
+from .errors import AcquireTimeout, LeaseLost, LockExists
+from .locker import _identity as _identity  # the asyncio semaphore's too
 
 __all__ = [
     "MongoSemaphore",
@@ -59,24 +49,9 @@ __all__ = [
 ]
 
 _S = TypeVar("_S", bound="MongoSemaphore")
-_SL = TypeVar("_SL", bound="SemaphoreLease")
-
-#: The largest ``limit`` (the whole slot array is one document every acquirer reads).
-MAX_LIMIT = 1000
 
 
-class SemaphoreHolder(TypedDict):
-    """One unexpired holder, as ``MongoSemaphore.holders()`` lists it."""
-
-    uuid: str
-    host: str
-    pid: int
-    fence: int  # the holder's fencing token
-    ts_created: datetime  # server time base, tz-aware UTC
-    ts_expire: datetime
-
-
-class _NativeSemaphore(Protocol):
+class _NativeSemaphore(NativeSlotHolder, Protocol):
     """The private native binding (``_native._Semaphore``), as this module uses it."""
 
     def acquire(
@@ -86,76 +61,23 @@ class _NativeSemaphore(Protocol):
     def start_acquire(
         self, blocking: bool = True, timeout: Optional[float] = None, step: float = 0.25
     ) -> _native.AcquireRun: ...
-    def release_if(self, fence: int) -> bool: ...
-    def release(self) -> None: ...
-    def touch(self) -> Optional[datetime]: ...
     def holders(self) -> List[Dict[str, Any]]: ...
-    def read(self) -> Optional[Dict[str, Any]]: ...
-    def verify_time(self) -> float: ...
-    @property
-    def hold(self) -> Optional[Tuple[int, int, datetime, datetime]]: ...
-    @property
-    def fence(self) -> Optional[int]: ...
-    @property
-    def lease_remaining(self) -> Optional[float]: ...
-    @property
-    def uuid(self) -> str: ...
-    @property
-    def host(self) -> str: ...
-    @property
-    def pid(self) -> int: ...
 
 
-class _NativeSemaphoreLease(Protocol):
-    @property
-    def fence(self) -> int: ...
-    @property
-    def deadline_in(self) -> float: ...
-    @property
-    def lost(self) -> bool: ...
-    @property
-    def lost_reason(self) -> str: ...
-    def wait_lost(self, timeout: Optional[float] = None) -> bool: ...
-    def close(self) -> None: ...
-
+_NativeSemaphoreLease = NativeSlotLease
 
 # Looked up by name: the stub of the native module types them once they are public.
 _NewSemaphore = Callable[..., _NativeSemaphore]
 _new_semaphore = cast(_NewSemaphore, getattr(_native, "_Semaphore"))
-_new_semaphore_lease = cast(
-    Callable[..., _NativeSemaphoreLease], getattr(_native, "_SemaphoreLease")
-)
-
-
-class _Closed:
-    __slots__ = ("_what",)
-
-    def __init__(self, what: str) -> None:
-        self._what = what
-
-    def __getattr__(self, name: str) -> NoReturn:
-        raise ClosedError(f"{self._what} is closed (close() was called): make a new one")
-
-
-def _identity() -> _native.Identity:
-    return _native.Identity(str(uuid.uuid4()), getfqdn(), getpid())
+_new_semaphore_lease = cast(Callable[..., NativeSlotLease], getattr(_native, "_SemaphoreLease"))
 
 
 def _check_args(key: object, limit: object, ttl: object) -> None:
     """Run-time checks of what the annotations promise (callers may not type-check)."""
-    if not key:
-        raise ValueError("Must provide a non-empty semaphore key")
-    if not isinstance(key, str):
-        raise TypeError("semaphore key must be a str, not %s" % type(key).__name__)
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError("limit must be an int, not %s" % type(limit).__name__)
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ValueError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise ValueError("ttl must be a positive number (seconds)")
+    check_args("semaphore", key, "limit", limit, ttl, limit_max=MAX_LIMIT)
 
 
-class MongoSemaphore:
+class MongoSemaphore(SlotHandle[_NativeSemaphore]):
     """A counting semaphore: at most ``limit`` holders of ``key`` at any instant.
 
     Args:
@@ -180,16 +102,8 @@ class MongoSemaphore:
     ``RuntimeError``): use one instance per concurrent holder. Thread-safe.
     """
 
-    key: str
+    _what = "MongoSemaphore"
     limit: int
-    uuid: str
-    host: str
-    pid: int
-    #: The ``db`` argument as given.
-    database: DatabaseArg
-    _core: _NativeSemaphore
-    _use: Optional[_transport.ClientUse]
-    _closed: bool
 
     def __init__(
         self,
@@ -205,13 +119,16 @@ class MongoSemaphore:
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
     ) -> None:
-        _transport.check_db(db, database)
+        check_db(db, database)
         _check_args(key, limit, ttl)
-        if op_timeout is None:
-            op_timeout = _transport.op_timeout_for(ttl)
-        storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
-        try:
-            core = _new_semaphore(
+        self.limit = int(limit)
+        self._open(
+            key,
+            db,
+            ttl,
+            database,
+            op_timeout,
+            lambda storage: _new_semaphore(
                 storage,
                 key,
                 int(limit),
@@ -221,24 +138,8 @@ class MongoSemaphore:
                 float(maxoffset),
                 bool(allow_unsafe_server),
                 identity=_identity(),
-            )
-        except BaseException:
-            del storage
-            if use is not None:
-                use.end()
-            raise
-        self._core = core
-        self._use = use
-        self._closed = False
-        self.key = key
-        self.limit = int(limit)
-        self.ttl = ttl
-        self.database = db
-        self.uuid = core.uuid
-        self.host = core.host
-        self.pid = core.pid
-
-    # ---------------------------------------------------------------- holding --
+            ),
+        )
 
     def acquire(
         self, blocking: bool = True, timeout: Optional[float] = None, step: float = 0.25
@@ -264,16 +165,6 @@ class MongoSemaphore:
         self._core.acquire(bool(blocking), None if timeout is None else float(timeout), float(step))
         return True
 
-    def release(self) -> None:
-        """Releases this instance's slot (fenced: a release that runs late cannot free a
-        newer hold). Not holding is not an error."""
-        self._core.release()
-
-    def touch(self) -> Optional[datetime]:
-        """Pushes this instance's slot to now + ttl: the new expiry (server time base,
-        tz-aware UTC), or None when it holds no unexpired slot any more."""
-        return self._core.touch()
-
     def keep_alive(
         self, *, blocking: bool = True, timeout: Optional[float] = None, step: float = 0.25
     ) -> SemaphoreLease:
@@ -285,34 +176,9 @@ class MongoSemaphore:
         """
         return SemaphoreLease(self, blocking=blocking, timeout=timeout, step=step)
 
-    @property
-    def fence(self) -> Optional[int]:
-        """Fencing token of this instance's hold (strictly increasing per key across all
-        holders), or None when it holds no slot whose lease still runs on this host's
-        clock."""
-        return self._core.fence
-
-    @property
-    def owned(self) -> bool:
-        """Whether this instance holds a slot whose lease still runs (no round trip)."""
-        remaining = self._core.lease_remaining
-        return remaining is not None and remaining > 0
-
-    @property
-    def ts_expire(self) -> Optional[datetime]:
-        """Expiry of this instance's current hold (server time base), None without one."""
-        hold = self._core.hold
-        return hold[3] if hold else None
-
     def holders(self) -> List[SemaphoreHolder]:
         """The unexpired holders (one round trip), in slot order."""
         return [cast(SemaphoreHolder, h) for h in self._core.holders()]
-
-    def get_current(self) -> Optional[Dict[str, Any]]:
-        """The semaphore document as stored ({_id, limit, fence, slots}), or None."""
-        return self._core.read()
-
-    # -------------------------------------------------------------- lifecycle --
 
     def __enter__(self: _S) -> _S:
         self.acquire()
@@ -327,40 +193,11 @@ class MongoSemaphore:
         self.release()
         return False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        """Releases the slot if held, then frees the native semaphore and (for a URI, when
-        no other user is left) the connections. Idempotent; any later use raises
-        ``ClosedError``."""
-        if self._closed:
-            return
-        core, use = self._core, self._use
-        self._closed = True
-        self._use = None
-        self._core = cast(_NativeSemaphore, _Closed(f"MongoSemaphore {self.key!r}"))
-        try:
-            core.release()
-        finally:
-            del core
-            if use is not None:
-                use.end()
-
     def __repr__(self) -> str:
-        if self._closed:
-            return (
-                f"MongoSemaphore(key={self.key!r}, limit={self.limit}, uuid={self.uuid!r}, "
-                f"closed=True)"
-            )
-        return (
-            f"MongoSemaphore(key={self.key!r}, limit={self.limit}, uuid={self.uuid!r}, "
-            f"owned={self.owned})"
-        )
+        return self._repr(f"limit={self.limit}", lambda: f"owned={self.owned}")
 
 
-class SemaphoreLease(KeepAlive):
+class SemaphoreLease(SlotLease):
     """A semaphore slot kept alive by the native renewer until released (or the end of
     a ``with`` block); the rules of ``mongoelector.lease``: renewed about every ttl/3,
     declared LOST on this host's clock at its own renew deadline (before anyone can take
@@ -368,7 +205,6 @@ class SemaphoreLease(KeepAlive):
     loss, read from the native lease (see ``mongoelector.lease``)."""
 
     semaphore: MongoSemaphore
-    lost: LossEvent
 
     def __init__(
         self,
@@ -378,35 +214,16 @@ class SemaphoreLease(KeepAlive):
         timeout: Optional[float] = None,
         step: float = 0.25,
     ) -> None:
-        if not blocking and timeout is not None:
-            raise ValueError("Cannot set timeout if blocking is False")
+        super().__init__(blocking=blocking, timeout=timeout, step=step)
         self.semaphore = semaphore
-        self.lost = LossEvent()
-        self._blocking = blocking
-        self._timeout = timeout
-        self._step = step
-        self._native: Optional[_NativeSemaphoreLease] = None
 
-    def acquire(self) -> int:
-        """Waits for a slot and starts keeping it alive. Returns the fencing token."""
-        if self._native is not None:
-            raise RuntimeError("this lease is already held; use a new one")
-        if self.semaphore.closed:
-            raise ClosedError(f"the semaphore {self.semaphore.key!r} is closed")
-        core = cast(_NativeSemaphore, getattr(self.semaphore, "_core"))  # its friend
-        self._native = _new_semaphore_lease(
-            core,
-            self._blocking,
-            None if self._timeout is None else float(self._timeout),
-            float(self._step),
-        )
-        self.lost._bind(self._native)
-        return self._native.fence
+    def _holder(self) -> MongoSemaphore:
+        return self.semaphore
 
-    def release(self) -> None:
-        """Stops keeping the slot alive and releases it (fenced; not if lost)."""
-        if self._native is not None:
-            self._native.close()
+    def _start(
+        self, core: _NativeSemaphore, blocking: bool, timeout: Optional[float], step: float
+    ) -> NativeSlotLease:
+        return _new_semaphore_lease(core, blocking, timeout, step)
 
     def _held(self) -> str:
         return f"slot of semaphore {self.semaphore.key!r}"

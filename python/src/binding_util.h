@@ -5,12 +5,16 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "clock.h"
@@ -124,8 +128,19 @@ me::KeepAliveOptions keep_alive_options(bool blocking, std::optional<double> tim
                                         py::object on_lost, const char* what,
                                         const SignalCancel& cancel);
 
-// Keeps alive the hold `holder` (a Locker or a Semaphore) has now, taken by its own
-// acquire: the asyncio leases wait in the event loop between the holder's attempts
+// Acquires a keep-alive lease with `acquire(options)` (one of KeepAliveLease::acquire's
+// overloads) without the GIL, Ctrl-C ending a blocking wait.
+template <class Acquire>
+std::unique_ptr<me::KeepAliveLease> acquire_keep_alive(bool blocking, std::optional<double> timeout,
+                                                       double step, py::object on_lost,
+                                                       const char* what, Acquire&& acquire) {
+  SignalCancel cancel;
+  auto o = keep_alive_options(blocking, timeout, step, std::move(on_lost), what, cancel);
+  return cancel.run<std::unique_ptr<me::KeepAliveLease>>([&] { return acquire(std::move(o)); });
+}
+
+// Keeps alive the hold `holder` (a Locker, a Semaphore, an RwLock) has now, taken by its
+// own acquire: the asyncio leases wait in the event loop between the holder's attempts
 // (mongoelector.aio), then hand the hold to the renewer.
 template <class PyKeepAlive, class Holder>
 std::unique_ptr<PyKeepAlive> adopt_hold(std::shared_ptr<Holder> holder, py::object on_lost,
@@ -148,6 +163,69 @@ void close_without_gil(std::unique_ptr<KeepAlive>& keep_alive) {
   } else {
     keep_alive->close();
   }
+}
+
+// A keep-alive lease (core/lease) as Python holds it, whatever it keeps (a lock, a
+// semaphore slot, a read or write hold): each kind derives its own class from it.
+struct PyKeepAlive {
+  std::unique_ptr<me::KeepAliveLease> lease;
+
+  PyKeepAlive() = default;
+  explicit PyKeepAlive(std::unique_ptr<me::KeepAliveLease> l) : lease(std::move(l)) {}
+  PyKeepAlive(const PyKeepAlive&) = delete;
+  PyKeepAlive& operator=(const PyKeepAlive&) = delete;
+  ~PyKeepAlive() { close(); }
+  void close() { close_without_gil(lease); }
+};
+
+// The clock of the hold a lease keeps alive (the renewer's).
+inline me::Clock& lease_clock(const me::KeepAliveLease& l) {
+  if (l.locker()) return l.locker()->clock();
+  if (l.semaphore()) return l.semaphore()->clock();
+  return l.rwlock()->clock();
+}
+
+// What every keep-alive class T (the leases of a `Holder`'s holds) has on `cls`:
+// adopt(<holder_arg>, on_lost), fence, lost, deadline_in, lost_reason, wait_lost(timeout)
+// and close(), each core call without the GIL. T::what names its on_lost in reports.
+template <class Holder, class T>
+void def_keep_alive(py::class_<T>& cls, const char* holder_arg) {
+  static_assert(std::is_base_of_v<PyKeepAlive, T>, "a keep-alive lease");
+  cls.def_static(
+         "adopt",
+         [](std::shared_ptr<Holder> holder, py::object on_lost) {
+           return adopt_hold<T>(std::move(holder), std::move(on_lost), T::what);
+         },
+         py::arg(holder_arg), py::arg("on_lost") = py::none(),
+         "Keeps alive the hold its holder has now (ValueError without one).")
+      .def_property_readonly("fence", [](T& l) { return l.lease->fence(); })
+      .def_property_readonly("lost",
+                             [](T& l) { return nogil<bool>([&] { return l.lease->lost(); }); })
+      .def_property_readonly(
+          "deadline_in",
+          [](T& l) {
+            return nogil<double>([&] {
+              return static_cast<double>(l.lease->renew_deadline_mono() -
+                                         lease_clock(*l.lease).mono_ms()) /
+                     1000.0;
+            });
+          },
+          "Seconds until the renew deadline on the lease's clock (<= 0: passed).")
+      .def_property_readonly(
+          "lost_reason",
+          [](T& l) { return nogil<std::string>([&] { return l.lease->lost_reason(); }); })
+      .def(
+          "wait_lost",
+          [](T& l, std::optional<double> timeout) {
+            std::optional<std::int64_t> ms;
+            if (timeout)
+              ms = static_cast<std::int64_t>(std::ceil(std::max(0.0, *timeout) * 1000.0));
+            return nogil<bool>([&] { return l.lease->wait_lost(ms); });
+          },
+          py::arg("timeout") = py::none())
+      .def(
+          "close", [](T& l) { l.close(); },
+          "Stops renewing; releases the hold (fenced) unless it was lost.");
 }
 
 }  // namespace mongoelector_py

@@ -44,6 +44,7 @@ PYBIND11_MODULE(_native, m) {
   bind_lease(m);
   bind_elector(m);
   bind_semaphore(m);
+  bind_rwlock(m);
 
   m.def(
       "op_timeout_for_ttl",

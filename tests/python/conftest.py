@@ -97,6 +97,16 @@ def backend(request):
     return b
 
 
+@pytest.fixture(params=["mongomock", "pymongo", "uri", "sqlite"])
+def any_db(request, tmp_path):
+    """What the classes take as `db`, on every transport: mongomock, a pymongo Database
+    and the native URI transport on the real server, the embedded SQLite backend (a file
+    of this test's own)."""
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path}/test.db"
+    return make_backend(request.param, request).db
+
+
 @pytest.fixture(params=["mongomock", "pymongo"])
 def db_backend(request):
     """Only the Database transports (tests that need the db object itself)."""

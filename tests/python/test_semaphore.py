@@ -13,7 +13,6 @@ non-atomic servers refused.
 
 import datetime
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,9 +20,10 @@ import uuid
 
 import pymongo
 import pytest
-from conftest import TEST_SERVER, make_backend
+from conftest import TEST_SERVER
 from mongoelector.errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
 from mongoelector.semaphore import MongoSemaphore, SemaphoreLease
+from procs import check_tokens_ordered, finish, kill_holder, max_overlap, wait_all
 from pymongo import monitoring
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,12 +34,10 @@ def new_key():
     return "s-" + uuid.uuid4().hex[:8]
 
 
-@pytest.fixture(params=["mongomock", "pymongo", "uri", "sqlite"])
-def sdb(request, tmp_path):
+@pytest.fixture
+def sdb(any_db):
     """What MongoSemaphore takes as `db`, on each transport."""
-    if request.param == "sqlite":
-        return f"sqlite://{tmp_path}/sem.db"
-    return make_backend(request.param, request).db
+    return any_db
 
 
 # ----------------------------------------------------------------- API ----------
@@ -214,13 +212,6 @@ def spawn(*args):
     )
 
 
-def finish(*procs):
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-        p.wait(10)
-
-
 @pytest.mark.slow
 def test_twelve_processes_never_exceed_limit_three(server_db, tmp_path):
     _, uri = server_db
@@ -253,37 +244,16 @@ def test_twelve_processes_never_exceed_limit_three(server_db, tmp_path):
         )
         for i in range(procs_n)
     ]
-    try:
-        for p in procs:
-            assert p.wait(300) == 0, p.stderr.read()
-    finally:
-        finish(*procs)
+    wait_all(procs)
     wall = time.monotonic() - start
     rows = [line.split() for line in log.read_text().splitlines() if line.strip()]
     enters = [(float(r[2]), r[1], int(r[3])) for r in rows if r[0] == "enter"]
     exits = [(float(r[2]), r[1]) for r in rows if r[0] == "exit"]
     assert len(enters) == len(exits) == procs_n * rounds
     # Every instant: holders = enters - exits so far (an exit first on a tie).
-    events = sorted([(t, 0, -1) for t, _ in exits] + [(t, 1, +1) for t, _, _ in enters])
-    inside = max_inside = 0
-    for _, _, d in events:
-        inside += d
-        max_inside = max(max_inside, inside)
+    max_inside = max_overlap([t for t, _, _ in enters], [t for t, _ in exits])
     assert max_inside <= 3, f"{max_inside} holders at once"
-    # Tokens: unique, and a claim sent after another claim had completed has a larger
-    # token. X's claim was sent after X requested; Y's had completed when Y entered.
-    # (Comparing with exits or with X's enter would blame the token order for a process
-    # descheduled between its claim and its log line.)
-    fences = [f for _, _, f in enters]
-    assert len(set(fences)) == len(fences), "a fencing token was handed out twice"
-    requests = sorted((float(r[4]), int(r[3])) for r in rows if r[0] == "enter")
-    completed = sorted((t, f) for t, _, f in enters)
-    j, max_completed = 0, 0
-    for t_req, fence in requests:
-        while j < len(completed) and completed[j][0] < t_req:
-            max_completed = max(max_completed, completed[j][1])
-            j += 1
-        assert fence > max_completed, "a later claim got a smaller token"
+    check_tokens_ordered([(float(r[4]), float(r[2]), int(r[3])) for r in rows if r[0] == "enter"])
     busy = max(t for t, _ in exits) - min(t for t, _, _ in enters)
     print(
         f"\nsemaphore contention: {procs_n} processes (6 pymongo, 6 URI) x {rounds} = "
@@ -306,11 +276,7 @@ def test_killed_holder_frees_its_slot_at_expiry(server_db, transport):
         "hold", "--uri", uri, "--key", key, "--limit", 2, "--ttl", ttl, "--transport", transport
     )
     try:
-        line = holder.stdout.readline().split()
-        assert line and line[0] == "held", holder.stderr.read()
-        fence, before, after = int(line[1]), float(line[2]), float(line[3])
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
+        fence, before, after = kill_holder(holder)
         taker = MongoSemaphore(key, db, limit=2, ttl=ttl)
         with pytest.raises(LockExists):
             taker.acquire(blocking=False)  # the dead process's slot is still leased

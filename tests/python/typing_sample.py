@@ -35,7 +35,10 @@ from mongoelector import (
     MongoElectorError,
     MongoLeaderElector,
     MongoLocker,
+    MongoReadWriteLock,
     NodeStatus,
+    RwLockHolders,
+    RwLockLease,
     StorageUnavailable,
     lease,
     observe,
@@ -242,6 +245,23 @@ def use_lease(db: Database[Dict[str, Any]], uri: str) -> None:
         print("unreachable:", exc)  # ConnectionFailure, as pymongo's own errors are)
 
 
+def use_rwlock(db: Database[Dict[str, Any]], uri: str) -> None:
+    catalog = MongoReadWriteLock("catalog", db, ttl=10, max_readers=8)
+    writer = MongoReadWriteLock("catalog", uri, ttl=10, max_readers=8, writer_preference=False)
+    hold: RwLockLease
+    with catalog.read(timeout=5) as hold:
+        hold.check()
+        token: Optional[int] = hold.fence
+        who: RwLockHolders = writer.holders()
+        print("reading", token, hold.side, [r["pid"] for r in who["readers"]], who["writer"])
+    if writer.acquire("write", blocking=False):
+        side: Optional[str] = writer.side
+        print("writing", writer.fence, side, writer.ts_expire)
+        writer.release()
+    writer.close()
+    catalog.close()
+
+
 def main(argv: List[str]) -> int:
     logging.basicConfig(level=logging.WARNING)
     if len(argv) != 2:
@@ -257,6 +277,7 @@ def main(argv: List[str]) -> int:
         use_elector(uri)
         use_observer(db, uri)
         use_lease(db, uri)
+        use_rwlock(db, uri)
         print("mongoelector", mongoelector.__version__, "OK")
         return 0
     finally:

@@ -1,14 +1,20 @@
-"""Subprocess worker of the semaphore tests (tests/python/test_semaphore.py).
+"""Subprocess worker of the tests of the holds on a slot document: the semaphore's
+(tests/python/test_semaphore.py) and the read-write lock's (tests/python/test_rwlock.py).
 
 Every time it writes is time.monotonic(), one clock for all processes of the host
 (CLOCK_MONOTONIC).
 
-  contend  acquire / hold / release `rounds` times; append to the shared log
-           "enter <name> <t> <fence> <t_requested>" right after acquire returned (t_requested:
-           just before it was called) and
-           "exit <name> <t>" right before release is sent (so the logged interval is
-           inside the hold)
-  hold     acquire once, print "held <fence> <t_before_acquire> <t_after>", sleep
+  contend     acquire / hold / release `rounds` times; append to the shared log
+              "enter <name> <t> <fence> <t_requested>" right after acquire returned
+              (t_requested: just before it was called) and
+              "exit <name> <t>" right before release is sent (so the logged interval is
+              inside the hold)
+  hold        acquire once, print "held <fence> <t_before_acquire> <t_after>", sleep
+  rw-contend  contend for the `--side` hold of a read-write lock with ``rw.read()`` /
+              ``rw.write()`` (kept alive: the context managers under test); the log lines
+              carry the side after the name: "enter <name> <side> <t> <fence>
+              <t_requested>", "exit <name> <side> <t>"
+  rw-hold     hold for the `--side` of a read-write lock (acquire, no keep-alive)
 """
 
 import argparse
@@ -62,13 +68,47 @@ def hold(args):
     time.sleep(3600)
 
 
+def make_rwlock(args):
+    from mongoelector import MongoReadWriteLock
+
+    return MongoReadWriteLock(args.key, db_for(args), ttl=args.ttl, max_readers=args.limit)
+
+
+def rw_contend(args):
+    rw = make_rwlock(args)
+    name = f"{args.name}:{os.getpid()}"
+    take = rw.read if args.side == "read" else rw.write
+    for _ in range(args.rounds):
+        requested = time.monotonic()
+        with take(step=args.step, timeout=120) as held:
+            emit(args.log, "enter", name, args.side, repr(time.monotonic()), held.fence, requested)
+            time.sleep(args.hold)
+            held.check()
+            emit(args.log, "exit", name, args.side, repr(time.monotonic()))
+        time.sleep(args.pause)
+    rw.close()
+
+
+def rw_hold(args):
+    rw = make_rwlock(args)
+    before = time.monotonic()
+    rw.acquire(args.side, timeout=30)
+    after = time.monotonic()
+    print("held", rw.fence, repr(before), repr(after), flush=True)
+    time.sleep(3600)
+
+
+COMMANDS = {"contend": contend, "hold": hold, "rw-contend": rw_contend, "rw-hold": rw_hold}
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["contend", "hold"])
+    p.add_argument("command", choices=sorted(COMMANDS))
+    p.add_argument("--side", choices=["read", "write"], default="read")
     p.add_argument("--uri", required=True)
     p.add_argument("--key", required=True)
     p.add_argument("--transport", choices=["pymongo", "uri"], default="pymongo")
-    p.add_argument("--limit", type=int, default=3)
+    p.add_argument("--limit", type=int, default=3)  # a read-write lock's max_readers
     p.add_argument("--ttl", type=float, default=5)
     p.add_argument("--log")
     p.add_argument("--name", default="w")
@@ -77,7 +117,7 @@ def main():
     p.add_argument("--pause", type=float, default=0.0)
     p.add_argument("--step", type=float, default=0.01)
     args = p.parse_args()
-    {"contend": contend, "hold": hold}[args.command](args)
+    COMMANDS[args.command](args)
     return 0
 
 
