@@ -29,6 +29,7 @@ enum ExitCode : int {
 #include "options.h"
 #include "output.h"
 #include "process.h"
+#include "run_hold.h"
 
 namespace cli {
 

@@ -214,6 +214,30 @@ ClientPtr open_client(const std::string& uri, int& exit_code, bool read_only) {
   return ClientPtr(client);
 }
 
+int report_open_failure(mongoelector_status st, const char* hint) {
+  if (st == MONGOELECTOR_ERR_INVALID_ARGUMENT) {
+    msg("invalid key or option: %s%s%s", mongoelector_last_error(), *hint != '\0' ? "\n  " : "",
+        hint);
+    return kExitUsage;
+  }
+  if (st == MONGOELECTOR_ERR_UNSAFE_SERVER) {
+    msg("%s\n  this server cannot run the lock protocol safely; use MongoDB, or SQLite on "
+        "one host (sqlite:///path.db)",
+        mongoelector_last_error());
+    return kExitConfig;
+  }
+  const std::string error = storage_error(st);
+  if (error.rfind("cannot reach ", 0) == 0)
+    msg("%s\n  check the URI (--uri or MONGOELECTOR_URI) and that the server is running "
+        "and reachable",
+        error.c_str());
+  else
+    msg("cannot use the lock storage: %s\n  the server may be down or unreachable: check "
+        "the URI (--uri or MONGOELECTOR_URI)",
+        error.c_str());
+  return exit_code_for(st);
+}
+
 LockerPtr open_locker(mongoelector_client* client, const std::string& key, const char* collection,
                       double ttl, int& exit_code) {
   mongoelector_locker_options o;
@@ -223,41 +247,10 @@ LockerPtr open_locker(mongoelector_client* client, const std::string& key, const
   mongoelector_locker* locker = nullptr;
   mongoelector_status st = mongoelector_locker_new(client, key.c_str(), &o, &locker);
   if (st != MONGOELECTOR_OK) {
-    if (st == MONGOELECTOR_ERR_INVALID_ARGUMENT) {
-      msg("invalid key or option: %s\n  a key is 1 to 1024 bytes of UTF-8",
-          mongoelector_last_error());
-      exit_code = kExitUsage;
-    } else if (st == MONGOELECTOR_ERR_UNSAFE_SERVER) {
-      msg("%s\n  this server cannot run the lock protocol safely; use MongoDB, or SQLite on "
-          "one host (sqlite:///path.db)",
-          mongoelector_last_error());
-      exit_code = kExitConfig;
-    } else {
-      const std::string error = storage_error(st);
-      if (error.rfind("cannot reach ", 0) == 0)
-        msg("%s\n  check the URI (--uri or MONGOELECTOR_URI) and that the server is running "
-            "and reachable",
-            error.c_str());
-      else
-        msg("cannot use the lock storage: %s\n  the server may be down or unreachable: check "
-            "the URI (--uri or MONGOELECTOR_URI)",
-            error.c_str());
-      exit_code = exit_code_for(st);
-    }
+    exit_code = report_open_failure(st, "a key is 1 to 1024 bytes of UTF-8");
     return nullptr;
   }
   return LockerPtr(locker);
-}
-
-std::string describe_holder(mongoelector_locker* locker) {
-  mongoelector_lock_info info;
-  int found = 0;
-  if (mongoelector_locker_current(locker, &info, &found) != MONGOELECTOR_OK || !found) return "";
-  char buf[512];
-  snprintf(buf, sizeof buf, "held by %s pid %lld (fence %lld, expires in %.1f s unless renewed)",
-           info.host, static_cast<long long>(info.pid), static_cast<long long>(info.fence),
-           static_cast<double>(info.expire_ms - wall_ms()) / 1000.0);
-  return buf;
 }
 
 }  // namespace cli

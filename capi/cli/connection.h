@@ -50,8 +50,10 @@ constexpr const char* kRunCollection = "mongolocker";
 constexpr const char* kElectCollection = "elector.locks";
 LockerPtr open_locker(mongoelector_client* client, const std::string& key, const char* collection,
                       double ttl, int& exit_code);
-// "held by HOST pid PID (fence F, expires in X s)" or "" if free / unreadable.
-std::string describe_holder(mongoelector_locker* locker);
+// Says why a locker (or read-write lock) could not be made (its status `st`: a bad key
+// or option, an unsafe server, the storage) and what to do (`hint`: a line about the
+// options, may be ""); returns the exit code.
+int report_open_failure(mongoelector_status st, const char* hint);
 // The library's last error, for the user: a storage no server of which answered becomes
 // "cannot reach URI: no server answered within N s (reason)" (the URI given to
 // open_client, N measured from then), without the driver command that found out.

@@ -23,9 +23,14 @@ const char* kRunHelp =
     "Usage: mongoelector run KEY [--uri URI] [--ttl S] [--wait] [--timeout S] [--grace S]\n"
     "                        [--min-hold S] [--once-per S] [--verbose] [--http ADDR]\n"
     "                        [--notify] -- CMD [ARGS...]\n"
+    "       mongoelector run (--shared | --exclusive) KEY [--max-readers N] [--uri URI]\n"
+    "                        [--ttl S] [--wait] [--timeout S] [--grace S] [--verbose]\n"
+    "                        [--http ADDR] [--notify] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD only while holding the lock KEY, keeps the lock's lease alive while CMD runs\n"
     "(renewed about every ttl/3 by the library), and releases it when CMD exits.\n"
+    "With --shared or --exclusive, holds a side of the read-write lock KEY instead: many\n"
+    "--shared runs of KEY at once, or one --exclusive run and no --shared one.\n"
     "\n"
     "  --uri URI      where the locks live: mongodb://host:port/database or\n"
     "                 sqlite:///absolute/path.db (default: $MONGOELECTOR_URI, else\n"
@@ -41,14 +46,28 @@ const char* kRunHelp =
     "  --min-hold S   keep the lock taken until S seconds after it was acquired (server\n"
     "                 clock), even if CMD ends sooner: nodes whose clocks or schedules\n"
     "                 differ a little then cannot run the same job twice (ShedLock's\n"
-    "                 lockAtLeastFor). Applies however CMD ends; not after a lost lease\n"
+    "                 lockAtLeastFor). Applies however CMD ends; not after a lost lease.\n"
+    "                 The lock KEY only (not with --shared or --exclusive)\n"
     "  --once-per S   run CMD at most once per window of S (e.g. 1h): windows are aligned\n"
     "                 on the server's clock (an hour window starts on the hour, UTC); the\n"
     "                 first node to take the lock in a window runs CMD, every later try in\n"
-    "                 that window exits 75 without running it\n"
+    "                 that window exits 75 without running it. The lock KEY only\n"
+    "  --shared       hold the READ side of the read-write lock KEY: any number of\n"
+    "                 `run --shared KEY` (up to --max-readers) run at once, never while a\n"
+    "                 `run --exclusive KEY` runs\n"
+    "  --exclusive    hold the WRITE side of the read-write lock KEY: CMD runs alone, once\n"
+    "                 the --shared runs have ended. While it waits (--wait), NEW --shared\n"
+    "                 runs wait for it too (without --wait they exit 75), so that readers\n"
+    "                 coming and going cannot keep it waiting forever.\n"
+    "                 The read-write lock KEY is not the lock KEY: a plain `run KEY` does\n"
+    "                 not wait for `run --shared KEY`; give the writer --exclusive\n"
+    "  --max-readers N  with --shared or --exclusive: how many --shared holders KEY admits\n"
+    "                 at once (default 64). Fixed when KEY is first used: a run asking\n"
+    "                 for another number is refused (exit 64)\n"
     "  --verbose      say on stderr when it waits, acquires and releases the lock\n"
-    "  --http ADDR    serve /leader (the lock's holder), /healthz and /readyz (200 while\n"
-    "                 this process holds the lock) over HTTP on ADDR: 127.0.0.1:PORT,\n"
+    "  --http ADDR    serve /leader (the lock's holder; with --shared or --exclusive the\n"
+    "                 readers, the writer and a waiting writer), /healthz and /readyz (200\n"
+    "                 while this process holds the lock) over HTTP on ADDR: 127.0.0.1:PORT,\n"
     "                 :PORT (every interface) or [::1]:PORT; port 0 picks a free port,\n"
     "                 printed on stderr. /healthz is 200 while waiting for the lock and,\n"
     "                 once held, while the last successful renewal is at most ttl/2 old\n"
@@ -60,7 +79,9 @@ const char* kRunHelp =
     "\n"
     "CMD gets MONGOELECTOR_KEY (the key) and MONGOELECTOR_FENCE (the fencing token: strictly\n"
     "greater than every token handed out before for KEY; pass it to the resource you\n"
-    "write and have it refuse tokens lower than the highest it has seen).\n"
+    "write and have it refuse tokens lower than the highest it has seen); with --shared or\n"
+    "--exclusive also MONGOELECTOR_SIDE (read or write). A writer's token is greater than\n"
+    "every token granted before it, readers' included.\n"
     "CMD runs in a process group of its own (with the terminal, if this process had it):\n"
     "SIGINT, SIGTERM and SIGHUP sent to this process are forwarded to that whole group, so\n"
     "whatever CMD started stops with it; when CMD exits, anything it left running in its\n"
@@ -81,7 +102,9 @@ const char* kRunHelp =
     "  CMD's own status, or 128+N if CMD was killed by signal N\n"
     "  64   bad command line         69   storage unreachable or failing\n"
     "  70   lease lost while CMD ran  75   lock held by another (no --wait, or --timeout),\n"
-    "                                      or --once-per: this window already had its run\n"
+    "                                      or --once-per: this window already had its run;\n"
+    "                                      --shared: a writer holds KEY or waits for it;\n"
+    "                                      --exclusive: anyone holds KEY\n"
     "  78   URI or storage unusable   126  CMD not executable   127  CMD not found\n"
     "  128+N  interrupted by signal N while waiting for the lock\n"
     "\n"
@@ -89,7 +112,9 @@ const char* kRunHelp =
     "  mongoelector run nightly-report -- ./report.sh --since yesterday\n"
     "  mongoelector run --wait --timeout 60 db-migration -- alembic upgrade head\n"
     "  mongoelector run --once-per 1h --min-hold 5m hourly-sync -- ./sync.sh   # from every\n"
-    "                                                    # node's crontab: runs once an hour\n";
+    "                                                    # node's crontab: runs once an hour\n"
+    "  mongoelector run --shared --wait catalog -- ./export.sh      # many exports at once,\n"
+    "  mongoelector run --exclusive --wait catalog -- ./reindex.sh  # the reindex alone\n";
 
 const char* kElectHelp =
     "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] [--http ADDR]\n"
@@ -201,35 +226,6 @@ int loop_timeout_ms(int kill_ms, int check_ms) {
   return kill_ms < 0 ? check_ms : std::min(kill_ms, check_ms);
 }
 
-// The fields of /leader: who holds KEY as last read (serve.h).
-std::string leader_fields(const std::string& key, const std::string& status, bool found,
-                          const std::string& uuid, const std::string& host, int64_t pid,
-                          int64_t fence, int64_t expire_ms, int64_t server_ms,
-                          const std::string& error, const std::string& payload_json = "") {
-  std::string out = "\"key\": " + json_quote(key) + ", \"status\": " + json_quote(status);
-  if (!found) {
-    out += ", \"leader\": null, \"fence\": null, \"expire_ms\": null, \"expires_in_s\": null";
-  } else {
-    char buf[160];
-    snprintf(buf, sizeof buf,
-             ", \"pid\": %" PRId64 "}, \"fence\": %" PRId64 ", \"expire_ms\": %" PRId64, pid, fence,
-             expire_ms);
-    out += ", \"leader\": {\"uuid\": " + json_quote(uuid) + ", \"host\": " + json_quote(host) + buf;
-    if (server_ms > 0) {
-      snprintf(buf, sizeof buf, ", \"expires_in_s\": %.3f",
-               static_cast<double>(expire_ms - server_ms) / 1000.0);
-      out += buf;
-    } else {
-      out += ", \"expires_in_s\": null";
-    }
-  }
-  // The leader's payload (a JSON object, as its elector published it with this term).
-  out += ", \"payload\": " + (found && !payload_json.empty() ? payload_json : std::string("null"));
-  out +=
-      ", \"server_time_ms\": " + (server_ms > 0 ? std::to_string(server_ms) : std::string("null"));
-  return out + ", \"error\": " + (error.empty() ? std::string("null") : json_quote(error));
-}
-
 // The end of this node's lease (server time, ms) after its last successful renewal, as
 // "null" when it does not lead: local state (node status), no round trip.
 std::string own_lease_end(mongoelector_elector* elector) {
@@ -268,20 +264,6 @@ uint64_t successful_renewals() {
   return st.renewals - st.renewal_failures;
 }
 
-// /leader of `run`: the holder of the lock, one read (never a write).
-std::string held_lock(mongoelector_client* client, const std::string& key) {
-  mongoelector_lock_details d{};
-  d.version = MONGOELECTOR_LOCK_DETAILS_VERSION;
-  int found = 0;
-  if (mongoelector_client_read_lock(client, kRunCollection, key.c_str(), &d, &found) !=
-      MONGOELECTOR_OK)
-    return leader_fields(key, "unknown", false, "", "", 0, 0, 0, 0, mongoelector_last_error());
-  std::string out = leader_fields(key, found ? "held" : "free", found != 0, found ? d.uuid : "",
-                                  found ? d.host : "", d.pid, d.fence, d.expire_ms, 0, "");
-  mongoelector_lock_details_clear(&d);
-  return out;
-}
-
 void on_lease_lost(void* user_data) {
   // A library callback thread: one byte into the main loop's pipe (a hint; the loop also
   // reads the lease's state itself, see state_check_ms).
@@ -289,13 +271,17 @@ void on_lease_lost(void* user_data) {
   write_all_nb(*static_cast<int*>(user_data), &c, 1);
 }
 
-// Waits in mongoelector_lease_acquire on the calling thread while another thread watches
-// the signals: SIGINT/SIGTERM/SIGHUP cancel the wait.
-mongoelector_status acquire_interruptibly(mongoelector_locker* locker,
-                                          const mongoelector_lease_options& options, int sigfd,
-                                          mongoelector_lease** lease, int& interrupted_by) {
+// Takes `hold` on the calling thread while another thread watches the signals:
+// SIGINT/SIGTERM/SIGHUP cancel the wait (the acquire's cancel token).
+mongoelector_status acquire_interruptibly(RunHold& hold, mongoelector_acquire_options how,
+                                          int* lost_fd, int sigfd, int& interrupted_by) {
+  mongoelector_cancel_token* token = nullptr;
   Pipe stop;
-  if (!stop.open()) return mongoelector_lease_acquire(locker, &options, lease);
+  if (mongoelector_cancel_token_new(&token) != MONGOELECTOR_OK || !stop.open()) {
+    mongoelector_cancel_token_free(token);
+    return hold.take(how, on_lease_lost, lost_fd);
+  }
+  how.cancel = token;
   std::atomic<int> sig{0};
   std::thread watcher([&] {
     for (;;) {
@@ -307,18 +293,35 @@ mongoelector_status acquire_interruptibly(mongoelector_locker* locker,
       for (const auto& si : sigs) {
         if (si.ssi_signo == SIGCHLD) continue;
         sig = static_cast<int>(si.ssi_signo);
-        mongoelector_locker_cancel(locker);
+        mongoelector_cancel_token_cancel(token);
         return;
       }
     }
   });
-  mongoelector_status st = mongoelector_lease_acquire(locker, &options, lease);
+  mongoelector_status st = hold.take(how, on_lease_lost, lost_fd);
   char c = 'x';
   write_all_nb(stop.w, &c, 1);
   watcher.join();
   stop.close_both();
+  mongoelector_cancel_token_free(token);
   interrupted_by = sig;
   return st;
+}
+
+// --max-readers N: a whole number (its range is the library's to check, by name).
+bool parse_max_readers(const std::string& text, int64_t& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == nullptr || *end != '\0' || errno != 0) {
+    usage_error("run",
+                "--max-readers must be a whole number: how many --shared holders KEY "
+                "admits at once (got '" +
+                    text + "')");
+    return false;
+  }
+  out = v;
+  return true;
 }
 
 }  // namespace
@@ -327,8 +330,8 @@ int cmd_run(int argc, char** argv, int sigfd) {
   Args a;
   int ec = 0;
   if (!parse_args("run", argc, argv, 2,
-                  {"uri", "ttl", "timeout", "grace", "min-hold", "once-per", "http"},
-                  {"wait", "verbose", "notify"}, 1, true, a, ec))
+                  {"uri", "ttl", "timeout", "grace", "min-hold", "once-per", "http", "max-readers"},
+                  {"wait", "verbose", "notify", "shared", "exclusive"}, 1, true, a, ec))
     return ec;
   if (a.help) {
     print_run_help();
@@ -339,6 +342,24 @@ int cmd_run(int argc, char** argv, int sigfd) {
     return usage_error(
         "run", "missing the command to run: mongoelector run KEY [options] -- CMD [ARGS...]");
   const std::string key = a.positional[0];
+  // --shared / --exclusive: a side of the read-write lock KEY instead of the lock KEY.
+  const bool shared = a.flags.count("shared") != 0, exclusive = a.flags.count("exclusive") != 0;
+  const bool rw = shared || exclusive;
+  if (shared && exclusive)
+    return usage_error("run",
+                       "--shared and --exclusive exclude each other: --shared takes the read side "
+                       "of the read-write lock KEY, --exclusive its write side");
+  for (const char* lock_only : {"min-hold", "once-per"})
+    if (rw && a.values.count(lock_only))
+      return usage_error("run", std::string("--") + lock_only +
+                                    " applies to the lock KEY only, not to --shared or "
+                                    "--exclusive (the read-write lock KEY)");
+  if (!rw && a.values.count("max-readers"))
+    return usage_error("run",
+                       "--max-readers goes with --shared or --exclusive (the read-write lock KEY)");
+  int64_t max_readers = 0;
+  if (a.values.count("max-readers") && !parse_max_readers(a.values["max-readers"], max_readers))
+    return kExitUsage;
   double ttl = 30, grace = 0, timeout = -1;
   if (a.values.count("ttl") && !parse_seconds("run", "ttl", a.values["ttl"], false, ttl))
     return kExitUsage;
@@ -363,10 +384,21 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (!resolve_uri(a, uri, ec, /*say_host_only=*/true)) return ec;
   ClientPtr client = open_client(uri, ec);
   if (!client) return ec;
-  LockerPtr locker = open_locker(client.get(), key, kRunCollection, ttl, ec);
-  if (!locker) return ec;
+  std::unique_ptr<RunHold> hold;
+  RunLock* lock = nullptr;  // the lock KEY's, for --min-hold and --once-per
+  if (rw) {
+    hold = RunRwLock::open(client.get(), key,
+                           shared ? MONGOELECTOR_RWLOCK_READ : MONGOELECTOR_RWLOCK_WRITE,
+                           a.values.count("max-readers") ? &max_readers : nullptr, ttl, ec);
+  } else {
+    std::unique_ptr<RunLock> l = RunLock::open(client.get(), key, kRunCollection, ttl, ec);
+    lock = l.get();
+    hold = std::move(l);
+  }
+  if (!hold) return ec;
+  const std::string name = hold->name();
   // Whether the lease holds, as the main loop last read it (the service's threads never
-  // touch the lease, which is freed on several paths). Declared before the service, whose
+  // touch the lease, which is let go on several paths). Declared before the service, whose
   // destructor stops the threads that read them.
   std::atomic<bool> holds{false};
   std::atomic<int64_t> held_fence{0};
@@ -380,13 +412,11 @@ int cmd_run(int argc, char** argv, int sigfd) {
     health.leads_now = [&holds] { return holds.load(); };
     // READY first: the service thread sends the watchdog pings.
     service.notify("READY=1");
-    service.status("waiting for the lock " + key);
-    const char* self_uuid = "";
-    mongoelector_locker_uuid(locker.get(), &self_uuid);
-    mongoelector_client* c = client.get();
+    service.status("waiting for " + name);
+    RunHold* h = hold.get();
     service.start(
-        &health, [c, key] { return held_lock(c, key); },
-        [&held_fence, uuid = std::string(self_uuid)] {
+        &health, [h] { return h->leader_fields(); },
+        [&held_fence, uuid = hold->uuid()] {
           const int64_t f = held_fence.load();
           return "\"uuid\": " + json_quote(uuid) +
                  ", \"fence\": " + (f != 0 ? std::to_string(f) : std::string("null"));
@@ -399,50 +429,46 @@ int cmd_run(int argc, char** argv, int sigfd) {
     msg("pipe: %s", strerror(errno));
     return kExitFailure;
   }
-  mongoelector_lease_options lo;
-  mongoelector_lease_options_init(&lo);
-  lo.blocking = wait ? 1 : 0;
-  lo.timeout_seconds = wait ? timeout : -1;
-  lo.step_seconds = is_sqlite_uri(uri) ? 0.05 : 0.25;
-  lo.on_lost = on_lease_lost;
-  lo.user_data = &lost_pipe.w;
+  mongoelector_acquire_options how;
+  mongoelector_acquire_options_init(&how, MONGOELECTOR_ACQUIRE_OPTIONS_VERSION);
+  how.blocking = wait ? 1 : 0;
+  how.timeout_seconds = wait ? timeout : -1;
+  how.step_seconds = is_sqlite_uri(uri) ? 0.05 : 0.25;
   if (wait && verbose) {
-    std::string holder = describe_holder(locker.get());
-    if (!holder.empty()) msg("waiting for %s, %s", key.c_str(), holder.c_str());
+    std::string holder = hold->holder();
+    if (!holder.empty()) msg("waiting for %s, %s", name.c_str(), holder.c_str());
   }
-  mongoelector_lease* lease = nullptr;
   int interrupted_by = 0;
-  mongoelector_status st = acquire_interruptibly(locker.get(), lo, sigfd, &lease, interrupted_by);
+  mongoelector_status st = acquire_interruptibly(*hold, how, &lost_pipe.w, sigfd, interrupted_by);
   if (st != MONGOELECTOR_OK) {
     std::string error = mongoelector_last_error();
     if (st == MONGOELECTOR_ERR_CANCELLED ||
         (interrupted_by != 0 && st != MONGOELECTOR_ERR_LOCK_EXISTS &&
          st != MONGOELECTOR_ERR_TIMEOUT)) {
       msg("interrupted by SIG%s while waiting for %s; the command was not run",
-          sigabbrev_np(interrupted_by) ? sigabbrev_np(interrupted_by) : "?", key.c_str());
+          sigabbrev_np(interrupted_by) ? sigabbrev_np(interrupted_by) : "?", name.c_str());
       return 128 + interrupted_by;
     }
     if (st == MONGOELECTOR_ERR_LOCK_EXISTS || st == MONGOELECTOR_ERR_TIMEOUT) {
-      std::string holder = describe_holder(locker.get());
+      std::string holder = hold->holder();
       if (holder.empty()) holder = "held by another process";
       if (st == MONGOELECTOR_ERR_LOCK_EXISTS)
         msg("%s is %s; the command was not run (add --wait to wait for it, --timeout S to "
             "bound the wait)",
             key.c_str(), holder.c_str());
       else
-        msg("gave up waiting for %s after %g s: %s; the command was not run", key.c_str(), timeout,
+        msg("gave up waiting for %s after %g s: %s; the command was not run", name.c_str(), timeout,
             holder.c_str());
       return kExitHeld;
     }
-    msg("cannot acquire %s: %s", key.c_str(), storage_error(st).c_str());
+    msg("cannot acquire %s: %s", name.c_str(), storage_error(st).c_str());
     return exit_code_for(st);
   }
-  int64_t fence = 0;
-  mongoelector_lease_fence(lease, &fence);
+  const int64_t fence = hold->fence();
   if (interrupted_by != 0) {  // the signal came just as the lock was won
-    mongoelector_lease_free(lease);
+    hold->let_go();
     msg("interrupted by SIG%s while acquiring %s; released it, the command was not run",
-        sigabbrev_np(interrupted_by), key.c_str());
+        sigabbrev_np(interrupted_by), name.c_str());
     return 128 + interrupted_by;
   }
   if (once_per > 0) {
@@ -450,16 +476,16 @@ int cmd_run(int argc, char** argv, int sigfd) {
     // one waiting or skipped without using up the new window.
     int claimed = 0;
     int64_t window_start = 0;
-    if (mongoelector_locker_claim_window(locker.get(), once_per, &claimed, &window_start) !=
+    if (mongoelector_locker_claim_window(lock->locker(), once_per, &claimed, &window_start) !=
         MONGOELECTOR_OK) {
       std::string error = mongoelector_last_error();
-      mongoelector_lease_free(lease);
+      hold->let_go();
       msg("cannot claim this window of %s: %s; the command was not run", key.c_str(),
           error.c_str());
       return kExitUnavailable;
     }
     if (!claimed) {
-      mongoelector_lease_free(lease);
+      hold->let_go();
       msg("%s already ran in this %g s window (windows follow the server's clock); the "
           "command was not run",
           key.c_str(), once_per);
@@ -470,22 +496,22 @@ int cmd_run(int argc, char** argv, int sigfd) {
           window_start);
   }
   if (verbose)
-    msg("acquired %s (fence %" PRId64 ", ttl %g s); running %s", key.c_str(), fence, ttl,
+    msg("acquired %s (fence %" PRId64 ", ttl %g s); running %s", name.c_str(), fence, ttl,
         a.command[0].c_str());
-  int lost_already = 0;
-  if (mongoelector_lease_lost(lease, &lost_already) == MONGOELECTOR_OK && lost_already) {
-    mongoelector_lease_free(lease);
+  if (hold->lost()) {
+    hold->let_go();
     msg("lease on %s was lost before the command could start; the command was not run",
-        key.c_str());
+        name.c_str());
     return kExitLost;
   }
 
   Child child;
   child.group_grace = grace;
-  if (!child.spawn(a.command,
-                   {{"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}},
-                   ec)) {
-    mongoelector_lease_free(lease);
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"MONGOELECTOR_KEY", key}, {"MONGOELECTOR_FENCE", std::to_string(fence)}};
+  for (auto& kv : hold->env()) env.push_back(std::move(kv));
+  if (!child.spawn(a.command, env, ec)) {
+    hold->let_go();
     return ec;
   }
   bool lost = false;
@@ -497,7 +523,7 @@ int cmd_run(int argc, char** argv, int sigfd) {
   held_fence = fence;
   holds = true;
   health.set_role(Health::Role::kHolder);
-  service.status("holding " + key + " (fence " + std::to_string(fence) + "): running " +
+  service.status("holding " + name + " (fence " + std::to_string(fence) + "): running " +
                  a.command[0]);
   while (child.running()) {
     int timeout_ms = loop_timeout_ms(child.check_kill_deadline(), check_ms);
@@ -507,8 +533,7 @@ int cmd_run(int argc, char** argv, int sigfd) {
       msg("poll: %s", strerror(errno));
       break;
     }
-    int lost_now = 0;
-    if (!lost) mongoelector_lease_lost(lease, &lost_now);
+    const bool lost_now = !lost && hold->lost();
     if (const uint64_t r = successful_renewals(); r != renewed && !lost && !lost_now) {
       renewed = r;
       health.ok(true);
@@ -525,9 +550,9 @@ int cmd_run(int argc, char** argv, int sigfd) {
         lost = true;
         child.stop(SIGTERM, grace);  // first: the message cannot delay it
         msg("lease on %s LOST (fence %" PRId64
-            "): the lock could not be renewed in time or "
-            "was taken by another; stopping the command (SIGTERM now, SIGKILL after %g s)",
-            key.c_str(), fence, grace);
+            "): it could not be renewed in time or was taken by another; stopping the command "
+            "(SIGTERM now, SIGKILL after %g s)",
+            name.c_str(), fence, grace);
       }
     }
     std::vector<struct signalfd_siginfo> sigs;
@@ -538,27 +563,26 @@ int cmd_run(int argc, char** argv, int sigfd) {
     }
     child.reap();
   }
-  int lost_at_end = 0;
-  if (mongoelector_lease_lost(lease, &lost_at_end) == MONGOELECTOR_OK && lost_at_end) lost = true;
+  if (hold->lost()) lost = true;
   if (!lost && min_hold > 0) {
-    const mongoelector_status st = mongoelector_lease_release(lease, min_hold);
-    if (st == MONGOELECTOR_OK && verbose)
+    const mongoelector_status released = mongoelector_lease_release(lock->lease(), min_hold);
+    if (released == MONGOELECTOR_OK && verbose)
       msg("%s stays taken until %g s after it was acquired (--min-hold)", key.c_str(), min_hold);
-    else if (st != MONGOELECTOR_OK)
+    else if (released != MONGOELECTOR_OK)
       // The command ran; only the promise about the next run is broken: say so, keep its status.
       msg("warning: %s may be taken again before --min-hold %g s ends: %s", key.c_str(), min_hold,
           mongoelector_last_error());
   }
   holds = false;
   service.stop();
-  mongoelector_lease_free(lease);  // releases the lock (fenced) unless the lease was lost
+  hold->let_go();  // releases (fenced) unless the lease was lost
   if (lost) {
-    msg("lease on %s was lost while the command ran; command %s; exiting 70", key.c_str(),
+    msg("lease on %s was lost while the command ran; command %s; exiting 70", name.c_str(),
         describe_wait_status(child.wait_status).c_str());
     return kExitLost;
   }
   if (verbose)
-    msg("command %s; released %s", describe_wait_status(child.wait_status).c_str(), key.c_str());
+    msg("command %s; released %s", describe_wait_status(child.wait_status).c_str(), name.c_str());
   return shell_status(child.wait_status);
 }
 

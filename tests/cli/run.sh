@@ -366,36 +366,52 @@ t_lost_grace_kill() {  # a CMD ignoring SIGTERM is killed after --grace
   (( $(now_ms) - t0 >= 500 )) || fail "killed before the grace period"
 }
 
+# A CMD that ignores SIGTERM and logs the time (microseconds, this host's wall clock:
+# SQLite's server clock) every 10 ms.
+cat >"$T/tick.sh" <<'EOF'
+#!/bin/bash
+trap "" TERM
+echo ready >>"$OUT"
+while :; do echo "tick ${EPOCHREALTIME/./}" >>"$OUT"; sleep 0.01; done
+EOF
+chmod +x "$T/tick.sh"
+# sqlite_write_lock DB FLAG [KEY]: another process takes SQLite's write lock on DB (every
+# renewal fails from then on), then creates FLAG; with KEY, FLAG holds the expiry (ms) of
+# the last renewal of the lock KEY that made it, read inside that transaction. Runs until
+# killed. Run it in the background: its $! is the python process (exec).
+sqlite_write_lock() {
+  exec python3 -c '
+import datetime, json, os, sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("BEGIN EXCLUSIVE")
+ms = ""
+if len(sys.argv) > 3:
+    doc = json.loads(con.execute("SELECT doc FROM documents WHERE coll = ? AND id = ?",
+                                 ("mongolocker", json.dumps(sys.argv[3]))).fetchone()[0])
+    d = doc["ts_expire"]["$date"]
+    if isinstance(d, dict):
+        ms = int(d["$numberLong"])
+    elif isinstance(d, str):
+        ms = round(datetime.datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp() * 1000)
+    else:
+        ms = int(d)
+with open(sys.argv[2] + ".tmp", "w") as f:
+    f.write(str(ms))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+while True:
+    time.sleep(1)' "$@"
+}
+
 t_lost_deadline_before_takeover() {  # storage cut off: a CMD ignoring SIGTERM is dead before another holder can start
   [[ $STORAGE == sqlite ]] || { echo "    (SQLite: the database is write-locked by another process)"; exit 77; }
   local key="deadline-$RANDOM" ttl=3 db="${URI#sqlite://}"
   export OUT="$T/deadline.out"; : >"$OUT"
   # No --grace: the default must keep its own rule. CMD ignores SIGTERM and logs the time
   # (microseconds, this host's wall clock: SQLite's server clock) every 10 ms.
-  "$BIN" run "$key" --ttl $ttl -- bash -c \
-    'trap "" TERM; echo ready >>"$OUT"; while :; do echo "tick ${EPOCHREALTIME/./}" >>"$OUT"; sleep 0.01; done' 2>"$T/e" &
+  "$BIN" run "$key" --ttl $ttl -- "$T/tick.sh" 2>"$T/e" &
   local pid=$!
   wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start: $(cat "$T/e")"
-  # Another process takes SQLite's write lock: every renewal fails from now on. Inside
-  # that transaction it reads the expiry of the last renewal that made it (ms).
-  python3 -c '
-import datetime, json, sqlite3, sys, time
-con = sqlite3.connect(sys.argv[1], isolation_level=None)
-con.execute("BEGIN EXCLUSIVE")
-doc = json.loads(con.execute("SELECT doc FROM documents WHERE coll = ? AND id = ?",
-                             ("mongolocker", json.dumps(sys.argv[2]))).fetchone()[0])
-d = doc["ts_expire"]["$date"]
-if isinstance(d, dict):
-    ms = int(d["$numberLong"])
-elif isinstance(d, str):
-    ms = round(datetime.datetime.fromisoformat(d.replace("Z", "+00:00")).timestamp() * 1000)
-else:
-    ms = int(d)
-with open(sys.argv[3] + ".tmp", "w") as f:
-    f.write(str(ms))
-import os; os.rename(sys.argv[3] + ".tmp", sys.argv[3])
-while True:
-    time.sleep(1)' "$db" "$key" "$T/write-locked" &
+  sqlite_write_lock "$db" "$T/write-locked" "$key" &
   local blocker=$!
   wait_for "[ -e '$T/write-locked' ]" 10 || fail "could not lock the database"
   local expire; expire=$(cat "$T/write-locked")
@@ -838,6 +854,104 @@ t_http_frozen_server() {  # server frozen: /healthz of the leader is 503 (and pi
   kill -TERM $p1; exit_code $p1 15
 }
 
+# A --shared/--exclusive CMD: logs its start (side, fence) and end; a reader stays until
+# $RELEASE exists, so that the test decides when the readers end.
+cat >"$T/rw.sh" <<'EOF'
+#!/bin/bash
+echo "start $1 $MONGOELECTOR_SIDE $MONGOELECTOR_FENCE $(date +%s%3N)" >>"$LOG"
+if [[ $1 == r* ]]; then until [[ -e "$RELEASE" ]]; do sleep 0.02; done; else sleep 0.2; fi
+echo "end $1 $(date +%s%3N)" >>"$LOG"
+EOF
+chmod +x "$T/rw.sh"
+
+t_shared_exclusive() {  # run --shared: 3 hold together; --exclusive waits for them, stops new readers, runs alone
+  local key="rw-$RANDOM" readers=()
+  export LOG="$T/rw.log" RELEASE="$T/rw-release-$RANDOM"; : >"$LOG"
+  for r in r1 r2 r3; do  # no --wait: each gets in at once, next to the others
+    "$BIN" run --shared "$key" --ttl 5 $([[ $r == r1 ]] && echo --http 127.0.0.1:0) -- "$T/rw.sh" "$r" 2>"$T/$r.err" &
+    readers+=($!)
+  done
+  wait_for "[[ \$(grep -c '^start r' '$LOG') == 3 ]]" 15 || fail "3 readers did not hold together: $(cat "$LOG" "$T"/r?.err)"
+  local port; port=$(http_port "$T/r1.err")
+  wait_for "http $port /leader | grep -q '\"status\": \"read\"'" 5 || fail "/leader: $(http $port /leader)"
+  [[ $(http $port /leader | grep -o '"host"' | wc -l) == 3 ]] || fail "/leader readers: $(http $port /leader)"
+  [[ $(code $port /readyz) == 200 ]] || fail "reader not ready: $(http $port /readyz)"
+  # A writer without --wait: 75 at once, naming the readers.
+  local rc=0; "$BIN" run --exclusive "$key" -- "$T/rw.sh" w0 2>"$T/e" || rc=$?
+  [[ $rc == 75 ]] && grep -q "is held for reading by 3 processes" "$T/e" || fail "writer without --wait: $rc $(cat "$T/e")"
+  # A waiting writer: new readers wait for it (75 without --wait, naming it).
+  "$BIN" run --exclusive "$key" --ttl 5 --wait --timeout 60 --verbose -- "$T/rw.sh" w 2>"$T/w.err" &
+  local writer=$!
+  wait_for "grep -q 'waiting for $key for writing, held for reading by 3' '$T/w.err'" 10 || fail "writer: $(cat "$T/w.err")"
+  wait_for "! '$BIN' run --shared '$key' -- true 2>'$T/e'" 10 || fail "a new reader entered past the waiting writer"
+  rc=0; "$BIN" run --shared "$key" -- "$T/rw.sh" r4 2>"$T/e" || rc=$?
+  [[ $rc == 75 ]] && grep -q "wanted by a waiting writer, .* pid $writer" "$T/e" || fail "reader past a waiting writer: $rc $(cat "$T/e")"
+  # The plain lock KEY is another object: not held by any of them.
+  "$BIN" run "$key" -- true || fail "the lock KEY was held by the read-write lock's holders"
+  touch "$RELEASE"
+  for p in "${readers[@]}"; do exit_code "$p" 10; [[ $RC == 0 ]] || fail "a reader exited $RC"; done
+  exit_code "$writer" 20; [[ $RC == 0 ]] || fail "writer exit $RC: $(cat "$T/w.err")"
+  "$BIN" run --shared "$key" -- "$T/rw.sh" w-after || fail "a reader after the writer"  # not r*: no wait
+  python3 - "$LOG" <<'PY' || fail "order or fences wrong: $(cat "$LOG")"
+import sys
+ev = [l.split() for l in open(sys.argv[1])]
+start = {e[1]: e for e in ev if e[0] == "start"}
+end = {e[1]: int(e[2]) for e in ev if e[0] == "end"}
+assert sorted(start) == ["r1", "r2", "r3", "w", "w-after"], sorted(start)
+readers = [start[r] for r in ("r1", "r2", "r3")]
+assert all(r[2] == "read" for r in readers) and start["w"][2] == "write", ev
+w_start, w_fence = int(start["w"][4]), int(start["w"][3])
+assert max(int(r[4]) for r in readers) < min(end[r] for r in ("r1", "r2", "r3")), ev  # together
+assert all(end[r] <= w_start for r in ("r1", "r2", "r3")), ev      # the writer after every reader
+assert all(w_fence > int(r[3]) for r in readers), ev               # and a greater token
+assert end["w"] <= int(start["w-after"][4]) and int(start["w-after"][3]) > w_fence, ev
+PY
+}
+
+t_shared_lost() {  # storage cut off under run --shared: CMD ignoring SIGTERM dead (70) before a writer starts
+  [[ $STORAGE == sqlite ]] || { echo "    (SQLite: the database is write-locked by another process)"; exit 77; }
+  local key="rwlost-$RANDOM" ttl=3 db="${URI#sqlite://}"
+  export OUT="$T/rwlost.out"; : >"$OUT"
+  "$BIN" run --shared "$key" --ttl $ttl -- "$T/tick.sh" 2>"$T/e" &
+  local pid=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "CMD did not start: $(cat "$T/e")"
+  sqlite_write_lock "$db" "$T/rw-write-locked" &
+  local blocker=$!
+  wait_for "[ -e '$T/rw-write-locked' ]" 10 || fail "could not lock the database"
+  wait_for "grep -q LOST '$T/e'" $((ttl + 2)) || fail "the lease was not lost: $(cat "$T/e")"
+  "$BIN" run --exclusive "$key" --wait --timeout 20 -- bash -c 'echo "writer ${EPOCHREALTIME/./}" >>"$OUT"' 2>"$T/e2" &
+  local writer=$!
+  kill "$blocker"; wait "$blocker" 2>/dev/null || true
+  exit_code "$pid" 10; local rc=$RC
+  exit_code "$writer" 20; [[ $RC == 0 ]] || fail "the writer: exit $RC: $(cat "$T/e2")"
+  [[ $rc == 70 ]] && grep -q "lease on $key for reading LOST" "$T/e" || fail "exit $rc: $(cat "$T/e")"
+  local last_tick writer_at
+  last_tick=$(awk '/^tick /{t=$2} END{print t}' "$OUT")
+  writer_at=$(awk '/^writer /{print $2}' "$OUT")
+  (( last_tick < writer_at )) || fail "the reader's CMD still ran when the writer started"
+  echo "    --shared lease lost: CMD dead $(( (writer_at - last_tick) / 1000 )) ms before the writer started (ttl $ttl s)"
+}
+
+t_rw_bad_input() {  # --shared/--exclusive: bad combinations and values refused by name, exit 64
+  local key="rwbad-$RANDOM" rc
+  check64() {  # check64 TEXT ARGS...: exit 64 and TEXT on stderr
+    local text="$1"; shift
+    rc=0; "$BIN" run "$@" -- true 2>"$T/e" || rc=$?
+    [[ $rc == 64 ]] && grep -q -e "$text" "$T/e" || fail "run $*: exit $rc: $(cat "$T/e")"
+  }
+  check64 "exclude each other" --shared --exclusive "$key"
+  check64 "goes with --shared or --exclusive" --max-readers 4 "$key"
+  check64 "min-hold applies to the lock KEY only" --shared --min-hold 5 "$key"
+  check64 "once-per applies to the lock KEY only" --exclusive --once-per 1h "$key"
+  check64 "max-readers must be a whole number" --shared --max-readers many "$key"
+  check64 "max_readers must be an integer between 1 and" --shared --max-readers 0 "$key"
+  check64 "max_readers must be an integer between 1 and" --exclusive --max-readers -2 "$key"
+  "$BIN" run --shared --max-readers 2 "$key" -- true || fail "--max-readers 2"
+  check64 "has max_readers 2" --shared --max-readers 3 "$key"
+  check64 "has max_readers 2" --exclusive "$key"   # the default, 64, is another number
+  "$BIN" run --exclusive --max-readers 2 "$key" -- true || fail "the same number is fine"
+}
+
 t_demo() {
   if [[ "$STORAGE" == sqlite ]]; then "$BIN" demo >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"
   else "$BIN" demo --uri "$URI" >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"; fi
@@ -871,6 +985,9 @@ run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_ele
 run_test "elect --http: /leader, /healthz, /readyz across a failover; bad requests" t_http_elect_failover
 run_test "elect --payload: /leader and status show the leader's payload, a new term its own" t_elect_payload
 run_test "run --http: holder ready, waiter healthy and not ready" t_http_run
+run_test "run --shared: 3 hold together; --exclusive waits, stops new readers, runs alone" t_shared_exclusive
+[[ $STORAGE == sqlite ]] && run_test "run --shared: storage cut off -> CMD dead (70) before the writer" t_shared_lost
+[[ $STORAGE == sqlite ]] && run_test "run --shared/--exclusive: bad input refused by name (64)" t_rw_bad_input
 run_test "elect --notify: READY, STATUS, WATCHDOG pings, STOPPING" t_notify
 [[ $STORAGE == mongo ]] && run_test "elect --http: server frozen -> /healthz 503 before expiry" t_http_frozen_server
 run_test "demo" t_demo
