@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
+#include <utility>
 
 #include "../exceptions.h"
 #include "../log.h"
@@ -158,24 +159,13 @@ AcquireStep AcquireRun::end_attempt(std::optional<Claimed> got, std::string held
     // it, fenced by its own token, so the cancelled acquire leaves no holder.
     const AcquireStep cancelled = *final_;
     lk.unlock();
-    if (got && release_if_) {
-      try {
-        if (release_if_(got->fence))
-          log(LogLevel::Info,
-              "released " + state_.describe() + " (fence " + std::to_string(got->fence) +
-                  "): its claim landed after the acquire was cancelled",
-              state_.log_fields(LogEvent::None, got->fence));
-      } catch (const std::exception& ex) {
-        // The hold stays stranded (released before this holder's next claim).
-        log(LogLevel::Warning,
-            "could not release " + state_.describe() +
-                " taken by a cancelled acquire (released before the next claim): " + ex.what(),
-            state_.log_fields(LogEvent::ReleaseFailed, got->fence));
-      }
-    }
+    if (got) release_unclaimed(got->fence);
     return cancelled;
   }
-  if (got) return finish_locked(step_of(AcquireStep::Kind::Acquired, 0, got->token));
+  if (got) {
+    acquired_fence_ = got->fence;
+    return finish_locked(step_of(AcquireStep::Kind::Acquired, 0, got->token));
+  }
   if (!options_.blocking) {
     held_message_ = std::move(held);
     return finish_locked(step_of(AcquireStep::Kind::Held));
@@ -190,6 +180,34 @@ AcquireStep AcquireRun::end_attempt(std::optional<Claimed> got, std::string held
   }
   wake_ = wake;
   return step_of(AcquireStep::Kind::Wait, wake);
+}
+
+bool AcquireRun::abandon() {
+  std::optional<std::int64_t> fence;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    fence = std::exchange(acquired_fence_, std::nullopt);  // released once
+  }
+  return fence && release_unclaimed(*fence);
+}
+
+bool AcquireRun::release_unclaimed(std::int64_t fence) {
+  if (!release_if_) return false;
+  try {
+    if (!release_if_(fence)) return false;
+    log(LogLevel::Info,
+        "released " + state_.describe() + " (fence " + std::to_string(fence) +
+            ") taken by a cancelled acquire",
+        state_.log_fields(LogEvent::None, fence));
+    return true;
+  } catch (const std::exception& ex) {
+    // The hold stays stranded (released before this holder's next claim).
+    log(LogLevel::Warning,
+        "could not release " + state_.describe() +
+            " taken by a cancelled acquire (released before the next claim): " + ex.what(),
+        state_.log_fields(LogEvent::ReleaseFailed, fence));
+    return false;
+  }
 }
 
 AcquireStep AcquireRun::cancel() {

@@ -15,6 +15,9 @@
 //              is called (an attempt running on another thread) that lands is released
 //              by that attempt, fenced by its own token (the feature's release_if), so a
 //              cancelled acquire never leaves a holder.
+//   abandon()  the run acquired, but its caller gave up before taking the outcome (an
+//              event loop's task cancelled as the attempt ended): releases that hold,
+//              fenced, as a claim landing after cancel() is.
 //
 // attempt() is begin_attempt(), the time check, the feature's claim and end_attempt().
 // A caller that sends the claim's write itself (an event loop awaiting its driver) runs
@@ -97,6 +100,11 @@ class AcquireRun {
   // cancel(): nothing it may have taken is reported.
   void fail_attempt(std::exception_ptr error);
 
+  // The run ended Acquired but its outcome reached nobody (its caller was cancelled
+  // before it resumed): releases that hold, fenced by its fence (a newer hold is left
+  // alone). Round trips. Whether it released; false for any other final step.
+  bool abandon();
+
   // The final step as the blocking API reports it: the token, or LockExists (Held),
   // AcquireTimeout (TimedOut), Cancelled. Not final yet: std::logic_error.
   std::int64_t result() const;
@@ -109,6 +117,8 @@ class AcquireRun {
  private:
   AcquireStep next_locked(std::int64_t now);    // mu_ held
   AcquireStep finish_locked(AcquireStep step);  // mu_ held: the final step, counted once
+  // Releases a hold nobody will take (a cancelled acquire's), fenced, and logs it.
+  bool release_unclaimed(std::int64_t fence);
 
   HoldState& state_;
   Clock& clock_;
@@ -123,7 +133,8 @@ class AcquireRun {
   std::int64_t count_ = 0;
   std::optional<std::int64_t> wake_;  // waiting until
   std::optional<AcquireStep> final_;
-  std::exception_ptr failed_;  // Failed: what the attempt threw
+  std::exception_ptr failed_;                   // Failed: what the attempt threw
+  std::optional<std::int64_t> acquired_fence_;  // Acquired: the hold's fence
   bool in_flight_ = false;
   bool time_checked_ = false;
   bool check_time_ = false;  // the attempt in flight runs the time check first

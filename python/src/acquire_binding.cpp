@@ -55,6 +55,10 @@ void bind_acquire_run(py::module_& m) {
            })
       .def("cancel", [](me::AcquireRun& r) { r.cancel(); })
       .def(
+          "abandon", [](me::AcquireRun& r) { return nogil<bool>([&] { return r.abandon(); }); },
+          "The run acquired but its caller will not take the hold (cancelled before it "
+          "resumed): releases it, fenced (round trips: on a thread). Whether it released.")
+      .def(
           "begin_attempt",
           [](me::AcquireRun& r) -> py::object {
             const std::optional<me::AcquireStep> s = r.begin_attempt(/*round_trips=*/false);

@@ -369,16 +369,18 @@ def test_asyncdb_default_cycle_is_two_commands_and_keeps_the_document(server_db)
 
 
 class _Started(pymongo.monitoring.CommandListener):
-    """Calls ``on(event)`` for every command started (on the thread that sends it)."""
+    """Calls ``on(event)`` for every command started (on the thread that sends it), and
+    ``on_reply(event)`` for every command that succeeded (as its reply is read)."""
 
     def __init__(self):
         self.on = lambda event: None
+        self.on_reply = lambda event: None
 
     def started(self, event):
         self.on(event)
 
     def succeeded(self, event):
-        pass
+        self.on_reply(event)
 
     def failed(self, event):
         pass
@@ -442,12 +444,14 @@ def test_asyncdb_operations_await_pymongo_on_the_loop(server_db, monkeypatch):
     run_with_listener(server_db, body)
 
 
-def test_cancelled_claim_on_the_loop_is_released(server_db, caplog):
-    """The task is cancelled while its claim, awaited on the loop, is on the wire: the
-    write is not cut short (it would land unknown to anyone); it completes, and the hold
-    it took is released at once, fenced by its token. The cancelled acquire returns at
-    once and leaves no holder."""
-    key = _key("cancel-on-loop")
+@pytest.mark.parametrize("moment", ["sent", "reply"])
+def test_cancelled_claim_on_the_loop_is_released(server_db, caplog, moment):
+    """The task is cancelled while its claim, awaited on the loop, is on the wire ("sent")
+    or as its reply is read ("reply": the claim's own task, shielded, runs on to its
+    outcome before the cancelled task resumes). The write is not cut short (it would land
+    unknown to anyone); the hold it took reaches nobody and is released at once, fenced
+    by its token, not left until its lease runs out. The locker is usable again."""
+    key = _key("cancel-on-loop-" + moment)
 
     async def body(db, listener):
         lock = AsyncMongoLocker(key, db, ttl=30)
@@ -455,19 +459,22 @@ def test_cancelled_claim_on_the_loop_is_released(server_db, caplog):
         await lock.acquire()
         await lock.release()
         task = None
-        sent = []
+        seen = []
 
-        def cancel_when_sent(event):
-            if event.command_name == "findAndModify" and task is not None and not sent:
-                sent.append(event)
-                task.cancel()  # on the loop's thread: the claim is being sent
+        def cancel_at(event):
+            if event.command_name == "findAndModify" and task is not None and not seen:
+                seen.append(event)
+                task.cancel()  # on the loop's thread
 
-        listener.on = cancel_when_sent
+        if moment == "sent":
+            listener.on = cancel_at
+        else:
+            listener.on_reply = cancel_at
         task = asyncio.ensure_future(lock.acquire())
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert sent, "cancelled while its claim was sent"
-        listener.on = lambda event: None
+        assert seen, "cancelled at the claim"
+        listener.on = listener.on_reply = lambda event: None
         await wait_until(lambda: other.acquire(blocking=False), timeout=5, swallow=(LockExists,))
         assert await other.owned() and not await lock.owned()
         assert lock.fence is None
@@ -549,7 +556,7 @@ def test_cancelled_attempt_in_flight_releases_what_it_took(server_db, monkeypatc
 
     with caplog.at_level(logging.INFO, logger="mongoelector"):
         run_with_db(server_db, "asyncdb", body)
-    assert any("landed after the acquire was cancelled" in r.getMessage() for r in caplog.records)
+    assert any("taken by a cancelled acquire" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -223,7 +223,7 @@ def test_cancelled_claim_in_flight_releases_the_slot_it_took(request, monkeypatc
 
     with caplog.at_level(logging.INFO, logger="mongoelector"):
         run_on("asyncdb", request, body)
-    assert any("landed after the acquire was cancelled" in r.getMessage() for r in caplog.records)
+    assert any("taken by a cancelled acquire" in r.getMessage() for r in caplog.records)
 
 
 def test_outcomes_counted_once_per_acquire():

@@ -150,6 +150,39 @@ TEST_F(AcquireRunTest, AClaimThatLandsAfterTheCancelIsReleased) {
   EXPECT_GT(c->acquire(false), 0);
 }
 
+TEST_F(AcquireRunTest, AnAcquiredOutcomeNobodyTookIsReleasedByAbandon) {
+  // An event loop's task cancelled as the attempt ended: the run says Acquired, but
+  // nobody will take the hold. abandon() releases it, once, and only that hold.
+  auto b = make_locker("b", 60);
+  auto run = b->start_acquire();
+  ASSERT_EQ(run->attempt().kind, Kind::Acquired);
+  ASSERT_TRUE(b->hold());
+  EXPECT_TRUE(run->abandon());
+  EXPECT_FALSE(b->hold());
+  auto c = make_locker("c", 60);
+  EXPECT_GT(c->acquire(false), 0);  // nobody is locked out
+  c->release();
+  EXPECT_FALSE(run->abandon());  // released once
+
+  // A newer hold of the same locker is not the abandoned run's: left alone.
+  auto old_run = b->start_acquire();
+  ASSERT_EQ(old_run->attempt().kind, Kind::Acquired);
+  b->release();
+  const std::int64_t newer = b->acquire();
+  EXPECT_FALSE(old_run->abandon());
+  EXPECT_EQ(b->hold()->fence, newer);
+
+  // A run that did not acquire has nothing to abandon (no write).
+  auto d = make_locker("d", 60);
+  auto held = d->start_acquire(/*blocking=*/false);
+  ASSERT_EQ(held->attempt().kind, Kind::Held);
+  std::vector<std::string> ops;
+  storage->set_fault_hook([&](const std::string& op, bool) { ops.push_back(op); });
+  EXPECT_FALSE(held->abandon());
+  storage->set_fault_hook(nullptr);
+  EXPECT_TRUE(ops.empty());
+}
+
 TEST_F(AcquireRunTest, ReleaseIfNamesOneHold) {
   auto b = make_locker("b", 60);
   const std::int64_t t1 = b->acquire();

@@ -51,13 +51,6 @@ _C = TypeVar("_C")
 # getaddrinfo -- to finish it), and one whose threads are never started by the loop.
 
 
-def _quietly(fn: Callable[[_T], object], value: _T) -> None:
-    try:
-        fn(value)
-    except Exception:  # noqa: BLE001 - a background clean-up must not raise anywhere
-        log.exception("mongoelector.aio: background clean-up failed")
-
-
 async def call(fn: Callable[[], _T], orphan: Optional[Callable[[_T], object]] = None) -> _T:
     """Runs ``fn()`` (a core call that may make round trips) on the pool and returns its
     result. Cancelling the awaiting task returns at once; a call not started yet never
@@ -69,7 +62,7 @@ async def call(fn: Callable[[], _T], orphan: Optional[Callable[[_T], object]] = 
     def settle(ok: bool, value: Any) -> None:  # on the loop
         if waiter.done():  # cancelled: nobody takes the result
             if ok and orphan is not None:
-                _pool.pool().submit(functools.partial(_quietly, orphan, value))
+                _pool.clean_up(orphan, value)
             return
         if ok:
             waiter.set_result(value)
@@ -89,7 +82,7 @@ async def call(fn: Callable[[], _T], orphan: Optional[Callable[[_T], object]] = 
             loop.call_soon_threadsafe(settle, ok, value)
         except RuntimeError:  # the loop is closed
             if ok and orphan is not None:
-                _quietly(orphan, value)
+                _pool.quietly(orphan, value)
 
     job = _pool.pool().submit(work)
     try:
@@ -105,7 +98,7 @@ async def call(fn: Callable[[], _T], orphan: Optional[Callable[[_T], object]] = 
                 and not waiter.cancelled()
                 and waiter.exception() is None
             ):
-                _pool.pool().submit(functools.partial(_quietly, orphan, waiter.result()))
+                _pool.clean_up(orphan, waiter.result())
         raise
 
 
@@ -290,21 +283,14 @@ class NativeHandle(Generic[_C]):
         finally:
             free(box, use)
 
-    def _drop_claim(self, core: Any, step: Tuple[str, Any]) -> None:
-        """On a worker: the orphan of ``drive``: an attempt took the hold but its task was
-        cancelled before it resumed; release that hold (only that one: fenced by its
-        token)."""
-        kind, token = step
-        if kind != "acquired":
+    def _abandon(self, run: Any, step: Tuple[str, Any]) -> None:
+        """On a worker: the orphan of ``drive``: the run took the hold but its task was
+        cancelled before it resumed; the core releases that hold (only that one: fenced
+        by its token) and logs it."""
+        if step[0] != "acquired":
             return
         with self._io:
-            if core.release_if(token):
-                log.info(
-                    "released %s %r (fence %s) taken by a cancelled acquire",
-                    self._what,
-                    self.key,
-                    token,
-                )
+            run.abandon()
 
     def _attempt_sync(self, attempt: Callable[[], _T]) -> _T:
         """On a worker: one attempt, unless close() released under _io already."""

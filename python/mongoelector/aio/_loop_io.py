@@ -25,6 +25,8 @@ from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar
 import pymongo
 from pymongo.errors import DuplicateKeyError, OperationFailure
 
+from . import _pool
+
 __all__ = ["is_duplicate", "owned", "send"]
 
 _T = TypeVar("_T")
@@ -57,11 +59,17 @@ def _ended(io: threading.Lock, task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-async def owned(io: threading.Lock, work: Callable[[], Coroutine[Any, Any, _T]]) -> Optional[_T]:
+async def owned(
+    io: threading.Lock,
+    work: Callable[[], Coroutine[Any, Any, _T]],
+    orphan: Optional[Callable[[_T], object]] = None,
+) -> Optional[_T]:
     """Runs ``work()`` in a task of its own that holds ``io`` (the object's lock against
     its clean-ups on workers) from now until it ends, shielded from the caller's
     cancellation. None, without running it, when ``io`` is taken (a worker holds it):
-    the caller then runs the operation on a worker, which waits for it."""
+    the caller then runs the operation on a worker, which waits for it. When the caller
+    is cancelled before it takes the result (even one ready in the same turn of the
+    loop), ``orphan`` gets that result on a worker (to undo what nobody will take)."""
     if not io.acquire(blocking=False):
         return None
     try:
@@ -70,4 +78,17 @@ async def owned(io: threading.Lock, work: Callable[[], Coroutine[Any, Any, _T]])
         io.release()
         raise
     task.add_done_callback(functools.partial(_ended, io))
-    return await asyncio.shield(task)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if orphan is not None:  # after _ended: io is free when the orphan runs
+            task.add_done_callback(functools.partial(_orphaned, orphan))
+        raise
+
+
+def _orphaned(orphan: Callable[[Any], object], task: asyncio.Task[Any]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        return
+    result = task.result()
+    if result is not None:
+        _pool.clean_up(orphan, result)

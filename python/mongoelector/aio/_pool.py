@@ -15,14 +15,17 @@ exist: the pool starts afresh.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import queue
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
-__all__ = ["Job", "Pool", "pool"]
+__all__ = ["Job", "Pool", "clean_up", "pool", "quietly"]
+
+_T = TypeVar("_T")
 
 log = logging.getLogger("mongoelector.aio")
 
@@ -135,6 +138,20 @@ def pool() -> Pool:
                 _pool = Pool(_MAX_WORKERS, "mongoelector-aio")
             current = _pool
     return current
+
+
+def quietly(fn: Callable[[_T], object], value: _T) -> None:
+    """``fn(value)``, a background clean-up: its error is logged, never raised anywhere."""
+    try:
+        fn(value)
+    except Exception:  # noqa: BLE001 - a background clean-up must not raise anywhere
+        log.exception("mongoelector.aio: background clean-up failed")
+
+
+def clean_up(fn: Callable[[_T], object], value: _T) -> None:
+    """Runs ``quietly(fn, value)`` on a worker: undoes what nobody will take (a hold taken
+    for a task that was cancelled)."""
+    pool().submit(functools.partial(quietly, fn, value))
 
 
 def _at_exit() -> None:

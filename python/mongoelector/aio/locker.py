@@ -133,12 +133,13 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
                 _loop_io.owned,
                 self._io,
                 functools.partial(self._claim_on_loop, core, run, bool(force), bool(blocking)),
+                functools.partial(self._abandon, run),
             )
         try:
             await drive(
                 run,
                 functools.partial(self._attempt_sync, run.attempt),
-                functools.partial(self._drop_claim, core),
+                functools.partial(self._abandon, run),
                 on_loop,
             )
         except AcquireTimeout:
@@ -171,12 +172,15 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         except BaseException as exc:
             run.fail_attempt(str(exc) or type(exc).__name__)
             raise
-        if run.next()[0] == "cancelled":  # the awaiting task was cancelled meanwhile
-            run.fail_attempt("cancelled")
-            if got is not None:  # nobody's: released, fenced by its own token
-                _pool.pool().submit(functools.partial(self._drop_claim, core, ("acquired", got[1])))
+        if run.next()[0] == "cancelled" and got is not None:  # cancelled meanwhile
+            # The hold is nobody's: the run releases it, fenced (round trips: a worker).
+            _pool.pool().submit(functools.partial(self._end_attempt_sync, run, got))
             return ("cancelled", None)
         return run.end_attempt(got, held)
+
+    def _end_attempt_sync(self, run: _native.AcquireRun, got: Tuple[int, int]) -> None:
+        with self._io:  # on a worker
+            run.end_attempt(got)
 
     async def _claim_write(
         self, core: _native.Locker, claim: _native.ClaimInParts

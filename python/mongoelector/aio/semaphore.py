@@ -133,7 +133,7 @@ class AsyncMongoSemaphore(NativeHandle[_NativeSemaphore]):
         await drive(
             run,
             functools.partial(self._attempt_sync, run.attempt),
-            functools.partial(self._drop_claim, core),
+            functools.partial(self._abandon, run),
         )
         return True
 
