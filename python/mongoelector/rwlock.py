@@ -31,7 +31,7 @@ what every class of the package takes (see ``MongoReadWriteLock``).
 
 from __future__ import annotations
 
-from typing import Callable, List, Literal, Optional, Protocol, TypedDict, cast
+from typing import Any, Callable, List, Literal, Optional, Protocol, TypedDict, cast
 
 from . import _native
 from ._slots import (
@@ -256,7 +256,21 @@ class MongoReadWriteLock(SlotHandle[_NativeRwLock]):
         return self._repr(f"max_readers={self.max_readers}", lambda: f"side={self.side!r}")
 
 
-class RwLockLease(SlotLease):
+class _RwHold:
+    """What the leases of a read-write lock (``RwLockLease``, asyncio's
+    ``AsyncRwLockLease``) say about the hold they keep."""
+
+    rwlock: Any
+    side: Side
+
+    def _held(self) -> str:
+        return f"{self.side} hold of read-write lock {self.rwlock.key!r}"
+
+    def _repr_key(self) -> str:
+        return f"{self.rwlock.key!r} {self.side}"
+
+
+class RwLockLease(_RwHold, SlotLease):
     """A read or the write hold of a ``MongoReadWriteLock`` kept alive by the native
     renewer until released (or the end of a ``with`` block); the rules of
     ``mongoelector.lease``: renewed about every ttl/3, declared LOST on this host's clock
@@ -289,9 +303,3 @@ class RwLockLease(SlotLease):
         self, core: _NativeRwLock, blocking: bool, timeout: Optional[float], step: float
     ) -> NativeSlotLease:
         return _new_rwlock_lease(core, self.side, blocking, timeout, step)
-
-    def _held(self) -> str:
-        return f"{self.side} hold of read-write lock {self.rwlock.key!r}"
-
-    def _repr_key(self) -> str:
-        return f"{self.rwlock.key!r} {self.side}"

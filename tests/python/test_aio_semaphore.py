@@ -10,13 +10,17 @@ of each acquire is counted once in the core's metrics.
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 
-import pymongo
 import pytest
-from helpers.aio_util import delay_attempts, wait_until
+from helpers.aio_util import (
+    cancel_before_the_claim,
+    cancel_once,
+    run_on,
+    slow_first_claim,
+    wait_until,
+)
 from mongoelector import metrics, testing
 from mongoelector.aio import AsyncMongoSemaphore, AsyncSemaphoreLease
 from mongoelector.errors import AcquireTimeout, ClosedError, LockExists
@@ -26,25 +30,6 @@ TRANSPORTS = ["memory", "uri", "asyncdb"]
 
 def _key(prefix="asem"):
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def run_on(transport, request, body):
-    """asyncio.run(body(db)) with ``db`` a memory:// URI, or the test server's database
-    as a URI or an AsyncDatabase (its AsyncMongoClient made and closed in the loop)."""
-    if transport == "memory":
-        return asyncio.run(body(testing.memory_uri()))
-    raw, uri = request.getfixturevalue("server_db")
-
-    async def main():
-        if transport == "uri":
-            return await body(uri)
-        client = pymongo.AsyncMongoClient(uri, serverSelectionTimeoutMS=5000)
-        try:
-            return await body(client[raw.name])
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -163,15 +148,8 @@ def test_cancelled_before_the_claim_takes_no_slot(transport, request, monkeypatc
         sem = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
         other = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
         await sem.open()
-        started, results, undo = delay_attempts(monkeypatch, AsyncMongoSemaphore)
-        task = asyncio.ensure_future(sem.acquire())
-        await wait_until(started.is_set, timeout=5, interval=0.005)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        await wait_until(lambda: results, timeout=5, interval=0.005)
+        results = await cancel_before_the_claim(monkeypatch, AsyncMongoSemaphore, sem.acquire())
         assert results == [("cancelled", None)]
-        undo()
         assert await other.acquire(blocking=False)
         assert not sem.owned and other.owned
         await other.close()
@@ -183,39 +161,16 @@ def test_cancelled_before_the_claim_takes_no_slot(transport, request, monkeypatc
 def test_cancelled_claim_in_flight_releases_the_slot_it_took(request, monkeypatch, caplog):
     """The task is cancelled while its claim is on the wire: the server applies it, the
     reply comes late (made slow here). The cancelled run releases that slot, fenced."""
-    from mongoelector.aio import _facade
-
     key = _key("asem-orphan")
-    claimed = threading.Event()
-    landed = []
-    writes = ("find_one_and_update", "update_one", "insert_one", "replace_one")
-    real = {name: getattr(_facade._FacadeCollection, name) for name in writes}
-
-    def slowed(name):
-        def write(self, *args, **kwargs):  # on the worker, in the attempt's claim
-            result = real[name](self, *args, **kwargs)
-            if not claimed.is_set():
-                claimed.set()
-                time.sleep(0.2)  # the task is cancelled meanwhile
-                landed.append(name)
-            return result
-
-        return write
 
     async def body(db):
         sem = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
         other = AsyncMongoSemaphore(key, db, limit=1, ttl=30)
         await sem.open()
-        for name in writes:
-            monkeypatch.setattr(_facade._FacadeCollection, name, slowed(name))
-        task = asyncio.ensure_future(sem.acquire())
-        await wait_until(claimed.is_set, timeout=5, interval=0.005)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        claimed, landed, undo = slow_first_claim(monkeypatch)
+        await cancel_once(sem.acquire(), claimed.is_set)
         await wait_until(lambda: landed, timeout=5, interval=0.005)
-        for name in writes:
-            monkeypatch.setattr(_facade._FacadeCollection, name, real[name])
+        undo()
         await wait_until(lambda: other.acquire(blocking=False), timeout=2, swallow=(LockExists,))
         assert not sem.owned and other.owned
         await other.close()

@@ -43,6 +43,7 @@ from mongoelector import (
     lease,
     observe,
 )
+from mongoelector.aio import AsyncMongoReadWriteLock, AsyncRwLockLease
 from mongoelector.lease import Lease
 from pymongo import MongoClient
 from pymongo.database import Database
@@ -260,6 +261,18 @@ def use_rwlock(db: Database[Dict[str, Any]], uri: str) -> None:
         writer.release()
     writer.close()
     catalog.close()
+
+    async def in_a_task() -> Optional[int]:
+        rw = AsyncMongoReadWriteLock("catalog", uri, ttl=10, max_readers=8)
+        held: AsyncRwLockLease
+        async with rw.write(timeout=5) as held:
+            held.check()
+            who: RwLockHolders = await rw.holders()
+            assert who["writer"] is not None and who["writer"]["uuid"] == rw.uuid
+        await rw.close()
+        return held.fence
+
+    print("async writing", asyncio.run(in_a_task()))
 
 
 def main(argv: List[str]) -> int:

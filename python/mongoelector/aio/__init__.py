@@ -1,5 +1,5 @@
-"""asyncio API: ``AsyncMongoLocker``, ``AsyncMongoLeaderElector``, ``AsyncMongoSemaphore``
-and ``async with lease()``.
+"""asyncio API: ``AsyncMongoLocker``, ``AsyncMongoLeaderElector``, ``AsyncMongoSemaphore``,
+``AsyncMongoReadWriteLock`` and ``async with lease()``.
 
 The same objects as the synchronous package, awaited::
 
@@ -37,8 +37,8 @@ Cancelling a task that awaits ``acquire()`` (or a lease) stops the waiting at on
 round trip already running finishes in a worker, and if it took the lock (or a slot) after
 the cancellation, that hold is released (fenced): a cancelled acquire never leaks a lock.
 
-One module per type (``locker``, ``elector``, ``lease``, ``semaphore``), on shared
-plumbing (``_common``: the workers, opening and closing native objects, and the one
+One module per type (``locker``, ``elector``, ``lease``, ``semaphore``, ``rwlock``), on
+shared plumbing (``_common``: the workers, opening and closing native objects, and the one
 asyncio acquire loop, which follows the core's retry rule).
 
 Everything that needs the server is a coroutine; what the synchronous classes answer
@@ -51,6 +51,7 @@ from ._common import AsyncDatabaseArg
 from .elector import AsyncMongoLeaderElector, Callback
 from .lease import AsyncLease, lease
 from .locker import AsyncMongoLocker
+from .rwlock import AsyncMongoReadWriteLock, AsyncRwLockLease
 from .semaphore import AsyncMongoSemaphore, AsyncSemaphoreLease
 
 __all__ = [
@@ -60,6 +61,8 @@ __all__ = [
     "lease",
     "AsyncMongoSemaphore",
     "AsyncSemaphoreLease",
+    "AsyncMongoReadWriteLock",
+    "AsyncRwLockLease",
     "AsyncDatabaseArg",
     "Callback",
 ]

@@ -1,4 +1,4 @@
-"""asyncio helpers of tests/python/test_aio.py."""
+"""asyncio helpers of the asyncio tests (tests/python/test_aio*.py)."""
 
 import asyncio
 import gc
@@ -138,3 +138,85 @@ def delay_attempts(monkeypatch, cls, seconds=0.2):
 
     monkeypatch.setattr(cls, "_attempt_sync", slow_attempt)
     return started, results, lambda: monkeypatch.setattr(cls, "_attempt_sync", real)
+
+
+def run_on(transport, request, body):
+    """asyncio.run(body(db)) with ``db`` a memory:// URI ("memory"), or the test server's
+    database as a URI ("uri") or an AsyncDatabase ("asyncdb", its AsyncMongoClient made
+    and closed in the loop)."""
+    from mongoelector import testing
+
+    if transport == "memory":
+        return asyncio.run(body(testing.memory_uri()))
+    raw, uri = request.getfixturevalue("server_db")
+
+    async def main():
+        if transport == "uri":
+            return await body(uri)
+        import pymongo
+
+        client = pymongo.AsyncMongoClient(uri, serverSelectionTimeoutMS=5000)
+        try:
+            return await body(client[raw.name])
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+async def cancel_once(coro, ready, timeout=5):
+    """Runs ``coro`` as a task, cancels it as soon as ``ready()`` is true, and checks that
+    the task ended cancelled."""
+    task = asyncio.ensure_future(coro)
+    await wait_until(ready, timeout=timeout, interval=0.005)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return
+    raise AssertionError("the task ended without being cancelled")
+
+
+def slow_first_claim(monkeypatch, seconds=0.2):
+    """Makes the first write an AsyncDatabase's facade sends (a claim, on a worker) wait
+    ``seconds`` AFTER the server applied it, as a reply that comes late: a test cancels
+    the awaiting task meanwhile. Returns the event set when that write was applied, the
+    list that gets its name once the late reply is delivered, and a function that undoes
+    the delay."""
+    from mongoelector.aio import _facade
+
+    claimed = threading.Event()
+    landed = []
+    writes = ("find_one_and_update", "update_one", "insert_one", "replace_one")
+    real = {name: getattr(_facade._FacadeCollection, name) for name in writes}
+
+    def slowed(name):
+        def write(self, *args, **kwargs):
+            result = real[name](self, *args, **kwargs)
+            if not claimed.is_set():
+                claimed.set()
+                time.sleep(seconds)
+                landed.append(name)
+            return result
+
+        return write
+
+    for name in writes:
+        monkeypatch.setattr(_facade._FacadeCollection, name, slowed(name))
+
+    def undo():
+        for name in writes:
+            monkeypatch.setattr(_facade._FacadeCollection, name, real[name])
+
+    return claimed, landed, undo
+
+
+async def cancel_before_the_claim(monkeypatch, cls, acquire):
+    """Cancels the task of ``acquire`` (a coroutine of an instance of ``cls``) once its
+    attempt was handed to a worker, before the claim is sent (``delay_attempts``): what
+    that attempt returned, ``[("cancelled", None)]`` when it claimed nothing."""
+    started, results, undo = delay_attempts(monkeypatch, cls)
+    await cancel_once(acquire, started.is_set)
+    await wait_until(lambda: results, timeout=5, interval=0.005)
+    undo()
+    return results
