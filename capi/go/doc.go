@@ -47,7 +47,8 @@
 // a LeaderObserver until Close (ObserveLeader: until its context ends).
 // Options left zero (nil for *bool fields) take the library's defaults, which the C
 // API defines for every binding (DefaultLockerOptions, DefaultElectorOptions,
-// DefaultSemaphoreOptions). A Semaphore admits up to Limit holders of one key at once.
+// DefaultSemaphoreOptions, DefaultRWLockOptions). A Semaphore admits up to Limit holders
+// of one key at once; an RWLock many readers (RLock) or one writer (Lock).
 //
 // # Contexts
 //

@@ -114,6 +114,58 @@ func ExampleSemaphore_Acquire() {
 	// third in after a release, larger token: true
 }
 
+func ExampleRWLock() {
+	client, err := mongoelector.NewClient(exampleURI(), "app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Many readers of the catalog at once, or one writer. One RWLock per holder.
+	var holders []*mongoelector.RWLock
+	for i := 0; i < 3; i++ {
+		l, err := mongoelector.NewRWLock(ctx, client, "catalog", &mongoelector.RWLockOptions{TTL: time.Minute})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer l.Close() // releases a side still held
+		holders = append(holders, l)
+	}
+	reader1, reader2, writer := holders[0], holders[1], holders[2]
+
+	r1, err := reader1.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r2, err := reader2.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("two readers at once:", r1 > 0 && r2 > r1)
+	_, err = writer.TryLock(ctx)
+	fmt.Println("writer refused while they read:", errors.Is(err, mongoelector.ErrLockExists))
+
+	for _, r := range []*mongoelector.RWLock{reader1, reader2} {
+		if err := r.RUnlock(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	w, err := writer.Lock(ctx) // waits for the readers (and stops new ones meanwhile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("the writer's token is above the readers':", w > r2)
+	if err := writer.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// two readers at once: true
+	// writer refused while they read: true
+	// the writer's token is above the readers': true
+}
+
 func ExampleElector_Campaign() {
 	client, err := mongoelector.NewClient(exampleURI(), "app")
 	if err != nil {

@@ -7,11 +7,13 @@ package mongoelector
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -265,4 +267,79 @@ func runHelper(role string) int {
 		return 0
 	}
 	return helperFail("unknown role %q", role)
+}
+
+// ---- contention -------------------------------------------------------------------
+
+// contender is one goroutine of contend: take a hold (its fencing token), entered()
+// inside it (checks the invariant; may be nil), left() just before give() lets it go.
+type contender struct {
+	take    func() (int64, error)
+	entered func() error
+	left    func()
+	give    func() error
+}
+
+// contend runs `workers` contenders (made by mk), `rounds` holds each, each held for
+// `hold`. It fails t on an error, a token handed out twice, a contender's tokens not
+// increasing, or fewer distinct tokens than holds.
+func contend(t *testing.T, workers, rounds int, hold time.Duration, mk func(i int) contender) {
+	t.Helper()
+	var mu sync.Mutex
+	fences := map[int64]bool{}
+	var wg sync.WaitGroup
+	errc := make(chan error, workers)
+	for i := 0; i < workers; i++ {
+		c := mk(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last int64
+			for r := 0; r < rounds; r++ {
+				fence, err := c.take()
+				if err != nil {
+					errc <- err
+					return
+				}
+				if c.entered != nil {
+					if err := c.entered(); err != nil {
+						errc <- err
+					}
+				}
+				mu.Lock()
+				dup := fences[fence]
+				fences[fence] = true
+				mu.Unlock()
+				if dup || fence <= last {
+					errc <- errors.New("fencing token reused or not increasing")
+					return
+				}
+				last = fence
+				time.Sleep(hold)
+				c.left()
+				if err := c.give(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	if len(fences) != workers*rounds && !t.Failed() {
+		t.Fatalf("%d distinct tokens, want %d", len(fences), workers*rounds)
+	}
+}
+
+// atomicMax raises m to n if n is larger.
+func atomicMax(m *atomic.Int32, n int32) {
+	for {
+		old := m.Load()
+		if n <= old || m.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/cgo"
+	"sync"
 )
 
 // ErrLeaseLost is the cause of a lost lease's Context (context.Cause).
@@ -30,8 +31,9 @@ var ErrLeaseLost = errors.New("mongoelector: lease lost")
 // ErrLeaseClosed is the cause of a closed lease's Context.
 var ErrLeaseClosed = errors.New("mongoelector: lease closed")
 
-// Lease is a lock kept alive by the library (one renewer thread per process, renewing
-// about every TTL/3) until Close. It is declared lost on this host's monotonic clock at
+// Lease is a lock (Locker.Hold) or a side of a read-write lock (RWLock.RHold, Hold) kept
+// alive by the library (a few renewer threads per process, renewing about every TTL/3,
+// in batches) until Close. It is declared lost on this host's monotonic clock at
 // its renew deadline (lease end minus a margin, before anyone else can take the lock),
 // whether or not a renewal call still hangs, or as soon as a renewal finds the lock
 // taken; loss is final. Lost() reads it from the deadline and the clock; Context() is
@@ -40,12 +42,38 @@ var ErrLeaseClosed = errors.New("mongoelector: lease closed")
 // stuck in other callbacks. Safe for concurrent use.
 type Lease struct {
 	g      guard
-	ptr    *C.mongoelector_lease
-	locker *Locker
+	calls  leaseCalls
+	detach func() // unregisters it from its holder (set by the holder; may be nil)
 	handle cgo.Handle
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	fence  int64
+}
+
+// leaseCalls are the C calls of one lease handle (a locker's, a read-write lock's).
+type leaseCalls struct {
+	fence func(*C.int64_t) C.mongoelector_status
+	lost  func(*C.int) C.mongoelector_status
+	free  func() // stops it and releases the hold (unless lost); waits for a running on_lost
+}
+
+// startLease makes a Lease: `acquire` calls a C lease acquire given h, the handle of
+// its on_lost user data (mongoelectorGoOnLeaseLost), and returns the new lease's calls.
+func startLease(acquire func(h C.uintptr_t) (leaseCalls, error)) (*Lease, error) {
+	lctx, cancel := context.WithCancelCause(context.Background())
+	lost := &leaseLost{cancel: func() { cancel(ErrLeaseLost) }}
+	h := cgo.NewHandle(lost)
+	calls, err := acquire(C.uintptr_t(h))
+	if err != nil {
+		h.Delete()
+		cancel(err)
+		return nil, err
+	}
+	var fence C.int64_t
+	calls.fence(&fence)
+	lease := &Lease{calls: calls, handle: h, ctx: lctx, cancel: cancel, fence: int64(fence)}
+	runtime.SetFinalizer(lease, (*Lease).Close)
+	return lease, nil
 }
 
 // Hold waits for the lock like Acquire (ctx and WithTimeout bound the wait, WithStep
@@ -72,30 +100,40 @@ func (l *Locker) hold(ctx context.Context, blocking bool, what string, opts []Ac
 		return nil, invalidArgument("Hold takes no WithForce")
 	}
 	return withToken(ctx, l, what, &o, func() (*Lease, error) {
-		lctx, cancel := context.WithCancelCause(context.Background())
-		lost := &leaseLost{cancel: func() { cancel(ErrLeaseLost) }}
-		h := cgo.NewHandle(lost)
 		var ptr *C.mongoelector_lease
-		err := call(func() C.mongoelector_status { return C.me_lease_acquire_with(l.ptr, &o, C.uintptr_t(h), &ptr) })
+		lease, err := startLease(func(h C.uintptr_t) (leaseCalls, error) {
+			err := call(func() C.mongoelector_status { return C.me_lease_acquire_with(l.ptr, &o, h, &ptr) })
+			return leaseCalls{
+				fence: func(f *C.int64_t) C.mongoelector_status { return C.mongoelector_lease_fence(ptr, f) },
+				lost:  func(v *C.int) C.mongoelector_status { return C.mongoelector_lease_lost(ptr, v) },
+				free:  func() { C.mongoelector_lease_free(ptr) },
+			}, err
+		})
 		if err != nil {
-			h.Delete()
-			cancel(err)
 			return nil, err
 		}
-		var fence C.int64_t
-		C.mongoelector_lease_fence(ptr, &fence)
-		lease := &Lease{ptr: ptr, locker: l, handle: h, ctx: lctx, cancel: cancel, fence: int64(fence)}
 		// Registered while the locker's guard is held: Close closes it before the locker.
-		l.leaseMu.Lock()
-		l.lease = lease
-		l.leaseMu.Unlock()
-		runtime.SetFinalizer(lease, (*Lease).Close)
+		lease.attach(&l.leaseMu, &l.lease)
 		return lease, nil
 	}, func(lease *Lease, err error) {
 		if err == nil { // held after the caller gave up: let go of it
 			lease.Close()
 		}
 	})
+}
+
+// attach makes s the live lease of its holder (*slot, guarded by mu) until it closes.
+func (s *Lease) attach(mu *sync.Mutex, slot **Lease) {
+	s.detach = func() {
+		mu.Lock()
+		if *slot == s {
+			*slot = nil
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	*slot = s
+	mu.Unlock()
 }
 
 // Context is cancelled when the lease's loss is announced (context.Cause: ErrLeaseLost)
@@ -114,7 +152,7 @@ func (s *Lease) Fence() int64 { return s.fence }
 // deadline on, read from the clock.
 func (s *Lease) Lost() bool {
 	var lost C.int
-	err := local(&s.g, "lease", func() C.mongoelector_status { return C.mongoelector_lease_lost(s.ptr, &lost) })
+	err := local(&s.g, "lease", func() C.mongoelector_status { return s.calls.lost(&lost) })
 	return err == nil && lost != 0
 }
 
@@ -126,14 +164,11 @@ func (s *Lease) Close() error {
 	}
 	runtime.SetFinalizer(s, nil)
 	s.g.wait()
-	C.mongoelector_lease_free(s.ptr) // waits for a running on_lost
-	s.ptr = nil
+	s.calls.free() // waits for a running on_lost
 	s.handle.Delete()
 	s.cancel(ErrLeaseClosed)
-	s.locker.leaseMu.Lock()
-	if s.locker.lease == s {
-		s.locker.lease = nil
+	if s.detach != nil {
+		s.detach()
 	}
-	s.locker.leaseMu.Unlock()
 	return nil
 }

@@ -178,8 +178,8 @@ type acquireConfig struct {
 	force   bool
 }
 
-// AcquireOption tunes Acquire, TryAcquire, Hold and TryHold (of a Locker), and Acquire
-// and TryAcquire of a Semaphore.
+// AcquireOption tunes Acquire, TryAcquire, Hold and TryHold (of a Locker), Acquire and
+// TryAcquire of a Semaphore, and RLock, Lock, RHold and Hold of an RWLock.
 type AcquireOption func(*acquireConfig)
 
 // WithTimeout bounds a blocking Acquire or Hold (ErrTimeout); d < 0 means no bound. A
@@ -193,7 +193,7 @@ func WithTimeout(d time.Duration) AcquireOption {
 // the library's, 250 ms).
 func WithStep(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.step = &d } }
 
-// WithForce takes the lock whoever holds it (not for Hold, nor for a Semaphore).
+// WithForce takes the lock whoever holds it (not for Hold, a Semaphore or an RWLock).
 func WithForce() AcquireOption { return func(c *acquireConfig) { c.force = true } }
 
 // cancelToken is a C per-call cancel token cancelled when ctx ends or the locker closes.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,57 +205,19 @@ func TestSemaphoreContention(t *testing.T) {
 	key := uniqueKey(t)
 	const limit, workers, rounds = 3, 8, 10
 	var current, maxSeen atomic.Int32
-	var mu sync.Mutex
-	fences := map[int64]bool{}
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	for i := 0; i < workers; i++ {
+	contend(t, workers, rounds, 5*time.Millisecond, func(int) contender {
 		s := newTestSemaphore(t, c, key, limit, 30*time.Second)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var last int64
-			for r := 0; r < rounds; r++ {
-				fence, err := s.Acquire(bg, WithTimeout(60*time.Second), WithStep(20*time.Millisecond))
-				if err != nil {
-					errc <- err
-					return
-				}
-				n := current.Add(1)
-				for {
-					m := maxSeen.Load()
-					if n <= m || maxSeen.CompareAndSwap(m, n) {
-						break
-					}
-				}
-				mu.Lock()
-				dup := fences[fence]
-				fences[fence] = true
-				mu.Unlock()
-				if dup || fence <= last {
-					errc <- errors.New("fencing token reused or not increasing")
-					return
-				}
-				last = fence
-				time.Sleep(5 * time.Millisecond)
-				current.Add(-1)
-				if err := s.Release(bg); err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Error(err)
-	}
+		return contender{
+			take: func() (int64, error) {
+				return s.Acquire(bg, WithTimeout(60*time.Second), WithStep(20*time.Millisecond))
+			},
+			entered: func() error { atomicMax(&maxSeen, current.Add(1)); return nil },
+			left:    func() { current.Add(-1) },
+			give:    func() error { return s.Release(bg) },
+		}
+	})
 	if m := maxSeen.Load(); m > limit {
 		t.Fatalf("%d holders at once on a limit-%d semaphore", m, limit)
-	}
-	if len(fences) != workers*rounds && !t.Failed() {
-		t.Fatalf("%d distinct tokens, want %d", len(fences), workers*rounds)
 	}
 	t.Logf("at most %d holders at once (limit %d)", maxSeen.Load(), limit)
 }
