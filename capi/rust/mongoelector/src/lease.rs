@@ -1,13 +1,17 @@
-//! Keep-alive leases: a held lock renewed by the library until the guard is dropped.
+//! Keep-alive leases: a held lock, or a side of a read-write lock, renewed by the library
+//! until the guard is dropped.
 use crate::error::{check, Result};
-use crate::locker::{AcquireOptions, Locker, LockerInner};
+use crate::locker::{AcquireOptions, Locker};
 use mongoelector_sys as sys;
 use std::os::raw::c_int;
 use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A lock kept alive by the library's renewer thread (one per process) until dropped.
+/// A lock ([`Locker::hold`]) or a side of a read-write lock
+/// ([`RwLock::hold_read`](crate::RwLock::hold_read), [`RwLock::hold_write`](crate::RwLock::hold_write))
+/// kept alive by the library's renewer threads (a few per process, renewing in batches)
+/// until dropped.
 ///
 /// The lease renews about every ttl/3 and is declared LOST on this host's monotonic clock
 /// at its renew deadline (lease end minus a margin, before anyone else can take the
@@ -18,9 +22,16 @@ use std::time::Duration;
 /// Dropping the guard stops the renewals and releases the lock (fenced); a lost lease is
 /// not released. `Send + Sync`: query it from any thread.
 pub struct LeaseGuard {
-    ptr: *mut sys::mongoelector_lease,
-    // The C locker must outlive the lease: the guard keeps it alive.
-    _locker: Arc<LockerInner>,
+    ptr: LeasePtr,
+    // The C holder (locker, read-write lock) must outlive the lease: the guard keeps it
+    // alive.
+    _holder: Arc<dyn Send + Sync>,
+}
+
+/// The C lease handle, of whichever kind of hold.
+pub(crate) enum LeasePtr {
+    Lock(*mut sys::mongoelector_lease),
+    RwLock(*mut sys::mongoelector_rwlock_lease),
 }
 
 // The header: fence, lost and wait_lost may be called from any thread at once; free
@@ -30,7 +41,10 @@ unsafe impl Sync for LeaseGuard {}
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        unsafe { sys::mongoelector_lease_free(self.ptr) }
+        match self.ptr {
+            LeasePtr::Lock(p) => unsafe { sys::mongoelector_lease_free(p) },
+            LeasePtr::RwLock(p) => unsafe { sys::mongoelector_rwlock_lease_free(p) },
+        }
     }
 }
 
@@ -44,18 +58,32 @@ impl std::fmt::Debug for LeaseGuard {
 }
 
 impl LeaseGuard {
+    /// A guard of the C lease `ptr`, keeping `holder` (its C holder) alive.
+    pub(crate) fn new(ptr: LeasePtr, holder: Arc<dyn Send + Sync>) -> LeaseGuard {
+        LeaseGuard {
+            ptr,
+            _holder: holder,
+        }
+    }
+
     /// The fencing token of the lease's hold.
     pub fn fence(&self) -> i64 {
         let mut out = 0i64;
         // Cannot fail on a live handle with a valid out pointer.
-        let _ = unsafe { sys::mongoelector_lease_fence(self.ptr, &mut out) };
+        let _ = match self.ptr {
+            LeasePtr::Lock(p) => unsafe { sys::mongoelector_lease_fence(p, &mut out) },
+            LeasePtr::RwLock(p) => unsafe { sys::mongoelector_rwlock_lease_fence(p, &mut out) },
+        };
         out
     }
 
     /// True once the lease is lost (never goes back to false).
     pub fn is_lost(&self) -> bool {
         let mut out: c_int = 0;
-        let _ = unsafe { sys::mongoelector_lease_lost(self.ptr, &mut out) };
+        let _ = match self.ptr {
+            LeasePtr::Lock(p) => unsafe { sys::mongoelector_lease_lost(p, &mut out) },
+            LeasePtr::RwLock(p) => unsafe { sys::mongoelector_rwlock_lease_lost(p, &mut out) },
+        };
         out != 0
     }
 
@@ -63,7 +91,12 @@ impl LeaseGuard {
     pub fn wait_lost(&self, timeout: Option<Duration>) -> Result<bool> {
         let mut out: c_int = 0;
         let t = timeout.map_or(-1.0, |d| d.as_secs_f64());
-        check(unsafe { sys::mongoelector_lease_wait_lost(self.ptr, t, &mut out) })?;
+        check(match self.ptr {
+            LeasePtr::Lock(p) => unsafe { sys::mongoelector_lease_wait_lost(p, t, &mut out) },
+            LeasePtr::RwLock(p) => unsafe {
+                sys::mongoelector_rwlock_lease_wait_lost(p, t, &mut out)
+            },
+        })?;
         Ok(out != 0)
     }
 }
@@ -93,9 +126,6 @@ impl Locker {
         check(unsafe {
             sys::mongoelector_lease_acquire_with(self.inner.ptr, &o, None, ptr::null_mut(), &mut p)
         })?;
-        Ok(LeaseGuard {
-            ptr: p,
-            _locker: self.inner.clone(),
-        })
+        Ok(LeaseGuard::new(LeasePtr::Lock(p), self.inner.clone()))
     }
 }

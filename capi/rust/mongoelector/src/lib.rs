@@ -21,6 +21,11 @@
 //!   [`Semaphore::acquire`], [`Semaphore::try_acquire`] and [`Semaphore::acquire_with`]
 //!   return a [`SemaphoreGuard`] that releases the slot when dropped;
 //!   [`Semaphore::holders`] lists the holders ([`SemaphoreHolder`]).
+//! * [`RwLock`]: many readers or one writer on a key, one hold per handle;
+//!   [`RwLock::read`] and [`RwLock::write`] (and their `try_` and `acquire_with` forms)
+//!   return a [`RwLockGuard`] that releases the hold when dropped; [`RwLock::hold_read`]
+//!   and [`RwLock::hold_write`] keep a side alive ([`LeaseGuard`]); [`RwLock::holders`]
+//!   lists the readers, the writer and a waiting writer ([`RwLockHolders`]).
 //! * [`Elector`]: leader election with callbacks, graceful handover
 //!   ([`Elector::resign`], [`Elector::transfer`]); typed [`NodeStatus`] and
 //!   [`ClusterDetail`] (`Serialize`/`Deserialize` with the `serde` feature).
@@ -35,10 +40,10 @@
 //!   step-down and failover that run in milliseconds, with no server and no sleep.
 //!
 //! Every option comes through a builder ([`Locker::builder`], [`Semaphore::builder`],
-//! [`Elector::builder`], [`AcquireOptions::new`]); what is not set keeps the C library's
+//! [`RwLock::builder`], [`Elector::builder`], [`AcquireOptions::new`]); what is not set keeps the C library's
 //! default, the same for every binding.
 //!
-//! Thread rules follow the C header: `Client`, `Locker`, `Semaphore`, `Elector`,
+//! Thread rules follow the C header: `Client`, `Locker`, `Semaphore`, `RwLock`, `Elector`,
 //! `CancelToken` and the guards are `Send + Sync`; callbacks are `FnMut() + Send +
 //! 'static` and never unwind into C.
 //!
@@ -63,7 +68,9 @@ mod lease;
 mod locker;
 mod log;
 mod observer;
+mod rwlock;
 mod semaphore;
+mod slot;
 mod stats;
 mod status;
 pub mod testing;
@@ -79,6 +86,7 @@ pub use mongoelector_sys as sys;
 pub use observer::{
     Leader, LeaderObserver, LeaderObserverBuilder, LeaderState, LeaderStates, LeaderStatus,
 };
+pub use rwlock::{RwLock, RwLockBuilder, RwLockGuard, RwLockHolders, RwSide};
 pub use semaphore::{Semaphore, SemaphoreBuilder, SemaphoreGuard, SemaphoreHolder};
 pub use stats::{stats, AcquireCounts, LatencyHistogram, Stats};
 pub use status::{ClusterDetail, LeaderInfo, NodeStatus, Timestamp};
@@ -108,6 +116,9 @@ mod tests {
         assert_send_sync::<Semaphore>();
         assert_send_sync::<SemaphoreGuard<'static>>();
         assert_send_sync::<SemaphoreHolder>();
+        assert_send_sync::<RwLock>();
+        assert_send_sync::<RwLockGuard<'static>>();
+        assert_send_sync::<RwLockHolders>();
         assert_send_sync::<CancelToken>();
         assert_send_sync::<AcquireOptions>();
         assert_send_sync::<Elector>();
@@ -205,6 +216,21 @@ mod tests {
             (1, 600.0, 1, 0.5)
         );
         assert_eq!((s.allow_unsafe_server, s.op_timeout_seconds), (0, 0.0));
+        let mut r: sys::mongoelector_rwlock_config = unsafe { std::mem::zeroed() };
+        let st = unsafe {
+            sys::mongoelector_rwlock_config_init(&mut r, sys::MONGOELECTOR_RWLOCK_CONFIG_VERSION)
+        };
+        assert_eq!(st, sys::MONGOELECTOR_OK);
+        assert_eq!(
+            (
+                r.max_readers,
+                r.writer_preference,
+                r.ttl_seconds,
+                r.timeparanoid
+            ),
+            (64, 1, 600.0, 1)
+        );
+        assert!(r.collection.is_null());
         let o = AcquireOptions::new().to_c().unwrap();
         assert_eq!(
             (o.blocking, o.timeout_seconds, o.step_seconds, o.force),

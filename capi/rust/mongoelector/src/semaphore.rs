@@ -1,6 +1,9 @@
 use crate::client::{Client, ClientInner};
 use crate::error::{check, cstring, Result};
-use crate::locker::{owned_c_string, AcquireOptions};
+use crate::locker::AcquireOptions;
+use crate::slot::{
+    hold_guard, holder_from_c, release_on_drop, slot_fields, slot_setters, SlotConfig,
+};
 use crate::status::Timestamp;
 use mongoelector_sys as sys;
 use std::fmt;
@@ -31,12 +34,7 @@ pub struct SemaphoreBuilder<'a> {
     client: &'a Client,
     key: String,
     limit: Option<i64>,
-    collection: Option<String>,
-    ttl: Option<Duration>,
-    timeparanoid: Option<bool>,
-    max_offset: Option<Duration>,
-    allow_unsafe_server: Option<bool>,
-    op_timeout: Option<Duration>,
+    slot: SlotConfig,
 }
 
 impl<'a> SemaphoreBuilder<'a> {
@@ -47,71 +45,17 @@ impl<'a> SemaphoreBuilder<'a> {
         self.limit = Some(limit);
         self
     }
-    /// Collection of the semaphore documents (default "mongosemaphore"; the fencing
-    /// epochs live in `"<collection>.fences"`).
-    pub fn collection(mut self, name: &str) -> Self {
-        self.collection = Some(name.to_owned());
-        self
-    }
-    /// Lease of a slot: how long a crashed holder keeps its slot (default 600 s).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-    /// Check the host clock against the server's before acquiring (default true).
-    pub fn timeparanoid(mut self, on: bool) -> Self {
-        self.timeparanoid = Some(on);
-        self
-    }
-    /// Allowed host/server clock difference (default 0.5 s).
-    pub fn max_offset(mut self, max: Duration) -> Self {
-        self.max_offset = Some(max);
-        self
-    }
-    /// Run on servers with non-atomic findAndModify such as FerretDB: the limit is then
-    /// NOT guaranteed under contention (default false: such servers are refused).
-    pub fn allow_unsafe_server(mut self, on: bool) -> Self {
-        self.allow_unsafe_server = Some(on);
-        self
-    }
-    /// Time bound of one round trip (server selection, connect, socket, maxTimeMS); at
-    /// most ttl/2. `Duration::ZERO`: the default, ttl/10 clamped to [0.1 s, 5 s].
-    pub fn op_timeout(mut self, timeout: Duration) -> Self {
-        self.op_timeout = Some(timeout);
-        self
-    }
+    slot_setters!("a slot", "mongosemaphore");
 
     /// Creates the semaphore (no round trip). `Error::InvalidArgument` for a bad key
     /// (empty, over 1024 bytes, NUL) or option (a limit outside 1..=1000, ...).
     pub fn build(self) -> Result<Semaphore> {
         crate::log::sync()?;
         let ckey = cstring("key", &self.key)?;
-        let coll = self
-            .collection
-            .as_deref()
-            .map(|c| cstring("collection", c))
-            .transpose()?;
         let mut c = c_config()?;
-        if let Some(coll) = &coll {
-            c.collection = coll.as_ptr();
-        }
+        let _coll = self.slot.apply(slot_fields!(c))?;
         if let Some(n) = self.limit {
             c.limit = n;
-        }
-        if let Some(t) = self.ttl {
-            c.ttl_seconds = t.as_secs_f64();
-        }
-        if let Some(on) = self.timeparanoid {
-            c.timeparanoid = on as c_int;
-        }
-        if let Some(m) = self.max_offset {
-            c.max_offset_seconds = m.as_secs_f64();
-        }
-        if let Some(on) = self.allow_unsafe_server {
-            c.allow_unsafe_server = on as c_int;
-        }
-        if let Some(t) = self.op_timeout {
-            c.op_timeout_seconds = t.as_secs_f64();
         }
         let mut ptr = ptr::null_mut();
         check(unsafe {
@@ -190,12 +134,7 @@ impl Semaphore {
             client,
             key: key.to_owned(),
             limit: None,
-            collection: None,
-            ttl: None,
-            timeparanoid: None,
-            max_offset: None,
-            allow_unsafe_server: None,
-            op_timeout: None,
+            slot: SlotConfig::default(),
         }
     }
 
@@ -273,13 +212,8 @@ impl Semaphore {
         // freed below (once) after copying.
         let list = unsafe { std::slice::from_raw_parts(arr, n) }
             .iter()
-            .map(|h| SemaphoreHolder {
-                uuid: unsafe { owned_c_string(h.uuid) },
-                host: unsafe { owned_c_string(h.host) },
-                pid: h.pid,
-                fence: h.fence,
-                created: Timestamp::from_millis(h.created_ms),
-                expire: Timestamp::from_millis(h.expire_ms),
+            .map(|h| unsafe {
+                holder_from_c(h.uuid, h.host, h.pid, h.fence, h.created_ms, h.expire_ms)
             })
             .collect();
         unsafe { sys::mongoelector_semaphore_holders_free(arr, n) };
@@ -303,63 +237,13 @@ pub struct SemaphoreGuard<'a> {
     armed: bool,
 }
 
-impl<'a> SemaphoreGuard<'a> {
-    /// The fencing token of this hold.
-    pub fn fence(&self) -> i64 {
-        self.fence
-    }
-
-    /// The semaphore holding.
-    pub fn semaphore(&self) -> &'a Semaphore {
-        self.semaphore
-    }
-
-    /// Renews the hold (see [`Semaphore::touch`]): the new expiry, None once lost.
-    pub fn touch(&self) -> Result<Option<Timestamp>> {
-        if self.semaphore.fence()? != self.fence {
-            return Ok(None);
-        }
-        self.semaphore.touch()
-    }
-
-    /// Releases the slot now and returns the release's error, if any (the hold is then
-    /// kept as stranded by the library: released by this semaphore's next acquire or
-    /// release, or expiring at its ttl).
-    pub fn release(mut self) -> Result<()> {
-        self.armed = false;
-        self.release_hold()
-    }
-
-    /// Ends the guard WITHOUT releasing: the slot stays held until its ttl or an explicit
-    /// [`Semaphore::release`]. Returns the fencing token.
-    pub fn leak(mut self) -> i64 {
-        self.armed = false;
-        self.fence
-    }
-
-    fn release_hold(&self) -> Result<()> {
-        // Only this guard's hold: after a loss and a new acquire through the same
-        // semaphore, the semaphore's hold is another guard's.
-        if self.semaphore.fence()? != self.fence {
-            return Ok(());
-        }
-        self.semaphore.release()
-    }
-}
+hold_guard!(SemaphoreGuard, semaphore, Semaphore, "slot");
 
 impl Drop for SemaphoreGuard<'_> {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Err(e) = self.release_hold() {
-            ::log::warn!(
-                target: crate::LOG_TARGET,
-                "releasing a slot of semaphore {} (fence {}) on drop failed: {e}; the slot \
-                 stays held until its ttl or this semaphore's next acquire or release",
-                self.semaphore.key,
-                self.fence
-            );
+        if self.armed {
+            let r = self.release_hold();
+            release_on_drop(r, "a slot of semaphore", &self.semaphore.key, self.fence);
         }
     }
 }
