@@ -13,7 +13,7 @@
 namespace mongoelector {
 
 namespace {
-Value ttl_value(double ttl_s) {
+Value ttl_value(double ttl_s) {  // also priorities
   // Keep an integral ttl an integer in status documents, as the original does.
   if (ttl_s == std::floor(ttl_s) && std::fabs(ttl_s) < 9e15)
     return static_cast<std::int64_t>(ttl_s);
@@ -42,6 +42,7 @@ Elector::Elector(std::shared_ptr<Storage> storage, ElectorOptions options,
       (!std::isfinite(*options_.handover_poll_s) || *options_.handover_poll_s < 0 ||
        *options_.handover_poll_s > 1e9))
     throw InvalidArgument("handover_poll must be a finite number of seconds in [0, 1e9]");
+  validate_priority_options();
   if (!storage) throw InvalidArgument("storage must not be null");
   if (options_.payload) validate_payload(*options_.payload);
   payload_ = options_.payload;
@@ -141,6 +142,9 @@ void Elector::run_loop() {
     std::lock_guard<std::mutex> g(mu_);
     loop_thread_id_ = std::this_thread::get_id();
     running_ = true;
+    // Priority leaders: a loop that starts again reports at its first poll (its last
+    // report, at its stop, said it no longer runs).
+    if (options_.priority) last_report_mono_ = -1;
   }
   for (;;) {
     {
@@ -163,6 +167,9 @@ void Elector::run_loop() {
     loop_thread_id_ = std::thread::id();
   }
   release();
+  // Priority leaders: a last report (elector_running: false) tells the leader at once
+  // that this member no longer stands; else it would look live for up to 1.5 ttl.
+  if (options_.priority && options_.report_status) report_status();
 }
 
 void Elector::stop() {
@@ -359,8 +366,12 @@ void Elector::poll() {
     }
     if (due) report_status();
   }
+  // Priority leaders: after the renewal and the report, never inside their budgets.
+  std::optional<std::string> hand_to;
+  if (options_.priority && second == Event::None) hand_to = priority_poll();
   lk.unlock();
   if (second != Event::None) fire(second);
+  if (hand_to) transfer_to_priority(*hand_to);  // takes poll_mu_ itself
   call(callbacks_.on_loop, "on_loop");
 }
 
@@ -549,6 +560,7 @@ Elector::Event Elector::begin_term(std::int64_t now, const Lease& lease) {
   leader_exists_ = true;
   ++term_;
   term_fence_ = lease.fence;
+  priority_candidate_.clear();  // each term sees its candidate for the whole delay
   term_margin_ms_ = margin;
   schedule_deadline_locked(deadline);
   next_poll_mono_ = now + locker_->ttl_ms() / 3;
@@ -772,6 +784,16 @@ Document Elector::build_status(bool may_sample) {
   auto lp = last_poll();
   d.set("last_poll", lp ? Value(*lp) : Value(Null{}));
   if (options_.app_version) d.set("app_version", *options_.app_version);
+  if (options_.priority) {
+    // Published while this node stands for election: during a resign() hold-off it would
+    // not take a hand-over, so no leader may pick it.
+    bool standing;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      standing = clock_->mono_ms() >= hold_off_until_mono_;
+    }
+    if (standing) d.set("priority", ttl_value(*options_.priority));
+  }
   return d;
 }
 

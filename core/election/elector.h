@@ -31,6 +31,9 @@
 //    handover_poll_s (default T/4; one read, no status write: reports keep their T/2
 //    cadence), so that a resign() or transfer() is noticed in about T/4 instead of T.
 //    Cost: about 4 reads per follower per ttl instead of about 1 (writes unchanged).
+//  * Priority leaders (opt-in, ElectorOptions::priority): see priority.h. A leader with a
+//    priority reads the members once per poll (when it fits before the deadline) and
+//    transfer()s to a live member of strictly higher priority seen for priority_stability.
 //  * resign() / transfer(): see handover.cpp. Both end the term locally (is_leader
 //    false, on_leader_loss returns) BEFORE the write that lets anyone else take over.
 //  * Callbacks never run while an internal mutex is held, so they may call stop() or
@@ -87,6 +90,16 @@ struct ElectorOptions {
   // kMaxPayloadBytes) that this node publishes with each term it leads, written by the
   // claim that starts the term. nullopt: none (the claim clears the previous leader's).
   std::optional<std::string> payload;
+  // Priority leaders (priority.h), off while nullopt: this node then publishes no priority
+  // and never hands over by priority (no extra reads). Set (any finite number): published
+  // in this node's status document, and while leading this node hands over to the live
+  // member of highest priority strictly above it once that member has been seen live at
+  // every poll for priority_stability_s. Members without a priority are never candidates.
+  // Needs report_status (InvalidArgument otherwise).
+  std::optional<double> priority;
+  // Seconds, used while THIS node leads (give every member the same); nullopt: one ttl. A
+  // finite number in [0, 1e9] (InvalidArgument otherwise).
+  std::optional<double> priority_stability_s;
 };
 
 struct ElectorCallbacks {
@@ -227,6 +240,13 @@ class Elector {
   // yet: false when not leader, nothing to write or not matched. Storage errors propagate.
   bool sync_payload();
   bool payload_dirty() const;
+  // priority.cpp. While leading with a priority: one read of the members (if it fits before
+  // the deadline); the member to transfer() to once it has been seen long enough.
+  std::optional<std::string> priority_poll();
+  void transfer_to_priority(const std::string& to_uuid);  // no poll_mu_ held; logs failures
+  std::int64_t priority_stability_ms() const;
+  std::int64_t priority_live_window_ms() const;
+  void validate_priority_options() const;
 
   ElectorOptions options_;
   ElectorCallbacks callbacks_;
@@ -257,6 +277,10 @@ class Elector {
   bool handing_over_ = false;                 // transfer() is between its two halves
   std::int64_t accepted_handover_fence_ = 0;  // each hand-over is taken at most once
   std::int64_t last_report_mono_ = -1;        // the last status report (peeks skip reports)
+  // Priority leaders: the candidate seen live and higher at every poll of this term since
+  // priority_since_ (host mono ms); empty: none.
+  std::string priority_candidate_;
+  std::int64_t priority_since_ = 0;
   std::optional<DateTime> last_poll_;
   // The payload (set_payload), under its own leaf mutex: the claim reads it from inside
   // the locker (Locker::set_claim_payload), where mu_ must not be taken.
