@@ -119,6 +119,12 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
   o.ttl_s = static_cast<double>(T) / 1000.0;
   o.report_status = r.chance(0.7);
   o.delete_on_release = r.chance(0.3);
+  if (p_.priorities) {  // every member stands with a priority: published in its report
+    const NodeRoles& nr = p_.roles[static_cast<std::size_t>(n.id)];
+    o.report_status = true;
+    o.priority = nr.priority;
+    o.priority_stability_s = static_cast<double>(nr.priority_stability) / 1000.0;
+  }
   const std::string label = n.name + ".elector." + key;
   const int node = n.id;
   ElectorCallbacks cb;

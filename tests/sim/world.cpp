@@ -125,8 +125,19 @@ Params make_params(std::uint64_t seed, bool calm) {
   // clock sample predates it: the liveness bounds grow by as much.
   std::int64_t stepped = 0;
   for (const auto& st : p.steps) stepped += st.second < 0 ? -st.second : st.second;
+  // Priority leaders: a hand-over by priority may follow the faults by a few ttl (a stale
+  // member report ages out in 1.5 ttl, a hand-over to a dead member expires in one, then
+  // the stability delay, at most one ttl): the leader is required later, and I8 checks at
+  // the end that the highest priority leads.
+  Rng pr(hash64(seed, 0x5EED, 0x9210));
+  p.priorities = pr.chance(0.3);
+  for (int i = 0; i < p.nodes; ++i) {
+    p.roles[static_cast<std::size_t>(i)].priority = static_cast<double>(pr.range(0, 2));
+    p.roles[static_cast<std::size_t>(i)].priority_stability = pr.range(0, T);
+  }
+  const std::int64_t priority_settle = p.priorities ? 5 * T : 0;
   p.P = p.F + T;
-  p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500 + stepped;
+  p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500 + stepped + priority_settle;
   p.P2 = p.P + T + 2 * p.bound + 300 + stepped;
   p.E = std::max(p.P2 + 3 * p.bound + 200, p.L + T / 2);
   if (calm) {
@@ -178,6 +189,8 @@ std::string Params::describe() const {
     if (nr.semaphore) o << " semaphore";
     if (nr.rwlock) o << " rwlock";
     if (nr.bad_sampler) o << " [lopsided clock samples]";
+    if (priorities)
+      o << " priority " << nr.priority << " (stability " << nr.priority_stability << " ms)";
     o << " wall" << (nr.wall_offset >= 0 ? "+" : "") << nr.wall_offset << "\n";
   }
   return o.str();
@@ -929,6 +942,37 @@ void World::check() {
               "no leader of " + key + " at " + ms(now) + " although faults stopped at " + ms(p_.F) +
                   " (required from " + ms(p_.L) + ")");
     }
+  }
+  if (p_.priorities && now >= p_.E && !exc) check_priorities(now);
+}
+
+// I8: with membership stable since before the faults ended, the leader of each election
+// is, at the end, a running member of the highest priority among the running members.
+void World::check_priorities(std::int64_t now) {
+  std::map<std::string, double> top;
+  std::map<std::string, std::pair<std::string, double>> leader;  // key -> (uuid, priority)
+  for (const auto& n : nodes_) {
+    std::vector<std::shared_ptr<me::Elector>> es;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      es = n->electors;
+    }
+    for (const auto& e : es) {
+      if (!e->running() || !e->options().priority) continue;
+      const std::string& key = e->options().key;
+      const double p = *e->options().priority;
+      auto [it, fresh] = top.emplace(key, p);
+      if (!fresh) it->second = std::max(it->second, p);
+      if (e->leader_fence()) leader[key] = {e->locker().identity().uuid, p};
+    }
+  }
+  for (const auto& [key, p] : top) {
+    auto l = leader.find(key);
+    if (l == leader.end() || l->second.second >= p) continue;  // no leader: I6's business
+    violate("I8", key,
+            "at " + ms(now) + " " + l->second.first + " (priority " +
+                std::to_string(l->second.second) + ") leads " + key +
+                " although a running member has priority " + std::to_string(p));
   }
 }
 

@@ -91,6 +91,9 @@ struct NodeRoles {
   bool rwlock = false;                // one read-write lock actor (plain holds and leases)
   bool bad_sampler = false;           // its clock samples may come from slow, lopsided round trips
   std::int64_t wall_offset = 0;       // host wall clock minus the server's
+  // Priority leaders (Params::priorities): this node's electors' priority and stability delay.
+  double priority = 0;
+  std::int64_t priority_stability = 0;  // ms
 };
 
 // Everything a schedule does, drawn from its seed (make_params).
@@ -120,6 +123,10 @@ struct Params {
   std::int64_t slow_cb_max = 0;
   double p_handover = 0;  // per election loop as leader: resign() or transfer()
   double p_restart = 0;   // an elector's process restarts (new uuid), checked every 1-3 ttl
+  // Priority leaders: every elector stands with a priority (0..2: ties are common) and a
+  // stability delay (0..ttl); the leader must hand over to the highest live one (I8).
+  // Drawn from a stream of its own, so that the other draws of a seed are unchanged.
+  bool priorities = false;
   int sem_limit = 2;
   int rw_readers = 2;  // max_readers of the read-write lock "rw0"
   std::vector<std::string> lock_keys;
@@ -132,7 +139,7 @@ struct Params {
 Params make_params(std::uint64_t seed, bool calm = false);
 
 struct Violation {
-  std::string inv;  // I1 .. I6
+  std::string inv;  // I1 .. I8
   std::int64_t t = 0;
   std::string key;
   std::string what;
@@ -367,6 +374,7 @@ class World {
   std::int64_t step_slack()
       const;  // sum of the server clock's steps so far (inside the assumption)
   void check();
+  void check_priorities(std::int64_t now);  // I8, at the end of a schedule with priorities
   bool step();
   std::exception_ptr step_error_;  // of a step run by a sim thread
   void ttl_sweep();
