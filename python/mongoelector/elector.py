@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import weakref
 from datetime import datetime
 from time import sleep
@@ -81,6 +82,21 @@ def _check_handover_poll(handover_poll: object) -> None:
         )
 
 
+def _check_priority(priority: object, priority_stability: object) -> None:
+    """Priority leaders' options, checked before any I/O (the core checks them again)."""
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, numbers.Real):
+            raise TypeError("priority must be a number or None, not %s" % type(priority).__name__)
+        if not math.isfinite(priority):
+            raise ValueError("priority must be a finite number, not %r" % (priority,))
+    seconds = _seconds("priority_stability", priority_stability, allow_none=True)
+    if seconds is not None and not (math.isfinite(seconds) and 0 <= seconds <= 1e9):
+        raise ValueError(
+            "priority_stability must be a finite number of seconds in [0, 1e9], not %r"
+            % (priority_stability,)
+        )
+
+
 def _make_dispatch(elector: MongoLeaderElector) -> Callable[[str], None]:
     """The function the native loop calls for a callback. It holds the elector weakly
     (the native elector must not keep its Python owner alive) and looks the callback
@@ -115,6 +131,12 @@ class MongoLeaderElector:
     leads, shown to observers and in ``cluster_detail["leader"]["payload"]`` (absent
     without one); see
     ``set_payload``.
+    ``priority`` (opt-in; None, the default, is off): a number published in this node's
+    status report; while leading, this node hands leadership over (``transfer``) to the
+    running member of highest priority strictly above its own, once that member has been
+    seen live at every poll for ``priority_stability`` seconds (None: one ttl). A tie
+    never moves leadership; members without a priority are never chosen. Needs
+    ``report_status``.
 
     Can be used as a context manager::
 
@@ -157,9 +179,12 @@ class MongoLeaderElector:
         delete_on_release: bool = True,
         handover_poll: Optional[float] = None,
         payload: _payload.Payload = None,
+        priority: Optional[float] = None,
+        priority_stability: Optional[float] = None,
     ) -> None:
         _check_args(key, db, ttl, database)
         _check_handover_poll(handover_poll)
+        _check_priority(priority, priority_stability)
         payload_json = _payload.encode(payload)
         _lifecycle.sweep()
         self._closed = False
@@ -190,6 +215,10 @@ class MongoLeaderElector:
                 delete_on_release=bool(delete_on_release),
                 handover_poll=None if handover_poll is None else float(handover_poll),
                 payload=payload_json,
+                priority=None if priority is None else float(priority),
+                priority_stability=(
+                    None if priority_stability is None else float(priority_stability)
+                ),
             )
         except BaseException:
             del storage

@@ -100,7 +100,8 @@ class PyElector {
             std::optional<std::string> app_version, py::object dispatch,
             std::string lock_collection, std::string status_collection, bool allow_unsafe_server,
             std::optional<me::Identity> identity, bool delete_on_release,
-            std::optional<double> handover_poll, std::optional<std::string> payload)
+            std::optional<double> handover_poll, std::optional<std::string> payload,
+            std::optional<double> priority, std::optional<double> priority_stability)
       : callbacks_(std::make_shared<CallbackState>()) {
     callbacks_->dispatch = SharedPyObject(std::move(dispatch));
     me::ElectorOptions o;
@@ -114,6 +115,8 @@ class PyElector {
     o.delete_on_release = delete_on_release;
     o.handover_poll_s = handover_poll;
     o.payload = std::move(payload);  // JSON text, validated by the core
+    o.priority = priority;           // validated by the core (the rule lives in its loop)
+    o.priority_stability_s = priority_stability;
     o.allow_unbounded_calls = allow_unbounded(storage);
     me::ElectorCallbacks cb;
     auto state = callbacks_;
@@ -193,14 +196,15 @@ void bind_elector(py::module_& m) {
       .def(py::init<std::shared_ptr<me::Storage>, std::string, double, bool,
                     std::optional<std::string>, py::object, std::string, std::string, bool,
                     std::optional<me::Identity>, bool, std::optional<double>,
-                    std::optional<std::string>>(),
+                    std::optional<std::string>, std::optional<double>, std::optional<double>>(),
            py::arg("storage"), py::arg("key"), py::arg("ttl"), py::arg("report_status"),
            py::arg("app_version"), py::arg("dispatch"),
            py::arg("lock_collection") = "elector.locks",
            py::arg("status_collection") = "elector.leader_status",
            py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none(),
            py::arg("delete_on_release") = false, py::arg("handover_poll") = py::none(),
-           py::arg("payload") = py::none())
+           py::arg("payload") = py::none(), py::arg("priority") = py::none(),
+           py::arg("priority_stability") = py::none())
       .def("set_callback_enabled", &PyElector::set_enabled)
       .def("start",
            [](PyElector& e) {

@@ -11,7 +11,13 @@ from types import TracebackType
 from typing import Any, Callable, Deque, Dict, Literal, Optional, Type, TypeVar, cast
 
 from .. import _payload
-from ..elector import ClusterDetail, MongoLeaderElector, NodeStatus, _check_handover_poll
+from ..elector import (
+    ClusterDetail,
+    MongoLeaderElector,
+    NodeStatus,
+    _check_handover_poll,
+    _check_priority,
+)
 from ..errors import ClosedError
 from ._common import AsyncDatabaseArg, Opener, call, prepare
 
@@ -65,8 +71,11 @@ class AsyncMongoLeaderElector:
         delete_on_release: bool = True,
         handover_poll: Optional[float] = None,
         payload: _payload.Payload = None,
+        priority: Optional[float] = None,
+        priority_stability: Optional[float] = None,
     ) -> None:
         _check_handover_poll(handover_poll)
+        _check_priority(priority, priority_stability)
         _payload.encode(payload)  # TypeError / ValueError here, not at the first await
         target, facade, timeout = prepare(key, db, ttl, database, op_timeout)
         self.key = key
@@ -84,6 +93,8 @@ class AsyncMongoLeaderElector:
             delete_on_release=delete_on_release,
             handover_poll=handover_poll,
             payload=payload,
+            priority=priority,
+            priority_stability=priority_stability,
         )
         self._callbacks: Dict[str, Optional[Callback]] = {
             "on_leader": on_leader,
