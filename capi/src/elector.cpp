@@ -161,6 +161,11 @@ mongoelector_elector_config_init(mongoelector_elector_config* config, uint32_t v
     config->op_timeout_seconds = 0;
     if (version >= 2) config->handover_poll_seconds = -1;  // ttl/4
     if (version >= 3) config->payload_json = nullptr;
+    if (version >= 4) {
+      config->has_priority = 0;
+      config->priority = 0;
+      config->priority_stability_seconds = -1;  // one ttl
+    }
   });
 }
 
@@ -199,6 +204,12 @@ MONGOELECTOR_API mongoelector_status mongoelector_elector_new_with(
     // Validated by the core, before any I/O.
     if (config->version >= 3 && config->payload_json != nullptr)
       opts.payload = std::string(config->payload_json);
+    // Validated by the core (NaN, infinite, out of range); -1 is the default.
+    if (config->version >= 4 && config->has_priority != 0) {
+      opts.priority = config->priority;
+      if (config->priority_stability_seconds != -1)
+        opts.priority_stability_s = config->priority_stability_seconds;
+    }
     const auto op_ms = mongoelector::capi::op_timeout_ms(config->op_timeout_seconds, opts.ttl_s);
     *out = open_elector(client, std::move(opts), std::move(callbacks), std::move(shared), op_ms)
                .release();

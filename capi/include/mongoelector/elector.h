@@ -35,7 +35,7 @@ typedef void (*mongoelector_callback_fn)(void *user_data);
  * peek every ttl/4 while a leader exists (version 2). Callbacks: see
  * mongoelector_callback_fn. Version 1 is the struct up to op_timeout_seconds; a
  * program compiled against it keeps working (the fields it lacks take their defaults). */
-#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 3
+#define MONGOELECTOR_ELECTOR_CONFIG_VERSION 4
 typedef struct mongoelector_elector_config {
   uint32_t version;   /* as passed to mongoelector_elector_config_init */
   double ttl_seconds; /* > 0 and finite */
@@ -58,6 +58,17 @@ typedef struct mongoelector_elector_config {
    * INVALID_ARGUMENT when it is not a JSON object or above
    * MONGOELECTOR_PAYLOAD_MAX_BYTES. */
   const char *payload_json;
+  /* Version 4. Priority leaders (docs/handover.md), off by default (has_priority 0): with
+   * has_priority != 0 this node publishes `priority` (finite) in its status report and,
+   * while leading, hands leadership over (as mongoelector_elector_transfer) to the running
+   * member of highest priority strictly above its own, once that member has been seen
+   * live at every poll for priority_stability_seconds. A tie never moves leadership;
+   * members without a priority are never chosen; needs report_status.
+   * priority_stability_seconds: -1 (the default): one ttl; else finite, in [0, 1e9].
+   * INVALID_ARGUMENT, naming the field, for anything else. */
+  int has_priority;
+  double priority;
+  double priority_stability_seconds;
 } mongoelector_elector_config;
 
 /* Since 1.1: the largest leader payload, in bytes of its JSON text. */

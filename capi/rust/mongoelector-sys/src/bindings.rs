@@ -8,7 +8,7 @@ pub const MONGOELECTOR_VERSION_PATCH: u32 = 0;
 pub const MONGOELECTOR_VERSION_STRING: &[u8; 6] = b"1.1.0\0";
 pub const MONGOELECTOR_VERSION_NUMBER: u32 = 10100;
 pub const MONGOELECTOR_ERROR_INFO_VERSION: u32 = 1;
-pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 3;
+pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 4;
 pub const MONGOELECTOR_PAYLOAD_MAX_BYTES: u32 = 16384;
 pub const MONGOELECTOR_LOCKER_CONFIG_VERSION: u32 = 1;
 pub const MONGOELECTOR_ACQUIRE_OPTIONS_VERSION: u32 = 1;
@@ -154,6 +154,9 @@ pub struct mongoelector_elector_config {
     pub op_timeout_seconds: f64,
     pub handover_poll_seconds: f64,
     pub payload_json: *const ::std::os::raw::c_char,
+    pub has_priority: ::std::os::raw::c_int,
+    pub priority: f64,
+    pub priority_stability_seconds: f64,
 }
 extern "C" {
     pub fn mongoelector_elector_config_init(
