@@ -60,6 +60,16 @@ type ElectorOptions struct {
 	// the claim that starts a term writes it, so a new term never shows the previous
 	// leader's payload. See SetPayload.
 	Payload any
+	// Priority turns priority leaders on (nil = off, the default): this node publishes
+	// it in its status report and, while leading, hands leadership over (as Transfer) to
+	// the running member of highest priority strictly above its own once that member has
+	// been seen live at every poll for PriorityStability. A tie never moves leadership;
+	// members without a priority are never chosen. Needs the status report. Not finite:
+	// ErrInvalidArgument.
+	Priority *float64
+	// PriorityStability: that delay, counted while THIS node leads (give every member the
+	// same). nil = default (TTL); negative or above 1e9 s: ErrInvalidArgument.
+	PriorityStability *time.Duration
 
 	// OnStartedLeading runs on a new goroutine each time this node becomes leader (as
 	// client-go's), with a context cancelled the moment the leadership ends: lost at the
@@ -163,6 +173,17 @@ func NewElector(ctx context.Context, client *Client, key string, opts *ElectorOp
 		cfg.handover_poll_seconds = 0
 	} else if opts.HandoverPoll > 0 {
 		cfg.handover_poll_seconds = seconds(opts.HandoverPoll)
+	}
+	if opts.PriorityStability != nil && *opts.PriorityStability < 0 {
+		freeAll()
+		return nil, invalidArgument("PriorityStability is negative: " + opts.PriorityStability.String())
+	}
+	if opts.Priority != nil { // the library refuses a priority that is not finite
+		cfg.has_priority = 1
+		cfg.priority = C.double(*opts.Priority)
+		if opts.PriorityStability != nil {
+			cfg.priority_stability_seconds = seconds(*opts.PriorityStability)
+		}
 	}
 	if opts.Payload != nil {
 		text, err := payloadJSON(opts.Payload)
