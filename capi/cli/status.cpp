@@ -161,7 +161,8 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
   struct Member {
     std::string host, uuid, app;
     int64_t pid = 0, last_ms = 0;
-    bool leader = false, running = false, has_last = false;
+    bool leader = false, running = false, has_last = false, has_priority = false;
+    double priority = 0;  // priority leaders: published by members that have one
     double ttl = 0;
     // The member process's metrics from its last report (stat_* fields), when it sent them.
     std::vector<std::pair<std::string, int64_t>> stats;
@@ -177,6 +178,10 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
       x.leader = bool_of(m.get("is_leader"));
       x.running = bool_of(m.get("elector_running"));
       x.ttl = num_of(m.get("ttl"));
+      if (const Json* p = m.get("priority"); p != nullptr && p->type == Json::Number) {
+        x.has_priority = true;
+        x.priority = p->num;
+      }
       for (const char* name : kStatNames) {
         if (const Json* v = m.get(std::string("stat_") + name);
             v != nullptr && v->type == Json::Number)
@@ -216,7 +221,14 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
         out += "null";
       }
       snprintf(buf, sizeof buf, ", \"ttl\": %g, \"app_version\": ", m.ttl);
-      out += buf + (m.app.empty() ? std::string("null") : json_quote(m.app)) + ", \"metrics\": ";
+      out += buf + (m.app.empty() ? std::string("null") : json_quote(m.app)) + ", \"priority\": ";
+      if (m.has_priority) {
+        snprintf(buf, sizeof buf, "%.15g", m.priority);
+        out += buf;
+      } else {
+        out += "null";
+      }
+      out += ", \"metrics\": ";
       if (m.stats.empty()) {
         out += "null}";
       } else {
@@ -264,6 +276,10 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
                  indent.c_str(), m.host.c_str(), m.pid, m.uuid.c_str(), role.c_str(), age.c_str(),
                  m.app.c_str());
         out += buf;
+        if (m.has_priority) {
+          snprintf(buf, sizeof buf, "%s            priority %g\n", indent.c_str(), m.priority);
+          out += buf;
+        }
         if (verbose && !m.stats.empty())
           out += indent + "            " + stats_line(m.stats) + "\n";
       }
