@@ -102,3 +102,140 @@ def test_asyncio_elector_hands_over_by_priority():
         return result
 
     assert asyncio.run(scenario()) == (True, False, True)
+
+
+# ---- real processes -------------------------------------------------------------------
+# Three elector processes of priorities 0, 1 and 2, started lowest first, on the real
+# server and on SQLite: eventually the priority-2 process leads, leaderships never
+# overlap (each process reports on_leader / on_leader_loss with CLOCK_MONOTONIC, one
+# clock for every process of the host: a hand-over's loss is reported before its fenced
+# write, the next leader's start after it), and the fences of the terms increase.
+# Generous timeouts, no assertion on how long anything took.
+
+PROC_TTL = 2.0
+
+PRIORITY_CHILD = r"""
+import json, sys, time, mongoelector
+uri, key, ttl, priority = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+el = None
+def emit(ev, **kw):
+    kw.update(ev=ev, t=time.clock_gettime(time.CLOCK_MONOTONIC))
+    sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
+el = mongoelector.MongoLeaderElector(
+    key, uri, ttl=ttl, priority=priority, priority_stability=0.5,
+    on_leader=lambda: emit("leader", fence=el.fence),
+    on_leader_loss=lambda: emit("loss"))
+el.start()
+emit("ready")
+sys.stdin.readline()  # anything (or EOF): stop
+el.close()
+emit("closed")
+"""
+
+
+class _PriorityProc:
+    def __init__(self, uri, key, priority, events):
+        import subprocess
+        import sys
+        import threading
+
+        self.name = f"p{priority}"
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", PRIORITY_CHILD, uri, key, str(PROC_TTL), str(priority)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.events = events
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        import json
+
+        for line in self.p.stdout:
+            ev = json.loads(line)
+            ev["who"] = self.name
+            self.events.put(ev)
+
+    def stop(self):
+        import subprocess
+
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("stop\n")
+                self.p.stdin.flush()
+            except BrokenPipeError:
+                pass
+        try:
+            self.p.wait(30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(10)
+
+
+def _leader_intervals(log):
+    """[(start, end, who, fence)] of every leadership, in start order (end inf: open)."""
+    intervals, open_ = [], {}
+    for ev in sorted(log, key=lambda e: e["t"]):
+        if ev["ev"] == "leader":
+            open_[ev["who"]] = (ev["t"], ev["fence"])
+        elif ev["ev"] == "loss" and ev["who"] in open_:
+            start, fence = open_.pop(ev["who"])
+            intervals.append((start, ev["t"], ev["who"], fence))
+    intervals += [(s, math.inf, w, f) for w, (s, f) in open_.items()]
+    return sorted(intervals)
+
+
+@pytest.fixture(params=["server", "sqlite"])
+def process_uri(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path}/priority.db"
+    return request.getfixturevalue("server_db")[1]
+
+
+def test_processes_the_highest_priority_leads_never_two_at_once(process_uri):
+    import queue
+    import time
+    import uuid
+
+    key = "prio-" + uuid.uuid4().hex[:8]
+    events = queue.Queue()
+    log = []
+    procs = []
+
+    def wait(pred, timeout):
+        """Until pred(log), reading the events as they come."""
+        end = time.monotonic() + timeout
+        while not pred(log):
+            left = end - time.monotonic()
+            assert left > 0, f"timed out; events: {log}"
+            try:
+                log.append(events.get(timeout=min(left, 1.0)))
+            except queue.Empty:
+                pass
+
+    def seen(ev, who):
+        return lambda log: any(e["ev"] == ev and e["who"] == who for e in log)
+
+    try:
+        for priority in (0, 1, 2):  # lowest first: each one joins a running leader
+            procs.append(_PriorityProc(process_uri, key, priority, events))
+            wait(seen("ready", f"p{priority}"), 60)
+            if priority == 0:
+                wait(seen("leader", "p0"), 60)
+        wait(seen("leader", "p2"), 120)
+    finally:
+        for p in procs:
+            p.stop()
+        while True:
+            try:
+                log.append(events.get_nowait())
+            except queue.Empty:
+                break
+    intervals = _leader_intervals(log)
+    for (s1, e1, w1, _), (s2, _, w2, _) in zip(intervals, intervals[1:]):
+        assert s2 >= e1, f"{w1} led until {e1}, {w2} from {s2}: two leaders"
+    # (None: the term's renew deadline had passed when on_leader read it, on a loaded host.)
+    fences = [f for *_, f in intervals if f is not None]
+    assert fences == sorted(fences) and len(set(fences)) == len(fences), intervals
+    assert intervals[0][2] == "p0" and "p2" in [w for _, _, w, _ in intervals]
