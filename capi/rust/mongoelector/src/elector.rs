@@ -119,6 +119,8 @@ pub struct ElectorBuilder<'a> {
     op_timeout: Option<Duration>,
     handover_poll: Option<Option<Duration>>,
     payload: Option<String>,
+    priority: Option<f64>,
+    priority_stability: Option<Duration>,
     on_leader: Option<Callback>,
     on_leader_loss: Option<Callback>,
     on_loop: Option<Callback>,
@@ -171,6 +173,24 @@ impl<'a> ElectorBuilder<'a> {
     /// InvalidArgument when it is not an object. See [`Elector::set_payload`].
     pub fn payload(mut self, payload: &serde_json::Value) -> Self {
         self.payload = Some(payload.to_string());
+        self
+    }
+    /// Priority leaders (off by default; docs/handover.md): this node publishes
+    /// `priority` in its status report and, while leading, hands leadership over (as
+    /// [`Elector::transfer`]) to the running member of highest priority strictly above
+    /// its own, once that member has been seen live at every poll for
+    /// [`priority_stability`](Self::priority_stability). A tie never moves leadership;
+    /// members without a priority are never chosen. Needs the status report. `build()`
+    /// fails with InvalidArgument, naming the field, when it is not finite.
+    pub fn priority(mut self, priority: f64) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+    /// The delay of [`priority`](Self::priority) (default: one ttl), counted while THIS
+    /// node leads: give every member the same. Used only with a priority; `build()` fails
+    /// with InvalidArgument, naming the field, above 1e9 s.
+    pub fn priority_stability(mut self, delay: Duration) -> Self {
+        self.priority_stability = Some(delay);
         self
     }
     /// Runs when this node becomes leader, on the elector's thread (or the thread in
@@ -230,6 +250,14 @@ impl<'a> ElectorBuilder<'a> {
             c.handover_poll_seconds = p.map_or(0.0, |d| d.as_secs_f64());
         }
         c.payload_json = cpayload.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+        if let Some(p) = self.priority {
+            // The library refuses NaN, infinities and a stability out of range by name.
+            c.has_priority = 1;
+            c.priority = p;
+            if let Some(d) = self.priority_stability {
+                c.priority_stability_seconds = d.as_secs_f64();
+            }
+        }
         let tramp = |set: bool, f: unsafe extern "C" fn(*mut c_void)| set.then_some(f);
         c.on_leader = tramp(self.on_leader.is_some(), on_leader_tramp);
         c.on_leader_loss = tramp(self.on_leader_loss.is_some(), on_leader_loss_tramp);
@@ -307,6 +335,8 @@ impl Elector {
             op_timeout: None,
             handover_poll: None,
             payload: None,
+            priority: None,
+            priority_stability: None,
             on_leader: None,
             on_leader_loss: None,
             on_loop: None,
