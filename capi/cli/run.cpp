@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -118,7 +119,8 @@ const char* kRunHelp =
 
 const char* kElectHelp =
     "Usage: mongoelector elect KEY [--uri URI] [--ttl S] [--grace S] [--http ADDR]\n"
-    "                          [--payload JSON] [--notify] -- CMD [ARGS...]\n"
+    "                          [--payload JSON] [--priority N [--priority-stability S]]\n"
+    "                          [--notify] -- CMD [ARGS...]\n"
     "\n"
     "Joins the election for KEY and runs CMD while this process leads. When leadership is\n"
     "lost (the renew deadline passed without a renewal: this happens before any other node\n"
@@ -154,6 +156,16 @@ const char* kElectHelp =
     "                 node leads, e.g. '{\"endpoint\": \"10.0.0.5:8080\"}': shown by /leader,\n"
     "                 `mongoelector status` and every observer of KEY; a new leader's term\n"
     "                 never shows the previous leader's payload\n"
+    "  --priority N   prefer the processes of higher priority as leader (a number; off by\n"
+    "                 default): a leader with a priority hands leadership over to the\n"
+    "                 running member of KEY of highest priority strictly above its own,\n"
+    "                 once that member has been seen live at every poll for\n"
+    "                 --priority-stability. Equal priorities never move leadership;\n"
+    "                 members without a priority are never chosen. Shown by\n"
+    "                 `mongoelector status`\n"
+    "  --priority-stability S\n"
+    "                 that delay in seconds (default: the ttl), counted by the leader:\n"
+    "                 give every member the same. Needs --priority\n"
     "  --notify       systemd (Type=notify): READY=1 once the election loop runs, STATUS=\n"
     "                 lines (leader or follower), WATCHDOG=1 every WatchdogSec/2 while\n"
     "                 /healthz would say 200, STOPPING=1 on the way out\n"
@@ -633,8 +645,9 @@ void elect_on_loss(void* user_data) {
 int cmd_elect(int argc, char** argv, int sigfd) {
   Args a;
   int ec = 0;
-  if (!parse_args("elect", argc, argv, 2, {"uri", "ttl", "grace", "http", "payload"}, {"notify"}, 1,
-                  true, a, ec))
+  if (!parse_args("elect", argc, argv, 2,
+                  {"uri", "ttl", "grace", "http", "payload", "priority", "priority-stability"},
+                  {"notify"}, 1, true, a, ec))
     return ec;
   if (a.help) {
     print_elect_help();
@@ -649,6 +662,23 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   if (a.values.count("ttl") && !parse_seconds("elect", "ttl", a.values["ttl"], false, ttl))
     return kExitUsage;
   if (!parse_grace("elect", a, ttl, grace, ec)) return ec;
+  // Priority leaders: a finite number; the delay needs it (-1: the default, one ttl).
+  bool has_priority = a.values.count("priority") != 0;
+  double priority = 0, priority_stability = -1;
+  if (has_priority) {
+    const std::string& text = a.values["priority"];
+    char* end = nullptr;
+    errno = 0;
+    priority = strtod(text.c_str(), &end);
+    if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || !std::isfinite(priority))
+      return usage_error("elect", "--priority must be a finite number (got '" + text + "')");
+  }
+  if (a.values.count("priority-stability")) {
+    if (!has_priority) return usage_error("elect", "--priority-stability needs --priority");
+    if (!parse_seconds("elect", "priority-stability", a.values["priority-stability"], true,
+                       priority_stability))
+      return kExitUsage;
+  }
   if (!check_command(a.command, ec)) return ec;  // before joining the election
 
   std::string uri;
@@ -669,15 +699,20 @@ int cmd_elect(int argc, char** argv, int sigfd) {
   ctx.fd = events.w;
   ctx.health = &health;
   std::string app_version = std::string("mongoelector elect ") + mongoelector_version();
-  mongoelector_elector_options eo;
-  mongoelector_elector_options_init(&eo);
+  mongoelector_elector_config eo;
+  mongoelector_elector_config_init(&eo, MONGOELECTOR_ELECTOR_CONFIG_VERSION);
   eo.ttl_seconds = ttl;
   eo.app_version = app_version.c_str();
   eo.on_leader = elect_on_leader;
   eo.on_leader_loss = elect_on_loss;
   eo.on_loop = elect_on_loop;
   eo.user_data = &ctx;
-  mongoelector_status st = mongoelector_elector_new(client.get(), key.c_str(), &eo, &ctx.elector);
+  eo.delete_on_release = 0;  // as before the config struct (the core's own default)
+  eo.has_priority = has_priority ? 1 : 0;
+  eo.priority = priority;
+  eo.priority_stability_seconds = priority_stability;
+  mongoelector_status st =
+      mongoelector_elector_new_with(client.get(), key.c_str(), &eo, &ctx.elector);
   if (st != MONGOELECTOR_OK) {
     msg("cannot join the election for %s: %s\n  %s", key.c_str(), storage_error(st).c_str(),
         st == MONGOELECTOR_ERR_INVALID_ARGUMENT

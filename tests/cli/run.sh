@@ -757,6 +757,37 @@ t_elect_payload() {  # elect --payload: /leader and status show the leader's, a 
   kill -TERM $p2; exit_code $p2 10; [[ $RC == 0 ]] || fail "exit $RC"
 }
 
+t_elect_priority() {  # elect --priority: the higher member joins later and leads; bad values refused by name
+  local key="prio-$RANDOM" ttl=2 rc args
+  for args in "--priority abc:--priority" "--priority nan:--priority" "--priority inf:--priority" \
+      "--priority 1 --priority-stability -1:--priority-stability" \
+      "--priority 1 --priority-stability x:--priority-stability" \
+      "--priority-stability 1:--priority-stability needs --priority"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$BIN" elect "$key" ${args%%:*} -- true 2>"$T/prio-err" || rc=$?
+    [[ $rc == 64 ]] && grep -q -- "${args#*:}" "$T/prio-err" || fail "${args%%:*}: exit $rc: $(cat "$T/prio-err")"
+  done
+  export LOG="$T/prio.log"; : >"$LOG"
+  NAME=low "$BIN" elect "$key" --ttl $ttl --priority 0 --priority-stability 1 -- "$T/leader.sh" 2>"$T/low" &
+  local p_low=$!
+  wait_for "grep -q '^lead low' '$LOG'" 30 || fail "the first member never led: $(cat "$T/low")"
+  read -r _ _ fence1 _ < <(grep '^lead low' "$LOG")
+  NAME=high "$BIN" elect "$key" --ttl $ttl --priority 1 --priority-stability 1 -- "$T/leader.sh" 2>"$T/high" &
+  local p_high=$!
+  # No fixed delay: the hand-over comes after the stability delay and a poll or two.
+  wait_for "grep -q '^lead high' '$LOG'" 60 || fail "the higher member never led: $(cat "$LOG" "$T/low" "$T/high")"
+  read -r _ _ fence2 _ < <(grep '^lead high' "$LOG")
+  (( fence2 > fence1 )) || fail "fence $fence1 -> $fence2"
+  wait_for "grep -q '^stopped low' '$LOG'" 30 || fail "the lower member's CMD still runs: $(cat "$LOG")"
+  wait_for "'$BIN' status '$key' --json >'$T/prio.json' && [[ \$(json '$T/prio.json' 'd[\"leader\"] is not None and d[\"leader\"][\"pid\"] == $p_high and sorted(m[\"priority\"] for m in d[\"members\"]) == [0, 1]') == True ]]" 30 ||
+    fail "status: $(cat "$T/prio.json")"
+  "$BIN" status "$key" | grep -q "priority 1" || fail "status table: $("$BIN" status "$key")"
+  kill -TERM "$p_high" "$p_low"
+  exit_code "$p_high" 20; [[ $RC == 0 ]] || fail "the leader exited $RC"
+  exit_code "$p_low" 20; [[ $RC == 0 ]] || fail "the follower exited $RC"
+}
+
 t_http_run() {  # run --http: the holder is ready, a waiter healthy but not ready; /leader names the holder
   local key="httprun-$RANDOM"
   export OUT="$T/httprun.out"; : >"$OUT"
@@ -984,6 +1015,7 @@ run_test "elect: failover after kill -9 of the leader" t_elect_failover
 run_test "elect: leadership lost -> CMD stopped, restarted on re-election" t_elect_loss_stops_cmd
 run_test "elect --http: /leader, /healthz, /readyz across a failover; bad requests" t_http_elect_failover
 run_test "elect --payload: /leader and status show the leader's payload, a new term its own" t_elect_payload
+run_test "elect --priority: a higher member joining later leads; bad values refused" t_elect_priority
 run_test "run --http: holder ready, waiter healthy and not ready" t_http_run
 run_test "run --shared: 3 hold together; --exclusive waits, stops new readers, runs alone" t_shared_exclusive
 [[ $STORAGE == sqlite ]] && run_test "run --shared: storage cut off -> CMD dead (70) before the writer" t_shared_lost
