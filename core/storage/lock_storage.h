@@ -60,6 +60,8 @@ struct LockClaim {
   // The document a claim creates where there was none (fence 1): what the upsert of
   // claim() inserts, and what insert_claim() writes, field for field.
   Document document() const;
+  // What an insert of document() wrote (insert_claim's outcome when it succeeds).
+  LockDoc inserted() const { return LockDoc::from_document(document()); }
 };
 
 // One renewal of a batch (Storage::renew_many): what renew() takes for one key.

@@ -244,7 +244,7 @@ std::optional<LockDoc> MongoStorage::insert_claim(const std::string& collection,
     if (is_server_error(error, kDuplicateKey)) return std::nullopt;  // a document is there
     throw_error(c.what, error);
   }
-  return LockDoc::from_document(claim.document());  // what the insert wrote
+  return claim.inserted();
 }
 
 std::int64_t MongoStorage::bump_epoch(const std::string& collection, const std::string& key) {

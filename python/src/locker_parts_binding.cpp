@@ -100,9 +100,8 @@ void bind_locker_parts(py::module_& m, py::class_<me::Locker, std::shared_ptr<me
           "claim_reply",
           [](me::Locker&, ClaimInParts& c, const py::object& reply) {
             // An insert writes exactly its document; the upsert returns it.
-            c.doc = c.pending.insert ? me::LockDoc::from_document(c.pending.claim.document())
-                                     : PyMongoStorage::lock_doc_of(reply);
-            if (!c.doc) throw me::StorageError("findAndModify upsert returned no document");
+            c.doc = c.pending.insert ? c.pending.claim.inserted()
+                                     : PyMongoStorage::claimed_doc_of(reply);
           },
           "The write's reply (not a duplicate-key error).")
       .def(

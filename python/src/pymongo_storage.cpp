@@ -426,6 +426,16 @@ std::optional<me::LockDoc> PyMongoStorage::lock_doc_of(const py::object& reply) 
   return me::LockDoc::from_document(doc_from_py(reply));
 }
 
+me::LockDoc PyMongoStorage::claimed_doc_of(const py::object& reply) {
+  if (reply.is_none()) throw me::StorageError("findAndModify upsert returned no document");
+  return me::LockDoc::from_document(doc_from_py(reply));
+}
+
+bool PyMongoStorage::duplicate_key(const py::error_already_set& e) const {
+  return e.matches(refs_->duplicate_key_error) ||
+         (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)));
+}
+
 bool PyMongoStorage::matched(const me::commands::Command& c) {
   return matched_of(c, call_on(this->collection(c.collection), c));
 }
@@ -474,13 +484,10 @@ std::optional<me::LockDoc> PyMongoStorage::claim(const std::string& collection,
     try {
       result = find_one_and_update(c);
     } catch (py::error_already_set& e) {
-      if (e.matches(refs_->duplicate_key_error)) return std::nullopt;  // held
-      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
-        return std::nullopt;
+      if (duplicate_key(e)) return std::nullopt;  // held
       throw;
     }
-    if (result.is_none()) throw me::StorageError("findAndModify upsert returned no document");
-    return me::LockDoc::from_document(doc_from_py(result));
+    return claimed_doc_of(result);
   });
 }
 
@@ -491,12 +498,10 @@ std::optional<me::LockDoc> PyMongoStorage::insert_claim(const std::string& colle
     try {
       insert_one(c);
     } catch (py::error_already_set& e) {
-      if (e.matches(refs_->duplicate_key_error)) return std::nullopt;  // a document is there
-      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e)))
-        return std::nullopt;
+      if (duplicate_key(e)) return std::nullopt;  // a document is there
       throw;
     }
-    return me::LockDoc::from_document(claim.document());  // what the insert wrote
+    return claim.inserted();
   });
 }
 
@@ -692,8 +697,7 @@ bool PyMongoStorage::create_semaphore(const std::string& collection,
     try {
       insert_one(c);
     } catch (py::error_already_set& e) {
-      if (e.matches(refs_->duplicate_key_error)) return false;  // created by someone else
-      if (e.matches(refs_->operation_failure) && is_duplicate_key_code(error_code(e))) return false;
+      if (duplicate_key(e)) return false;  // created by someone else
       throw;
     }
     return true;

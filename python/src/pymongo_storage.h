@@ -123,6 +123,8 @@ class PyMongoStorage final : public mongoelector::Storage {
   // What a reply means: the lock document of a find_one / find_one_and_update reply
   // (None: nullopt), whether an update_one / delete_one reply matched (deleted).
   static std::optional<mongoelector::LockDoc> lock_doc_of(const py::object& reply);
+  // The lock document a claim's findAndModify (an upsert) returned: never None.
+  static mongoelector::LockDoc claimed_doc_of(const py::object& reply);
   static bool matched_of(const mongoelector::commands::Command& c, const py::object& reply);
 
   struct Refs;
@@ -137,6 +139,9 @@ class PyMongoStorage final : public mongoelector::Storage {
   // Sends an update_one / delete_one command (storage/commands.h): whether a document
   // matched (was deleted). Needs the GIL.
   bool matched(const mongoelector::commands::Command& c);
+  // A duplicate-key error (E11000 and its older codes) as pymongo raises it: the
+  // protocol's "held" or "a document is there". Needs the GIL.
+  bool duplicate_key(const py::error_already_set& e) const;
   // Sends a find_and_modify command (upsert, the document after); re-raises errors.
   py::object find_one_and_update(const mongoelector::commands::Command& c);
   // Sends an insert_one command (the document is Command::update); re-raises errors.
