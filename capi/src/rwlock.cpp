@@ -2,6 +2,7 @@
 // it shares with the semaphore's handle (free, release, touch, fence, holder records):
 // slot_handle.h; with every lease handle: lease_handle.h.
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,12 +45,22 @@ mongoelector::RwLockOptions to_core(const char* key, const mongoelector_rwlock_c
   return o;
 }
 
+// A side as the int C passed: any value may arrive, and in C++ loading an enum outside
+// its values is undefined behaviour, so `side` is taken by reference and copied as bytes.
+int side_value(const mongoelector_rwlock_side& side) {
+  int raw = 0;
+  static_assert(sizeof raw == sizeof side, "a C enum is passed as an int");
+  std::memcpy(&raw, &side, sizeof raw);
+  return raw;
+}
+
 // The side a caller asked for: READ or WRITE, anything else refused by name.
-mongoelector::RwSide to_side(mongoelector_rwlock_side side) {
-  if (side == MONGOELECTOR_RWLOCK_READ) return mongoelector::RwSide::Read;
-  if (side == MONGOELECTOR_RWLOCK_WRITE) return mongoelector::RwSide::Write;
+mongoelector::RwSide to_side(const mongoelector_rwlock_side& side) {
+  const int raw = side_value(side);
+  if (raw == MONGOELECTOR_RWLOCK_READ) return mongoelector::RwSide::Read;
+  if (raw == MONGOELECTOR_RWLOCK_WRITE) return mongoelector::RwSide::Write;
   throw mongoelector::InvalidArgument(
-      "side " + std::to_string(static_cast<long long>(side)) +
+      "side " + std::to_string(raw) +
       " is not a side to acquire: pass MONGOELECTOR_RWLOCK_READ (1) or MONGOELECTOR_RWLOCK_WRITE "
       "(2)");
 }
@@ -141,7 +152,7 @@ MONGOELECTOR_API mongoelector_status mongoelector_rwlock_uuid(mongoelector_rwloc
 }
 
 MONGOELECTOR_API const char* mongoelector_rwlock_side_name(mongoelector_rwlock_side side) {
-  switch (side) {
+  switch (side_value(side)) {
     case MONGOELECTOR_RWLOCK_NONE:
       return "none";
     case MONGOELECTOR_RWLOCK_READ:
