@@ -170,9 +170,10 @@ AcquireStep AcquireRun::end_attempt(std::optional<Claimed> got, std::string held
     held_message_ = std::move(held);
     return finish_locked(step_of(AcquireStep::Kind::Held));
   }
-  // Wait one step; a step longer than what is left of the timeout ends with it.
+  // Wait one step (or the pace's wait); a wait longer than what is left of the timeout
+  // ends with it.
   const std::int64_t now = clock_.mono_ms();
-  std::int64_t wake = now + step_ms_;
+  std::int64_t wake = now + (pace_ ? std::max<std::int64_t>(1, pace_(step_ms_)) : step_ms_);
   if (options_.timeout_s) {
     const double end = static_cast<double>(start_) + *options_.timeout_s * 1000.0;
     if (end < static_cast<double>(wake))

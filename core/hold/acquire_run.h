@@ -83,6 +83,12 @@ class AcquireRun {
   AcquireRun(const AcquireRun&) = delete;
   AcquireRun& operator=(const AcquireRun&) = delete;
 
+  // The wait after a refused attempt, given the step (fair queueing: a waiter far back in
+  // its key's queue looks less often, fair_queue.h). Default: the step. Set before the
+  // run is driven.
+  using Pace = std::function<std::int64_t(std::int64_t step_ms)>;
+  void set_pace(Pace pace) { pace_ = std::move(pace); }
+
   AcquireStep next();
   AcquireStep attempt();
   AcquireStep cancel();
@@ -128,6 +134,7 @@ class AcquireRun {
   const ReleaseIf release_if_;
   const std::int64_t start_;
   std::int64_t step_ms_ = 1;
+  Pace pace_;  // empty: the step
 
   mutable std::mutex mu_;  // never held across a claim
   std::int64_t count_ = 0;

@@ -36,7 +36,16 @@ std::string who(const SemaphoreSlot& s) { return s.host + " pid " + std::to_stri
 // The reader and writer claim rules (rwlock.h).
 class RwLock::Rule final : public SlotRule {
  public:
-  Rule(RwLock& lock, RwSide side, bool mark) : lock_(lock), side_(side), mark_(mark) {}
+  Rule(RwLock& lock, RwSide side, bool mark, bool queue)
+      : lock_(lock), side_(side), mark_(mark), queue_(queue) {}
+
+  // Writers never pass a live waiter; readers neither while writers are preferred (the
+  // queue holds writers only); a fair blocking writer waits in it.
+  QueueMode queue_mode() const override {
+    if (side_ == RwSide::Read)
+      return lock_.options_.writer_preference ? QueueMode::Respect : QueueMode::Ignore;
+    return queue_ ? QueueMode::Wait : QueueMode::Respect;
+  }
 
   std::int64_t first_slot() const override {
     return side_ == RwSide::Read ? 0 : lock_.writer_slot();
@@ -85,6 +94,7 @@ class RwLock::Rule final : public SlotRule {
   RwLock& lock_;
   const RwSide side_;
   const bool mark_;
+  const bool queue_;
 };
 
 RwLock::RwLock(std::shared_ptr<Storage> storage, RwLockOptions options,
@@ -122,22 +132,24 @@ std::int64_t RwLock::acquire(RwSide side, bool blocking, std::optional<double> t
     return run_blocking(*run, cancel);
   } catch (...) {
     drop_mark();  // the writer gave up waiting: readers may enter again
+    leave_queue();
     throw;
   }
 }
 
 std::unique_ptr<AcquireRun> RwLock::start_acquire(RwSide side, bool blocking,
                                                   std::optional<double> timeout_s, double step_s) {
-  const bool mark = blocking && side == RwSide::Write && options_.writer_preference;
+  const bool queue = blocking && side == RwSide::Write && options_.fair;
+  const bool mark = blocking && side == RwSide::Write && options_.writer_preference && !queue;
   return make_run(
-      blocking, timeout_s, step_s, [this, side, mark] { return attempt(side, mark); },
+      blocking, timeout_s, step_s, [this, side, mark, queue] { return attempt(side, mark, queue); },
       [this, side](const std::optional<SemaphoreDoc>& doc) { return held_message(side, doc); });
 }
 
-std::optional<std::int64_t> RwLock::try_acquire(RwSide side) { return attempt(side, false); }
+std::optional<std::int64_t> RwLock::try_acquire(RwSide side) { return attempt(side, false, false); }
 
-std::optional<std::int64_t> RwLock::attempt(RwSide side, bool mark) {
-  Rule rule(*this, side, mark);
+std::optional<std::int64_t> RwLock::attempt(RwSide side, bool mark, bool queue) {
+  Rule rule(*this, side, mark, queue);
   const std::optional<std::int64_t> token = try_claim(rule);
   if (token) {
     // The claim emptied any mark of ours its copy showed, and the compare-and-set means

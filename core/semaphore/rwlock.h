@@ -76,6 +76,11 @@ struct RwLockOptions {
   bool allow_unsafe_server = RwLockDefaults::allow_unsafe_server;
   // Accept a storage whose calls have no known time bound (see LockerOptions).
   bool allow_unbounded_calls = false;
+  // Fair (FIFO) writers (hold/fair_queue.h): a blocking writer that finds the lock taken
+  // waits in the key's queue instead of writing the waiting mark, and writers are served
+  // in arrival order. With writer preference, a live queue stops new readers as the mark
+  // does.
+  bool fair = false;
 };
 
 // The unexpired holders of a read-write lock's key (at the earliest server time).
@@ -130,7 +135,7 @@ class RwLock : public SlotHolder {
   class Rule;
   void check_server_safety() override;
   std::string already_holding(const Lease& live) const override;
-  std::optional<std::int64_t> attempt(RwSide side, bool mark);
+  std::optional<std::int64_t> attempt(RwSide side, bool mark, bool queue);
   // The writer's side write when refused (writer preference): see the file comment.
   bool wait_with_mark(const SemaphoreDoc& doc, std::int64_t now_ms);
   std::string held_message(RwSide side, const std::optional<SemaphoreDoc>& doc);

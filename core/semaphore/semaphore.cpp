@@ -31,6 +31,8 @@ SlotDocSpec doc_spec(const SemaphoreOptions& o) {
 // no other slot.
 class CountingRule final : public SlotRule {
  public:
+  explicit CountingRule(QueueMode mode) : mode_(mode) {}
+  QueueMode queue_mode() const override { return mode_; }
   std::int64_t first_slot() const override { return 0; }
   SlotChoice choose(const SemaphoreDoc& doc, std::int64_t now_ms) const override {
     SlotChoice c;
@@ -38,6 +40,9 @@ class CountingRule final : public SlotRule {
       if (!doc.slots[i].held_at(now_ms)) c.slot = static_cast<std::int64_t>(i);
     return c;
   }
+
+ private:
+  const QueueMode mode_;
 };
 }  // namespace
 
@@ -70,18 +75,26 @@ std::string Semaphore::already_holding(const Lease& live) const {
 std::int64_t Semaphore::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                                 const CancelFn& cancel) {
   const std::unique_ptr<AcquireRun> run = start_acquire(blocking, timeout_s, step_s);
-  return run_blocking(*run, cancel);
+  try {
+    return run_blocking(*run, cancel);
+  } catch (...) {
+    leave_queue();  // gave up waiting: the next in line moves up now, not in a ttl
+    throw;
+  }
 }
 
 std::unique_ptr<AcquireRun> Semaphore::start_acquire(bool blocking, std::optional<double> timeout_s,
                                                      double step_s) {
   return make_run(
-      blocking, timeout_s, step_s, [this] { return try_acquire(); },
+      blocking, timeout_s, step_s,
+      [this, queue = blocking && options_.fair] { return attempt(queue); },
       [this](const std::optional<SemaphoreDoc>& doc) { return full_message(doc); });
 }
 
-std::optional<std::int64_t> Semaphore::try_acquire() {
-  CountingRule rule;
+std::optional<std::int64_t> Semaphore::try_acquire() { return attempt(false); }
+
+std::optional<std::int64_t> Semaphore::attempt(bool queue) {
+  CountingRule rule(queue ? QueueMode::Wait : QueueMode::Respect);
   return try_claim(rule);
 }
 

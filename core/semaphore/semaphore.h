@@ -83,6 +83,11 @@ struct SemaphoreOptions {
   bool allow_unsafe_server = SemaphoreDefaults::allow_unsafe_server;
   // Accept a storage whose calls have no known time bound (see LockerOptions).
   bool allow_unbounded_calls = false;
+  // Fair (FIFO) queueing (hold/fair_queue.h): a blocking acquire that finds every slot
+  // held waits in the key's queue and is served in arrival order. Every claim of this
+  // version honours a live queue (fair or not); this decides whether THIS instance's
+  // blocking acquires join it.
+  bool fair = false;
 };
 
 // This instance's view of its hold (one slot: Hold::slot; fence is the token).
@@ -98,6 +103,7 @@ class Semaphore : public SlotHolder {
   // slots held by ..."); blocking: retries every `step_s` until `timeout_s` ->
   // AcquireTimeout; `cancel` -> Cancelled; timeparanoid -> verify_time() first).
   // An instance holds at most one slot: acquiring while its lease runs -> InvalidArgument.
+  // Fair: waits in the key's queue; a timeout, a cancel or an error leaves it.
   // A limit other than the document's -> InvalidArgument; so is a key whose document is
   // a read-write lock's.
   std::int64_t acquire(bool blocking = true, std::optional<double> timeout_s = std::nullopt,
@@ -111,6 +117,8 @@ class Semaphore : public SlotHolder {
   // first. Throws StorageUnavailable when the claim completed only after its lease
   // had ended (the hold is released, not reported).
   std::optional<std::int64_t> try_acquire();
+  // try_acquire, or (`queue`) the attempt of a fair blocking acquire.
+  std::optional<std::int64_t> attempt(bool queue);
 
   // The unexpired holders (one round trip), in slot order; "unexpired" at the earliest
   // the server's clock can read, as claimants see them. Checks the limit.

@@ -1,6 +1,7 @@
 #include "slot_holder.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "../exceptions.h"
 #include "../metrics.h"
@@ -47,7 +48,7 @@ std::unique_ptr<AcquireRun> SlotHolder::make_run(
     bool blocking, std::optional<double> timeout_s, double step_s,
     std::function<std::optional<std::int64_t>()> attempt,
     std::function<std::string(const std::optional<SemaphoreDoc>&)> held) {
-  return std::make_unique<AcquireRun>(
+  auto run = std::make_unique<AcquireRun>(
       state_, AcquireOptions{blocking, timeout_s, step_s, doc_.timeparanoid},
       [attempt = std::move(attempt)]() -> std::optional<Claimed> {
         const std::optional<std::int64_t> token = attempt();
@@ -57,6 +58,19 @@ std::unique_ptr<AcquireRun> SlotHolder::make_run(
       // The read of the attempt that found the key held: no extra round trip.
       [this, held = std::move(held)] { return held(cached()); },
       [this](std::int64_t fence) { return release_if(fence); });
+  run->set_pace([this](std::int64_t step_ms) { return pace_ms(step_ms); });
+  return run;
+}
+
+std::int64_t SlotHolder::pace_ms(std::int64_t step_ms) const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (place_.ticket == 0) return step_ms;  // not queued: every step, as before
+  return fair_queue::wait_ms(place_ahead_, step_ms, state_.ttl_ms());
+}
+
+QueueEntry SlotHolder::queue_entry() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return place_;
 }
 
 bool SlotHolder::release_if(std::int64_t fence) {
@@ -200,6 +214,11 @@ std::optional<std::int64_t> SlotHolder::try_claim_locked(SlotRule& rule) {
     // is free at the write's time too (the filter checks it again, atomically).
     const std::int64_t now = state_.server_time_for_write().earliest_ms();
     SlotChoice choice = rule.choose(*doc, now);
+    fair_queue::Gate gate;
+    if (rule.queue_mode() != QueueMode::Ignore) {
+      gate = fair_queue::gate(doc->queue, identity().uuid, queue_entry().ticket, now);
+      if (!gate.open) choice = SlotChoice{};  // a live waiter comes first (invariant Q)
+    }
     if (choice.slot < 0) {
       if (!fresh) {
         known = false;  // our copy may be old (releases do not change the fence): look
@@ -210,19 +229,27 @@ std::optional<std::int64_t> SlotHolder::try_claim_locked(SlotRule& rule) {
         known = fresh = false;
         continue;
       }
+      if (rule.queue_mode() == QueueMode::Wait && writes < max_writes && wait_in_queue(*doc, now)) {
+        ++writes;
+        known = fresh = false;
+        continue;
+      }
       return std::nullopt;  // held
     }
     if (writes >= max_writes) return std::nullopt;  // lost every race: held, this time
     ++writes;
     const std::int64_t new_fence = next_fence(std::max(doc->fence, attempted_fence()));
     const std::int64_t sent = clock().mono_ms();
-    const SemaphoreClaim c = claim_of(choice.slot, doc->fence, new_fence,
-                                      state_.server_time_for_write(), std::move(choice.clear));
+    SemaphoreClaim c = claim_of(choice.slot, doc->fence, new_fence, state_.server_time_for_write(),
+                                std::move(choice.clear));
+    c.queue_passed = std::move(gate.passed);
+    c.queue_own = gate.own;
     if (write_claim(c, /*create=*/false, sent)) {
       semaphore_doc::put_claim(*doc, c);
       {
         std::lock_guard<std::mutex> g(mu_);
         cache_ = doc;
+        if (c.queue_own) place_ = QueueEntry{};  // removed by the claim
       }
       return install(c, sent);
     }
@@ -274,6 +301,80 @@ bool SlotHolder::claim_unheld(const SemaphoreDoc& doc, std::int64_t slot,
   return true;
 }
 
+bool SlotHolder::wait_in_queue(const SemaphoreDoc& doc, std::int64_t now) {
+  const QueueEntry mine = queue_entry();
+  const fair_queue::Standing st =
+      fair_queue::standing(doc.queue, identity().uuid, mine.ticket, now);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    place_ahead_ = st.ahead;
+  }
+  try {
+    if (st.own >= 0) {
+      const QueueEntry& e = doc.queue[static_cast<std::size_t>(st.own)];
+      if (!fair_queue::renew_due(e.expire_ms, now, ttl_ms())) return false;  // waits its turn
+      const std::int64_t at = state_.server_time_for_write().earliest_ms();
+      const std::int64_t expire = at + ttl_ms();
+      if (storage().renew_queue_entry(collection(), key(), st.own, mine.uuid, mine.ticket, at,
+                                      expire)) {
+        std::lock_guard<std::mutex> g(mu_);
+        if (place_.ticket == mine.ticket) place_.expire_ms = std::max(place_.expire_ms, expire);
+        return false;
+      }
+      return true;  // moved (an entry before it left) or expired meanwhile: read again
+    }
+    // No live entry of ours (never queued, or its place was lost): ONE enqueue, a
+    // compare-and-set whose new fence is the ticket (after every ticket so far).
+    const std::int64_t new_fence = next_fence(std::max(doc.fence, attempted_fence()));
+    SemaphoreClaim c = claim_of(0, doc.fence, new_fence, state_.server_time_for_write(), {});
+    c.enqueue = true;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      attempted_fence_ = std::max(attempted_fence_, c.new_fence);
+      cache_.reset();  // until the outcome is known
+      // Sent: it may land even when the call fails (then a leave names it).
+      place_ = semaphore_doc::queued_entry(c);
+      place_ahead_ = st.ahead;
+    }
+    if (!storage().claim_semaphore(collection(), c)) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (place_.ticket == c.new_fence) place_ = QueueEntry{};
+      return true;  // the document moved: read again
+    }
+    SemaphoreDoc copy = doc;
+    semaphore_doc::put_claim(copy, c);
+    std::lock_guard<std::mutex> g(mu_);
+    cache_ = std::move(copy);
+    return false;
+  } catch (const StorageFailure& ex) {
+    // The entry is a place in line, not the hold: this attempt is refused as it would be
+    // without it; the next one looks again.
+    log(LogLevel::Warning, "could not write the queue entry of " + describe() + ": " + ex.what(),
+        log_fields(LogEvent::None));
+    return false;
+  }
+}
+
+void SlotHolder::leave_queue() {
+  QueueEntry mine;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    mine = std::exchange(place_, QueueEntry{});
+    place_ahead_ = 0;
+  }
+  if (mine.ticket == 0) return;
+  try {
+    storage().leave_queue(collection(), key(), mine.uuid, mine.ticket);
+    std::lock_guard<std::mutex> g(mu_);
+    if (cache_) semaphore_doc::leave_queue(*cache_, mine.uuid, mine.ticket);
+  } catch (const std::exception& ex) {
+    log(LogLevel::Warning,
+        "could not leave the queue of " + describe() +
+            " (its entry expires within its ttl): " + ex.what(),
+        log_fields(LogEvent::None));
+  }
+}
+
 bool SlotHolder::release_unheld(std::int64_t slot, std::int64_t fence) {
   const bool released =
       storage().release_semaphore(collection(), key(), slot, identity().uuid, fence);
@@ -308,6 +409,7 @@ void SlotHolder::release_slot(const Hold& h) {
 }
 
 void SlotHolder::release() {
+  leave_queue();
   state_.release([this](const Hold& h) { release_slot(h); });
 }
 

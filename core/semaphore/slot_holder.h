@@ -22,6 +22,13 @@
 //    renewal for the batched renewer (Holdable, RenewTicket::Kind::Semaphore).
 //  * The document's checks: its kind ("" for a semaphore, "rwlock"), its limit, its
 //    shape (semaphore_doc::malformed), refused before anything is written.
+//  * Fair queueing (hold/fair_queue.h, whose rules it applies): every claim passes the
+//    queue's gate (invariant Q: never past a live entry; the entries it passes are named
+//    and removed by the claim's own write); a fair blocking waiter (QueueMode::Wait)
+//    refused on a fresh read enqueues ONCE (a compare-and-set write), renews its entry
+//    when due on a later look (fenced by uuid and ticket, monotonic), paces its looks by
+//    its place (AcquireRun::set_pace), and leaves the queue (leave_queue) when it gives
+//    up or releases. A run its caller stops driving leaves its entry to expire (one ttl).
 //
 // One hold per instance: acquiring while its lease runs is InvalidArgument.
 #pragma once
@@ -35,6 +42,7 @@
 #include <vector>
 
 #include "../clock.h"
+#include "../hold/fair_queue.h"
 #include "../hold/hold_state.h"
 #include "../hold/holdable.h"
 #include "../identity.h"
@@ -50,10 +58,18 @@ struct SlotChoice {
   std::vector<SlotClear> clear;  // emptied in the same write (SemaphoreClaim::clear_slots)
 };
 
+// How a claim treats the key's fair queue (hold/fair_queue.h).
+enum class QueueMode {
+  Ignore,   // not at all (a reader without writer preference: it waits for no writer)
+  Respect,  // invariant Q: never past a live entry; no entry of its own
+  Wait,     // Respect, and enqueue when refused (a fair blocking waiter)
+};
+
 // A claim rule (a semaphore's counting rule, a read-write lock's reader or writer rule).
 class SlotRule {
  public:
   virtual ~SlotRule() = default;
+  virtual QueueMode queue_mode() const { return QueueMode::Respect; }
   // The slot a claim takes in the document it creates (first use of the key).
   virtual std::int64_t first_slot() const = 0;
   // The claim to make on `doc` at server time `now_ms` (the claimant's earliest): the
@@ -80,10 +96,15 @@ class SlotHolder : public Holdable {
   // Releases this instance's hold only if it is the hold of `fence` (fenced, as
   // release()). True when released; false (no write) otherwise.
   bool release_if(std::int64_t fence);
-  // Releases this instance's hold (fenced: slot, uuid and fence). Not holding is not an
-  // error (no round trip, unless a stranded hold is left to release). On failure the
+  // Releases this instance's hold (fenced: slot, uuid and fence) and leaves the queue.
+  // Not holding is not an error (no round trip, unless a stranded hold is left to release). On failure the
   // hold is kept as stranded (released before the next claim) and the error raised.
   void release() override;
+  // Fair queueing: removes this instance's queue entry, if any (fenced: uuid and ticket).
+  // Failures are logged (the entry expires within its ttl).
+  void leave_queue();
+  // This instance's queue entry as last written (ticket 0: none).
+  QueueEntry queue_entry() const;
 
   // Pushes this instance's slot to now+ttl if it still holds it unexpired: the new
   // expiry (server time, ms), else nullopt (the local hold is dropped).
@@ -179,6 +200,11 @@ class SlotHolder : public Holdable {
 
  private:
   void check_doc(const SemaphoreDoc& doc) const;
+  // A fair waiter refused on a fresh read: enqueues, or renews its entry when due. True:
+  // read again (a write lost a race or the entry moved). Counted as one write.
+  bool wait_in_queue(const SemaphoreDoc& doc, std::int64_t now_ms);
+  // The wait after a refused attempt (AcquireRun::set_pace).
+  std::int64_t pace_ms(std::int64_t step_ms) const;
   std::optional<std::int64_t> try_claim_locked(SlotRule& rule);  // attempt_mu_ held
   // The token after `fence` (F+1, or a fresh epoch when F+1 would enter the next one).
   std::int64_t next_fence(std::int64_t fence);
@@ -213,6 +239,10 @@ class SlotHolder : public Holdable {
   // The document as this instance last wrote or read it: lets the next claim skip the
   // read (one round trip) while nobody else claimed since.
   std::optional<SemaphoreDoc> cache_;
+  // Fair queueing: this instance's entry as last sent (ticket 0: none) and the live
+  // entries before it at its last look.
+  QueueEntry place_;
+  std::int64_t place_ahead_ = 0;
 };
 
 }  // namespace mongoelector

@@ -245,13 +245,47 @@ Command create_semaphore(const std::string& collection, const SemaphoreClaim& c)
               "insert (create semaphore " + c.key + ")");
 }
 
+namespace {
+std::string queue_path(std::size_t i, const char* field) {
+  return "queue." + std::to_string(i) + "." + field;
+}
+
+Node queue_entry_node(const QueueEntry& e) {
+  return Node::doc({{"uuid", e.uuid}, {"ticket", e.ticket}, {"ts_expire", DateTime{e.expire_ms}}});
+}
+
+// An enqueue (SemaphoreClaim::enqueue): compare-and-set on the fence, the entry appended.
+Command enqueue(const std::string& collection, const SemaphoreClaim& c) {
+  semaphore_doc::check_queue_fields(c);
+  return make(
+      Op::update_one, collection,
+      Node::doc({{"_id", c.key}, {"limit", c.limit}, {"fence", c.old_fence}}),
+      Node::doc(
+          {{"$set", Node::doc({{"fence", c.new_fence}})},
+           {"$push", Node::doc({{"queue", queue_entry_node(semaphore_doc::queued_entry(c))}})}}),
+      "update (enqueue on semaphore " + c.key + ")");
+}
+}  // namespace
+
 Command claim_semaphore(const std::string& collection, const SemaphoreClaim& c) {
+  if (c.enqueue) return enqueue(collection, c);
   // Free: NOT (ts_expire > now), the negation of SemaphoreSlot::held_at.
   auto free_at = [&](std::int64_t slot) {
     return Node(slot_path(slot, "ts_expire"), Node::doc({{"$not", later_than(c.now_ms)}}));
   };
   Node filter = Node::doc({{"_id", c.key}, {"limit", c.limit}, {"fence", c.old_fence}});
   filter.children.push_back(free_at(c.slot));
+  // The queue entries passed: the first ones, by index, each still {uuid, ticket} and
+  // expired now (a renewal since would show); then the claimant's own.
+  for (std::size_t i = 0; i < c.queue_passed.size(); ++i) {
+    filter.add(queue_path(i, "uuid"), c.queue_passed[i].uuid);
+    filter.add(queue_path(i, "ticket"), c.queue_passed[i].ticket);
+    filter.add(queue_path(i, "ts_expire"), Node::doc({{"$not", later_than(c.now_ms)}}));
+  }
+  if (c.queue_own) {
+    filter.add(queue_path(c.queue_passed.size(), "uuid"), c.queue_own->uuid);
+    filter.add(queue_path(c.queue_passed.size(), "ticket"), c.queue_own->ticket);
+  }
   Node set = Node::doc({{"fence", c.new_fence}});
   // clear_slots: each free at now (a plain condition), or, for the claimant's own hold,
   // {$or: [free, {uuid, fence}]} (several under one $and: a filter has one $or).
@@ -272,8 +306,36 @@ Command claim_semaphore(const std::string& collection, const SemaphoreClaim& c) 
   else if (!either.empty())
     filter.add("$and", Node::array(std::move(either)));
   set.add(slot_path(c.slot), slot_node(semaphore_doc::claimed_slot(c)));
-  return make(Op::update_one, collection, std::move(filter), Node::doc({{"$set", std::move(set)}}),
+  Node update = Node::doc({{"$set", std::move(set)}});
+  // Tickets increase along the array, so "up to the last one removed" is exactly the
+  // entries the filter named (checked at the same instant, atomically).
+  if (const std::int64_t through = semaphore_doc::queue_removed_through(c); through != 0)
+    update.add("$pull",
+               Node::doc({{"queue", Node::doc({{"ticket", Node::doc({{"$lte", through}})}})}}));
+  return make(Op::update_one, collection, std::move(filter), std::move(update),
               "update (claim semaphore " + c.key + ")");
+}
+
+Command renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                          const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                          std::int64_t expire_ms) {
+  const auto i = static_cast<std::size_t>(std::max<std::int64_t>(index, 0));
+  return make(Op::update_one, collection,
+              Node::doc({{"_id", key},
+                         {queue_path(i, "uuid"), uuid},
+                         {queue_path(i, "ticket"), ticket},
+                         {queue_path(i, "ts_expire"), later_than(now_ms)}}),
+              expiry_update(queue_path(i, "ts_expire"), expire_ms),
+              "update (renew queue entry on " + key + ")");
+}
+
+Command leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                    std::int64_t ticket) {
+  Node entry = Node::doc({{"uuid", uuid}, {"ticket", ticket}});
+  return make(Op::update_one, collection,
+              Node::doc({{"_id", key}, {"queue", Node::doc({{"$elemMatch", entry}})}}),
+              Node::doc({{"$pull", Node::doc({{"queue", entry}})}}),
+              "update (leave queue of " + key + ")");
 }
 
 namespace {

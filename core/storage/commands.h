@@ -107,6 +107,13 @@ Command renew_semaphore(const std::string& collection, const std::string& key, s
                         std::int64_t expire_ms);
 Command release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                           const std::string& uuid, std::int64_t fence);
+// Fair queueing (semaphore_storage.h): claim_semaphore also builds an enqueue ($push),
+// and a claim's queue_passed / queue_own ($pull up to the last ticket removed).
+Command renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                          const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                          std::int64_t expire_ms);
+Command leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                    std::int64_t ticket);
 // renew_semaphores: ONE unordered bulk `update` of requests[from, to), one statement per
 // request (renew_semaphore's filter and $max), then read_keys over their distinct keys
 // (semaphore_keys), whose documents decide (SemaphoreRenewRequest::renewed_by).

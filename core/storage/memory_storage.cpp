@@ -319,6 +319,27 @@ bool MemoryStorage::release_semaphore(const std::string& collection, const std::
   });
 }
 
+bool MemoryStorage::renew_queue_entry(const std::string& collection, const std::string& key,
+                                      std::int64_t index, const std::string& uuid,
+                                      std::int64_t ticket, std::int64_t now_ms,
+                                      std::int64_t expire_ms) {
+  return call("renew_queue_entry", [=] {
+    auto& coll = semaphores_[collection];
+    auto it = coll.find(key);
+    return it != coll.end() &&
+           semaphore_doc::renew_queue_entry(it->second, index, uuid, ticket, now_ms, expire_ms);
+  });
+}
+
+bool MemoryStorage::leave_queue(const std::string& collection, const std::string& key,
+                                const std::string& uuid, std::int64_t ticket) {
+  return call("leave_queue", [=] {
+    auto& coll = semaphores_[collection];
+    auto it = coll.find(key);
+    return it != coll.end() && semaphore_doc::leave_queue(it->second, uuid, ticket);
+  });
+}
+
 bool is_memory_uri(const std::string& uri) { return uri.rfind("memory://", 0) == 0; }
 
 void MemoryStorage::set_clock(std::shared_ptr<Clock> clock) {

@@ -25,7 +25,8 @@ class MemoryStorage final : public Storage {
   // op: "server_info", "server_time_ms", "claim", "insert_claim", "bump_epoch", "set_fence", "renew",
   // "renew_many", "set_expiry", "release", "read", "put_status", "list_status",
   // "ensure_indexes", "read_semaphore", "create_semaphore", "claim_semaphore",
-  // "renew_semaphore", "renew_semaphores", "release_semaphore", "hand_over".
+  // "renew_semaphore", "renew_semaphores", "release_semaphore", "renew_queue_entry",
+  // "leave_queue", "hand_over".
   // applied: false before the call reaches the "server", true after it was applied.
   using FaultHook = std::function<void(const std::string& op, bool applied)>;
 
@@ -116,6 +117,11 @@ class MemoryStorage final : public Storage {
                        std::int64_t expire_ms) override;
   bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                          const std::string& uuid, std::int64_t fence) override;
+  bool renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                         const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                         std::int64_t expire_ms) override;
+  bool leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                   std::int64_t ticket) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;

@@ -430,6 +430,28 @@ SemaphoreDoc parse_semaphore(const bson_t* b) {
         }
         d.slots.push_back(std::move(s));  // an odd element still counts as a slot
       }
+    } else if (name == "queue" && BSON_ITER_HOLDS_ARRAY(&it)) {
+      bson_iter_t queue;
+      if (!bson_iter_recurse(&it, &queue)) continue;
+      while (bson_iter_next(&queue)) {
+        QueueEntry e;
+        bson_iter_t f;
+        if (BSON_ITER_HOLDS_DOCUMENT(&queue) && bson_iter_recurse(&queue, &f)) {
+          while (bson_iter_next(&f)) {
+            const std::string k = bson_iter_key(&f);
+            if (k == "uuid" && BSON_ITER_HOLDS_UTF8(&f)) {
+              std::uint32_t len = 0;
+              const char* v = bson_iter_utf8(&f, &len);
+              e.uuid.assign(v, len);
+            } else if (k == "ticket") {
+              e.ticket = iter_int(&f).value_or(0);
+            } else if (k == "ts_expire" && BSON_ITER_HOLDS_DATE_TIME(&f)) {
+              e.expire_ms = bson_iter_date_time(&f);
+            }
+          }
+        }
+        d.queue.push_back(std::move(e));  // an odd element still keeps its place
+      }
     }
   }
   return d;
@@ -505,6 +527,19 @@ bool MongoStorage::release_semaphore(const std::string& collection, const std::s
                                      std::int64_t fence) {
   return matched(impl_->conn.session(),
                  commands::release_semaphore(collection, key, slot, uuid, fence));
+}
+
+bool MongoStorage::renew_queue_entry(const std::string& collection, const std::string& key,
+                                     std::int64_t index, const std::string& uuid,
+                                     std::int64_t ticket, std::int64_t now_ms,
+                                     std::int64_t expire_ms) {
+  return matched(impl_->conn.session(), commands::renew_queue_entry(collection, key, index, uuid,
+                                                                    ticket, now_ms, expire_ms));
+}
+
+bool MongoStorage::leave_queue(const std::string& collection, const std::string& key,
+                               const std::string& uuid, std::int64_t ticket) {
+  return matched(impl_->conn.session(), commands::leave_queue(collection, key, uuid, ticket));
 }
 
 bool MongoStorage::hand_over(const std::string& collection, const HandOver& h) {

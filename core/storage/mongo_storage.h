@@ -87,6 +87,11 @@ class MongoStorage final : public Storage {
                        std::int64_t expire_ms) override;
   bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                          const std::string& uuid, std::int64_t fence) override;
+  bool renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                         const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                         std::int64_t expire_ms) override;
+  bool leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                   std::int64_t ticket) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
   std::vector<Document> list_status(const std::string& collection, const std::string& key) override;

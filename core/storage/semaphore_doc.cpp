@@ -1,5 +1,6 @@
 #include "semaphore_doc.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -16,6 +17,17 @@ std::vector<bool> SemaphoreStorage::renew_semaphores(
     renewed.push_back(
         renew_semaphore(collection, r.key, r.slot, r.uuid, r.fence, now_ms, r.expire_ms));
   return renewed;
+}
+
+bool SemaphoreStorage::renew_queue_entry(const std::string&, const std::string& key, std::int64_t,
+                                         const std::string&, std::int64_t, std::int64_t,
+                                         std::int64_t) {
+  throw StorageError("this storage has no fair queueing (renew_queue_entry of '" + key + "')");
+}
+
+bool SemaphoreStorage::leave_queue(const std::string&, const std::string& key, const std::string&,
+                                   std::int64_t) {
+  throw StorageError("this storage has no fair queueing (leave_queue of '" + key + "')");
 }
 
 bool SemaphoreRenewRequest::renewed_by(const SemaphoreDoc& doc) const {
@@ -86,11 +98,45 @@ void check_clear_slots(const SemaphoreClaim& c) {
       throw InvalidArgument("semaphore claim: bad slot to clear (" + std::to_string(x.slot) + ")");
 }
 
+QueueEntry queued_entry(const SemaphoreClaim& c) {
+  return QueueEntry{c.uuid, c.new_fence, c.expire_ms};
+}
+
+void check_queue_fields(const SemaphoreClaim& c) {
+  if (c.enqueue && (!c.clear_slots.empty() || !c.queue_passed.empty() || c.queue_own))
+    throw InvalidArgument("semaphore claim: an enqueue claims nothing else");
+}
+
+namespace {
+// The queue part of claim_matches: queue_passed are the first entries, each still named
+// so and expired at now; queue_own follows them.
+bool queue_matches(const SemaphoreDoc& doc, const SemaphoreClaim& c) {
+  const std::size_t n = c.queue_passed.size() + (c.queue_own ? 1 : 0);
+  if (doc.queue.size() < n) return false;
+  for (std::size_t i = 0; i < c.queue_passed.size(); ++i) {
+    const QueueEntry& e = doc.queue[i];
+    if (!e.is(c.queue_passed[i].uuid, c.queue_passed[i].ticket) || e.live_at(c.now_ms))
+      return false;
+  }
+  return !c.queue_own ||
+         doc.queue[c.queue_passed.size()].is(c.queue_own->uuid, c.queue_own->ticket);
+}
+}  // namespace
+
+std::int64_t queue_removed_through(const SemaphoreClaim& c) {
+  if (c.queue_own) return c.queue_own->ticket;
+  return c.queue_passed.empty() ? 0 : c.queue_passed.back().ticket;
+}
+
 bool claim_matches(const SemaphoreDoc& doc, const SemaphoreClaim& c) {
   // {_id, limit, fence: old_fence, "slots.<i>.ts_expire": {$not: {$gt: now}}, and per
-  // clear slot j: free, or {slots.<j>.uuid: uuid, slots.<j>.fence: own_fence}}
+  // clear slot j: free, or {slots.<j>.uuid: uuid, slots.<j>.fence: own_fence}, and the
+  // queue entries passed (expired) and own}
   check_clear_slots(c);
+  check_queue_fields(c);
   if (doc.limit != c.limit || doc.fence != c.old_fence) return false;
+  if (c.enqueue) return true;
+  if (!queue_matches(doc, c)) return false;
   const auto n = static_cast<std::int64_t>(doc.slots.size());
   if (c.slot < 0 || c.slot >= n) return false;
   if (doc.slots[static_cast<std::size_t>(c.slot)].held_at(c.now_ms)) return false;
@@ -104,12 +150,37 @@ bool claim_matches(const SemaphoreDoc& doc, const SemaphoreClaim& c) {
 }
 
 void put_claim(SemaphoreDoc& doc, const SemaphoreClaim& c) {
+  doc.fence = c.new_fence;
+  if (c.enqueue) {
+    doc.queue.push_back(queued_entry(c));
+    return;
+  }
+  if (const std::int64_t through = queue_removed_through(c); through != 0)
+    doc.queue.erase(std::remove_if(doc.queue.begin(), doc.queue.end(),
+                                   [through](const QueueEntry& e) { return e.ticket <= through; }),
+                    doc.queue.end());
   for (const SlotClear& x : c.clear_slots)
     if (x.slot >= 0 && x.slot < static_cast<std::int64_t>(doc.slots.size()))
       doc.slots[static_cast<std::size_t>(x.slot)] = empty_slot();
   if (c.slot >= 0 && c.slot < static_cast<std::int64_t>(doc.slots.size()))
     doc.slots[static_cast<std::size_t>(c.slot)] = claimed_slot(c);
-  doc.fence = c.new_fence;
+}
+
+bool renew_queue_entry(SemaphoreDoc& doc, std::int64_t index, const std::string& uuid,
+                       std::int64_t ticket, std::int64_t now_ms, std::int64_t expire_ms) {
+  if (index < 0 || index >= static_cast<std::int64_t>(doc.queue.size())) return false;
+  QueueEntry& e = doc.queue[static_cast<std::size_t>(index)];
+  if (!e.is(uuid, ticket) || !e.live_at(now_ms)) return false;
+  e.expire_ms = std::max(e.expire_ms, expire_ms);  // $max
+  return true;
+}
+
+bool leave_queue(SemaphoreDoc& doc, const std::string& uuid, std::int64_t ticket) {
+  const auto it = std::find_if(doc.queue.begin(), doc.queue.end(),
+                               [&](const QueueEntry& e) { return e.is(uuid, ticket); });
+  if (it == doc.queue.end()) return false;
+  doc.queue.erase(it);
+  return true;
 }
 
 bool apply_claim(SemaphoreDoc& doc, const SemaphoreClaim& c) {
@@ -121,6 +192,9 @@ bool apply_claim(SemaphoreDoc& doc, const SemaphoreClaim& c) {
 namespace {
 std::string field(std::size_t i, const char* name) {
   return "slots." + std::to_string(i) + "." + name;
+}
+std::string queue_field(std::size_t i, const char* name) {
+  return "queue." + std::to_string(i) + "." + name;
 }
 }  // namespace
 
@@ -137,6 +211,11 @@ Document to_flat(const SemaphoreDoc& d) {
     f.set(field(i, "fence"), s.fence);
     if (s.ts_created) f.set(field(i, "ts_created"), *s.ts_created);
     if (s.ts_expire) f.set(field(i, "ts_expire"), *s.ts_expire);
+  }
+  for (std::size_t i = 0; i < d.queue.size(); ++i) {
+    f.set(queue_field(i, "uuid"), d.queue[i].uuid);
+    f.set(queue_field(i, "ticket"), d.queue[i].ticket);
+    f.set(queue_field(i, "ts_expire"), DateTime{d.queue[i].expire_ms});
   }
   return f;
 }
@@ -162,6 +241,15 @@ SemaphoreDoc from_flat(const Document& f) {
     s.ts_created = f.get_date(field(i, "ts_created"));
     s.ts_expire = f.get_date(field(i, "ts_expire"));
     d.slots.push_back(std::move(s));
+  }
+  // Queue entries likewise, 0..m-1 without gaps (each enqueue is one waiter's write).
+  for (std::size_t i = 0; f.has(queue_field(i, "uuid")) || f.has(queue_field(i, "ticket")); ++i) {
+    QueueEntry e;
+    e.uuid = f.get_string(queue_field(i, "uuid")).value_or("");
+    e.ticket = f.get_int(queue_field(i, "ticket")).value_or(0);
+    const std::optional<DateTime> t = f.get_date(queue_field(i, "ts_expire"));
+    e.expire_ms = t ? t->ms : 0;
+    d.queue.push_back(std::move(e));
   }
   return d;
 }

@@ -51,6 +51,21 @@ void put_claim(SemaphoreDoc& doc, const SemaphoreClaim& claim);
 // one slot twice (MongoDB refuses two $set of one path).
 void check_clear_slots(const SemaphoreClaim& claim);
 
+// Fair queueing on the document (the memory and SQLite backends; MongoDB's commands are
+// commands::claim_semaphore, renew_queue_entry, leave_queue). The entry an enqueue
+// appends: {uuid, ticket: new_fence, ts_expire: expire_ms}.
+QueueEntry queued_entry(const SemaphoreClaim& claim);
+// The last ticket a claim removes from the queue (every entry with a ticket up to it:
+// queue_passed and queue_own, which are the first entries); 0: none.
+std::int64_t queue_removed_through(const SemaphoreClaim& claim);
+// InvalidArgument when an enqueue also names slots to clear or queue entries to pass.
+void check_queue_fields(const SemaphoreClaim& claim);
+// Storage::renew_queue_entry / leave_queue on the document: true when matched (and
+// written).
+bool renew_queue_entry(SemaphoreDoc& doc, std::int64_t index, const std::string& uuid,
+                       std::int64_t ticket, std::int64_t now_ms, std::int64_t expire_ms);
+bool leave_queue(SemaphoreDoc& doc, const std::string& uuid, std::int64_t ticket);
+
 // Storage::renew_semaphore on the document: if slot `slot` is {uuid, fence} and
 // unexpired at now_ms, moves its ts_expire to expire_ms unless later already (monotonic)
 // and returns true; else false, doc untouched.
@@ -58,7 +73,8 @@ bool renew_slot(SemaphoreDoc& doc, std::int64_t slot, const std::string& uuid, s
                 std::int64_t now_ms, std::int64_t expire_ms);
 
 // Flat form: {_id, [kind,] limit, fence, "slots.<i>.uuid", "slots.<i>.host", "slots.<i>.pid",
-// "slots.<i>.fence", "slots.<i>.ts_created", "slots.<i>.ts_expire", ...}.
+// "slots.<i>.fence", "slots.<i>.ts_created", "slots.<i>.ts_expire", ..., and per queue
+// entry "queue.<j>.uuid", "queue.<j>.ticket", "queue.<j>.ts_expire"}.
 Document to_flat(const SemaphoreDoc& doc);
 // Reads the flat form back; odd or missing fields take their defaults (a slot count
 // other than `limit` is kept as read, for the Semaphore to refuse).

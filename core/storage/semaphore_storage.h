@@ -30,6 +30,17 @@ namespace mongoelector {
 // A read-write lock (core/semaphore/rwlock.h) is the same document with `kind: "rwlock"`
 // and `limit` + 2 slots (readers, the writer, the writer-waiting mark); a semaphore's
 // document has no `kind`. Each feature refuses the other's documents.
+//
+// Fair queueing (core/hold/fair_queue.h) adds an optional array to the same document:
+//   queue: [{uuid, ticket: int64, ts_expire: date}, ...]
+// in ticket order. An entry is appended only by a claim_semaphore with `enqueue` (a
+// compare-and-set on `fence` whose new fence is the entry's ticket, so tickets strictly
+// increase and every enqueue moves the fence: a copy of the document read before it fails
+// its compare-and-set). An entry is removed only by its owner (leave_queue, named by uuid
+// AND ticket) or by a claim that passes it (SemaphoreClaim::queue_passed: expired at the
+// claim's time, checked by the write's filter) or that is its owner's (queue_own).
+// Renewals ($max, renew_queue_entry) only move an entry's expiry later. A document
+// without the field has an empty queue; nodes without fair queueing ignore it.
 
 // One slot of a semaphore document.
 struct SemaphoreSlot {
@@ -45,6 +56,17 @@ struct SemaphoreSlot {
   }
 };
 
+// One waiter of a key's fair queue (see above). Live at server time `now_ms` while
+// ts_expire > now_ms (a dead waiter's entry stops counting one ttl after its last
+// renewal).
+struct QueueEntry {
+  std::string uuid;
+  std::int64_t ticket = 0;
+  std::int64_t expire_ms = 0;  // ts_expire, server time
+  bool live_at(std::int64_t now_ms) const { return expire_ms > now_ms; }
+  bool is(const std::string& u, std::int64_t t) const { return uuid == u && ticket == t; }
+};
+
 // A semaphore document as read from the database. Missing or odd-typed fields take
 // their defaults (limit 0, fence 0, no slots): the Semaphore refuses such a document.
 struct SemaphoreDoc {
@@ -53,6 +75,7 @@ struct SemaphoreDoc {
   std::int64_t limit = 0;
   std::int64_t fence = 0;
   std::vector<SemaphoreSlot> slots;
+  std::vector<QueueEntry> queue;  // fair queueing: in ticket order (empty: no field)
 };
 
 // One renewal of a batch (Storage::renew_semaphores): what renew_semaphore() takes.
@@ -101,6 +124,17 @@ struct SemaphoreClaim {
   // own now, and only claims change a slot's name. Ignored by create_semaphore.
   std::vector<SlotClear> clear_slots;
   std::string kind;  // create_semaphore: the document's kind ("" or "rwlock")
+  // Fair queueing (claim_semaphore only; create_semaphore writes an empty queue):
+  //  * queue_passed: the document's FIRST entries, in order, each still {uuid, ticket}
+  //    and expired at now_ms (NOT ts_expire > now_ms), else nothing is written; removed
+  //    by the write. A claim passes only waiters that are gone.
+  //  * queue_own: the claimant's entry, right after queue_passed; removed by the write.
+  //  * enqueue: the write claims NO slot (`slot` is ignored) and appends the claimant's
+  //    entry {uuid, ticket: new_fence, ts_expire: expire_ms}; clear_slots and the queue
+  //    fields above must be empty.
+  std::vector<QueueEntry> queue_passed;
+  std::optional<QueueEntry> queue_own;
+  bool enqueue = false;
 };
 
 class SemaphoreStorage {
@@ -146,6 +180,18 @@ class SemaphoreStorage {
   virtual bool release_semaphore(const std::string& collection, const std::string& key,
                                  std::int64_t slot, const std::string& uuid,
                                  std::int64_t fence) = 0;
+
+  // Fair queueing. If queue entry `index` is {uuid, ticket} and live at now_ms, moves its
+  // ts_expire to expire_ms unless later already (monotonic). True if matched. By index,
+  // as slots (a removal before it shifts it: the caller reads again). Default: throws
+  // StorageError (a storage without fair queueing).
+  virtual bool renew_queue_entry(const std::string& collection, const std::string& key,
+                                 std::int64_t index, const std::string& uuid, std::int64_t ticket,
+                                 std::int64_t now_ms, std::int64_t expire_ms);
+  // Removes the queue entry {uuid, ticket}, wherever it is (a waiter that gave up). True if
+  // there was one. Default: throws StorageError.
+  virtual bool leave_queue(const std::string& collection, const std::string& key,
+                           const std::string& uuid, std::int64_t ticket);
 };
 
 }  // namespace mongoelector

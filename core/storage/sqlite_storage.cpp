@@ -1064,4 +1064,39 @@ bool SqliteStorage::set_payload(const std::string& collection, const PayloadWrit
   });
 }
 
+bool SqliteStorage::edit_semaphore(const char* op, const std::string& collection,
+                                   const std::string& key,
+                                   const std::function<bool(SemaphoreDoc&)>& edit) {
+  check_collection_name(collection);
+  const std::string id = id_of_key(key);
+  return call(op, [&](sqlite3* db) {
+    const std::string what = std::string(op) + " " + key;
+    Txn txn(db, what);
+    std::optional<Document> cur = load(db, collection, id, what);
+    if (!cur) return false;
+    SemaphoreDoc doc = semaphore_doc::from_flat(*cur);
+    doc.key = key;
+    if (!edit(doc)) return false;
+    store(db, collection, id, semaphore_doc::to_flat(doc), what);
+    txn.commit();
+    return true;
+  });
+}
+
+bool SqliteStorage::renew_queue_entry(const std::string& collection, const std::string& key,
+                                      std::int64_t index, const std::string& uuid,
+                                      std::int64_t ticket, std::int64_t now_ms,
+                                      std::int64_t expire_ms) {
+  return edit_semaphore("renew_queue_entry", collection, key, [&](SemaphoreDoc& doc) {
+    return semaphore_doc::renew_queue_entry(doc, index, uuid, ticket, now_ms, expire_ms);
+  });
+}
+
+bool SqliteStorage::leave_queue(const std::string& collection, const std::string& key,
+                                const std::string& uuid, std::int64_t ticket) {
+  return edit_semaphore("leave_queue", collection, key, [&](SemaphoreDoc& doc) {
+    return semaphore_doc::leave_queue(doc, uuid, ticket);
+  });
+}
+
 }  // namespace mongoelector

@@ -52,6 +52,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -158,6 +159,11 @@ class SqliteStorage final : public Storage {
                        std::int64_t expire_ms) override;
   bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                          const std::string& uuid, std::int64_t fence) override;
+  bool renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                         const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                         std::int64_t expire_ms) override;
+  bool leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                   std::int64_t ticket) override;
   // Remembers ttl_s for the collection: put_status then deletes older status rows.
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const Document& doc) override;
@@ -172,6 +178,10 @@ class SqliteStorage final : public Storage {
   // renew() (monotonic) or, `exact`, set_expiry(): one transaction.
   bool write_expiry(const char* op, const std::string& collection, const RenewRequest& r,
                     std::int64_t now_ms, bool exact);
+  // One transaction: loads the semaphore document of `key`, applies `edit`, stores it
+  // when `edit` says it matched.
+  bool edit_semaphore(const char* op, const std::string& collection, const std::string& key,
+                      const std::function<bool(SemaphoreDoc&)>& edit);
 
   std::shared_ptr<SqliteClient> client_;
   std::int64_t op_timeout_ms_;

@@ -675,6 +675,20 @@ me::SemaphoreDoc semaphore_from_py(py::handle doc) {
       d.slots.push_back(std::move(s));
     }
   }
+  py::object queue = py::getattr(doc, "get")("queue");
+  if (py::isinstance<py::list>(queue) || py::isinstance<py::tuple>(queue)) {
+    for (py::handle item : queue) {
+      me::QueueEntry e;
+      if (py::isinstance<py::dict>(item) || py::hasattr(item, "items")) {
+        me::Document f = doc_from_py(item);
+        e.uuid = f.get_string("uuid").value_or("");
+        e.ticket = f.get_int("ticket").value_or(0);
+        const std::optional<me::DateTime> t = f.get_date("ts_expire");
+        e.expire_ms = t ? t->ms : 0;
+      }
+      d.queue.push_back(std::move(e));  // an odd element still keeps its place
+    }
+  }
   return d;
 }
 
@@ -755,6 +769,21 @@ bool PyMongoStorage::release_semaphore(const std::string& collection, const std:
                                        std::int64_t slot, const std::string& uuid,
                                        std::int64_t fence) {
   const auto c = me::commands::release_semaphore(collection, key, slot, uuid, fence);
+  return with_python([&] { return matched(c); });
+}
+
+bool PyMongoStorage::renew_queue_entry(const std::string& collection, const std::string& key,
+                                       std::int64_t index, const std::string& uuid,
+                                       std::int64_t ticket, std::int64_t now_ms,
+                                       std::int64_t expire_ms) {
+  const auto c =
+      me::commands::renew_queue_entry(collection, key, index, uuid, ticket, now_ms, expire_ms);
+  return with_python([&] { return matched(c); });
+}
+
+bool PyMongoStorage::leave_queue(const std::string& collection, const std::string& key,
+                                 const std::string& uuid, std::int64_t ticket) {
+  const auto c = me::commands::leave_queue(collection, key, uuid, ticket);
   return with_python([&] { return matched(c); });
 }
 

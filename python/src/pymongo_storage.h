@@ -107,6 +107,11 @@ class PyMongoStorage final : public mongoelector::Storage {
                        std::int64_t expire_ms) override;
   bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                          const std::string& uuid, std::int64_t fence) override;
+  bool renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                         const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                         std::int64_t expire_ms) override;
+  bool leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                   std::int64_t ticket) override;
   void ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) override;
   void put_status(const std::string& collection, const mongoelector::Document& doc) override;
   std::vector<mongoelector::Document> list_status(const std::string& collection,

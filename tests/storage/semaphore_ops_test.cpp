@@ -523,6 +523,71 @@ TEST_P(SemaphoreOps, RenewSemaphoresIsTwoRoundTripsForManySlots) {
   for (const auto& slot : must_read().slots) EXPECT_EQ(slot.ts_expire->ms, now + 20000);
 }
 
+// Fair queueing (semaphore_storage.h): an enqueue is a compare-and-set that appends an
+// entry whose ticket is the new fence; a claim passes only entries expired at its time,
+// named by uuid and ticket, and removes them with its own; renewals ($max) and leaves
+// name uuid AND ticket.
+SemaphoreClaim enqueue_of(SemaphoreClaim c) {
+  c.enqueue = true;
+  return c;
+}
+
+TEST_P(SemaphoreOps, FairQueueEnqueueClaimRenewAndLeave) {
+  ASSERT_TRUE(s->create_semaphore(coll, by("h", 0, 0, kEpoch, now, 1000, 1)));
+  // Two waiters enqueue, each a compare-and-set on the fence.
+  ASSERT_TRUE(s->claim_semaphore(coll, enqueue_of(by("a", 0, kEpoch, kEpoch + 1, now, 1000, 1))));
+  EXPECT_FALSE(s->claim_semaphore(coll, enqueue_of(by("b", 0, kEpoch, kEpoch + 2, now, 1000, 1))))
+      << "an old copy";
+  ASSERT_TRUE(
+      s->claim_semaphore(coll, enqueue_of(by("b", 0, kEpoch + 1, kEpoch + 2, now, 5000, 1))));
+  SemaphoreDoc d = must_read();
+  ASSERT_EQ(d.queue.size(), 2u);
+  EXPECT_EQ(d.fence, kEpoch + 2);
+  EXPECT_EQ(d.queue[0].uuid, "uuid-a");
+  EXPECT_EQ(d.queue[0].ticket, kEpoch + 1);
+  EXPECT_EQ(d.queue[0].expire_ms, now + 1000);
+  EXPECT_EQ(d.queue[1].ticket, kEpoch + 2);
+  EXPECT_EQ(d.slots[0].uuid, "uuid-h") << "an enqueue claims no slot";
+  // Renewals: by index, uuid and ticket, unexpired, never lowering.
+  EXPECT_FALSE(s->renew_queue_entry(coll, "pool", 0, "uuid-a", kEpoch + 2, now, now + 2000));
+  EXPECT_FALSE(s->renew_queue_entry(coll, "pool", 1, "uuid-a", kEpoch + 1, now, now + 2000));
+  EXPECT_TRUE(s->renew_queue_entry(coll, "pool", 0, "uuid-a", kEpoch + 1, now, now + 2000));
+  EXPECT_TRUE(s->renew_queue_entry(coll, "pool", 0, "uuid-a", kEpoch + 1, now, now + 1500));
+  EXPECT_EQ(must_read().queue[0].expire_ms, now + 2000);
+  EXPECT_FALSE(s->renew_queue_entry(coll, "pool", 0, "uuid-a", kEpoch + 1, now + 2000, now + 9000))
+      << "expired";
+  // b's claim of the (expired) slot 0 at now + 3000 passes a (expired) and owns b.
+  SemaphoreClaim claim = by("b", 0, kEpoch + 2, kEpoch + 3, now + 3000, 10000, 1);
+  claim.queue_passed = {QueueEntry{"uuid-a", kEpoch + 1, 0}};
+  claim.queue_own = QueueEntry{"uuid-b", kEpoch + 2, 0};
+  SemaphoreClaim too_early = claim;
+  too_early.now_ms = now + 1999;  // a still live then: nothing written
+  too_early.expire_ms = too_early.now_ms + 10000;
+  too_early.slot = 0;
+  EXPECT_FALSE(s->claim_semaphore(coll, too_early));
+  EXPECT_EQ(must_read().queue.size(), 2u);
+  SemaphoreClaim misnamed = claim;
+  misnamed.queue_own->ticket = kEpoch + 9;
+  EXPECT_FALSE(s->claim_semaphore(coll, misnamed));
+  ASSERT_TRUE(s->claim_semaphore(coll, claim));
+  d = must_read();
+  EXPECT_TRUE(d.queue.empty()) << "the passed entry and its own left with the claim";
+  EXPECT_EQ(d.slots[0].uuid, "uuid-b");
+  EXPECT_EQ(d.fence, kEpoch + 3);
+  // Leave: by uuid and ticket, wherever the entry is.
+  ASSERT_TRUE(
+      s->claim_semaphore(coll, enqueue_of(by("c", 0, kEpoch + 3, kEpoch + 4, now, 9000, 1))));
+  ASSERT_TRUE(
+      s->claim_semaphore(coll, enqueue_of(by("e", 0, kEpoch + 4, kEpoch + 5, now, 9000, 1))));
+  EXPECT_FALSE(s->leave_queue(coll, "pool", "uuid-e", kEpoch + 4));
+  EXPECT_TRUE(s->leave_queue(coll, "pool", "uuid-e", kEpoch + 5));
+  EXPECT_FALSE(s->leave_queue(coll, "pool", "uuid-e", kEpoch + 5)) << "once";
+  d = must_read();
+  ASSERT_EQ(d.queue.size(), 1u);
+  EXPECT_EQ(d.queue[0].uuid, "uuid-c");
+  EXPECT_FALSE(s->leave_queue(coll, "absent", "uuid-c", kEpoch + 4));
+}
+
 std::string name_of(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SemaphoreOps, ::testing::Values("env", "memory"), name_of);
