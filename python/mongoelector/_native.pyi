@@ -30,6 +30,8 @@ class PyMongoStorage(Storage):
     @property
     def op_timeout(self) -> float: ...
     @property
+    def timeout_scope(self) -> str: ...  # "direct", "pymongo.timeout" or "none"
+    @property
     def db(self) -> Any: ...
 
 class StorageClient:

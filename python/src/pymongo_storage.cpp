@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "convert.h"
+#include "csot_scope.h"
 #include "exceptions.h"
 #include "gil.h"
 #include "log.h"
@@ -47,8 +48,6 @@ PyObject* interned(const char* name) {
 }
 
 struct Names {
-  PyObject* enter = interned("__enter__");
-  PyObject* exit = interned("__exit__");
   PyObject* find_one_and_update = interned("find_one_and_update");
   PyObject* update_one = interned("update_one");
   PyObject* delete_one = interned("delete_one");
@@ -81,45 +80,17 @@ py::object call_method(PyObject* obj, PyObject* name, std::initializer_list<PyOb
   return py::reinterpret_steal<py::object>(r);
 }
 
-// pymongo.timeout(seconds) entered for one storage call (client-side operation timeout,
-// pymongo >= 4.2): bounds server selection, connection checkout and the round trip, so
-// that a hung call cannot outlive the lease.
-class TimeoutScope {
- public:
-  // seconds: the budget as a Python float, or null for no scope.
-  TimeoutScope(PyObject* timeout_fn, PyObject* seconds) {
-    if (timeout_fn == nullptr || seconds == nullptr) return;
-    PyObject* cm = PyObject_CallOneArg(timeout_fn, seconds);
-    if (cm == nullptr) throw py::error_already_set();
-    cm_ = py::reinterpret_steal<py::object>(cm);
-    call_method(cm_.ptr(), names().enter, {});
-  }
-  ~TimeoutScope() {
-    if (!cm_) return;
-    try {
-      call_method(cm_.ptr(), names().exit, {Py_None, Py_None, Py_None});
-    } catch (py::error_already_set& e) {
-      e.discard_as_unraisable(__func__);
-    }
-  }
-  TimeoutScope(const TimeoutScope&) = delete;
-  TimeoutScope& operator=(const TimeoutScope&) = delete;
-
- private:
-  py::object cm_;
-};
 }  // namespace
 
 struct PyMongoStorage::Refs {
   py::object db;
-  py::object return_after;         // pymongo.ReturnDocument.AFTER
-  py::object duplicate_key_error;  // pymongo.errors.DuplicateKeyError
-  py::object operation_failure;    // pymongo.errors.OperationFailure
-  py::object timeout_fn;           // pymongo.timeout, or None
-  py::object update_one_op;        // pymongo.UpdateOne (a bulk_write statement)
-  py::object timeout_s;            // op_timeout as a float, for timeout_fn
-  py::object upsert_after_names;   // ("upsert", "return_document")
-  py::object upsert_names;         // ("upsert",)
+  py::object return_after;            // pymongo.ReturnDocument.AFTER
+  py::object duplicate_key_error;     // pymongo.errors.DuplicateKeyError
+  py::object operation_failure;       // pymongo.errors.OperationFailure
+  py::object update_one_op;           // pymongo.UpdateOne (a bulk_write statement)
+  std::unique_ptr<CsotTimeout> csot;  // each call's client-side timeout
+  py::object upsert_after_names;      // ("upsert", "return_document")
+  py::object upsert_names;            // ("upsert",)
   // Collection objects by name: db[name] builds a new Collection (name checks, codec
   // options) on every call; the lock, fences and status collections are asked for on
   // every poll. Used with the GIL held.
@@ -172,9 +143,7 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
   py::module_ errors = py::module_::import("pymongo.errors");
   refs_->duplicate_key_error = errors.attr("DuplicateKeyError");
   refs_->operation_failure = errors.attr("OperationFailure");
-  refs_->timeout_fn = py::getattr(pymongo, "timeout", py::none());
   refs_->update_one_op = pymongo.attr("UpdateOne");
-  refs_->timeout_s = py::float_(op_timeout_s);
   refs_->upsert_after_names =
       py::make_tuple(py::reinterpret_borrow<py::object>(names().upsert),
                      py::reinterpret_borrow<py::object>(names().return_document));
@@ -183,7 +152,8 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
   py::object database_type = py::module_::import("pymongo.database").attr("Database");
   bool real = py::isinstance(refs_->db, database_type);
   real_ = real;
-  csot_ = real && !refs_->timeout_fn.is_none();
+  if (real && op_timeout_s > 0) refs_->csot = std::make_unique<CsotTimeout>(op_timeout_s);
+  csot_ = refs_->csot && refs_->csot->available();
   std::string module = py::str(py::type::of(refs_->db).attr("__module__"));
   mock_ = !real && module.rfind("mongomock", 0) == 0;
   domain_ = domain_of(refs_->db);
@@ -231,10 +201,13 @@ auto PyMongoStorage::with_python(F&& f) {
   if (interpreter_finalizing())
     throw me::StorageUnavailable("the Python interpreter is shutting down");
   py::gil_scoped_acquire gil;
-  const bool bounded = csot_ && op_timeout_s_ > 0;
-  TimeoutScope scope(bounded ? refs_->timeout_fn.ptr() : nullptr,
-                     bounded ? refs_->timeout_s.ptr() : nullptr);
+  CsotTimeout::Scope scope(csot_ ? refs_->csot.get() : nullptr);
   return f();
+}
+
+const char* PyMongoStorage::timeout_scope() const {
+  if (!csot_) return "none";
+  return refs_->csot->direct() ? "direct" : "pymongo.timeout";
 }
 
 std::int64_t PyMongoStorage::call_bound_ms() const {

@@ -48,6 +48,9 @@ class PyMongoStorage final : public mongoelector::Storage {
   // mongomock (or a lookalike without server commands): the host clock is the server's.
   bool is_mock() const { return mock_.load(); }
   double op_timeout_s() const { return op_timeout_s_; }
+  // How each call's client-side timeout is entered: "direct" (pymongo's context
+  // variables), "pymongo.timeout", or "none" (no budget, mongomock or a lookalike).
+  const char* timeout_scope() const;
   py::object db() const;  // needs the GIL
 
   // With pymongo.timeout (CSOT) a call fails within op_timeout, server selection and

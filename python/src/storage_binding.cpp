@@ -54,6 +54,7 @@ void bind_storage(py::module_& m) {
            py::arg("op_timeout"), py::arg("facts") = nullptr)
       .def_property_readonly("is_mock", &PyMongoStorage::is_mock)
       .def_property_readonly("op_timeout", &PyMongoStorage::op_timeout_s)
+      .def_property_readonly("timeout_scope", &PyMongoStorage::timeout_scope)
       .def_property_readonly("db", &PyMongoStorage::db);
 
   // A client for any URI (storage/client.h): the URI transport's handle on a backend.
