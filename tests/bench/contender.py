@@ -11,7 +11,7 @@ MongoLeaderElector, LockExists, AcquireTimeout) plus, for ours, ``delete_on_rele
 ``mongoelector.Client`` and ``mongoelector.lease``. contender.c is its C API twin; both
 speak the line protocol below, so the harness treats them alike.
 
-    contender.py SUBCOMMAND --impl original|db|uri|floor|aio-db|aio-floor --uri URI --db NAME
+    contender.py SUBCOMMAND --impl original|original-bounded|db|uri|floor|aio-db|aio-floor --uri URI --db NAME
                  [options]
 
 Lines on stdout (stderr is the harness's log):
@@ -423,7 +423,7 @@ class Impl:
 
         self.me = mongoelector
         self.version = getattr(mongoelector, "__version__", "?")
-        self.original = args.impl == "original"
+        self.original = args.impl in ("original", "original-bounded")
         if self.original != (self.version == "1.0.2"):
             raise SystemExit(
                 f"--impl {args.impl} but imported mongoelector {self.version} "
@@ -448,7 +448,10 @@ class Impl:
             return full
         import pymongo
 
-        c = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000)
+        # original-bounded: the original as it runs when its client bounds every call
+        # (pymongo's client-side timeout), the bound ours enters for each call itself.
+        bound = {"timeoutMS": 3000} if self.kind == "original-bounded" else {}
+        c = pymongo.MongoClient(uri, serverSelectionTimeoutMS=10000, **bound)
         self._clients.append(c)
         return c[self.args.db]
 
@@ -1114,7 +1117,9 @@ def main():
         "cmd", choices=["ops", "cycles", "lag", "elect", "contend", "cost", "scale", "probe"]
     )
     ap.add_argument(
-        "--impl", required=True, choices=["original", "db", "uri", "floor", "aio-db", "aio-floor"]
+        "--impl",
+        required=True,
+        choices=["original", "original-bounded", "db", "uri", "floor", "aio-db", "aio-floor"],
     )
     ap.add_argument("--hold", type=float, default=1.0, help="lag: ms each hold lasts")
     ap.add_argument("--uri", required=True)

@@ -598,6 +598,18 @@ class Harness:
                     needs_ttl_monitor=True,
                 )
             )
+            cs.append(
+                Contender(
+                    "original-bounded",
+                    "original 1.0.2 on a client whose calls are bounded (timeoutMS)",
+                    [a.original_python, os.path.join(HERE, "contender.py")],
+                    impl="original-bounded",
+                    ours=False,
+                    python=True,
+                    needs_ttl_monitor=True,
+                    scenarios={"cycles"},
+                )
+            )
         if a.ours_python:
             cs.append(
                 Contender(
@@ -2163,6 +2175,7 @@ class Harness:
         fig, axes = plt.subplots(nrow, ncol, figsize=(7.2 * ncol, 5.0 * nrow + 0.8), squeeze=False)
         colors = {
             "original": "#d62728",
+            "original-bounded": "#ff9896",
             "py-db": "#1f77b4",
             "py-uri": "#2ca02c",
             "c": "#9467bd",
@@ -2430,7 +2443,7 @@ def main():
     ap.add_argument("--only", help=f"comma-separated scenarios: {','.join(SCENARIOS)}")
     ap.add_argument(
         "--contenders",
-        help="comma-separated subset: original,py-db,py-uri,py-aio,floor,aio-floor,c,go",
+        help="comma-separated subset: original,original-bounded,py-db,py-uri,py-aio,floor,aio-floor,c,go",
     )
     ap.add_argument("--trials", type=int, help="failover trials per contender and stop kind")
     ap.add_argument("--scale-sizes", help="comma-separated key counts for the scale scenario")
