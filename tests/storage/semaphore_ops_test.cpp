@@ -533,6 +533,9 @@ SemaphoreClaim enqueue_of(SemaphoreClaim c) {
 }
 
 TEST_P(SemaphoreOps, FairQueueEnqueueClaimRenewAndLeave) {
+  // FerretDB 1.x also lacks $pull with a condition, which leaving the queue sends.
+  if (test_server_kind() == "ferretdb" && !memory())
+    GTEST_SKIP() << "FerretDB's updates are not atomic (semaphores refuse it by default)";
   ASSERT_TRUE(s->create_semaphore(coll, by("h", 0, 0, kEpoch, now, 1000, 1)));
   // Two waiters enqueue, each a compare-and-set on the fence.
   ASSERT_TRUE(s->claim_semaphore(coll, enqueue_of(by("a", 0, kEpoch, kEpoch + 1, now, 1000, 1))));
