@@ -28,6 +28,7 @@ from .fenced import (
 from .lease import Lease, lease
 from .locker import AcquireTimeout, LockerStatus, LockExists, MongoLocker, TimeOffsetError
 from .observer import LeaderObserver, LeaderState, LeaderStatus, observe
+from .partitioner import Partitioner, PartitionStatus, partition_status
 from .rwlock import MongoReadWriteLock, RwLockHolders, RwLockLease
 from .scheduling import once_per, singleton
 from .semaphore import MongoSemaphore, SemaphoreHolder, SemaphoreLease
@@ -41,6 +42,9 @@ __all__ = [
     "SemaphoreHolder",
     "SemaphoreLease",
     "MongoReadWriteLock",
+    "Partitioner",
+    "PartitionStatus",
+    "partition_status",
     "RwLockLease",
     "RwLockHolders",
     "Client",

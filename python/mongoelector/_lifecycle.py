@@ -16,21 +16,30 @@ import atexit
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Set
+from typing import Any, Protocol, Set
 
 from . import _native
 
-if TYPE_CHECKING:
-    from .elector import MongoLeaderElector
+
+class _Loop(Protocol):
+    """What is tracked: a MongoLeaderElector or a Partitioner (a native loop)."""
+
+    _core: Any
+
+    @property
+    def closed(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
 
 log = logging.getLogger("mongoelector")
 
 _lock = threading.Lock()
-_running: Set[MongoLeaderElector] = set()
+_running: Set[_Loop] = set()
 _exiting = False
 
 
-def track(elector: MongoLeaderElector) -> None:
+def track(elector: _Loop) -> None:
     with _lock:
         _running.add(elector)
 

@@ -20,6 +20,7 @@ void bind_lease(py::module_& m);        // KeepAliveLease
 void bind_elector(py::module_& m);      // Elector, wait_reapers
 void bind_semaphore(py::module_& m);    // _Semaphore, _SemaphoreLease
 void bind_rwlock(py::module_& m);       // _RwLock, _RwLockLease
+void bind_partitioner(py::module_& m);  // Partitioner, partition_status, rendezvous_*
 void bind_acquire_run(py::module_& m);  // AcquireRun (Locker/_Semaphore.start_acquire)
 // The Locker's operations in parts, for mongoelector.aio (locker_parts_binding.cpp).
 void bind_locker_parts(

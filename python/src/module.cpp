@@ -45,6 +45,7 @@ PYBIND11_MODULE(_native, m) {
   bind_elector(m);
   bind_semaphore(m);
   bind_rwlock(m);
+  bind_partitioner(m);
 
   m.def(
       "op_timeout_for_ttl",

@@ -16,6 +16,7 @@
 #include "exceptions.h"
 #include "lease/lease.h"
 #include "locker.h"
+#include "partition/partitioner.h"
 #include "semaphore/rwlock.h"
 #include "semaphore/semaphore.h"
 #include "world.h"
@@ -786,6 +787,135 @@ void World::probe_rwlock(Node& n) {
               std::string("probe of read-write lock rw0 failed on a quiet network: ") + ex.what());
       return;
     }
+  }
+}
+
+// ---- partitioners ----------------------------------------------------------------------------
+
+// A member of group kPartGroup: joins, and now and then (before F - ttl) leaves and joins
+// again as a new process (new uuid). Its belief of each partition is owned() (the lease
+// not lost, no release under way); with RunOptions::break_partitions, what its callbacks
+// told it instead (proof mode). on_revoked is slow now and then before F.
+void World::partitioner_actor(Node& n) {
+  Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x9A47));
+  NodeClock& c = *n.clock;
+  const std::int64_t T = p_.ttl;
+  const int node = n.id;
+  const NodeRoles& nr = p_.roles[static_cast<std::size_t>(n.id)];
+  struct St {
+    std::mutex mu;
+    Rng rng;
+    bool in_cb = false;                         // a callback sleeps
+    std::map<std::int64_t, std::int64_t> told;  // break_partitions: the callbacks' belief
+    explicit St(std::uint64_t s) : rng(s) {}
+  };
+  for (int gen = 0;; ++gen) {
+    auto st = std::make_shared<St>(
+        hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x9A48, static_cast<std::uint64_t>(gen)));
+    const std::string sfx = gen ? "-r" + std::to_string(gen) : "";
+    const std::string uuid = uuid_for(node, "part") + sfx;
+    const std::string label = n.name + ".partitioner" + sfx;
+    PartitionerOptions o;
+    o.group = kPartGroup;
+    o.partitions = p_.part_n;
+    o.ttl_s = static_cast<double>(T) / 1000.0;
+    o.poll_s = static_cast<double>(nr.part_poll) / 1000.0;
+    o.ensure_indexes = r.chance(0.5);
+    PartitionerCallbacks cb;
+    cb.on_assigned = [this, st, node, label](std::int64_t part, std::int64_t token) {
+      trace(node, partition_key(kPartGroup, part),
+            label + ": on_assigned(" + ms(part) + ", token " + ms(token) + ") on " +
+                Scheduler::self_label());
+      std::lock_guard<std::mutex> g(st->mu);
+      st->told[part] = token;
+    };
+    cb.on_revoked = [this, st, &c, node, label, T](std::int64_t part) {
+      std::int64_t d = 0;
+      {
+        std::lock_guard<std::mutex> g(st->mu);
+        if (p_.p_slow_cb > 0 && sched_.mono() < p_.F && st->rng.chance(p_.p_slow_cb))
+          d = st->rng.range(T / 10, p_.slow_cb_max);
+        st->in_cb = true;
+      }
+      trace(node, partition_key(kPartGroup, part),
+            label + ": on_revoked(" + ms(part) + ") on " + Scheduler::self_label() +
+                (d ? " (slow callback: " + ms(d) + " ms)" : ""));
+      if (d) c.sleep_ms(d);
+      std::lock_guard<std::mutex> g(st->mu);
+      st->in_cb = false;
+      st->told.erase(part);
+    };
+    std::shared_ptr<Partitioner> pp;
+    while (!pp) {
+      if (stopping() || (gen == 0 && sched_.mono() >= p_.P)) return;
+      try {
+        auto made = std::make_shared<Partitioner>(n.storage, o, cb, n.clock,
+                                                  Identity{uuid, "host-" + n.name, 1000 + node});
+        made->check_group();
+        pp = made;
+      } catch (const std::exception& ex) {
+        trace(node, kPartGroup, label + ": join: " + ex.what());
+        c.sleep_ms(r.range(10, T / 4));
+      }
+    }
+    std::vector<std::uint64_t> bids;
+    Partitioner* raw = pp.get();
+    for (std::int64_t part = 0; part < p_.part_n; ++part) {
+      const bool told = o_.break_partitions;
+      bids.push_back(
+          add_believer(believer(node, Kind::Partition, kPartColl, partition_key(kPartGroup, part),
+                                uuid, label, [raw, st, part, told]() -> std::optional<BeliefState> {
+                                  std::optional<std::int64_t> t;
+                                  if (told) {
+                                    std::lock_guard<std::mutex> g(st->mu);
+                                    auto it = st->told.find(part);
+                                    if (it != st->told.end()) t = it->second;
+                                  } else {
+                                    t = raw->token(part);
+                                  }
+                                  if (!t) return std::nullopt;
+                                  return BeliefState{*t, -1};
+                                })));
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      n.partitioners.push_back(pp);
+    }
+    trace(node, kPartGroup, label + ": joins group " + kPartGroup + " as " + uuid);
+    sched_.set_spawn_label(node, label);
+    pp->start_loop();
+    sched_.await_registered();
+    // Leaves and joins again as a new process, now and then, well before F.
+    if (p_.part_restart <= 0) return;
+    for (;;) {
+      c.sleep_ms(r.range(T, 3 * T));
+      if (stopping() || sched_.mono() >= p_.F - T) return;
+      if (r.chance(p_.part_restart)) break;
+    }
+    trace(node, kPartGroup, label + ": leaves the group (the process restarts)");
+    pp->request_stop();
+    // stop() joins the loop thread in real time: wait for it (and a callback that
+    // sleeps) on the fake clock first.
+    for (;;) {
+      bool cb_running;
+      {
+        std::lock_guard<std::mutex> g(st->mu);
+        cb_running = st->in_cb;
+      }
+      if (stopping()) return;  // teardown stops it
+      if (!sched_.find(label) && !cb_running) break;
+      c.sleep_ms(5);
+    }
+    pp->stop();
+    for (const std::uint64_t bid : bids) remove_believer(bid);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      n.partitioners.erase(std::remove(n.partitioners.begin(), n.partitioners.end(), pp),
+                           n.partitioners.end());
+    }
+    pp.reset();
+    trace(node, kPartGroup, label + ": process restarted");
+    c.sleep_ms(r.range(1, T / 2));
   }
 }
 

@@ -41,7 +41,8 @@ enum Flags : std::uint32_t {
   kNoShuffle = 2,
   kAllViolations = 4,
   kCalm = 8,
-  kHash = 16,  // hash the trace of a schedule that passes too (reruns compare it)
+  kHash = 16,             // hash the trace of a schedule that passes too (reruns compare it)
+  kBreakPartitions = 32,  // proof mode of I9a (RunOptions::break_partitions)
 };
 
 struct Cmd {
@@ -105,6 +106,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   sim::RunOptions o;
   o.shuffle = (c.flags & kNoShuffle) == 0;
   o.stop_at_first = (c.flags & kAllViolations) == 0;
+  o.break_partitions = (c.flags & kBreakPartitions) != 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
   sim::Result r = w->run();
   if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
@@ -300,6 +302,7 @@ void usage() {
   std::cout << "usage: mongoelector_sim [--seeds A..B | --seed N] [--jobs J] [--time-limit S]\n"
                "                        [--expect-violations] [--show N] [--check-determinism K]\n"
                "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
+               "                        [--break-partitions]\n"
                "  --seeds A..B            run schedules A to B (default 1..200)\n"
                "  --seed N                replay schedule N and print its full trace\n"
                "  --jobs J                schedules run at once (default: number of CPUs)\n"
@@ -312,6 +315,8 @@ void usage() {
                "  --all-violations        keep running a schedule after its first violation\n"
                "  --no-shuffle            threads runnable at one instant run in a fixed order\n"
                "  --calm                  the same workloads without faults (checks the checks)\n"
+               "  --break-partitions      partitioner members believe their callbacks, not their\n"
+               "                          leases (proof mode of I9a, with --expect-violations)\n"
                "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
                "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
 }
@@ -384,6 +389,8 @@ int main(int argc, char** argv) {
       flags |= kAllViolations;
     } else if (a == "--calm") {
       flags |= kCalm;
+    } else if (a == "--break-partitions") {
+      flags |= kBreakPartitions;
     } else if (a == "--no-shuffle") {
       flags |= kNoShuffle;
     } else if (a == "--quiet") {

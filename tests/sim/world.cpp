@@ -9,6 +9,7 @@
 #include "lease/lease.h"
 #include "locker.h"
 #include "log.h"
+#include "partition/rendezvous.h"
 #include "semaphore/semaphore.h"
 
 namespace sim {
@@ -38,6 +39,8 @@ const char* kind_name(Kind k) {
       return "rw-hold";
     case Kind::RwLease:
       return "rw-lease";
+    case Kind::Partition:
+      return "partition";
   }
   return "?";
 }
@@ -140,6 +143,31 @@ Params make_params(std::uint64_t seed, bool calm) {
   p.L = p.F + 2 * T + p.slow_cb_max + 4 * p.bound + 500 + stepped + priority_settle;
   p.P2 = p.P + T + 2 * p.bound + 300 + stepped;
   p.E = std::max(p.P2 + 3 * p.bound + 200, p.L + T / 2);
+  // Partitioners, from a stream of their own. After the faults the group settles within
+  // a few polls (<= ttl/2 each): a member cut off reports again, the others revoke what
+  // is now its own (one on_revoked that began before F may still sleep, up to a ttl),
+  // it claims; a report written late (a held call) has expired one ttl after its send.
+  // I9b is checked at the end, which comes later for these schedules.
+  Rng pt(hash64(seed, 0x5EED, 0x9A47));
+  p.partitioners = pt.chance(0.3);
+  p.part_n = pt.range(2, 12);
+  p.part_restart = pt.chance(0.6) ? 0.3 : 0;
+  int part_members = 0;
+  for (int i = 0; i < p.nodes; ++i) {
+    NodeRoles& nr = p.roles[static_cast<std::size_t>(i)];
+    nr.partitioner = p.partitioners && pt.chance(0.6);
+    nr.part_poll = pt.range(std::max<std::int64_t>(T / 8, 50), T / 2);
+    part_members += nr.partitioner ? 1 : 0;
+  }
+  for (int i = 0; p.partitioners && part_members < 2 && i < p.nodes; ++i) {
+    NodeRoles& nr = p.roles[static_cast<std::size_t>(i)];
+    if (!nr.partitioner) {
+      nr.partitioner = true;
+      ++part_members;
+    }
+  }
+  if (p.partitioners)
+    p.E = std::max(p.E, p.F + 3 * T + p.slow_cb_max + 6 * p.bound + 1000 + stepped + T / 2);
   if (calm) {
     p.p_fail = p.p_lost = p.p_held = p.p_slow = 0;
     p.freezes.clear();
@@ -180,6 +208,9 @@ std::string Params::describe() const {
   o << "  slow loss callbacks " << p_slow_cb << " (up to " << slow_cb_max
     << " ms), resign/transfer " << p_handover << " per leader loop, elector restarts " << p_restart
     << ", semaphore limit " << sem_limit << ", read-write lock max_readers " << rw_readers << "\n";
+  if (partitioners)
+    o << "  partitioned group " << kPartGroup << ": " << part_n << " partitions, restarts "
+      << part_restart << "\n";
   for (int i = 0; i < nodes; ++i) {
     const auto& nr = roles[static_cast<std::size_t>(i)];
     o << "  n" << i << ":";
@@ -191,6 +222,7 @@ std::string Params::describe() const {
     if (nr.bad_sampler) o << " [lopsided clock samples]";
     if (priorities)
       o << " priority " << nr.priority << " (stability " << nr.priority_stability << " ms)";
+    if (nr.partitioner) o << " partitioner(" << kPartGroup << ", poll " << nr.part_poll << " ms)";
     o << " wall" << (nr.wall_offset >= 0 ? "+" : "") << nr.wall_offset << "\n";
   }
   return o.str();
@@ -855,9 +887,10 @@ void World::check() {
                 ": a claim relied on a slot of the other side that was renewed (or revived) "
                 "without moving the fence after the claimant's copy (rw-claim-over-live-slot)");
         }
-        violate(rw    ? "I7"
-                : sem ? "I4"
-                      : "I1",
+        violate(rw                           ? "I7"
+                : sem                        ? "I4"
+                : b0.kind == Kind::Partition ? "I9a"
+                                             : "I1",
                 b0.key,
                 std::to_string(items.size()) + " believe they hold " + b0.key +
                     (rw ? " (" + std::to_string(writers) + " writing, max_readers " +
@@ -944,6 +977,38 @@ void World::check() {
     }
   }
   if (p_.priorities && now >= p_.E && !exc) check_priorities(now);
+  if (p_.partitioners && now >= p_.E && !exc) check_partitions(now);
+}
+
+// I9b: with membership stable since F - ttl and faults over since F, every partition is
+// owned, by exactly one running member: the one rendezvous picks among the running ones.
+void World::check_partitions(std::int64_t now) {
+  std::vector<std::string> running;
+  std::map<std::int64_t, std::vector<std::string>> owners;
+  for (const auto& n : nodes_) {
+    std::vector<std::shared_ptr<me::Partitioner>> ps;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ps = n->partitioners;
+    }
+    for (const auto& pp : ps) {
+      if (!pp->running()) continue;
+      running.push_back(pp->identity().uuid);
+      for (const auto& [part, token] : pp->owned()) owners[part].push_back(pp->identity().uuid);
+    }
+  }
+  if (running.empty()) return;
+  for (std::int64_t part = 0; part < p_.part_n; ++part) {
+    const std::string want = *rendezvous_owner(running, part);
+    const std::vector<std::string>& got = owners[part];
+    if (got.size() == 1 && got[0] == want) continue;
+    std::string who;
+    for (const auto& u : got) who += (who.empty() ? "" : ", ") + u;
+    violate("I9b", partition_key(kPartGroup, part),
+            "at " + ms(now) + " partition " + partition_key(kPartGroup, part) + " is owned by [" +
+                who + "], rendezvous over the " + std::to_string(running.size()) +
+                " running members gives " + want);
+  }
 }
 
 // I8: with membership stable since before the faults ended, the leader of each election
@@ -1006,6 +1071,8 @@ void World::setup() {
     if (nr.leases) spawn(n, n.name + ".leases", [this, &n] { lease_actor(n); });
     if (nr.semaphore) spawn(n, n.name + ".semaphore", [this, &n] { semaphore_actor(n); });
     if (nr.rwlock) spawn(n, n.name + ".rwlock", [this, &n] { rwlock_actor(n); });
+    if (p_.partitioners && nr.partitioner)
+      spawn(n, n.name + ".start.partitioner", [this, &n] { partitioner_actor(n); });
   }
   Node& probe = *nodes_.back();
   spawn(probe, "probe", [this, &probe] { prober(probe); });
@@ -1160,6 +1227,8 @@ void World::teardown() {
   for (auto& n : nodes_) {
     for (auto& e : n->electors) e->stop();
     n->electors.clear();
+    for (auto& pp : n->partitioners) pp->stop();
+    n->partitioners.clear();
   }
   {
     std::lock_guard<std::mutex> g(mu_);

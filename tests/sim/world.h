@@ -19,6 +19,7 @@
 #include "election/elector.h"
 #include "exceptions.h"
 #include "lease/lease.h"
+#include "partition/partitioner.h"
 #include "sched.h"
 #include "server_clock.h"
 #include "storage/memory_storage.h"
@@ -76,6 +77,8 @@ inline const char* const kLockColl = "mongolocker";
 inline const char* const kElectColl = "elector.locks";
 inline const char* const kSemColl = "mongosemaphore";
 inline const char* const kRwColl = "mongorwlock";
+inline const char* const kPartColl = "partitioner.locks";
+inline const char* const kPartGroup = "g0";
 inline constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
 
 struct Window {
@@ -94,6 +97,9 @@ struct NodeRoles {
   // Priority leaders (Params::priorities): this node's electors' priority and stability delay.
   double priority = 0;
   std::int64_t priority_stability = 0;  // ms
+  // Partitioners (Params::partitioners): a member of group kPartGroup, and its poll (ms).
+  bool partitioner = false;
+  std::int64_t part_poll = 0;
 };
 
 // Everything a schedule does, drawn from its seed (make_params).
@@ -127,6 +133,12 @@ struct Params {
   // stability delay (0..ttl); the leader must hand over to the highest live one (I8).
   // Drawn from a stream of its own, so that the other draws of a seed are unchanged.
   bool priorities = false;
+  // Partitioners: members of one group of part_n partitions on some nodes, leaving and
+  // joining (new uuid) now and then before F - ttl with part_restart per check; I9a, I9b.
+  // Drawn from a stream of its own, so that the other draws of a seed are unchanged.
+  bool partitioners = false;
+  std::int64_t part_n = 0;
+  double part_restart = 0;
   int sem_limit = 2;
   int rw_readers = 2;  // max_readers of the read-write lock "rw0"
   std::vector<std::string> lock_keys;
@@ -139,7 +151,7 @@ struct Params {
 Params make_params(std::uint64_t seed, bool calm = false);
 
 struct Violation {
-  std::string inv;  // I1 .. I8
+  std::string inv;  // I1 .. I9b
   std::int64_t t = 0;
   std::string key;
   std::string what;
@@ -167,6 +179,10 @@ struct RunOptions {
   bool stop_at_first = true;  // end the schedule at the first violating step
   bool shuffle = true;        // seeded order of threads runnable at one instant
   std::int64_t stall_ms = 5000;
+  // Proof mode of I9a: a partitioner member believes what its callbacks told it (from
+  // on_assigned until its on_revoked returns) instead of owned(): such a belief outlives
+  // a lease lost while its on_revoked waits (a slow callback, a paused node).
+  bool break_partitions = false;
 };
 
 struct Fate {
@@ -274,9 +290,10 @@ struct Node {
   std::shared_ptr<NodeClock> clock;
   std::shared_ptr<NodeStorage> storage;
   std::vector<std::shared_ptr<me::Elector>> electors;
+  std::vector<std::shared_ptr<me::Partitioner>> partitioners;
 };
 
-enum class Kind { Lock, Elector, Lease, Sem, SemLease, Rw, RwLease };
+enum class Kind { Lock, Elector, Lease, Sem, SemLease, Rw, RwLease, Partition };
 const char* kind_name(Kind k);
 
 struct BeliefState {
@@ -375,6 +392,7 @@ class World {
       const;  // sum of the server clock's steps so far (inside the assumption)
   void check();
   void check_priorities(std::int64_t now);  // I8, at the end of a schedule with priorities
+  void check_partitions(std::int64_t now);  // I9b, at the end of a schedule with partitioners
   bool step();
   std::exception_ptr step_error_;  // of a step run by a sim thread
   void ttl_sweep();
@@ -392,6 +410,7 @@ class World {
   void lease_actor(Node& n);
   void semaphore_actor(Node& n);
   void rwlock_actor(Node& n);
+  void partitioner_actor(Node& n);
   void probe_rwlock(Node& n);
   void prober(Node& n);
   void wait_quiet(NodeClock& c, const bool& in_callback);

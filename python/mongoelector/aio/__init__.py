@@ -1,5 +1,5 @@
 """asyncio API: ``AsyncMongoLocker``, ``AsyncMongoLeaderElector``, ``AsyncMongoSemaphore``,
-``AsyncMongoReadWriteLock`` and ``async with lease()``.
+``AsyncMongoReadWriteLock``, ``AsyncPartitioner`` and ``async with lease()``.
 
 The same objects as the synchronous package, awaited::
 
@@ -51,11 +51,13 @@ from ._common import AsyncDatabaseArg
 from .elector import AsyncMongoLeaderElector, Callback
 from .lease import AsyncLease, lease
 from .locker import AsyncMongoLocker
+from .partitioner import AsyncPartitioner
 from .rwlock import AsyncMongoReadWriteLock, AsyncRwLockLease
 from .semaphore import AsyncMongoSemaphore, AsyncSemaphoreLease
 
 __all__ = [
     "AsyncMongoLocker",
+    "AsyncPartitioner",
     "AsyncMongoLeaderElector",
     "AsyncLease",
     "lease",
