@@ -19,6 +19,7 @@
  *   observer.h    leader observers
  *   semaphore.h   semaphores and their leases
  *   rwlock.h      read-write locks (many readers or one writer) and their leases
+ *   partitioner.h the fenced partitioner: a group's partitions over its live members
  *   deprecated.h  the frozen 1.0 forms that have 1.1 successors (left out when
  *                 MONGOELECTOR_NO_DEPRECATED is defined)
  * Include <mongoelector.h>, not a topic header alone. The testing kit (a fake clock and
@@ -79,6 +80,7 @@
 #include "mongoelector/log.h"
 #include "mongoelector/metrics.h"
 #include "mongoelector/observer.h"
+#include "mongoelector/partitioner.h"
 #include "mongoelector/rwlock.h"
 #include "mongoelector/semaphore.h"
 #ifndef MONGOELECTOR_NO_DEPRECATED

@@ -95,6 +95,7 @@ mongoelector_client& checked(mongoelector_client* h);
 mongoelector_locker& checked(mongoelector_locker* h);
 mongoelector_elector& checked(mongoelector_elector* h);
 mongoelector_cancel_token& checked(mongoelector_cancel_token* h);
+mongoelector_partitioner& checked(mongoelector_partitioner* h);  // partitioner.cpp
 
 // The shape of every accessor: check the handle and the out pointer, then write what
 // `read(handle)` returns. Exceptions become status codes (guard).
@@ -105,6 +106,20 @@ mongoelector_status read_out(Handle* handle, Out* out, Read&& read) noexcept {
     require(out != nullptr, "out is NULL");
     *out = read(h);
   });
+}
+
+// Runs `stop(*h)` and deletes `h`, letting no exception out: the end of a handle whose
+// *_free has no status to return, or that is completed on another thread.
+template <class H, class Stop>
+void stop_and_delete(H* h, Stop&& stop) noexcept {
+  try {
+    stop(*h);
+  } catch (...) {
+  }
+  try {
+    delete h;
+  } catch (...) {
+  }
 }
 
 // A key given by C: non-NULL and valid (core's validate_key: non-empty, UTF-8, <= 1024).

@@ -104,14 +104,8 @@ mongoelector::LeaderObserverOptions to_core(const char* key, const mongoelector_
 }
 
 void stop_and_delete(mongoelector_observer* h) noexcept {
-  try {
-    h->observer->stop();  // joins the observer's thread, which is not the caller's
-  } catch (...) {
-  }
-  try {
-    delete h;
-  } catch (...) {
-  }
+  // Joins the observer's thread, which is not the caller's.
+  mongoelector::capi::stop_and_delete(h, [](mongoelector_observer& o) { o.observer->stop(); });
 }
 
 }  // namespace

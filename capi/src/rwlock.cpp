@@ -42,6 +42,7 @@ mongoelector::RwLockOptions to_core(const char* key, const mongoelector_rwlock_c
   if (c == nullptr) return o;
   o.max_readers = c->max_readers;  // checked by the RwLock, before any I/O
   o.writer_preference = c->writer_preference != 0;
+  if (c->version >= 2) o.fair = c->fair != 0;  // version 1: off
   return o;
 }
 
@@ -81,6 +82,7 @@ mongoelector_rwlock_config_init(mongoelector_rwlock_config* config, uint32_t ver
                                             "mongoelector_rwlock_config_init");
     config->max_readers = D::max_readers;
     config->writer_preference = D::writer_preference ? 1 : 0;
+    if (version >= 2) config->fair = 0;
   });
 }
 

@@ -37,7 +37,9 @@ mongoelector_semaphore& checked_semaphore(mongoelector_semaphore* h) {
 mongoelector::SemaphoreOptions to_core(const char* key, const mongoelector_semaphore_config* c) {
   auto o = mongoelector::capi::slot_options<mongoelector::SemaphoreOptions>(
       key, c, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION, "mongoelector_semaphore_config_init");
-  if (c != nullptr) o.limit = c->limit;
+  if (c == nullptr) return o;
+  o.limit = c->limit;
+  if (c->version >= 2) o.fair = c->fair != 0;  // version 1: off
   return o;
 }
 
@@ -54,6 +56,7 @@ mongoelector_semaphore_config_init(mongoelector_semaphore_config* config, uint32
         config, version, MONGOELECTOR_SEMAPHORE_CONFIG_VERSION,
         "mongoelector_semaphore_config_init");
     config->limit = 1;
+    if (version >= 2) config->fair = 0;
   });
 }
 

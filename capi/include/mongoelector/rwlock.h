@@ -50,7 +50,9 @@ typedef enum mongoelector_rwlock_side {
   MONGOELECTOR_RWLOCK_WAITING_WRITER = 3
 } mongoelector_rwlock_side;
 
-#define MONGOELECTOR_RWLOCK_CONFIG_VERSION 1
+/* Version 1 is the struct up to op_timeout_seconds; a program compiled against it keeps
+ * working (fair stays off). */
+#define MONGOELECTOR_RWLOCK_CONFIG_VERSION 2
 typedef struct mongoelector_rwlock_config {
   uint32_t version;          /* the version passed to mongoelector_rwlock_config_init */
   const char *collection;    /* NULL: "mongorwlock" (epochs in "<collection>.fences"); copied */
@@ -63,6 +65,12 @@ typedef struct mongoelector_rwlock_config {
   double max_offset_seconds; /* default 0.5 */
   int allow_unsafe_server;   /* default 0 */
   double op_timeout_seconds; /* default 0: ttl/10 in [0.1 s, 5 s] */
+  /* Version 2. Fair (FIFO) writers, default 0: with fair != 0 a blocking writer that
+   * finds the lock taken waits in the key's queue instead of writing the waiting mark,
+   * and writers are served in arrival order; with writer_preference a live queue stops
+   * new readers as the mark does. A writer that dies holds the queue up for at most one
+   * ttl. */
+  int fair;
 } mongoelector_rwlock_config;
 
 MONGOELECTOR_API mongoelector_status

@@ -33,7 +33,9 @@ extern "C" {
 
 typedef struct mongoelector_semaphore mongoelector_semaphore;
 
-#define MONGOELECTOR_SEMAPHORE_CONFIG_VERSION 1
+/* Version 1 is the struct up to op_timeout_seconds; a program compiled against it keeps
+ * working (fair stays off). */
+#define MONGOELECTOR_SEMAPHORE_CONFIG_VERSION 2
 typedef struct mongoelector_semaphore_config {
   uint32_t version;          /* the version passed to mongoelector_semaphore_config_init */
   const char *collection;    /* NULL: "mongosemaphore" (epochs in "<collection>.fences"); copied */
@@ -43,6 +45,12 @@ typedef struct mongoelector_semaphore_config {
   double max_offset_seconds; /* default 0.5 */
   int allow_unsafe_server;   /* default 0 */
   double op_timeout_seconds; /* default 0: ttl/10 in [0.1 s, 5 s] */
+  /* Version 2. Fair (FIFO) queueing, default 0: with fair != 0 a blocking acquire that
+   * finds every slot held waits in the key's queue and is served in arrival order (a
+   * queued waiter renews its place; one that dies holds the queue up for at most one
+   * ttl). Every acquire honours a live queue, fair or not: a non-fair or non-blocking
+   * acquire never takes a slot ahead of a live waiter. */
+  int fair;
 } mongoelector_semaphore_config;
 
 MONGOELECTOR_API mongoelector_status

@@ -18,8 +18,10 @@ pub const MONGOELECTOR_STATS_VERSION: u32 = 1;
 pub const MONGOELECTOR_STATS_LATENCY_BUCKETS: u32 = 15;
 pub const MONGOELECTOR_LEADER_STATE_VERSION: u32 = 3;
 pub const MONGOELECTOR_OBSERVER_CONFIG_VERSION: u32 = 1;
-pub const MONGOELECTOR_RWLOCK_CONFIG_VERSION: u32 = 1;
-pub const MONGOELECTOR_SEMAPHORE_CONFIG_VERSION: u32 = 1;
+pub const MONGOELECTOR_PARTITIONS_MAX: u32 = 100000;
+pub const MONGOELECTOR_PARTITIONER_CONFIG_VERSION: u32 = 1;
+pub const MONGOELECTOR_RWLOCK_CONFIG_VERSION: u32 = 2;
+pub const MONGOELECTOR_SEMAPHORE_CONFIG_VERSION: u32 = 2;
 pub const MONGOELECTOR_LOCKER_OPTIONS_VERSION: u32 = 1;
 pub const MONGOELECTOR_ELECTOR_OPTIONS_VERSION: u32 = 1;
 pub const MONGOELECTOR_LEASE_OPTIONS_VERSION: u32 = 1;
@@ -619,6 +621,110 @@ extern "C" {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct mongoelector_partitioner {
+    _unused: [u8; 0],
+}
+pub type mongoelector_partition_assigned_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        partition: i64,
+        token: i64,
+        user_data: *mut ::std::os::raw::c_void,
+    ),
+>;
+pub type mongoelector_partition_revoked_fn = ::std::option::Option<
+    unsafe extern "C" fn(partition: i64, user_data: *mut ::std::os::raw::c_void),
+>;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_partitioner_config {
+    pub version: u32,
+    pub partitions: i64,
+    pub ttl_seconds: f64,
+    pub poll_seconds: f64,
+    pub locks_collection: *const ::std::os::raw::c_char,
+    pub members_collection: *const ::std::os::raw::c_char,
+    pub on_assigned: mongoelector_partition_assigned_fn,
+    pub on_revoked: mongoelector_partition_revoked_fn,
+    pub user_data: *mut ::std::os::raw::c_void,
+    pub op_timeout_seconds: f64,
+}
+extern "C" {
+    pub fn mongoelector_partitioner_config_init(
+        config: *mut mongoelector_partitioner_config,
+        version: u32,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_new(
+        client: *mut mongoelector_client,
+        group: *const ::std::os::raw::c_char,
+        config: *const mongoelector_partitioner_config,
+        out: *mut *mut mongoelector_partitioner,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_start(
+        p: *mut mongoelector_partitioner,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_stop(
+        p: *mut mongoelector_partitioner,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_free(p: *mut mongoelector_partitioner);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct mongoelector_partition_token {
+    pub partition: i64,
+    pub token: i64,
+}
+extern "C" {
+    pub fn mongoelector_partitioner_owned(
+        p: *mut mongoelector_partitioner,
+        owned_out: *mut *mut mongoelector_partition_token,
+        count_out: *mut usize,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_token(
+        p: *mut mongoelector_partitioner,
+        partition: i64,
+        token_out: *mut i64,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_uuid(
+        p: *mut mongoelector_partitioner,
+        out: *mut *const ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_running(
+        p: *mut mongoelector_partitioner,
+        out: *mut ::std::os::raw::c_int,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_partitioner_status(
+        p: *mut mongoelector_partitioner,
+        json_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+extern "C" {
+    pub fn mongoelector_client_partition_status(
+        client: *mut mongoelector_client,
+        group: *const ::std::os::raw::c_char,
+        partitions: i64,
+        locks_collection: *const ::std::os::raw::c_char,
+        members_collection: *const ::std::os::raw::c_char,
+        json_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct mongoelector_rwlock {
     _unused: [u8; 0],
 }
@@ -639,6 +745,7 @@ pub struct mongoelector_rwlock_config {
     pub max_offset_seconds: f64,
     pub allow_unsafe_server: ::std::os::raw::c_int,
     pub op_timeout_seconds: f64,
+    pub fair: ::std::os::raw::c_int,
 }
 extern "C" {
     pub fn mongoelector_rwlock_config_init(
@@ -777,6 +884,7 @@ pub struct mongoelector_semaphore_config {
     pub max_offset_seconds: f64,
     pub allow_unsafe_server: ::std::os::raw::c_int,
     pub op_timeout_seconds: f64,
+    pub fair: ::std::os::raw::c_int,
 }
 extern "C" {
     pub fn mongoelector_semaphore_config_init(
