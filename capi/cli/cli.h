@@ -46,8 +46,10 @@ void print_status_help();
 void print_demo_help();
 
 // The status of KEY: printed as a table (indent before each line) or as JSON; the
-// members' counters in the table only when verbose.
+// members' counters in the table only when verbose. partitions: KEY's number of
+// partitions as a partition group (0: from its live members' reports).
 int print_status(mongoelector_client* client, const std::string& uri, const std::string& key,
-                 bool json, const std::string& indent, bool verbose = false);
+                 bool json, const std::string& indent, bool verbose = false,
+                 int64_t partitions = 0);
 
 }  // namespace cli

@@ -32,6 +32,9 @@ T="$(mktemp -d "${TMPDIR:-/tmp}/mongoelector-cli-test.XXXXXX")"
 HELPER="$T/force_lock"
 cc -std=c99 -Wall -Wextra -Werror -I"$ROOT/capi/include" "$ROOT/tests/cli/force_lock.c" \
   -L"$BUILD_DIR/capi" -lmongoelector -Wl,-rpath,"$BUILD_DIR/capi" -o "$HELPER" || exit 2
+MEMBER="$T/partition_member"
+cc -std=c99 -Wall -Wextra -Werror -I"$ROOT/capi/include" "$ROOT/tests/cli/partition_member.c" \
+  -L"$BUILD_DIR/capi" -lmongoelector -Wl,-rpath,"$BUILD_DIR/capi" -o "$MEMBER" || exit 2
 
 case "$MODE" in
   --sqlite) URI="sqlite://$T/locks.db"; DB=""; STORAGE=sqlite ;;
@@ -652,6 +655,63 @@ t_status_reads_only() {  # status sends reads only: it creates no database, coll
   cmp -s "$T/before" "$T/after" || fail "status changed the database: $(diff "$T/before" "$T/after")"
 }
 
+t_status_partitions() {  # status shows a partition group: members, each partition's owner and token; --json
+  local group="pg-$RANDOM"
+  "$MEMBER" "$URI" "$DB" "$group" 6 3 >"$T/m1.out" 2>"$T/m1.err" &
+  local m1=$!
+  wait_for "grep -q '^owns 6' '$T/m1.out'" 20 || fail "first member: $(cat "$T/m1.out" "$T/m1.err")"
+  local u1; u1=$(awk '/^uuid/ {print $2}' "$T/m1.out")
+  "$BIN" status "$group" --json >"$T/pg.json" || fail "status --json: $(cat "$T/pg.json")"
+  [[ $(json "$T/pg.json" 'd["partition_group"]["partitions"]') == 6 ]] || fail "partitions: $(cat "$T/pg.json")"
+  [[ $(json "$T/pg.json" 'all(o["owner"] == "'"$u1"'" and o["token"] > 0 for o in d["partition_group"]["owners"])') == True ]] ||
+    fail "owners: $(cat "$T/pg.json")"
+  [[ $(json "$T/pg.json" 'd["partition_group"]["settled"]') == True ]] || fail "settled: $(cat "$T/pg.json")"
+  [[ $(json "$T/pg.json" '[m["pid"] for m in d["partition_group"]["members"]]') == "[$m1]" ]] || fail "members: $(cat "$T/pg.json")"
+  # A second member: the group splits, each partition owned by its assigned member.
+  "$MEMBER" "$URI" "$DB" "$group" 6 3 >"$T/m2.out" 2>"$T/m2.err" &
+  local m2=$!
+  wait_for "'$BIN' status '$group' --json >'$T/pg.json' && [[ \$(json '$T/pg.json' 'd[\"partition_group\"][\"settled\"] and len(set(o[\"owner\"] for o in d[\"partition_group\"][\"owners\"])) == 2') == True ]]" 30 ||
+    fail "no split: $(cat "$T/pg.json")"
+  [[ $(json "$T/pg.json" 'all(o["owner"] == o["assigned"] for o in d["partition_group"]["owners"])') == True ]] ||
+    fail "owner != assigned: $(cat "$T/pg.json")"
+  "$BIN" status "$group" >"$T/pg.txt" || fail "status table"
+  grep -q "^partitions 6 in group $group, settled" "$T/pg.txt" && grep -q "^election  not used for an election" "$T/pg.txt" ||
+    fail "table header: $(cat "$T/pg.txt")"
+  grep -q " pid $m1 " "$T/pg.txt" && grep -q " pid $m2 " "$T/pg.txt" || fail "table owners: $(cat "$T/pg.txt")"
+  [[ $(grep -c " live " "$T/pg.txt") == 2 ]] || fail "table members: $(cat "$T/pg.txt")"
+  # Both leave: no member is live; --partitions still reads the partitions (free).
+  kill -TERM "$m1" "$m2"
+  exit_code "$m1" 20; [[ $RC == 0 ]] || fail "member 1 exit $RC: $(cat "$T/m1.err")"
+  exit_code "$m2" 20; [[ $RC == 0 ]] || fail "member 2 exit $RC: $(cat "$T/m2.err")"
+  "$BIN" status "$group" --json >"$T/pg.json" || fail "status after"
+  [[ $(json "$T/pg.json" 'd["partition_group"]') == None ]] || fail "a group without live members: $(cat "$T/pg.json")"
+  "$BIN" status "$group" --partitions 6 --json >"$T/pg.json" || fail "status --partitions"
+  [[ $(json "$T/pg.json" 'all(o["owner"] is None and o["token"] > 0 for o in d["partition_group"]["owners"])') == True ]] ||
+    fail "released: $(cat "$T/pg.json")"
+  local rc=0; "$BIN" status "$group" --partitions 0 2>"$T/e" || rc=$?
+  [[ $rc == 64 ]] && grep -q -- "--partitions must be a whole number" "$T/e" || fail "--partitions 0: $rc $(cat "$T/e")"
+}
+
+t_status_rwlock() {  # status shows a read-write lock's readers and its writer (table and --json)
+  local key="rws-$RANDOM"
+  export LOG="$T/rws.log" RELEASE="$T/rws-release-$RANDOM"; : >"$LOG"
+  "$BIN" run --shared "$key" --ttl 10 -- "$T/rw.sh" r1 2>"$T/r1.err" &
+  local r1=$!
+  "$BIN" run --shared "$key" --ttl 10 -- "$T/rw.sh" r2 2>"$T/r2.err" &
+  local r2=$!
+  wait_for "[[ \$(grep -c '^start r' '$LOG') == 2 ]]" 15 || fail "readers: $(cat "$LOG" "$T"/r?.err)"
+  "$BIN" status "$key" --json >"$T/rws.json" || fail "status --json"
+  [[ $(json "$T/rws.json" 'sorted(h["side"] for h in d["rwlock"])') == "['read', 'read']" ]] || fail "holders: $(cat "$T/rws.json")"
+  [[ $(json "$T/rws.json" 'all(h["fence"] > 0 and h["expire_ms"] > d["server_time_ms"] for h in d["rwlock"])') == True ]] ||
+    fail "fences: $(cat "$T/rws.json")"
+  "$BIN" status "$key" >"$T/rws.txt"
+  [[ $(grep -c "read            by .* pid" "$T/rws.txt") == 2 ]] || fail "table: $(cat "$T/rws.txt")"
+  touch "$RELEASE"
+  exit_code "$r1" 15; exit_code "$r2" 15
+  "$BIN" status "$key" --json >"$T/rws.json"
+  [[ $(json "$T/rws.json" 'd["rwlock"]') == "[]" ]] || fail "released: $(cat "$T/rws.json")"
+}
+
 t_status_sqlite_read_only() {  # status opens a SQLite file read-only: no write permission needed, nothing created
   [[ $STORAGE == sqlite ]] || { echo "    (SQLite files listed around status)"; exit 77; }
   local key="ro-$RANDOM" d="$T/ro"
@@ -1000,6 +1060,8 @@ run_test "status: a lock's election is \"not used for an election\"" t_status_of
 [[ $STORAGE == sqlite ]] && run_test "unreachable server: the error names the URI, not a command" t_unreachable_server
 [[ $STORAGE == mongo ]] && run_test "status: reads only (no database, collection or index created)" t_status_reads_only
 [[ $STORAGE == sqlite ]] && run_test "status: opens SQLite read-only (no write permission needed, no file created)" t_status_sqlite_read_only
+run_test "status: a partition group's members, owners and tokens (--json, --partitions)" t_status_partitions
+run_test "status: a read-write lock's holders (table and --json)" t_status_rwlock
 run_test "run: mutual exclusion of 3 processes, fences increase" t_mutual_exclusion
 run_test "run: 75 when held, --wait --timeout, status --json" t_held_timeout_status
 run_test "run: SIGTERM/SIGINT/SIGHUP forwarded once" t_signals_forwarded
