@@ -45,6 +45,43 @@ func reraise(name string, r any, stack []byte) {
 	select {} // the process is about to die; don't hand the thread back to C
 }
 
+// callbackThreads records the OS threads running one of an object's callbacks (an
+// elector's, a partitioner's), so that a call from inside one runs on the callback's own
+// thread: the library recognises its callbacks by their thread (a stop must not wait for
+// itself). A goroutine running a cgo callback is locked to its thread.
+type callbackThreads struct {
+	mu      sync.Mutex
+	threads map[uintptr]int
+}
+
+// insideCallback: the calling goroutine runs one of the object's callbacks.
+func (ct *callbackThreads) insideCallback() bool {
+	tid := currentThreadID()
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return ct.threads[tid] > 0
+}
+
+// callback runs the body of one C callback on its thread, marking the thread as inside
+// a callback of the object while it runs.
+func (ct *callbackThreads) callback(body func()) {
+	tid := currentThreadID()
+	ct.mu.Lock()
+	if ct.threads == nil {
+		ct.threads = map[uintptr]int{}
+	}
+	ct.threads[tid]++
+	ct.mu.Unlock()
+	defer func() {
+		ct.mu.Lock()
+		if ct.threads[tid]--; ct.threads[tid] == 0 {
+			delete(ct.threads, tid)
+		}
+		ct.mu.Unlock()
+	}()
+	body()
+}
+
 func stateFrom(ud unsafe.Pointer) *electorState {
 	return cgo.Handle(uintptr(ud)).Value().(*electorState)
 }

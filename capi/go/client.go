@@ -98,6 +98,44 @@ func (c *Client) acquireChild() (*C.mongoelector_client, error) {
 
 // childMade ends the pin of acquireChild's guard once the child's creation returned
 // (whether or not it succeeded).
+// newChild makes a C handle from client with create, bounded by ctx (runCtxAbandon): a
+// handle made after the caller gave up is freed with free. args runs once the C call is
+// over, whoever waited for it (releasing the C strings it read); dropped (may be nil)
+// runs when the caller gets no handle (deleting a cgo.Handle the C config carried).
+func newChild[P any](ctx context.Context, client *Client, what string,
+	create func(*C.mongoelector_client) (P, error), free func(P), args, dropped func()) (P, error) {
+	var zero P
+	if dropped == nil {
+		dropped = func() {}
+	}
+	cptr, err := client.acquireChild()
+	if err != nil {
+		args()
+		dropped()
+		return zero, err
+	}
+	ptr, abandoned, err := runCtxAbandon(ctx, what, func() (P, error) { return create(cptr) },
+		func(p P, err error) {
+			// Made after the caller gave up: never started, nobody will use it.
+			if err == nil {
+				free(p)
+			}
+			dropped()
+			client.childDone()
+		}, func() {
+			args()
+			client.childMade()
+		})
+	if err != nil {
+		if !abandoned {
+			dropped()
+			client.childDone()
+		}
+		return zero, err
+	}
+	return ptr, nil
+}
+
 func (c *Client) childMade() {
 	c.g.exit()
 	c.maybeFree()

@@ -203,32 +203,12 @@ func NewElector(ctx context.Context, client *Client, key string, opts *ElectorOp
 	h := cgo.NewHandle(st)
 	C.me_set_callbacks(&cfg, C.uintptr_t(h), cbool(st.onLoop != nil))
 
-	cptr, err := client.acquireChild()
-	if err != nil {
-		freeAll()
-		h.Delete()
-		return nil, err
-	}
-	ptr, abandoned, err := runCtxAbandon(ctx, "new elector for "+key, func() (*C.mongoelector_elector, error) {
+	ptr, err := newChild(ctx, client, "new elector for "+key, func(cptr *C.mongoelector_client) (*C.mongoelector_elector, error) {
 		var p *C.mongoelector_elector
 		err := call(func() C.mongoelector_status { return C.mongoelector_elector_new_with(cptr, ckey, &cfg, &p) })
 		return p, err
-	}, func(p *C.mongoelector_elector, err error) {
-		// Made after the caller gave up: never started, nobody will use it.
-		if err == nil {
-			C.mongoelector_elector_free(p)
-		}
-		h.Delete()
-		client.childDone()
-	}, func() {
-		freeAll()
-		client.childMade()
-	})
+	}, func(p *C.mongoelector_elector) { C.mongoelector_elector_free(p) }, freeAll, h.Delete)
 	if err != nil {
-		if !abandoned {
-			h.Delete()
-			client.childDone()
-		}
 		return nil, err
 	}
 	e := &Elector{ptr: ptr, client: client, st: st, handle: h}

@@ -25,12 +25,12 @@ type LeaderChange struct {
 // leadership as the callbacks report it. It does not point to the Elector, so an
 // unreachable Elector can still be finalized.
 type electorState struct {
-	onStarted func(context.Context)
-	onStopped func()
-	onLoop    func()
+	onStarted       func(context.Context)
+	onStopped       func()
+	onLoop          func()
+	callbackThreads // the OS threads running one of this elector's callbacks now
 
 	mu         sync.Mutex
-	threads    map[uintptr]int // OS threads running one of this elector's callbacks now
 	ptr        *C.mongoelector_elector
 	uuid       string
 	leading    bool
@@ -47,7 +47,6 @@ func newElectorState(opts *ElectorOptions) *electorState {
 		onStarted: opts.OnStartedLeading,
 		onStopped: opts.OnStoppedLeading,
 		onLoop:    opts.OnLoop,
-		threads:   map[uintptr]int{},
 		changed:   make(chan struct{}),
 		observers: map[*queue[LeaderChange]]struct{}{},
 		closedCh:  make(chan struct{}),
@@ -58,37 +57,6 @@ func (st *electorState) setHandle(ptr *C.mongoelector_elector, uuid string) {
 	st.mu.Lock()
 	st.ptr, st.uuid = ptr, uuid
 	st.mu.Unlock()
-}
-
-// onThread reports whether one of this elector's callbacks runs on the OS thread tid,
-// i.e. whether the caller is inside one (a goroutine running a cgo callback is locked
-// to its thread).
-func (st *electorState) onThread(tid uintptr) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.threads[tid] > 0
-}
-
-// insideCallback: the calling goroutine runs one of this elector's callbacks.
-func (st *electorState) insideCallback() bool {
-	return st.onThread(currentThreadID())
-}
-
-// callback runs the body of one C callback on its thread, marking the thread as inside
-// a callback of this elector while it runs.
-func (st *electorState) callback(body func()) {
-	tid := currentThreadID()
-	st.mu.Lock()
-	st.threads[tid]++
-	st.mu.Unlock()
-	defer func() {
-		st.mu.Lock()
-		if st.threads[tid]--; st.threads[tid] == 0 {
-			delete(st.threads, tid)
-		}
-		st.mu.Unlock()
-	}()
-	body()
 }
 
 // notifyLocked wakes Campaign and queues ev for every observer. st.mu is held.

@@ -139,29 +139,12 @@ func NewLocker(ctx context.Context, client *Client, key string, opts *LockerOpti
 		cfg.allow_unsafe_server = 1
 	}
 
-	cptr, err := client.acquireChild()
-	if err != nil {
-		freeAll()
-		return nil, err
-	}
-	ptr, abandoned, err := runCtxAbandon(ctx, "new locker for "+key, func() (*C.mongoelector_locker, error) {
+	ptr, err := newChild(ctx, client, "new locker for "+key, func(cptr *C.mongoelector_client) (*C.mongoelector_locker, error) {
 		var p *C.mongoelector_locker
 		err := call(func() C.mongoelector_status { return C.mongoelector_locker_new_with(cptr, ckey, &cfg, &p) })
 		return p, err
-	}, func(p *C.mongoelector_locker, err error) {
-		// Made after the caller gave up: nobody will use it.
-		if err == nil {
-			C.mongoelector_locker_free(p)
-		}
-		client.childDone()
-	}, func() {
-		freeAll()
-		client.childMade()
-	})
+	}, func(p *C.mongoelector_locker) { C.mongoelector_locker_free(p) }, freeAll, nil)
 	if err != nil {
-		if !abandoned {
-			client.childDone()
-		}
 		return nil, err
 	}
 	l := &Locker{ptr: ptr, client: client, key: key, closing: make(chan struct{})}

@@ -64,11 +64,17 @@ type RWLockOptions struct {
 	// 0 = default (TTL/10 clamped to [100 ms, 5 s]).
 	OpTimeout         time.Duration
 	AllowUnsafeServer bool // run on servers with non-atomic findAndModify (FerretDB)
+	// Fair queues blocking writers that find the lock taken in the key's queue, served in
+	// arrival order, instead of the waiting mark; with writer preference a live queue
+	// stops new readers as the mark does. A writer that dies holds the queue up for at
+	// most one TTL.
+	Fair bool
 }
 
 func rwlockSlotConfig(c *C.mongoelector_rwlock_config) slotConfig {
 	return slotConfig{collection: &c.collection, ttl: &c.ttl_seconds, maxOffset: &c.max_offset_seconds,
-		opTimeout: &c.op_timeout_seconds, timeparanoid: &c.timeparanoid, allowUnsafe: &c.allow_unsafe_server}
+		opTimeout: &c.op_timeout_seconds, timeparanoid: &c.timeparanoid, allowUnsafe: &c.allow_unsafe_server,
+		fair: &c.fair}
 }
 
 // DefaultRWLockOptions is the library's default read-write lock configuration (from
@@ -88,6 +94,7 @@ func DefaultRWLockOptions() RWLockOptions {
 		MaxOffset:               d.maxOffset,
 		OpTimeout:               d.opTimeout,
 		AllowUnsafeServer:       d.allowUnsafeServer,
+		Fair:                    d.fair,
 	}
 }
 
@@ -132,7 +139,7 @@ func NewRWLock(ctx context.Context, client *Client, key string, opts *RWLockOpti
 	}
 	free, err := slotOptions{collection: opts.Collection, ttl: opts.TTL, maxOffset: opts.MaxOffset,
 		opTimeout: opts.OpTimeout, disableTimeParanoid: opts.DisableTimeParanoid,
-		allowUnsafeServer: opts.AllowUnsafeServer}.set(rwlockSlotConfig(&cfg))
+		allowUnsafeServer: opts.AllowUnsafeServer, fair: opts.Fair}.set(rwlockSlotConfig(&cfg))
 	defer free() // the C library copies the collection
 	if err != nil {
 		return nil, err

@@ -29,6 +29,11 @@ type SemaphoreOptions struct {
 	// 0 = default (TTL/10 clamped to [100 ms, 5 s]).
 	OpTimeout         time.Duration
 	AllowUnsafeServer bool // run on servers with non-atomic findAndModify (FerretDB)
+	// Fair queues blocking acquires that find every slot held in the key's queue, served
+	// in arrival order (a waiter that dies holds the queue up for at most one TTL). Every
+	// acquire honours a live queue, fair or not: TryAcquire never takes a slot ahead of a
+	// queued waiter.
+	Fair bool
 }
 
 // DefaultSemaphoreOptions is the library's default semaphore configuration (from
@@ -47,12 +52,14 @@ func DefaultSemaphoreOptions() SemaphoreOptions {
 		MaxOffset:           d.maxOffset,
 		OpTimeout:           d.opTimeout,
 		AllowUnsafeServer:   d.allowUnsafeServer,
+		Fair:                d.fair,
 	}
 }
 
 func semaphoreSlotConfig(c *C.mongoelector_semaphore_config) slotConfig {
 	return slotConfig{collection: &c.collection, ttl: &c.ttl_seconds, maxOffset: &c.max_offset_seconds,
-		opTimeout: &c.op_timeout_seconds, timeparanoid: &c.timeparanoid, allowUnsafe: &c.allow_unsafe_server}
+		opTimeout: &c.op_timeout_seconds, timeparanoid: &c.timeparanoid, allowUnsafe: &c.allow_unsafe_server,
+		fair: &c.fair}
 }
 
 // SemaphoreHolder is one unexpired hold of a semaphore's key.
@@ -89,7 +96,7 @@ func NewSemaphore(ctx context.Context, client *Client, key string, opts *Semapho
 	}
 	free, err := slotOptions{collection: opts.Collection, ttl: opts.TTL, maxOffset: opts.MaxOffset,
 		opTimeout: opts.OpTimeout, disableTimeParanoid: opts.DisableTimeParanoid,
-		allowUnsafeServer: opts.AllowUnsafeServer}.set(semaphoreSlotConfig(&cfg))
+		allowUnsafeServer: opts.AllowUnsafeServer, fair: opts.Fair}.set(semaphoreSlotConfig(&cfg))
 	defer free() // the C library copies the collection
 	if err != nil {
 		return nil, err

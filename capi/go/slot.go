@@ -35,6 +35,7 @@ type slotConfig struct {
 	collection                **C.char
 	ttl, maxOffset, opTimeout *C.double
 	timeparanoid, allowUnsafe *C.int
+	fair                      *C.int // config version 2
 }
 
 type slotOptions struct {
@@ -42,6 +43,7 @@ type slotOptions struct {
 	ttl, maxOffset, opTimeout time.Duration
 	disableTimeParanoid       bool
 	allowUnsafeServer         bool
+	fair                      bool
 }
 
 // set writes o into c; free releases the C string it may have made (after the C call
@@ -72,6 +74,9 @@ func (o slotOptions) set(c slotConfig) (free func(), err error) {
 	if o.allowUnsafeServer {
 		*c.allowUnsafe = 1
 	}
+	if o.fair {
+		*c.fair = 1
+	}
 	return free, nil
 }
 
@@ -88,6 +93,7 @@ func (c slotConfig) defaults(collection string) slotOptions {
 		opTimeout:           fromSeconds(*c.opTimeout),
 		disableTimeParanoid: *c.timeparanoid == 0,
 		allowUnsafeServer:   *c.allowUnsafe != 0,
+		fair:                *c.fair != 0,
 	}
 }
 
