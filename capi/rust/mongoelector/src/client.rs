@@ -1,7 +1,7 @@
 use crate::error::{check, cstring, Result};
+use crate::locker::take_c_string;
 use mongoelector_sys as sys;
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_void};
+use std::os::raw::c_char;
 use std::ptr;
 use std::sync::Arc;
 
@@ -59,12 +59,7 @@ impl Client {
             sys::mongoelector_client_server_info_copy(self.inner.ptr, &mut name, &mut version)
         })?;
         // Copies owned by us: mongoelector_free.
-        let take = |p: *mut c_char| unsafe {
-            let s = CStr::from_ptr(p).to_string_lossy().into_owned();
-            sys::mongoelector_free(p as *mut c_void);
-            s
-        };
-        Ok((take(name), take(version)))
+        Ok(unsafe { (take_c_string(name), take_c_string(version)) })
     }
 }
 

@@ -46,18 +46,23 @@ impl Slot {
         let mut f = self.f.lock().unwrap_or_else(|e| e.into_inner());
         *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some(me);
         if let Some(f) = f.as_mut() {
-            // A panic must not unwind into C: report it like the library reports
-            // exceptions thrown by callbacks, and go on.
-            if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "(non-string panic)".into());
-                ::log::error!(target: crate::LOG_TARGET, "{} callback panicked: {msg}", self.name);
-            }
+            call_user(self.name, f);
         }
         *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Runs a user callback on a library thread. A panic must not unwind into C: it is
+/// reported like the library reports exceptions thrown by callbacks, and the library goes
+/// on.
+pub(crate) fn call_user(name: &str, f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(non-string panic)".into());
+        ::log::error!(target: crate::LOG_TARGET, "{name} callback panicked: {msg}");
     }
 }
 
@@ -450,9 +455,7 @@ impl Elector {
     ) -> Result<String> {
         let mut s: *mut c_char = ptr::null_mut();
         check(unsafe { f(self.ptr, &mut s) })?;
-        let text = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
-        unsafe { sys::mongoelector_free(s as *mut c_void) };
-        Ok(text)
+        Ok(unsafe { crate::locker::take_c_string(s) })
     }
 
     /// This node's status (local state, no round trip).

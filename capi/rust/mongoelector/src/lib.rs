@@ -68,6 +68,7 @@ mod lease;
 mod locker;
 mod log;
 mod observer;
+mod partitioner;
 mod rwlock;
 mod semaphore;
 mod slot;
@@ -85,6 +86,10 @@ pub use locker::{AcquireOptions, LockGuard, LockInfo, Locker, LockerBuilder};
 pub use mongoelector_sys as sys;
 pub use observer::{
     Leader, LeaderObserver, LeaderObserverBuilder, LeaderState, LeaderStates, LeaderStatus,
+};
+pub use partitioner::{
+    partition_status, PartitionMember, PartitionOwner, PartitionStatus, Partitioner,
+    PartitionerBuilder, MAX_PARTITIONS,
 };
 pub use rwlock::{RwLock, RwLockBuilder, RwLockGuard, RwLockHolders, RwSide};
 pub use semaphore::{Semaphore, SemaphoreBuilder, SemaphoreGuard, SemaphoreHolder};

@@ -261,6 +261,17 @@ pub(crate) unsafe fn owned_c_string(p: *const c_char) -> String {
     }
 }
 
+/// A string the library handed over (`char **` out parameters): copied, then released
+/// with mongoelector_free.
+///
+/// # Safety
+/// `p` is NULL or a string the library returned for the caller to free.
+pub(crate) unsafe fn take_c_string(p: *mut c_char) -> String {
+    let s = owned_c_string(p);
+    sys::mongoelector_free(p as *mut std::os::raw::c_void);
+    s
+}
+
 impl Locker {
     /// A builder for a locker on `key` (non-empty UTF-8, at most 1024 bytes).
     pub fn builder<'a>(client: &'a Client, key: &str) -> LockerBuilder<'a> {

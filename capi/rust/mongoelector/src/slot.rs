@@ -18,6 +18,7 @@ pub(crate) struct SlotConfig {
     pub(crate) max_offset: Option<Duration>,
     pub(crate) allow_unsafe_server: Option<bool>,
     pub(crate) op_timeout: Option<Duration>,
+    pub(crate) fair: Option<bool>,
 }
 
 /// The fields of a C config (mongoelector_semaphore_config, _rwlock_config) that
@@ -29,6 +30,7 @@ pub(crate) struct SlotFields<'c> {
     pub(crate) max_offset_seconds: &'c mut f64,
     pub(crate) allow_unsafe_server: &'c mut c_int,
     pub(crate) op_timeout_seconds: &'c mut f64,
+    pub(crate) fair: &'c mut c_int,
 }
 
 macro_rules! slot_fields {
@@ -40,6 +42,7 @@ macro_rules! slot_fields {
             max_offset_seconds: &mut $c.max_offset_seconds,
             allow_unsafe_server: &mut $c.allow_unsafe_server,
             op_timeout_seconds: &mut $c.op_timeout_seconds,
+            fair: &mut $c.fair,
         }
     };
 }
@@ -71,6 +74,9 @@ impl SlotConfig {
         }
         if let Some(t) = self.op_timeout {
             *f.op_timeout_seconds = t.as_secs_f64();
+        }
+        if let Some(on) = self.fair {
+            *f.fair = on as c_int;
         }
         Ok(coll)
     }
@@ -111,6 +117,15 @@ macro_rules! slot_setters {
         /// most ttl/2. `Duration::ZERO`: the default, ttl/10 clamped to [0.1 s, 5 s].
         pub fn op_timeout(mut self, timeout: Duration) -> Self {
             self.slot.op_timeout = Some(timeout);
+            self
+        }
+        /// Fair (FIFO) queueing (default false): a blocking acquire that finds the key
+        /// taken (for a read-write lock: a writer) waits in the key's queue and is served
+        /// in arrival order; a waiter that dies holds the queue up for at most one ttl.
+        /// Every acquire honours a live queue, fair or not: a `try_` acquire never passes
+        /// a queued waiter.
+        pub fn fair(mut self, on: bool) -> Self {
+            self.slot.fair = Some(on);
             self
         }
     };
