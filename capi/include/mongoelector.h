@@ -56,8 +56,9 @@
  *    may be called on a handle that another thread is freeing.
  *  - Callbacks run on library threads (named in each callback's comment), never while a
  *    library lock is held. They may call into the library, except the *_free of the
- *    object that runs them (mongoelector_elector_free and mongoelector_observer_free are
- *    the exceptions: they are safe from the object's own callbacks, see there).
+ *    object that runs them (mongoelector_elector_free, mongoelector_observer_free and
+ *    mongoelector_partitioner_free are the exceptions: they are safe from the object's
+ *    own callbacks, see there).
  *  - fork(): handles made before fork() must not be used in the child, except
  *    mongoelector_client, from which the child makes new lockers and electors (they get
  *    fresh connections). Lockers and electors inherited from the parent answer
