@@ -60,8 +60,8 @@ func (l *memberLog) believed(member string) map[int]int64 {
 }
 
 // checkHandovers: every partition that passed from `from` to `to` was revoked at `from`
-// before `to` was assigned it, with a greater token.
-func (l *memberLog) checkHandovers(t *testing.T, from, to string) {
+// before `to` was assigned it, with a greater token; `expected` partitions moved.
+func (l *memberLog) checkHandovers(t *testing.T, from, to string, expected int) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -92,8 +92,8 @@ func (l *memberLog) checkHandovers(t *testing.T, from, to string) {
 		}
 		moved++
 	}
-	if moved == 0 {
-		t.Fatalf("no partition moved from %s to %s: %+v", from, to, l.events)
+	if moved != expected {
+		t.Fatalf("%d partitions moved from %s to %s, want %d: %+v", moved, from, to, expected, l.events)
 	}
 }
 
@@ -175,12 +175,27 @@ func partitionerScenario(t *testing.T, c *Client, ttl time.Duration, step func(w
 	if err := b.Start(bg); err != nil {
 		t.Fatalf("B.Start: %v", err)
 	}
+	// Both live, each partition held by the member rendezvous hashing assigns it (one of
+	// them may be assigned none).
 	step("split", func() bool {
 		oa, ob := mustOwned(t, a), mustOwned(t, b)
-		return len(oa) > 0 && len(ob) > 0 && len(oa)+len(ob) == testPartitions &&
-			sameOwned(oa, log.believed("A")) && sameOwned(ob, log.believed("B"))
+		if len(oa)+len(ob) != testPartitions || !sameOwned(oa, log.believed("A")) || !sameOwned(ob, log.believed("B")) {
+			return false
+		}
+		st, err := ReadPartitionStatus(bg, c, group, testPartitions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, m := range st.Members {
+			if m.Live {
+				live++
+			}
+		}
+		return st.Settled && live == 2
 	})
-	log.checkHandovers(t, "A", "B")
+	nb := len(mustOwned(t, b))
+	log.checkHandovers(t, "A", "B", nb) // all of B's came from A
 
 	if err := b.Stop(bg); err != nil {
 		t.Fatalf("B.Stop: %v", err)
@@ -195,7 +210,7 @@ func partitionerScenario(t *testing.T, c *Client, ttl time.Duration, step func(w
 		o := mustOwned(t, a)
 		return len(o) == testPartitions && sameOwned(o, log.believed("A"))
 	})
-	log.checkHandovers(t, "B", "A")
+	log.checkHandovers(t, "B", "A", nb) // and went back
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}

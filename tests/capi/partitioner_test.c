@@ -406,8 +406,9 @@ static void check_split(mongoelector_partitioner *a, member *ma, mongoelector_pa
 }
 
 /* Graceful moves: for every partition that passed from A to B, A's on_revoked comes
- * before B's on_assigned in the shared log, and B's token is above A's. */
-static void check_handover(event_log *log, char from, char to) {
+ * before B's on_assigned in the shared log, and B's token is above A's; `expected`
+ * partitions moved. */
+static void check_handover(event_log *log, char from, char to, int expected) {
   int i, j, moved = 0;
   for (i = 0; i < log->n; ++i) {
     const event *e = &log->events[i];
@@ -426,7 +427,7 @@ static void check_handover(event_log *log, char from, char to) {
       }
     }
   }
-  CHECK(moved > 0);
+  CHECK(moved == expected);
 }
 
 /* Drives time in steps until `done` or `limit_ms` of fake time passed. */
@@ -450,6 +451,8 @@ static void run_real(int64_t limit_ms, done_fn done, void *arg) {
 typedef struct pair {
   mongoelector_partitioner *a, *b;
   member *ma, *mb;
+  mongoelector_client *client;
+  const char *group;
 } pair;
 
 /* How many partitions m's callbacks say it owns. */
@@ -468,10 +471,19 @@ static int a_owns_all(void *arg) {
   return owned_count(pr->a, NULL) == N_PARTS && believed(pr->ma) == N_PARTS;
 }
 /* Both own some, together all, and their callbacks agree. */
+/* Both live, every partition held by the member rendezvous hashing assigns it (one of
+ * them may be assigned none), and their callbacks agree. */
 static int split_settled(void *arg) {
   pair *pr = (pair *)arg;
   size_t na = owned_count(pr->a, NULL), nb = owned_count(pr->b, NULL);
-  return na > 0 && nb > 0 && na + nb == N_PARTS && believed(pr->ma) == na && believed(pr->mb) == nb;
+  char *json = NULL, *at;
+  int live = 0, settled;
+  if (na + nb != N_PARTS || believed(pr->ma) != na || believed(pr->mb) != nb) return 0;
+  CHECK_OK(mongoelector_client_partition_status(pr->client, pr->group, N_PARTS, NULL, NULL, &json));
+  settled = strstr(json, "\"settled\" : true") != NULL;
+  for (at = json; (at = strstr(at, "\"live\" : true")) != NULL; ++at) live++;
+  mongoelector_free(json);
+  return settled && live == 2;
 }
 static int not_running(void *arg) {
   int running = 1;
@@ -499,6 +511,8 @@ static void test_two_members(mongoelector_client *client, mongoelector_fake_cloc
   init_member(&mb, 'B', &log);
   pr.ma = &ma;
   pr.mb = &mb;
+  pr.client = client;
+  pr.group = group;
   pr.a = new_member(client, group, &ma, ttl);
   pr.b = new_member(client, group, &mb, ttl);
   CHECK_OK(mongoelector_partitioner_uuid(pr.a, &uuid_a));
@@ -544,9 +558,8 @@ static void test_two_members(mongoelector_client *client, mongoelector_fake_cloc
   else
     run_real(limit_ms, split_settled, &pr);
   check_split(pr.a, &ma, pr.b, &mb, &na);
-  CHECK(na > 0 && na < N_PARTS);
   pthread_mutex_lock(&log.mu);
-  check_handover(&log, 'A', 'B');
+  check_handover(&log, 'A', 'B', (int)(N_PARTS - na)); /* all of B's came from A */
   pthread_mutex_unlock(&log.mu);
 
   /* B leaves: stop returns once its on_revoked calls have returned. */
@@ -560,7 +573,7 @@ static void test_two_members(mongoelector_client *client, mongoelector_fake_cloc
     run_real(limit_ms, a_owns_all, &pr);
   check_split(pr.a, &ma, NULL, NULL, NULL);
   pthread_mutex_lock(&log.mu);
-  check_handover(&log, 'B', 'A');
+  check_handover(&log, 'B', 'A', (int)(N_PARTS - na)); /* and went back */
   pthread_mutex_unlock(&log.mu);
 
   mongoelector_partitioner_free(pr.b);

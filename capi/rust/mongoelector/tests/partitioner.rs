@@ -57,8 +57,8 @@ fn believed(log: &Log, name: char) -> BTreeMap<i64, i64> {
 }
 
 /// Every partition that passed from `from` to `to` was revoked at `from` first, and came
-/// with a greater token.
-fn check_handovers(log: &Log, from: char, to: char) {
+/// with a greater token; `expected` partitions moved.
+fn check_handovers(log: &Log, from: char, to: char, expected: usize) {
     let ev = log.lock().unwrap().clone();
     let mut moved = 0;
     for (i, &(m, assigned, p, token)) in ev.iter().enumerate() {
@@ -76,7 +76,7 @@ fn check_handovers(log: &Log, from: char, to: char) {
         );
         moved += 1;
     }
-    assert!(moved > 0, "nothing moved from {from} to {to}: {ev:?}");
+    assert_eq!(moved, expected, "moves from {from} to {to}: {ev:?}");
 }
 
 /// A alone owns every partition; B joins and the group splits with graceful moves; B
@@ -116,21 +116,27 @@ fn scenario(client: &Client, ttl: Duration, step: &dyn Fn(&str, &dyn Fn() -> boo
     assert!(matches!(odd.start(), Err(Error::InvalidArgument(_))));
 
     b.start().unwrap();
+    // Both live, each partition held by the member rendezvous hashing assigns it (one of
+    // them may be assigned none).
     step("split", &|| {
         let (oa, ob) = (a.owned().unwrap(), b.owned().unwrap());
-        !oa.is_empty()
-            && !ob.is_empty()
-            && (oa.len() + ob.len()) as i64 == N
-            && oa == believed(&log, 'A')
-            && ob == believed(&log, 'B')
+        if (oa.len() + ob.len()) as i64 != N
+            || oa != believed(&log, 'A')
+            || ob != believed(&log, 'B')
+        {
+            return false;
+        }
+        let st = partition_status(client, &group, Some(N)).unwrap();
+        st.settled && st.members.iter().filter(|m| m.live).count() == 2
     });
-    check_handovers(&log, 'A', 'B');
+    let nb = b.owned().unwrap().len();
+    check_handovers(&log, 'A', 'B', nb); // all of B's came from A
 
     b.stop().unwrap();
     assert!(!b.running().unwrap());
     assert!(believed(&log, 'B').is_empty(), "B believes after stop");
     step("A owns all again", &a_all);
-    check_handovers(&log, 'B', 'A');
+    check_handovers(&log, 'B', 'A', nb); // and went back
     drop(b);
     drop(a); // leaves: on_revoked for all it held
     assert!(believed(&log, 'A').is_empty(), "A believes after drop");
