@@ -56,6 +56,7 @@ class NativeSlotHolder(Protocol):
 
     def release_if(self, fence: int) -> bool: ...
     def release(self) -> None: ...
+    def leave_queue(self) -> None: ...
     def touch(self) -> Optional[datetime]: ...
     def read(self) -> Optional[Dict[str, Any]]: ...
     def verify_time(self) -> float: ...
@@ -102,6 +103,13 @@ def check_args(
         raise ValueError(f"{limit_name} must be between 1 and {limit_max}, not {limit}")
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
         raise ValueError(f"ttl must be a positive number (seconds), not {ttl!r}")
+
+
+def check_fair(fair: object) -> bool:
+    """``fair`` is a bool (an int or a string there is a caller's slip, refused by name)."""
+    if not isinstance(fair, bool):
+        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
+    return fair
 
 
 class SlotHandle(Generic[_N]):

@@ -42,6 +42,7 @@ from ._slots import (
     SlotHolder,
     SlotLease,
     check_args,
+    check_fair,
 )
 from ._transport import DatabaseArg, check_db
 from .errors import AcquireTimeout, LeaseLost, LockExists
@@ -123,6 +124,11 @@ class MongoReadWriteLock(SlotHandle[_NativeRwLock]):
             ``ValueError`` at its first ``acquire()`` or ``holders()`` (nothing written).
         writer_preference: a waiting writer stops new readers (writers do not starve);
             False lets readers keep entering while any reader holds.
+        fair: serve blocking writers in arrival order (FIFO): a writer that finds the
+            lock taken joins the key's queue once (instead of the waiting mark) and only
+            the head of the queue polls every ``step``; a dead writer holds up the others
+            for at most one ``ttl``. With ``writer_preference``, a non-empty queue stops
+            new readers as the mark does.
         dbcollection: collection of the lock documents ("mongorwlock"); its fencing
             epochs live in "<dbcollection>.fences". A key whose document there is
             another kind's (a semaphore's) is refused with ``ValueError``.
@@ -141,6 +147,7 @@ class MongoReadWriteLock(SlotHandle[_NativeRwLock]):
     _what = "MongoReadWriteLock"
     max_readers: int
     writer_preference: bool
+    fair: bool
 
     def __init__(
         self,
@@ -156,9 +163,11 @@ class MongoReadWriteLock(SlotHandle[_NativeRwLock]):
         database: Optional[str] = None,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        fair: bool = False,
     ) -> None:
         check_db(db, database)
         _check_args(key, max_readers, ttl)
+        self.fair = check_fair(fair)
         self.max_readers = int(max_readers)
         self.writer_preference = bool(writer_preference)
         self._open(
@@ -178,6 +187,7 @@ class MongoReadWriteLock(SlotHandle[_NativeRwLock]):
                 float(maxoffset),
                 bool(allow_unsafe_server),
                 identity=_identity(),
+                fair=self.fair,
             ),
         )
 

@@ -33,6 +33,7 @@ from ._slots import (
     SlotHandle,
     SlotLease,
     check_args,
+    check_fair,
 )
 from ._slots import SlotHolder as SemaphoreHolder
 from ._transport import DatabaseArg, check_db
@@ -97,6 +98,12 @@ class MongoSemaphore(SlotHandle[_NativeSemaphore]):
         allow_unsafe_server: run on a server whose updates are not atomic (FerretDB):
             the limit is then NOT guaranteed under contention.
         op_timeout: seconds one database call may take (default ttl/10, at least 0.05).
+        fair: serve blocking waiters in arrival order (FIFO). A waiter that finds every
+            slot held joins the key's queue once, keeps its place alive while it waits,
+            and only the head of the queue polls every ``step``; a waiter that dies holds
+            up the others for at most one ``ttl``. Every acquire honours a non-empty
+            queue (no barging), fair or not; ``fair`` decides whether this instance's
+            blocking acquires queue.
 
     One instance holds at most one slot (``acquire()`` while holding raises
     ``RuntimeError``): use one instance per concurrent holder. Thread-safe.
@@ -104,6 +111,7 @@ class MongoSemaphore(SlotHandle[_NativeSemaphore]):
 
     _what = "MongoSemaphore"
     limit: int
+    fair: bool
 
     def __init__(
         self,
@@ -118,9 +126,11 @@ class MongoSemaphore(SlotHandle[_NativeSemaphore]):
         database: Optional[str] = None,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        fair: bool = False,
     ) -> None:
         check_db(db, database)
         _check_args(key, limit, ttl)
+        self.fair = check_fair(fair)
         self.limit = int(limit)
         self._open(
             key,
@@ -138,6 +148,7 @@ class MongoSemaphore(SlotHandle[_NativeSemaphore]):
                 float(maxoffset),
                 bool(allow_unsafe_server),
                 identity=_identity(),
+                fair=self.fair,
             ),
         )
 

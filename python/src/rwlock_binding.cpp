@@ -21,9 +21,10 @@ std::shared_ptr<me::RwLock> make_rwlock(std::shared_ptr<me::Storage> storage, st
                                         std::int64_t max_readers, bool writer_preference,
                                         std::string collection, double ttl, bool timeparanoid,
                                         double maxoffset, bool allow_unsafe_server,
-                                        std::optional<me::Identity> identity) {
+                                        std::optional<me::Identity> identity, bool fair) {
   me::RwLockOptions o;
   o.max_readers = max_readers;
+  o.fair = fair;
   o.writer_preference = writer_preference;
   return make_slot_holder<me::RwLock>(std::move(storage), std::move(o), std::move(key),
                                       std::move(collection), ttl, timeparanoid, maxoffset,
@@ -68,7 +69,7 @@ void bind_rwlock(py::module_& m) {
           py::arg("timeparanoid") = me::RwLockDefaults::timeparanoid,
           py::arg("maxoffset") = me::RwLockDefaults::maxoffset_s,
           py::arg("allow_unsafe_server") = me::RwLockDefaults::allow_unsafe_server,
-          py::arg("identity") = py::none())
+          py::arg("identity") = py::none(), py::arg("fair") = false)
       .def(
           "acquire",
           [](me::RwLock& l, const std::string& side, bool blocking, std::optional<double> timeout,
@@ -119,6 +120,7 @@ void bind_rwlock(py::module_& m) {
                              })
       .def_property_readonly("waiting_mark", &me::RwLock::waiting_mark)
       .def_property_readonly("max_readers", &me::RwLock::max_readers)
+      .def_property_readonly("fair", [](me::RwLock& l) { return l.options().fair; })
       .def_property_readonly("writer_preference",
                              [](me::RwLock& l) { return l.options().writer_preference; });
   def_slot_holder(cls);

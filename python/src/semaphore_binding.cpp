@@ -22,9 +22,10 @@ std::shared_ptr<me::Semaphore> make_semaphore(std::shared_ptr<me::Storage> stora
                                               std::int64_t limit, std::string collection,
                                               double ttl, bool timeparanoid, double maxoffset,
                                               bool allow_unsafe_server,
-                                              std::optional<me::Identity> identity) {
+                                              std::optional<me::Identity> identity, bool fair) {
   me::SemaphoreOptions o;
   o.limit = limit;
+  o.fair = fair;
   return make_slot_holder<me::Semaphore>(std::move(storage), std::move(o), std::move(key),
                                          std::move(collection), ttl, timeparanoid, maxoffset,
                                          allow_unsafe_server, std::move(identity));
@@ -51,7 +52,8 @@ void bind_semaphore(py::module_& m) {
   cls.def(py::init(&make_semaphore), py::arg("storage"), py::arg("key"), py::arg("limit"),
           py::arg("collection") = "mongosemaphore", py::arg("ttl") = 600.0,
           py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
-          py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none())
+          py::arg("allow_unsafe_server") = false, py::arg("identity") = py::none(),
+          py::arg("fair") = false)
       .def(
           "acquire",
           [](me::Semaphore& s, bool blocking, std::optional<double> timeout, double step) {
@@ -78,7 +80,8 @@ void bind_semaphore(py::module_& m) {
              for (const auto& slot : slots) out.append(slot_dict(slot));
              return out;
            })
-      .def_property_readonly("limit", [](me::Semaphore& s) { return s.limit(); });
+      .def_property_readonly("limit", [](me::Semaphore& s) { return s.limit(); })
+      .def_property_readonly("fair", [](me::Semaphore& s) { return s.options().fair; });
   def_slot_holder(cls);
 
   py::class_<PySemaphoreLease> lease(m, "_SemaphoreLease");

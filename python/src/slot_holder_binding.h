@@ -67,6 +67,9 @@ void def_slot_holder(py::class_<T, std::shared_ptr<T>>& cls) {
          [](T& s, std::int64_t fence) { return nogil<bool>([&] { return s.release_if(fence); }); },
          py::arg("fence"), "Locker.release_if for a slot.")
       .def("release", [](T& s) { nogil<void>([&] { s.release(); }); })
+      .def(
+          "leave_queue", [](T& s) { nogil<void>([&] { s.leave_queue(); }); },
+          "Removes this instance's fair-queue entry, if any (fenced by uuid and ticket).")
       .def("touch",
            [](T& s) -> py::object {
              auto r = nogil<std::optional<std::int64_t>>([&] { return s.touch(); });
@@ -84,6 +87,17 @@ void def_slot_holder(py::class_<T, std::shared_ptr<T>>& cls) {
              py::list slots;
              for (const auto& slot : d->slots) slots.append(slot_dict(slot));
              out["slots"] = slots;
+             if (!d->queue.empty()) {  // fair queueing: the waiters, in arrival order
+               py::list queue;
+               for (const auto& e : d->queue) {
+                 py::dict entry;
+                 entry["uuid"] = e.uuid;
+                 entry["ticket"] = e.ticket;
+                 entry["ts_expire"] = datetime_from_ms(e.expire_ms);
+                 queue.append(entry);
+               }
+               out["queue"] = queue;
+             }
              return py::object(out);
            })
       .def("verify_time", [](T& s) { return nogil<double>([&] { return s.verify_time(); }); })

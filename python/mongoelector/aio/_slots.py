@@ -19,9 +19,10 @@ from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from .._loss import AsyncLossEvent
 from .._native import AcquireRun
-from .._slots import NativeSlotHolder, NativeSlotLease
+from .._slots import NativeSlotHolder, NativeSlotLease, check_fair
 from ..errors import ClosedError
 from ..locker import _identity
+from . import _pool
 from ._common import NativeHandle, call, drive, prepare
 from .lease import KeepAlive, close_orphan, lost_callback
 
@@ -37,6 +38,8 @@ class AsyncSlotHandle(NativeHandle[_N]):
     timeparanoid: bool
     #: The ``db`` argument as given.
     database: Any
+    #: Whether blocking acquires wait in the key's fair queue (see ``MongoSemaphore``).
+    fair: bool
 
     def _init_slot(
         self,
@@ -51,10 +54,12 @@ class AsyncSlotHandle(NativeHandle[_N]):
         database: Optional[str],
         allow_unsafe_server: bool,
         op_timeout: Optional[float],
+        fair: bool,
     ) -> None:
         """The synchronous class's checks (``check(target)``), then the state every slot
-        hold keeps until its native object is made (``_slot_args``)."""
+        hold keeps until its native object is made (``_slot_args``, ``_slot_kwargs``)."""
         target, facade, timeout = prepare(key, db, ttl, database, op_timeout, check)
+        self.fair = check_fair(fair)
         self.key = key
         self.ttl = ttl
         self.database = db
@@ -68,7 +73,7 @@ class AsyncSlotHandle(NativeHandle[_N]):
     def _slot_args(self) -> Tuple[Any, ...]:
         """The native constructor's positional arguments after the feature's own:
         collection, ttl, timeparanoid, maxoffset, allow_unsafe_server (then
-        ``identity=self._identity``)."""
+        ``_slot_kwargs()``)."""
         return (
             self._collection,
             float(self.ttl),
@@ -76,6 +81,10 @@ class AsyncSlotHandle(NativeHandle[_N]):
             self._maxoffset,
             self._allow_unsafe_server,
         )
+
+    def _slot_kwargs(self) -> Dict[str, Any]:
+        """The native constructor's keyword arguments: identity, fair."""
+        return {"identity": self._identity, "fair": self.fair}
 
     def _release_sync(self, core: _N) -> None:
         core.release()
@@ -112,7 +121,25 @@ class AsyncSlotHandle(NativeHandle[_N]):
 
     async def _gave_up(self, core: _N, cancelled: bool) -> None:
         """An acquire ended without the hold (``cancelled``: its task was cancelled, so
-        nothing may be awaited)."""
+        nothing may be awaited): what its waiting wrote goes with it (``_undo_wait_sync``
+        on a worker; in the background when cancelled), when it may have written any."""
+        if not self._waits_with_writes():
+            return
+        if cancelled:
+            _pool.clean_up(self._undo_wait_sync, core)
+        else:
+            await call(functools.partial(self._undo_wait_sync, core))
+
+    def _waits_with_writes(self) -> bool:
+        """Whether a blocking acquire may write while it waits: a fair waiter's queue
+        entry."""
+        return self.fair
+
+    def _undo_wait_sync(self, core: _N) -> None:
+        """On a worker: a fair waiter's queue entry leaves (the next in line moves up
+        now, not one ttl later)."""
+        with self._io:
+            core.leave_queue()
 
     def _check_not_holding(self) -> None:
         if self.owned:

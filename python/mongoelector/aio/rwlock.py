@@ -18,7 +18,6 @@ from ..rwlock import (
     _new_rwlock,
     _RwHold,
 )
-from . import _pool
 from ._common import AsyncDatabaseArg, call
 from ._slots import AsyncSlotHandle, AsyncSlotLease
 
@@ -68,6 +67,7 @@ class AsyncMongoReadWriteLock(AsyncSlotHandle[_NativeRwLock]):
         database: Optional[str] = None,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        fair: bool = False,
     ) -> None:
         def check(target: object) -> None:
             check_db(target, database)
@@ -84,13 +84,14 @@ class AsyncMongoReadWriteLock(AsyncSlotHandle[_NativeRwLock]):
             database=database,
             allow_unsafe_server=allow_unsafe_server,
             op_timeout=op_timeout,
+            fair=fair,
         )
         self.max_readers = int(max_readers)
         self.writer_preference = bool(writer_preference)
 
     def _new_core(self, storage: object) -> _NativeRwLock:
         own = (self.key, self.max_readers, self.writer_preference)
-        return _new_rwlock(storage, *own, *self._slot_args(), identity=self._identity)
+        return _new_rwlock(storage, *own, *self._slot_args(), **self._slot_kwargs())
 
     # ---------------------------------------------------------------- holding --
 
@@ -136,16 +137,15 @@ class AsyncMongoReadWriteLock(AsyncSlotHandle[_NativeRwLock]):
         await self._drive(core, run, run.attempt, functools.partial(self._abandon, run))
         return True
 
-    async def _gave_up(self, core: _NativeRwLock, cancelled: bool) -> None:
-        # A blocking writer's waiting mark stops new readers: it goes with the wait.
-        if cancelled:  # nothing may be awaited: on a worker, in the background
-            _pool.clean_up(self._drop_mark_sync, core)
-        else:
-            await call(functools.partial(self._drop_mark_sync, core))
+    def _waits_with_writes(self) -> bool:
+        return True  # a blocking writer's waiting mark, or a fair writer's queue entry
 
-    def _drop_mark_sync(self, core: _NativeRwLock) -> None:
+    def _undo_wait_sync(self, core: _NativeRwLock) -> None:
+        # A blocking writer's waiting mark stops new readers: it goes with the wait, and
+        # a fair writer's queue entry too.
         with self._io:
             core.drop_mark()
+            core.leave_queue()
 
     def _check_not_holding(self) -> None:
         core = self._core

@@ -54,6 +54,7 @@ class AsyncMongoSemaphore(AsyncSlotHandle[_NativeSemaphore]):
         database: Optional[str] = None,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        fair: bool = False,
     ) -> None:
         def check(target: object) -> None:
             check_db(target, database)
@@ -70,12 +71,13 @@ class AsyncMongoSemaphore(AsyncSlotHandle[_NativeSemaphore]):
             database=database,
             allow_unsafe_server=allow_unsafe_server,
             op_timeout=op_timeout,
+            fair=fair,
         )
         self.limit = int(limit)
 
     def _new_core(self, storage: object) -> _NativeSemaphore:
         return _new_semaphore(
-            storage, self.key, self.limit, *self._slot_args(), identity=self._identity
+            storage, self.key, self.limit, *self._slot_args(), **self._slot_kwargs()
         )
 
     # ---------------------------------------------------------------- holding --
