@@ -58,8 +58,8 @@ class AsyncSlotHandle(NativeHandle[_N]):
     ) -> None:
         """The synchronous class's checks (``check(target)``), then the state every slot
         hold keeps until its native object is made (``_slot_args``, ``_slot_kwargs``)."""
+        self.fair = check_fair(fair)  # before prepare(), which may take a shared client
         target, facade, timeout = prepare(key, db, ttl, database, op_timeout, check)
-        self.fair = check_fair(fair)
         self.key = key
         self.ttl = ttl
         self.database = db
