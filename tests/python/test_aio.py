@@ -21,20 +21,12 @@ import uuid
 import mongoelector
 import pymongo
 import pytest
-from helpers.aio_util import LagProbe, delay_attempts, wait_until
+from helpers.aio_util import BlockingCallsOnLoop, LagProbe, delay_attempts, wait_until
 from mongoelector import AcquireTimeout, LeaseLost, LockExists, MongoLeaderElector, MongoLocker, aio
 from mongoelector.aio import AsyncLease, AsyncMongoLeaderElector, AsyncMongoLocker
 from mongoelector.aio._facade import AsyncDatabaseFacade, is_async_database
 
 TRANSPORTS = ["uri", "asyncdb"]
-
-# Loop-lag bound while 50 tasks contend (test_contention_never_blocks_the_loop; the
-# figures are printed). Measured on the shared 2-core test machine: worst tick 3-9 ms
-# (p99 1-2 ms) with the URI transport, 4-13 ms (p99 2-3.5 ms) with an AsyncDatabase; an
-# idle loop there shows 4-8 ms. Builds next to it push single runs to 20-50 ms, hence
-# up to three runs. Core calls made on the loop (50 waiters' round trips back to back)
-# or a worker thread started from it (35 ms seen under load) show up above the bound.
-MAX_LOOP_LAG = 0.020
 
 
 def _key(prefix="aio"):
@@ -217,10 +209,11 @@ def test_dropped_async_lease_is_released():
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_contention_never_blocks_the_loop(server_db, transport):
     """50 tasks contend for one lock (acquire, hold ~5 ms, release; 3 rounds each): never
-    two holders at once, fencing tokens increase hold after hold, and the event loop
-    never stalls: a 1 ms ticker's worst overshoot stays under MAX_LOOP_LAG. A waiter that
-    blocked the loop for one round trip, or slept on it, would show up there; a noisy
-    host (other builds on the 2 cores) can spoil one measurement, not three."""
+    two holders at once, fencing tokens increase hold after hold, and nothing that can
+    block the event loop runs on it: no native call but the acquire run's steps, no
+    sleep, no blocking socket I/O (BlockingCallsOnLoop). A waiter that made a round trip
+    or slept on the loop would show up there, on a quiet machine or a loaded one. The
+    loop's lag is printed (it depends on the machine)."""
     tasks, rounds, hold, step = 50, 3, 0.005, 0.1
     acquisitions = tasks * rounds
 
@@ -243,40 +236,22 @@ def test_contention_never_blocks_the_loop(server_db, transport):
                 holders -= 1
                 await lock.release()
 
-        # The objects alive now (pytest's, the modules') are moved out of the collector's
-        # sight: otherwise a full collection, triggered by the allocations of pymongo's
-        # asyncio I/O, scans them all on the loop thread (40-55 ms on the test machine
-        # with pytest's heap; no blocking call of ours). Production services under
-        # latency bounds do the same (gc.freeze() after start-up). The collections that
-        # still run are reported.
-        gc.collect()
-        gc.freeze()
-        try:
-            async with LagProbe() as probe:
-                started = time.perf_counter()
-                await asyncio.gather(*(contender(lk) for lk in lockers))
-                elapsed = time.perf_counter() - started
-        finally:
-            gc.unfreeze()
+        async with LagProbe() as probe, BlockingCallsOnLoop() as calls:
+            started = time.perf_counter()
+            await asyncio.gather(*(contender(lk) for lk in lockers))
+            elapsed = time.perf_counter() - started
         await asyncio.gather(*(lk.close() for lk in lockers))
-        return max_holders, fences, elapsed, probe
+        return max_holders, fences, elapsed, probe, calls
 
-    worst = []
-    for _ in range(3):
-        max_holders, fences, elapsed, probe = run_with_db(server_db, transport, body)
-        print(
-            f"\n[{transport}] {tasks} tasks x {rounds} rounds: {acquisitions} acquisitions "
-            f"in {elapsed:.2f} s = {acquisitions / elapsed:.0f}/s; {probe.report()}"
-        )
-        assert max_holders == 1
-        assert len(fences) == acquisitions and len(set(fences)) == acquisitions
-        assert fences == sorted(fences), "fencing tokens must increase hold after hold"
-        worst.append(probe.max)
-        if probe.max < MAX_LOOP_LAG:
-            break
-    assert min(worst) < MAX_LOOP_LAG, (
-        f"the event loop stalled {[round(w * 1000, 1) for w in worst]} ms"
+    max_holders, fences, elapsed, probe, calls = run_with_db(server_db, transport, body)
+    print(
+        f"\n[{transport}] {tasks} tasks x {rounds} rounds: {acquisitions} acquisitions "
+        f"in {elapsed:.2f} s = {acquisitions / elapsed:.0f}/s; {probe.report()}"
     )
+    assert max_holders == 1
+    assert len(fences) == acquisitions and len(set(fences)) == acquisitions
+    assert fences == sorted(fences), "fencing tokens must increase hold after hold"
+    assert calls.found == [], f"blocking calls on the event loop: {sorted(set(calls.found))}"
 
 
 # ------------------------------------------------------------ cancellation ----
@@ -732,7 +707,7 @@ def test_elector_with_coroutine_callbacks(server_db, transport):
         )
         follower = AsyncMongoLeaderElector(key, db, ttl=ttl)
         assert not elector.running and not elector.is_leader and elector.fence is None
-        async with LagProbe() as probe:
+        async with LagProbe() as probe, BlockingCallsOnLoop() as calls:
             await elector.start()
             assert elector.running
             await wait_until(lambda: events == ["leader"], timeout=10)
@@ -757,13 +732,13 @@ def test_elector_with_coroutine_callbacks(server_db, transport):
         await follower.close()
         await elector.close()
         assert elector.closed
-        return probe
+        return probe, calls
 
-    probe = run_with_db(server_db, transport, body)
+    probe, calls = run_with_db(server_db, transport, body)
     print(f"\n[{transport}] loop lag while electing: max {probe.max * 1000:.2f} ms")
-    # The election loop is the native thread: on the event loop its waits alone would
-    # stall it for seconds. (A loose bound: one run, no retries.)
-    assert probe.max < 0.1
+    # The election loop is the native thread: on the event loop its waits and round trips
+    # would stall it for seconds (the lag is printed: it depends on the machine).
+    assert calls.found == [], f"blocking calls on the event loop: {sorted(set(calls.found))}"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

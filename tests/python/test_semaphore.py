@@ -21,6 +21,7 @@ import uuid
 import pymongo
 import pytest
 from conftest import TEST_SERVER
+from mongoelector import testing
 from mongoelector.errors import AcquireTimeout, ClosedError, LeaseLost, LockExists
 from mongoelector.semaphore import MongoSemaphore, SemaphoreLease
 from procs import check_tokens_ordered, finish, kill_holder, max_overlap, wait_all
@@ -166,14 +167,48 @@ def test_one_slot_per_instance_and_argument_checks(sdb):
         MongoSemaphore(key, None, limit=2)  # type: ignore[arg-type]
 
 
-def test_keep_alive_keeps_the_slot_past_its_ttl(sdb):
+def test_keep_alive_keeps_the_slot_past_its_ttl():
+    """On the fake clock (renewals are due at fixed instants, whatever the load): after
+    two and a half ttl the slot is still the lease's, with its fence, and others are
+    refused; leaving the block releases it."""
+    clock = testing.FakeClock()
+    db = clock.memory_uri()
     key = new_key()
-    a = MongoSemaphore(key, sdb, limit=1, ttl=1)
-    b = MongoSemaphore(key, sdb, limit=1, ttl=1)
+    a = MongoSemaphore(key, db, limit=1, ttl=1)
+    b = MongoSemaphore(key, db, limit=1, ttl=1)
     with a.keep_alive(timeout=5) as lease:
         assert isinstance(lease, SemaphoreLease) and lease.fence
-        time.sleep(2.5)  # two and a half ttl: renewed by the native renewer
+        fence = lease.fence
+        clock.advance(2.5)  # two and a half ttl: renewed by the native renewer
         lease.check()
+        assert lease.fence == fence
+        (held,) = b.holders()
+        assert held["fence"] == fence and held["ts_expire"].timestamp() > clock.time()
+        with pytest.raises(LockExists):
+            b.acquire(blocking=False)
+    assert b.acquire(blocking=False) and b.fence > fence
+    b.close()
+    a.close()
+
+
+def test_keep_alive_renews_through_each_transport(sdb):
+    """On every transport: the native renewer's renewals land (the stored expiry moves
+    later, the fence stays) and others are refused meanwhile. How long the slot lasts is
+    checked on the fake clock above; here the ttl leaves room for a loaded machine."""
+    key = new_key()
+    a = MongoSemaphore(key, sdb, limit=1, ttl=3)
+    b = MongoSemaphore(key, sdb, limit=1, ttl=3)
+    with a.keep_alive(timeout=5) as lease:
+        (first,) = b.holders()
+        assert first["uuid"] == a.uuid and first["fence"] == lease.fence
+        until = time.monotonic() + 60
+        while True:  # a renewal is due every ttl/3
+            (now,) = b.holders()
+            if now["ts_expire"] > first["ts_expire"]:
+                break
+            assert time.monotonic() < until, "no renewal landed"
+            time.sleep(0.05)
+        assert now["uuid"] == a.uuid and now["fence"] == first["fence"]
         with pytest.raises(LockExists):
             b.acquire(blocking=False)
         fence = lease.fence

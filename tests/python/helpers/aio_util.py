@@ -3,6 +3,8 @@
 import asyncio
 import gc
 import inspect
+import os
+import socket
 import statistics
 import sys
 import threading
@@ -100,6 +102,106 @@ class LagProbe:
             return 0.0
         ordered = sorted(self.lags)
         return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+class BlockingCallsOnLoop:
+    """``async with BlockingCallsOnLoop() as calls:`` records the calls made on the event
+    loop's thread meanwhile that can block it: functions of mongoelector's native module
+    (each may wait for a round trip or a lock) but those that only step the core's acquire
+    run (``NON_BLOCKING``), ``time.sleep``, starting a thread (it waits for the thread to
+    run; but the loop's default executor's, asyncio's own), and the I/O of blocking
+    sockets (a synchronous driver's). Such a call stalls the loop on any machine; unlike
+    the loop's lag, whether one was made does not depend on how loaded the machine is.
+    ``calls.found``: "module.name (where)" of each, in order (a profile hook on the loop thread:
+    ``sys.setprofile``'s c_call events)."""
+
+    NON_BLOCKING = frozenset(
+        {
+            # AcquireRun: start it, decide the next step (no I/O), cancel it
+            "start_acquire",
+            "next",
+            "cancel",
+            "begin_attempt",
+            "end_attempt",
+            "fail_attempt",
+            # The locker's operations in parts over an AsyncDatabase (aio/_loop_io.py):
+            # what to send and what the reply means; the loop awaits the round trip.
+            # (settle_stranded makes round trips: not here.)
+            "claim_begin",
+            "claim_send",
+            "claim_reply",
+            "claim_duplicate",
+            "claim_after_insert_refused",
+            "claim_lands_on_thread",
+            "claim_land",
+            "claim_drop",
+            "release_begin",
+            "release_send",
+            "release_reply",
+            "release_failed",
+            "touch_begin",
+            "touch_send",
+            "touch_reply",
+            "touch_failed",
+            "read_begin",
+            "current_of",
+            "refusal_message",
+            "owned_by",
+            "loop_io",
+        }
+    )
+    SOCKET_IO = frozenset(
+        {"recv", "recv_into", "recvfrom", "send", "sendall", "sendto", "connect", "accept"}
+    )
+
+    def __init__(self):
+        self.found = []
+        self._previous = None
+
+    def _profile(self, frame, event, arg):
+        if event != "c_call":
+            return
+        name = getattr(arg, "__name__", "")
+        module = getattr(arg, "__module__", None) or ""
+        owner = getattr(arg, "__self__", None)
+        if module.startswith("mongoelector") and name not in self.NON_BLOCKING:
+            self._found(f"{module}.{name}", frame)
+        elif owner is time and name == "sleep":
+            self._found("time.sleep", frame)
+        elif module == "_thread" and name.startswith("start_"):
+            if not self._in_default_executor(frame):  # waits for the new thread to start
+                self._found(f"_thread.{name}", frame)
+        elif isinstance(owner, socket.socket) and name in self.SOCKET_IO:
+            if owner.gettimeout() != 0.0:  # asyncio's sockets never block
+                self._found(f"socket.{name}", frame)
+
+    @staticmethod
+    def _in_default_executor(frame):
+        """The loop's default executor (asyncio's run_in_executor: the driver's DNS
+        look-ups) starts its threads there; not this library's to avoid."""
+        for _ in range(12):
+            if frame is None:
+                return False
+            if frame.f_code.co_name == "run_in_executor":
+                return True
+            frame = frame.f_back
+        return False
+
+    def _found(self, what, frame):
+        where = []
+        while frame is not None and len(where) < 4:
+            where.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+            frame = frame.f_back
+        self.found.append(f"{what} ({' < '.join(where)})")
+
+    async def __aenter__(self):
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self
+
+    async def __aexit__(self, *exc):
+        sys.setprofile(self._previous)
+        return False
 
 
 async def wait_until(predicate, timeout, interval=0.02, swallow=()):
