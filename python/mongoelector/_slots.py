@@ -194,7 +194,8 @@ class SlotHandle(Generic[_N]):
 
     def get_current(self) -> Optional[Dict[str, Any]]:
         """The key's document as stored ({_id, limit, fence, slots}; a read-write lock's
-        also ``kind``), or None."""
+        also ``kind``; while fair waiters queue, ``queue``: [{uuid, ticket, ts_expire}]
+        in arrival order), or None."""
         return self._core.read()
 
     # -------------------------------------------------------------- lifecycle --

@@ -166,7 +166,8 @@ class AsyncSlotHandle(NativeHandle[_N]):
 
     async def get_current(self) -> Optional[Dict[str, Any]]:
         """The key's document as stored ({_id, limit, fence, slots}; a read-write lock's
-        also ``kind``), or None."""
+        also ``kind``; while fair waiters queue, ``queue``: [{uuid, ticket, ts_expire}]
+        in arrival order), or None."""
         core = await self._opened()
         return await call(core.read)
 
