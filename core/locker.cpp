@@ -23,6 +23,12 @@ Locker::Locker(std::shared_ptr<Storage> storage, LockerOptions options,
              [this](const Hold& s) { return settle_write(s); }) {
   // A lock deleted on release is absent whenever it is free: start with the insert.
   absent_likely_ = options_.delete_on_release;
+  if (options_.fair) {
+    validate_collection(LockQueue::collection_for(options_.collection));
+    queue_ = std::make_unique<LockQueue>(
+        state_.storage(), options_.collection, options_.key, state_.identity().uuid,
+        state_.ttl_ms(), [this] { return state_.server_time_for_write().earliest_ms(); });
+  }
   if (options_.ensure_indexes) state_.storage().ensure_lock_indexes(options_.collection);
 }
 
@@ -39,16 +45,40 @@ void Locker::check_server_safety() {
 std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                              bool force, const CancelFn& cancel) {
   const std::unique_ptr<AcquireRun> run = start_acquire(blocking, timeout_s, step_s, force);
-  return state_.acquire(*run, cancel);
+  try {
+    return state_.acquire(*run, cancel);
+  } catch (...) {
+    leave_queue();  // gave up waiting: the next in line moves up now, not in a ttl
+    throw;
+  }
 }
 
 std::unique_ptr<AcquireRun> Locker::start_acquire(bool blocking, std::optional<double> timeout_s,
                                                   double step_s, bool force) {
-  return std::make_unique<AcquireRun>(
+  auto run = std::make_unique<AcquireRun>(
       state_, AcquireOptions{blocking, timeout_s, step_s, options_.timeparanoid},
-      [this, force] { return claim_once(force); },
-      [this] { return held_message(refusing_holder()); },
+      [this, force, wait = blocking && queue_ != nullptr] { return claim_once(force, wait); },
+      [this] { return refusal_message(); },
       [this](std::int64_t fence) { return release_if(fence); });
+  if (queue_) run->set_pace([this](std::int64_t step_ms) { return queue_->pace_ms(step_ms); });
+  return run;
+}
+
+void Locker::leave_queue() {
+  if (queue_) queue_->leave(options_.key, log_fields(LogEvent::None));
+}
+
+QueueEntry Locker::queue_entry() const { return queue_ ? queue_->entry() : QueueEntry{}; }
+
+std::string Locker::refusal_message() {
+  std::optional<std::int64_t> waiting;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    waiting = queue_refused_;
+  }
+  if (!waiting) return held_message(refusing_holder());
+  return options_.key + " has " + std::to_string(*waiting) +
+         " waiter(s) before this one in its fair queue";
 }
 
 std::optional<std::int64_t> Locker::try_acquire(bool force) {
@@ -57,10 +87,27 @@ std::optional<std::int64_t> Locker::try_acquire(bool force) {
   return c->token;
 }
 
-std::optional<Claimed> Locker::claim_once(bool force) {
+std::optional<Claimed> Locker::claim_once(bool force, bool wait) {
   check_server_safety();
   state_.settle_stranded();  // our own leftover must not stand in our way
   if (server_clock().stale()) refresh_clock();
+  // Fair: the claim is sent only past the queue's gate (a forced claim ignores it).
+  std::optional<LockQueue::Look> look;
+  if (queue_) {
+    std::lock_guard<std::mutex> g(mu_);
+    queue_refused_.reset();
+  }
+  if (queue_ && !force) {
+    look = queue_->look();  // one round trip
+    if (!look->gate.open) {
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        queue_refused_ = look->waiting;
+      }
+      if (wait) queue_wait(*look);
+      return std::nullopt;
+    }
+  }
   const PendingClaim p = prepare_claim(force, /*round_trips=*/true);
   std::optional<LockDoc> doc;
   try {
@@ -69,11 +116,36 @@ std::optional<Claimed> Locker::claim_once(bool force) {
     drop_claim(p);
     throw;
   }
-  return land_claim(p, doc);
+  std::optional<Claimed> claimed = land_claim(p, doc);
+  if (look && claimed) {
+    try {
+      queue_->won(*look);
+    } catch (const StorageFailure& ex) {
+      // The hold is won; the entry is a place in line: it expires within its ttl, and
+      // release() tries to remove it again.
+      log(LogLevel::Warning,
+          "could not remove the queue entry of " + options_.key + " after acquiring: " + ex.what(),
+          log_fields(LogEvent::None));
+    }
+  } else if (look && wait) {
+    queue_wait(*look);
+  }
+  return claimed;
+}
+
+void Locker::queue_wait(const LockQueue::Look& look) {
+  try {
+    queue_->wait(look);
+  } catch (const StorageFailure& ex) {
+    // The entry is a place in line, not the hold: this attempt is refused as it would be
+    // without it; the next one looks again.
+    log(LogLevel::Warning, "could not write the queue entry of " + options_.key + ": " + ex.what(),
+        log_fields(LogEvent::None));
+  }
 }
 
 std::optional<Locker::PendingClaim> Locker::begin_claim(bool force) {
-  if (!state_.server_safety_known() || state_.has_stranded() || server_clock().stale())
+  if (queue_ || !state_.server_safety_known() || state_.has_stranded() || server_clock().stale())
     return std::nullopt;  // round trips first: claim_once
   return prepare_claim(force, /*round_trips=*/false);
 }
@@ -327,6 +399,7 @@ void Locker::note_release_in_doubt() {
 }
 
 void Locker::release(bool force) {
+  leave_queue();  // no round trip unless this instance is queued
   const std::unique_lock<std::mutex> io = lock_hold_io();
   if (force) {
     storage().release(options_.collection, options_.key, std::nullopt, 0, server_now_ms(),
@@ -365,8 +438,9 @@ void Locker::release_written(bool matched) {
 Locker::PendingRelease Locker::begin_release() {
   PendingRelease r;
   // A stranded hold is settled by release() (round trips); a deferred token's fence may
-  // be changing (hold_io_mu_); a stale clock sample is refreshed first.
-  if (options_.lazy_token || state_.has_stranded() || server_clock().stale()) return r;
+  // be changing (hold_io_mu_); a stale clock sample is refreshed first; a fair locker
+  // may have a queue entry to leave.
+  if (queue_ || options_.lazy_token || state_.has_stranded() || server_clock().stale()) return r;
   r.on_thread = false;
   r.hold = state_.hold();
   if (r.hold) r.now_ms = server_clock().estimate().value().now_ms;

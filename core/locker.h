@@ -65,6 +65,7 @@
 #include "hold/hold_state.h"
 #include "hold/holdable.h"
 #include "identity.h"
+#include "lock_queue.h"
 #include "log.h"
 #include "server_clock.h"
 #include "storage/commands.h"
@@ -109,6 +110,12 @@ struct LockerOptions {
   // by the first token() of that hold, if any. For callers whose acquire does not return
   // the token (Python's drop-in acquire() returns True).
   bool lazy_token = false;
+  // Fair (FIFO) queueing (lock_queue.h): a blocking acquire that finds the lock taken
+  // waits in the key's queue ("<collection>.queue") and is served in arrival order among
+  // fair lockers; every claim of a fair locker, blocking or not, waits for the live
+  // waiters before it. Exclusion and fencing never depend on the queue. Off: no command
+  // more than without it.
+  bool fair = false;
 };
 
 class Locker : public Holdable {
@@ -116,7 +123,8 @@ class Locker : public Holdable {
   Locker(std::shared_ptr<Storage> storage, LockerOptions options,
          std::shared_ptr<Clock> clock = nullptr, Identity identity = Identity::generate());
 
-  // Full acquire as in the contract. blocking=false with a timeout -> InvalidArgument.
+  // Full acquire as in the contract. Fair: a timeout, a cancel or an error leaves the
+  // queue. blocking=false with a timeout -> InvalidArgument.
   // Non-blocking and held -> LockExists("<key> owned by <host> pid <pid>"). Blocking:
   // retries every `step_s` until `timeout_s` (none: forever) -> AcquireTimeout.
   // With timeparanoid, first verify_time(). Returns the fencing token (0 with lazy_token
@@ -141,8 +149,16 @@ class Locker : public Holdable {
   // claim completed only after its lease had ended (the hold is released, not reported).
   std::optional<std::int64_t> try_acquire(bool force = false);
 
-  // Releases this instance's hold, fenced (any holder's with force). Not holding is not
-  // an error (no round trip then). On failure the hold is kept as stranded.
+  // Fair queueing: removes this instance's queue entry, if any (fenced: uuid and ticket;
+  // no round trip without one). Failures are logged (the entry expires within its ttl).
+  // A caller that stops driving a run of start_acquire calls it.
+  void leave_queue();
+  // This instance's queue entry as last written (ticket 0: none, or not fair).
+  QueueEntry queue_entry() const;
+
+  // Releases this instance's hold, fenced (any holder's with force), and leaves the
+  // queue. Not holding is not an error (no round trip then). On failure the hold is
+  // kept as stranded.
   void release(bool force);
   void release() override { release(false); }
   // Scheduler semantics (ShedLock's lockAtLeastFor): lets go of this instance's hold but
@@ -322,7 +338,7 @@ class Locker : public Holdable {
   std::optional<LockDoc> current_of(std::optional<LockDoc> doc);
   // The message of a refused non-blocking acquire ("KEY owned by HOST pid PID"): from
   // what the last claim read, or one read.
-  std::string refusal_message() { return held_message(refusing_holder()); }
+  std::string refusal_message();
   // Settles a stranded hold now (round trips; a failure is logged, and the hold is
   // settled before the next claim).
   void settle_stranded() { state_.settle_stranded_quietly(); }
@@ -338,7 +354,10 @@ class Locker : public Holdable {
   void check_server_safety();
   // try_acquire with the fence of the hold installed (a deferred token's raw fence):
   // the parts above, the write sent through the storage.
-  std::optional<Claimed> claim_once(bool force);
+  // Fair: the claim is sent only when the queue's gate is open, and a refused `wait`
+  // (a fair blocking acquire) enqueues or keeps its entry (lock_queue.h).
+  std::optional<Claimed> claim_once(bool force, bool wait = false);
+  void queue_wait(const LockQueue::Look& look);  // LockQueue::wait, failures logged
   PendingClaim prepare_claim(bool force, bool round_trips);
   // The claim's write: an insert where the document is most likely gone (p.insert);
   // when one is there, claim_after_insert_refused. Else Storage::claim. The document
@@ -396,6 +415,10 @@ class Locker : public Holdable {
   // without another read. Reset by every claim.
   std::optional<LockDoc> refused_by_;
   std::function<ClaimPayload()> claim_payload_;  // set_claim_payload
+  // Fair queueing (LockerOptions::fair; null otherwise), and why the last claim was not
+  // sent: the live waiters before this instance (names them in LockExists).
+  std::unique_ptr<LockQueue> queue_;
+  std::optional<std::int64_t> queue_refused_;
   std::string won_marker_;
   std::int64_t won_created_ms_ = 0;
 };

@@ -39,7 +39,9 @@ SlotHolder::SlotHolder(std::shared_ptr<Storage> storage, HoldSpec hold, SlotDocS
              [this](const Hold& s) {
                release_slot(s);
                return HoldState::Settled{};
-             }) {
+             }),
+      place_(state_.storage(), state_.spec().collection, state_.spec().key,
+             state_.identity().uuid) {
   // No index to create: documents are found by _id, and a TTL index must never delete a
   // slot document (its `fence` is the token counter).
 }
@@ -63,15 +65,10 @@ std::unique_ptr<AcquireRun> SlotHolder::make_run(
 }
 
 std::int64_t SlotHolder::pace_ms(std::int64_t step_ms) const {
-  std::lock_guard<std::mutex> g(mu_);
-  if (place_.ticket == 0) return step_ms;  // not queued: every step, as before
-  return fair_queue::wait_ms(place_ahead_, step_ms, state_.ttl_ms());
+  return place_.pace_ms(step_ms, state_.ttl_ms());
 }
 
-QueueEntry SlotHolder::queue_entry() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return place_;
-}
+QueueEntry SlotHolder::queue_entry() const { return place_.entry(); }
 
 bool SlotHolder::release_if(std::int64_t fence) {
   return state_.release_if(fence, [this](const Hold& h) { release_slot(h); });
@@ -249,8 +246,8 @@ std::optional<std::int64_t> SlotHolder::try_claim_locked(SlotRule& rule) {
       {
         std::lock_guard<std::mutex> g(mu_);
         cache_ = doc;
-        if (c.queue_own) place_ = QueueEntry{};  // removed by the claim
       }
+      if (c.queue_own) place_.gone(c.queue_own->ticket);  // removed by the claim
       return install(c, sent);
     }
     // Someone claimed since our copy (the fence moved) or a slot was renewed: read.
@@ -302,27 +299,11 @@ bool SlotHolder::claim_unheld(const SemaphoreDoc& doc, std::int64_t slot,
 }
 
 bool SlotHolder::wait_in_queue(const SemaphoreDoc& doc, std::int64_t now) {
-  const QueueEntry mine = queue_entry();
-  const fair_queue::Standing st =
-      fair_queue::standing(doc.queue, identity().uuid, mine.ticket, now);
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    place_ahead_ = st.ahead;
-  }
+  const fair_queue::Standing st = place_.look(doc.queue, now);
   try {
-    if (st.own >= 0) {
-      const QueueEntry& e = doc.queue[static_cast<std::size_t>(st.own)];
-      if (!fair_queue::renew_due(e.expire_ms, now, ttl_ms())) return false;  // waits its turn
-      const std::int64_t at = state_.server_time_for_write().earliest_ms();
-      const std::int64_t expire = at + ttl_ms();
-      if (storage().renew_queue_entry(collection(), key(), st.own, mine.uuid, mine.ticket, at,
-                                      expire)) {
-        std::lock_guard<std::mutex> g(mu_);
-        if (place_.ticket == mine.ticket) place_.expire_ms = std::max(place_.expire_ms, expire);
-        return false;
-      }
-      return true;  // moved (an entry before it left) or expired meanwhile: read again
-    }
+    if (st.own >= 0)
+      return place_.keep(doc.queue, st, now, ttl_ms(),
+                         [this] { return state_.server_time_for_write().earliest_ms(); });
     // No live entry of ours (never queued, or its place was lost): ONE enqueue, a
     // compare-and-set whose new fence is the ticket (after every ticket so far).
     const std::int64_t new_fence = next_fence(std::max(doc.fence, attempted_fence()));
@@ -332,13 +313,10 @@ bool SlotHolder::wait_in_queue(const SemaphoreDoc& doc, std::int64_t now) {
       std::lock_guard<std::mutex> g(mu_);
       attempted_fence_ = std::max(attempted_fence_, c.new_fence);
       cache_.reset();  // until the outcome is known
-      // Sent: it may land even when the call fails (then a leave names it).
-      place_ = semaphore_doc::queued_entry(c);
-      place_ahead_ = st.ahead;
     }
+    place_.sending(semaphore_doc::queued_entry(c));
     if (!storage().claim_semaphore(collection(), c)) {
-      std::lock_guard<std::mutex> g(mu_);
-      if (place_.ticket == c.new_fence) place_ = QueueEntry{};
+      place_.gone(c.new_fence);
       return true;  // the document moved: read again
     }
     SemaphoreDoc copy = doc;
@@ -356,23 +334,10 @@ bool SlotHolder::wait_in_queue(const SemaphoreDoc& doc, std::int64_t now) {
 }
 
 void SlotHolder::leave_queue() {
-  QueueEntry mine;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    mine = std::exchange(place_, QueueEntry{});
-    place_ahead_ = 0;
-  }
-  if (mine.ticket == 0) return;
-  try {
-    storage().leave_queue(collection(), key(), mine.uuid, mine.ticket);
-    std::lock_guard<std::mutex> g(mu_);
-    if (cache_) semaphore_doc::leave_queue(*cache_, mine.uuid, mine.ticket);
-  } catch (const std::exception& ex) {
-    log(LogLevel::Warning,
-        "could not leave the queue of " + describe() +
-            " (its entry expires within its ttl): " + ex.what(),
-        log_fields(LogEvent::None));
-  }
+  const std::optional<QueueEntry> left = place_.leave(describe(), log_fields(LogEvent::None));
+  if (!left) return;
+  std::lock_guard<std::mutex> g(mu_);
+  if (cache_) semaphore_doc::leave_queue(*cache_, left->uuid, left->ticket);
 }
 
 bool SlotHolder::release_unheld(std::int64_t slot, std::int64_t fence) {

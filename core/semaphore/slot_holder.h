@@ -45,6 +45,7 @@
 #include "../hold/fair_queue.h"
 #include "../hold/hold_state.h"
 #include "../hold/holdable.h"
+#include "../hold/queue_place.h"
 #include "../identity.h"
 #include "../log.h"
 #include "../server_clock.h"
@@ -225,6 +226,7 @@ class SlotHolder : public Holdable {
   const SlotDocSpec doc_;
   std::int64_t slots_ = 0;  // semaphore_doc::slot_count(kind, limit)
   HoldState state_;         // the hold, stranded holds, the clocks and the storage
+  QueuePlace place_;        // fair queueing: this instance's place in the key's queue
 
   // One claim attempt at a time per instance: two threads acquiring at once must not
   // both take a slot (the second would orphan the first's until it expires).
@@ -239,10 +241,6 @@ class SlotHolder : public Holdable {
   // The document as this instance last wrote or read it: lets the next claim skip the
   // read (one round trip) while nobody else claimed since.
   std::optional<SemaphoreDoc> cache_;
-  // Fair queueing: this instance's entry as last sent (ticket 0: none) and the live
-  // entries before it at its last look.
-  QueueEntry place_;
-  std::int64_t place_ahead_ = 0;
 };
 
 }  // namespace mongoelector

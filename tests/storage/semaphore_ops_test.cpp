@@ -13,6 +13,9 @@
 
 #include "exceptions.h"
 #include "fixture.h"
+#include "hold/acquire_run.h"
+#include "lock_queue.h"
+#include "locker.h"
 #include "storage/memory_storage.h"
 #include "storage/semaphore_doc.h"
 
@@ -589,6 +592,61 @@ TEST_P(SemaphoreOps, FairQueueEnqueueClaimRenewAndLeave) {
   ASSERT_EQ(d.queue.size(), 1u);
   EXPECT_EQ(d.queue[0].uuid, "uuid-c");
   EXPECT_FALSE(s->leave_queue(coll, "absent", "uuid-c", kEpoch + 4));
+}
+
+// Fair plain locks (core/lock_queue.h): the queue in a semaphore-shaped document of the
+// lock's key in "<lock collection>.queue", written with the operations above, beside a
+// lock whose claims stay the plain ones.
+TEST_P(SemaphoreOps, FairLocksServeTheirQueueInArrivalOrder) {
+  if (test_server_kind() == "ferretdb" && !memory())
+    GTEST_SKIP() << "FerretDB's updates are not atomic (semaphores refuse it by default)";
+  auto make = [&](const std::string& who) {
+    LockerOptions o;
+    o.key = "pool";
+    o.collection = coll;
+    o.ttl_s = 30;
+    o.timeparanoid = false;
+    o.fair = true;
+    o.allow_unbounded_calls = true;
+    return std::make_shared<Locker>(s, o, nullptr, Identity{"uuid-" + who, "host-" + who, 1});
+  };
+  // One attempt of a fair blocking acquire (a new run each time: the place is the
+  // locker's): true when it took the lock.
+  auto attempt = [](Locker& l) {
+    return l.start_acquire(true, std::nullopt, 0)->attempt().kind == AcquireStep::Kind::Acquired;
+  };
+  const std::string qcoll = LockQueue::collection_for(coll);
+  auto queue = [&] {
+    std::vector<std::string> who;
+    if (auto d = s->read_semaphore(qcoll, "pool"))
+      for (const QueueEntry& e : d->queue) who.push_back(e.uuid);
+    return who;
+  };
+  auto a = make("a"), b = make("b"), c = make("c");
+  ASSERT_TRUE(attempt(*a));
+  EXPECT_FALSE(attempt(*b));
+  EXPECT_FALSE(attempt(*c));
+  EXPECT_EQ(queue(), (std::vector<std::string>{"uuid-b", "uuid-c"}));
+  const SemaphoreDoc d = *s->read_semaphore(qcoll, "pool");
+  EXPECT_EQ(semaphore_doc::malformed(d), "");
+  EXPECT_EQ(d.limit, 1);
+  EXPECT_FALSE(d.slots.at(0).held_at(now)) << "the queue document's slot is never held";
+  EXPECT_LT(d.queue[0].ticket, d.queue[1].ticket);
+  a->release();
+  EXPECT_FALSE(attempt(*c)) << "b is the live head";
+  EXPECT_FALSE(a->try_acquire()) << "a fair newcomer waits for the live queue too";
+  EXPECT_TRUE(attempt(*b));
+  EXPECT_EQ(queue(), (std::vector<std::string>{"uuid-c"})) << "the winner left";
+  EXPECT_EQ(s->read(coll, "pool")->uuid, "uuid-b") << "the lock document holds the hold";
+  b->release();
+  EXPECT_TRUE(attempt(*c));
+  EXPECT_TRUE(queue().empty());
+  // A waiter that gives up leaves by uuid and ticket.
+  EXPECT_FALSE(attempt(*a));
+  EXPECT_EQ(queue(), (std::vector<std::string>{"uuid-a"}));
+  a->leave_queue();
+  EXPECT_TRUE(queue().empty());
+  c->release();
 }
 
 std::string name_of(const ::testing::TestParamInfo<std::string>& info) { return info.param; }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "exceptions.h"
+#include "fair_waiters.h"
 #include "fixtures.h"
 #include "hold/acquire_run.h"
 #include "hold/fair_queue.h"
@@ -20,13 +21,11 @@
 #include "storage/semaphore_doc.h"
 
 using namespace mongoelector;
-using mongoelector::testing::CoreTest;
+using namespace mongoelector::testing;
 
 namespace {
 
 using Kind = AcquireStep::Kind;
-constexpr std::int64_t kStepMs = 250;
-constexpr std::int64_t kTtlMs = 10000;
 
 QueueEntry entry(const std::string& uuid, std::int64_t ticket, std::int64_t expire) {
   return QueueEntry{uuid, ticket, expire};
@@ -60,24 +59,25 @@ TEST(FairQueueRules, TheGateNeverPassesALiveEntry) {
 }
 
 TEST(FairQueueRules, WaitsGrowWithThePlaceAndStayWithinAThirdOfTheTtl) {
-  EXPECT_EQ(fair_queue::wait_ms(0, kStepMs, kTtlMs), kStepMs) << "the head looks every step";
-  EXPECT_EQ(fair_queue::wait_ms(3, kStepMs, kTtlMs), 4 * kStepMs);
-  EXPECT_EQ(fair_queue::wait_ms(1000, kStepMs, kTtlMs), kTtlMs / 3);
-  EXPECT_EQ(fair_queue::wait_ms(std::int64_t{1} << 62, kStepMs, kTtlMs), kTtlMs / 3);
-  EXPECT_EQ(fair_queue::wait_ms(5, kStepMs, 300), kStepMs) << "never below the step";
-  EXPECT_FALSE(fair_queue::renew_due(10000, 0, kTtlMs));
-  EXPECT_FALSE(fair_queue::renew_due(10000, 3000, kTtlMs));
-  EXPECT_TRUE(fair_queue::renew_due(10000, 3500, kTtlMs));
+  EXPECT_EQ(fair_queue::wait_ms(0, kFairStepMs, kFairTtlMs), kFairStepMs)
+      << "the head looks every step";
+  EXPECT_EQ(fair_queue::wait_ms(3, kFairStepMs, kFairTtlMs), 4 * kFairStepMs);
+  EXPECT_EQ(fair_queue::wait_ms(1000, kFairStepMs, kFairTtlMs), kFairTtlMs / 3);
+  EXPECT_EQ(fair_queue::wait_ms(std::int64_t{1} << 62, kFairStepMs, kFairTtlMs), kFairTtlMs / 3);
+  EXPECT_EQ(fair_queue::wait_ms(5, kFairStepMs, 300), kFairStepMs) << "never below the step";
+  EXPECT_FALSE(fair_queue::renew_due(10000, 0, kFairTtlMs));
+  EXPECT_FALSE(fair_queue::renew_due(10000, 3000, kFairTtlMs));
+  EXPECT_TRUE(fair_queue::renew_due(10000, 3500, kFairTtlMs));
 }
 
-class FairQueueTest : public CoreTest {
+class FairQueueTest : public FairTest {
  protected:
   std::shared_ptr<Semaphore> sem(const std::string& name, bool fair = true,
                                  std::int64_t limit = 1) {
     SemaphoreOptions o;
     o.key = "pool";
     o.limit = limit;
-    o.ttl_s = static_cast<double>(kTtlMs) / 1000.0;
+    o.ttl_s = static_cast<double>(kFairTtlMs) / 1000.0;
     o.fair = fair;
     return std::make_shared<Semaphore>(storage, o, clock,
                                        Identity{"uuid-" + name, "host-" + name, 100});
@@ -86,7 +86,7 @@ class FairQueueTest : public CoreTest {
     RwLockOptions o;
     o.key = "db";
     o.max_readers = 3;
-    o.ttl_s = static_cast<double>(kTtlMs) / 1000.0;
+    o.ttl_s = static_cast<double>(kFairTtlMs) / 1000.0;
     o.fair = fair;
     return std::make_shared<RwLock>(storage, o, clock,
                                     Identity{"uuid-" + name, "host-" + name, 100});
@@ -94,51 +94,16 @@ class FairQueueTest : public CoreTest {
   SemaphoreDoc doc(const char* coll = "mongosemaphore", const char* key = "pool") {
     return *storage->read_semaphore(coll, key);
   }
-
-  // A waiter: its run, and whether its process is alive (a dead one is never driven).
-  struct Waiter {
-    std::string name;
-    std::unique_ptr<AcquireRun> run;
-    bool alive = true;
-    bool done = false;
-  };
-  // Drives every live waiter whose run is due, one step of the clock at a time, for at
-  // most `steps` steps or until `stop` says so; grants go to `granted` in order.
-  void drive(std::vector<Waiter>& ws, int steps, std::vector<std::string>& granted,
-             const std::function<bool()>& stop = {}) {
-    for (int i = 0; i < steps; ++i) {
-      for (Waiter& w : ws) {
-        if (!w.alive || w.done || w.run->next().kind != Kind::TryNow) continue;
-        const AcquireStep s = w.run->attempt();
-        if (s.kind == Kind::Acquired) {
-          granted.push_back(w.name);
-          w.done = true;
-        }
-      }
-      if (stop && stop()) return;
-      clock->advance(kStepMs);
-    }
-  }
-  // The storage operations made while `f` runs, by name.
-  std::map<std::string, int> ops_during(const std::function<void()>& f) {
-    std::map<std::string, int> ops;
-    storage->set_fault_hook([&](const std::string& op, bool applied) {
-      if (!applied) ++ops[op];
-    });
-    f();
-    storage->set_fault_hook({});
-    return ops;
-  }
 };
 
 TEST_F(FairQueueTest, GrantsFollowArrivalOrderAndUnfairClaimantsDoNotBarge) {
   auto holder = sem("holder");
   holder->acquire(false);
   std::vector<std::shared_ptr<Semaphore>> sems;
-  std::vector<Waiter> ws;
+  std::vector<FairWaiter> ws;
   for (const char* n : {"w0", "w1", "w2", "w3"}) {
     sems.push_back(sem(n));
-    ws.push_back(Waiter{n, sems.back()->start_acquire(true, std::nullopt, 0.25)});
+    ws.push_back(FairWaiter{n, sems.back(), sems.back()->start_acquire(true, std::nullopt, 0.25)});
     ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait) << n << " enqueues";
     clock->advance(10);
   }
@@ -148,7 +113,7 @@ TEST_F(FairQueueTest, GrantsFollowArrivalOrderAndUnfairClaimantsDoNotBarge) {
     EXPECT_LT(d.queue[i - 1].ticket, d.queue[i].ticket) << "tickets increase along the queue";
   // An unfair blocking claimant polling every step, and try_acquire: never served ahead.
   auto barger = sem("barger", /*fair=*/false);
-  ws.push_back(Waiter{"barger", barger->start_acquire(true, std::nullopt, 0.25)});
+  ws.push_back(FairWaiter{"barger", barger, barger->start_acquire(true, std::nullopt, 0.25)});
   std::vector<std::string> granted;
   holder->release();
   for (int round = 0; round < 4; ++round) {
@@ -164,111 +129,47 @@ TEST_F(FairQueueTest, GrantsFollowArrivalOrderAndUnfairClaimantsDoNotBarge) {
 }
 
 TEST_F(FairQueueTest, ADeadWaiterCostsAtMostOneTtl) {
-  auto holder = sem("holder"), dead = sem("dead"), next = sem("next");
-  holder->acquire(false);
-  std::vector<Waiter> ws;
-  ws.push_back(Waiter{"dead", dead->start_acquire(true, std::nullopt, 0.25)});
-  ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
-  const std::int64_t dead_since = clock->mono_ms();  // its only renewal: the enqueue
-  ws.back().alive = false;
-  clock->advance(10);
-  ws.push_back(Waiter{"next", next->start_acquire(true, std::nullopt, 0.25)});
-  holder->release();
-  std::vector<std::string> granted;
-  drive(ws, 200, granted, [&] { return !granted.empty(); });
-  ASSERT_EQ(granted, (std::vector<std::string>{"next"}));
-  const std::int64_t waited = clock->mono_ms() - dead_since;
-  EXPECT_GE(waited, kTtlMs) << "the dead waiter's place held until its entry expired";
-  EXPECT_LE(waited, kTtlMs + 2 * kStepMs) << "and not a moment longer than one ttl";
-  EXPECT_TRUE(doc().queue.empty()) << "the claim removed the expired entry it passed";
+  expect_a_dead_waiter_costs_at_most_one_ttl(sem("holder"), sem("dead"), sem("next"),
+                                             [&] { return doc().queue.size(); });
 }
 
 TEST_F(FairQueueTest, AWaiterThatGivesUpLeavesAtOnce) {
-  auto holder = sem("holder"), quitter = sem("quitter"), next = sem("next");
-  holder->acquire(false);
-  EXPECT_THROW(quitter->acquire(true, 1.0, 0.25, [] { return false; }), AcquireTimeout);
-  EXPECT_EQ(quitter->queue_entry().ticket, 0);
-  EXPECT_TRUE(doc().queue.empty()) << "a timed-out waiter left the queue";
-  // Cancelled while queued behind it: next is served right after the release.
-  std::vector<Waiter> ws;
-  ws.push_back(Waiter{"quitter", quitter->start_acquire(true, std::nullopt, 0.25)});
-  ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
-  ws.push_back(Waiter{"next", next->start_acquire(true, std::nullopt, 0.25)});
-  ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
-  EXPECT_EQ(doc().queue.size(), 2u);
-  ws[0].run->cancel();
-  quitter->leave_queue();
-  EXPECT_EQ(doc().queue.size(), 1u);
-  holder->release();
-  std::vector<std::string> granted;
-  drive(ws, 3, granted);
-  EXPECT_EQ(granted, (std::vector<std::string>{"next"})) << "within a step or two, not a ttl";
+  auto quitter = sem("quitter");
+  expect_a_waiter_that_gives_up_leaves_at_once(
+      sem("holder"), quitter, sem("next"),
+      [&] {
+        EXPECT_THROW(quitter->acquire(true, 1.0, 0.25, [] { return false; }), AcquireTimeout);
+      },
+      [&] { return doc().queue.size(); });
 }
 
 TEST_F(FairQueueTest, AWaiterWhoseEntryExpiredLosesItsPlace) {
-  auto holder = sem("holder"), sleeper = sem("sleeper"), patient = sem("patient");
-  holder->acquire(false);
-  auto run_s = sleeper->start_acquire(true, std::nullopt, 0.25);
-  ASSERT_EQ(run_s->attempt().kind, Kind::Wait);
-  const std::int64_t first_ticket = sleeper->queue_entry().ticket;
-  auto run_p = patient->start_acquire(true, std::nullopt, 0.25);
-  ASSERT_EQ(run_p->attempt().kind, Kind::Wait);
-  // The sleeper is paused past its entry's expiry; the patient waiter keeps renewing.
-  for (int i = 0; i < 48; ++i) {
-    clock->advance(kStepMs);
-    holder->touch();
-    if (run_p->next().kind == Kind::TryNow) ASSERT_EQ(run_p->attempt().kind, Kind::Wait);
-  }
-  ASSERT_EQ(run_s->attempt().kind, Kind::Wait) << "back, behind the patient one";
-  EXPECT_GT(sleeper->queue_entry().ticket, first_ticket) << "enqueued again, at the end";
-  holder->release();
-  std::vector<Waiter> ws;
-  ws.push_back(Waiter{"sleeper", std::move(run_s)});
-  ws.push_back(Waiter{"patient", std::move(run_p)});
-  std::vector<std::string> granted;
-  drive(ws, 8, granted, [&] { return !granted.empty(); });
-  EXPECT_EQ(granted, (std::vector<std::string>{"patient"}));
+  expect_a_paused_waiter_loses_its_place(sem("holder"), sem("sleeper"), sem("patient"));
 }
 
 TEST_F(FairQueueTest, OnlyTheHeadLooksEveryStep) {
   auto holder = sem("holder");
   holder->acquire(false);
   std::vector<std::shared_ptr<Semaphore>> sems;
-  std::vector<Waiter> ws;
+  std::vector<FairWaiter> ws;
   for (int i = 0; i < 8; ++i) {
     sems.push_back(sem("w" + std::to_string(i)));
-    ws.push_back(
-        Waiter{"w" + std::to_string(i), sems.back()->start_acquire(true, std::nullopt, 0.25)});
+    ws.push_back(FairWaiter{"w" + std::to_string(i), sems.back(),
+                            sems.back()->start_acquire(true, std::nullopt, 0.25)});
   }
   std::vector<std::string> granted;
   drive(ws, 1, granted);  // everyone enqueues
   ASSERT_EQ(doc().queue.size(), 8u);
-  constexpr int kSteps = 40;  // one ttl
-  const std::map<std::string, int> ops = ops_during([&] {
-    for (int i = 0; i < kSteps; ++i) {
-      drive(ws, 1, granted);
-      holder->touch();
-    }
-  });
-  EXPECT_TRUE(granted.empty());
-  const int reads = ops.count("read_semaphore") ? ops.at("read_semaphore") : 0;
-  // Unfair: 8 reads a step (320). Fair: the head every step, the k-th every k+1 steps
-  // (the harmonic sum: about 2.7 a step), the renewals about twice a ttl each.
-  EXPECT_GE(reads, kSteps) << "the head looks every step";
-  EXPECT_LE(reads, 3 * kSteps) << "the others do not poll in a storm";
-  const int renewals = ops.count("renew_queue_entry") ? ops.at("renew_queue_entry") : 0;
-  EXPECT_GE(renewals, 8) << "every waiter kept its place";
-  EXPECT_LE(renewals, 8 * 3);
-  EXPECT_EQ(ops.count("claim_semaphore"), 0u) << "nobody enqueued twice";
+  expect_only_the_head_looks_every_step(holder, ws);
 }
 
 TEST_F(FairQueueTest, FairWritersAreServedInOrderAndALiveQueueStopsNewReaders) {
   auto reader = rw("reader"), late_reader = rw("late"), w0 = rw("w0"), w1 = rw("w1");
   reader->acquire(RwSide::Read, false);
-  std::vector<Waiter> ws;
-  ws.push_back(Waiter{"w0", w0->start_acquire(RwSide::Write, true, std::nullopt, 0.25)});
+  std::vector<FairWaiter> ws;
+  ws.push_back(FairWaiter{"w0", w0, w0->start_acquire(RwSide::Write, true, std::nullopt, 0.25)});
   ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
-  ws.push_back(Waiter{"w1", w1->start_acquire(RwSide::Write, true, std::nullopt, 0.25)});
+  ws.push_back(FairWaiter{"w1", w1, w1->start_acquire(RwSide::Write, true, std::nullopt, 0.25)});
   ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
   const SemaphoreDoc d = doc("mongorwlock", "db");
   EXPECT_EQ(d.queue.size(), 2u);
@@ -293,9 +194,9 @@ TEST_F(FairQueueTest, TheQueueWritesAreFencedByUuidAndTicket) {
   const QueueEntry mine = w->queue_entry();
   const std::int64_t now = clock->wall_ms();
   EXPECT_FALSE(storage->renew_queue_entry("mongosemaphore", "pool", 0, mine.uuid, mine.ticket + 1,
-                                          now, now + 2 * kTtlMs));
+                                          now, now + 2 * kFairTtlMs));
   EXPECT_FALSE(storage->renew_queue_entry("mongosemaphore", "pool", 0, "uuid-other", mine.ticket,
-                                          now, now + 2 * kTtlMs));
+                                          now, now + 2 * kFairTtlMs));
   EXPECT_FALSE(storage->leave_queue("mongosemaphore", "pool", mine.uuid, mine.ticket + 1));
   EXPECT_TRUE(storage->renew_queue_entry("mongosemaphore", "pool", 0, mine.uuid, mine.ticket, now,
                                          now + 1));
