@@ -107,8 +107,14 @@ class Locker:
         ensure_indexes: bool = True,
         identity: Optional[Identity] = None,
         lazy_token: bool = False,
+        fair: bool = False,
     ) -> None: ...
     def try_acquire(self, force: bool = False) -> Optional[int]: ...
+    def leave_queue(self) -> None:
+        """Fair queueing: removes this instance's queue entry, if any."""
+    @property
+    def queue_ticket(self) -> int:
+        """Fair queueing: the ticket of this instance's queue entry (0: none)."""
     def acquire(
         self,
         blocking: bool = True,

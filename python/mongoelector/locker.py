@@ -87,6 +87,12 @@ def _check_args(key: str, db: object, ttl: float, database: Optional[str] = None
         raise ValueError("ttl must be a positive number (seconds)")
 
 
+def _check_fair(fair: object) -> None:
+    """``fair`` is a bool, never a truthy stand-in (a string "no" would turn it on)."""
+    if not isinstance(fair, bool):
+        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
+
+
 def _native_maxoffset(maxoffset: Any) -> float:
     """The time check runs in Python (_verifytime, against self._maxoffset, which may be
     any value as in the original); the native copy is only a sane default."""
@@ -119,6 +125,15 @@ class MongoLocker:
             (FerretDB); mutual exclusion is then not guaranteed under contention.
         op_timeout: seconds one database call may take (default ttl/10 within [0.1 s, 5 s],
             as in every binding).
+        fair: True serves blocking acquires in arrival order (FIFO) among fair lockers:
+            a waiter that finds the lock taken joins the key's queue (a document in
+            ``"<dbcollection>.queue"``), only the head of the queue tries the lock, a
+            waiter that times out or is interrupted leaves the queue, and a dead waiter
+            holds its place for at most one ttl. Every acquire of a fair locker waits for
+            the live queue (``blocking=False`` raises ``LockExists`` while others wait).
+            Lockers without ``fair`` (and nodes of the original package) ignore the
+            queue: mutual exclusion and fencing never depend on it. A fair acquire costs
+            one read of the queue more; the default (False) costs nothing more.
 
     Can be used as a context manager::
 
@@ -150,6 +165,8 @@ class MongoLocker:
     _use: Optional[_transport.ClientUse]
     _elector_owned: bool
     _closed: bool
+    #: Whether blocking acquires queue in arrival order (the ``fair`` option).
+    fair: bool
 
     def __init__(
         self,
@@ -164,11 +181,13 @@ class MongoLocker:
         delete_on_release: bool = True,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        fair: bool = False,
         _ensure_indexes: bool = True,
     ) -> None:
         # _ensure_indexes=False: for the library's own short-lived lockers on a collection
         # whose indexes another of its lockers has just ensured (FireClaims).
         _check_args(key, db, ttl, database)
+        _check_fair(fair)
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
         storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)
@@ -189,6 +208,7 @@ class MongoLocker:
                 # then costs one round trip, as the original's insert (see ``fence``).
                 lazy_token=True,
                 ensure_indexes=bool(_ensure_indexes),
+                fair=fair,
             )
         except BaseException:
             del storage
@@ -197,6 +217,7 @@ class MongoLocker:
             raise
         self._setup(core, key, db, dbcollection, ttl, timeparanoid, maxoffset)
         self._use = use
+        self.fair = fair
 
     @classmethod
     def _wrap(
@@ -226,6 +247,7 @@ class MongoLocker:
         maxoffset: Any,
     ) -> None:
         self._core = core
+        self.fair = False
         self.uuid = core.uuid
         self.host = core.host
         self.pid = core.pid
@@ -421,7 +443,8 @@ class MongoLocker:
             AcquireTimeout: Timed out waiting for the lock.
             TimeOffsetError: timeparanoid and the host clock is off by > maxoffset.
         """
-        if _drop_in_hooks_patched(type(self)):
+        # A fair acquire waits in the key's queue: always the core's loop.
+        if not self.fair and _drop_in_hooks_patched(type(self)):
             return self._acquire_patched(blocking, timeout, step, force)
         if self.timeparanoid:
             try:

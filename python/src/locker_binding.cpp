@@ -39,7 +39,8 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
                                         std::string collection, double ttl, bool timeparanoid,
                                         double maxoffset, bool delete_on_release,
                                         bool allow_unsafe_server, bool ensure_indexes,
-                                        std::optional<me::Identity> identity, bool lazy_token) {
+                                        std::optional<me::Identity> identity, bool lazy_token,
+                                        bool fair) {
   me::LockerOptions o;
   o.key = std::move(key);
   o.collection = std::move(collection);
@@ -51,6 +52,7 @@ std::shared_ptr<me::Locker> make_locker(std::shared_ptr<me::Storage> storage, st
   o.ensure_indexes = ensure_indexes;
   o.allow_unbounded_calls = allow_unbounded(storage);
   o.lazy_token = lazy_token;
+  o.fair = fair;
   me::Identity id = identity ? *identity : me::Identity::generate();
   py::gil_scoped_release nogil;  // index creation goes through the storage
   return std::make_shared<me::Locker>(std::move(storage), std::move(o), nullptr, std::move(id));
@@ -65,7 +67,7 @@ void bind_locker(py::module_& m) {
           py::arg("timeparanoid") = true, py::arg("maxoffset") = 0.5,
           py::arg("delete_on_release") = false, py::arg("allow_unsafe_server") = false,
           py::arg("ensure_indexes") = true, py::arg("identity") = py::none(),
-          py::arg("lazy_token") = false)
+          py::arg("lazy_token") = false, py::arg("fair") = false)
       .def(
           "try_acquire",
           [](me::Locker& l, bool force) {
@@ -91,6 +93,13 @@ void bind_locker(py::module_& m) {
           "The core's acquire as steps its caller drives (an event loop: it sleeps on the "
           "loop, each attempt is one call): the same options, retry rule, time check, "
           "cancellation and metrics as acquire(). The run keeps this locker alive.")
+      .def(
+          "leave_queue", [](me::Locker& l) { nogil<void>([&] { l.leave_queue(); }); },
+          "Fair queueing: removes this instance's queue entry, if any (fenced; no round trip "
+          "without one; failures are logged, the entry then expires within its ttl).")
+      .def_property_readonly(
+          "queue_ticket", [](me::Locker& l) { return l.queue_entry().ticket; },
+          "Fair queueing: the ticket of this instance's queue entry as last written (0: none).")
       .def(
           "release_if",
           [](me::Locker& l, std::int64_t fence) {

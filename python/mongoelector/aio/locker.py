@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
@@ -13,7 +14,7 @@ from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type, TypeVar,
 
 from .. import _native
 from ..errors import AcquireTimeout
-from ..locker import LockerStatus, _native_maxoffset
+from ..locker import LockerStatus, _check_fair, _native_maxoffset
 from . import _loop_io, _pool
 from ._common import AsyncDatabaseArg, NativeHandle, call, drive, prepare
 
@@ -70,7 +71,9 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         delete_on_release: bool = False,
         allow_unsafe_server: bool = False,
         op_timeout: Optional[float] = None,
+        fair: bool = False,
     ) -> None:
+        _check_fair(fair)
         target, facade, timeout = prepare(key, db, ttl, database, op_timeout)
         self.key = key
         self.database = db
@@ -83,6 +86,8 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         self._maxoffset = maxoffset
         self._delete_on_release = bool(delete_on_release)
         self._allow_unsafe_server = bool(allow_unsafe_server)
+        #: Whether blocking acquires queue in arrival order (see ``MongoLocker``).
+        self.fair = fair
         self._host: Optional[str] = None
         self._ts_expire: Optional[datetime] = None
 
@@ -99,6 +104,7 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
             self._allow_unsafe_server,
             identity=_native.Identity(self.uuid, host, self.pid),
             lazy_token=False,
+            fair=self.fair,
         )
         self._host = host
         return core
@@ -142,8 +148,16 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
                 functools.partial(self._abandon, run),
                 on_loop,
             )
-        except AcquireTimeout:
-            raise AcquireTimeout("Timeout reached, lock not acquired") from None
+        except asyncio.CancelledError:
+            if self.fair:  # gave up waiting: the next in line moves up now (a worker)
+                _pool.pool().submit(core.leave_queue)
+            raise
+        except BaseException as exc:
+            if self.fair:
+                await call(core.leave_queue)
+            if isinstance(exc, AcquireTimeout):
+                raise AcquireTimeout("Timeout reached, lock not acquired") from None
+            raise
         hold = core.hold
         if hold is not None:
             self._ts_expire = hold[2]
