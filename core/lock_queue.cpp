@@ -98,6 +98,7 @@ void LockQueue::wait(const Look& l) {
       }
       continue;  // created (the enqueue follows), or someone else did: read it
     }
+    if (place_.drop_strays(doc->queue, now)) continue;  // its own strays: look again
     const fair_queue::Standing st = place_.look(doc->queue, now);
     if (st.own >= 0) {
       if (!place_.keep(doc->queue, st, now, ttl_ms_, earliest_)) return;

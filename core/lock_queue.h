@@ -36,7 +36,9 @@
 //    waiter may then be passed by one claim that looked in between, and keeps its place
 //    for the rest; exclusion is unaffected. A waiter paused past its entry's expiry has
 //    lost its place: an expired entry of its own counts as none, and it enqueues again at
-//    the end.
+//    the end. A live entry of its own that is not its current one (such a revived entry,
+//    or one whose leave failed) is removed at its next refused look
+//    (QueuePlace::drop_strays), so it never holds the queue back for a ttl.
 //
 // Fairness holds among fair nodes of this version. Other nodes (unfair lockers, electors,
 // the original mongoelector) never read the queue and may take a free lock ahead of the

@@ -44,6 +44,15 @@ bool QueuePlace::keep(const std::vector<QueueEntry>& queue, const fair_queue::St
   return false;
 }
 
+bool QueuePlace::drop_strays(const std::vector<QueueEntry>& queue, std::int64_t now_ms) {
+  const std::int64_t current = entry().ticket;
+  bool dropped = false;
+  for (const QueueEntry& e : queue)
+    if (e.uuid == uuid_ && e.ticket != current && e.live_at(now_ms))
+      dropped = storage_.leave_queue(collection_, key_, e.uuid, e.ticket) || dropped;
+  return dropped;
+}
+
 void QueuePlace::sending(const QueueEntry& e) {
   std::lock_guard<std::mutex> g(mu_);
   entry_ = e;

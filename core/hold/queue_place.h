@@ -43,6 +43,12 @@ class QueuePlace {
   // moved or expired meanwhile (read again). Storage errors propagate.
   bool keep(const std::vector<QueueEntry>& queue, const fair_queue::Standing& st,
             std::int64_t now_ms, std::int64_t ttl_ms, const std::function<std::int64_t()>& at);
+  // Removes the live entries of `queue` at `now_ms` that carry this waiter's uuid but
+  // not its current ticket: strays of its own (a leave that failed, a renewal that
+  // landed after its entry expired and it queued again), which would hold it and every
+  // waiter behind them back for up to a ttl. One leave_queue each (by uuid AND ticket);
+  // true when it removed any (read again). Storage errors propagate.
+  bool drop_strays(const std::vector<QueueEntry>& queue, std::int64_t now_ms);
   // An enqueue of `e` is about to be sent.
   void sending(const QueueEntry& e);
   // The enqueue of `ticket` did not match (nothing written), or a claim removed the

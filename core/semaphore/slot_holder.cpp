@@ -301,6 +301,7 @@ bool SlotHolder::claim_unheld(const SemaphoreDoc& doc, std::int64_t slot,
 bool SlotHolder::wait_in_queue(const SemaphoreDoc& doc, std::int64_t now) {
   const fair_queue::Standing st = place_.look(doc.queue, now);
   try {
+    if (place_.drop_strays(doc.queue, now)) return true;  // its own strays: read again
     if (st.own >= 0)
       return place_.keep(doc.queue, st, now, ttl_ms(),
                          [this] { return state_.server_time_for_write().earliest_ms(); });

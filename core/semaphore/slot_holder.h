@@ -27,8 +27,9 @@
 //    and removed by the claim's own write); a fair blocking waiter (QueueMode::Wait)
 //    refused on a fresh read enqueues ONCE (a compare-and-set write), renews its entry
 //    when due on a later look (fenced by uuid and ticket, monotonic), paces its looks by
-//    its place (AcquireRun::set_pace), and leaves the queue (leave_queue) when it gives
-//    up or releases. A run its caller stops driving leaves its entry to expire (one ttl).
+//    its place (AcquireRun::set_pace), removes live strays of its own
+//    (QueuePlace::drop_strays), and leaves the queue (leave_queue) when it gives up or
+//    releases. A run its caller stops driving leaves its entry to expire (one ttl).
 //
 // One hold per instance: acquiring while its lease runs is InvalidArgument.
 #pragma once

@@ -127,6 +127,11 @@ TEST_F(FairLockTest, AWaiterThatTimesOutOrIsCancelledLeavesAtOnce) {
       [&] { return queue().size(); });
 }
 
+TEST_F(FairLockTest, AStrayEntryOfAWaitersOwnIsRemovedAtItsNextLook) {
+  expect_a_stray_of_its_own_is_removed(lock("holder"), lock("w"), lock("next"),
+                                       [&] { return queue(); });
+}
+
 TEST_F(FairLockTest, AWaiterWhoseEntryExpiredLosesItsPlace) {
   expect_a_paused_waiter_loses_its_place(lock("holder"), lock("sleeper"), lock("patient"));
 }

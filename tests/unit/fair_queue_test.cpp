@@ -143,6 +143,11 @@ TEST_F(FairQueueTest, AWaiterThatGivesUpLeavesAtOnce) {
       [&] { return doc().queue.size(); });
 }
 
+TEST_F(FairQueueTest, AStrayEntryOfAWaitersOwnIsRemovedAtItsNextLook) {
+  expect_a_stray_of_its_own_is_removed(sem("holder"), sem("w"), sem("next"),
+                                       [&] { return doc().queue; });
+}
+
 TEST_F(FairQueueTest, AWaiterWhoseEntryExpiredLosesItsPlace) {
   expect_a_paused_waiter_loses_its_place(sem("holder"), sem("sleeper"), sem("patient"));
 }

@@ -14,6 +14,7 @@
 #include "fixtures.h"
 #include "hold/acquire_run.h"
 #include "hold/holdable.h"
+#include "storage/semaphore_storage.h"
 
 namespace mongoelector::testing {
 
@@ -149,6 +150,40 @@ class FairTest : public CoreTest {
     EXPECT_LE(renewals, n * 3);
     EXPECT_EQ(count(ops, "claim_semaphore"), 0) << "nobody enqueued twice";
     return ops;
+  }
+
+  // A stray entry of a waiter's own does not hold the queue back: `w` queues, then its
+  // leave fails (the server is unreachable), so its entry stays; queued again (behind the
+  // stray, before `next`), it removes the stray at once and is served right after the
+  // release, not a ttl later (`queue`: the key's queue as stored).
+  template <class H>
+  void expect_a_stray_of_its_own_is_removed(const std::shared_ptr<H>& holder,
+                                            const std::shared_ptr<H>& w,
+                                            const std::shared_ptr<H>& next,
+                                            const std::function<std::vector<QueueEntry>()>& queue) {
+    using Kind = AcquireStep::Kind;
+    holder->acquire(false);
+    auto run = w->start_acquire(true, std::nullopt, 0.25);
+    ASSERT_EQ(run->attempt().kind, Kind::Wait);
+    const std::int64_t stray = w->queue_entry().ticket;
+    run->cancel();
+    storage->set_unavailable(true);
+    w->leave_queue();  // fails (logged): the entry stays until it expires
+    storage->set_unavailable(false);
+    ASSERT_EQ(queue().size(), 1u);
+    std::vector<FairWaiter> ws;
+    ws.push_back(FairWaiter{"w", w, w->start_acquire(true, std::nullopt, 0.25)});
+    ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
+    ws.push_back(FairWaiter{"next", next, next->start_acquire(true, std::nullopt, 0.25)});
+    ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
+    const std::vector<QueueEntry> q = queue();
+    ASSERT_EQ(q.size(), 2u) << "the stray is gone";
+    EXPECT_EQ(q[0].uuid, w->queue_entry().uuid);
+    EXPECT_GT(q[0].ticket, stray);
+    holder->release();
+    std::vector<std::string> granted;
+    drive(ws, 3, granted, [&] { return !granted.empty(); });
+    EXPECT_EQ(granted, (std::vector<std::string>{"w"})) << "within a step, not a ttl";
   }
 
   // A waiter paused past its entry's expiry loses its place: `holder` holds, `sleeper`
