@@ -105,13 +105,6 @@ def check_args(
         raise ValueError(f"ttl must be a positive number (seconds), not {ttl!r}")
 
 
-def check_fair(fair: object) -> bool:
-    """``fair`` is a bool (an int or a string there is a caller's slip, refused by name)."""
-    if not isinstance(fair, bool):
-        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
-    return fair
-
-
 class SlotHandle(Generic[_N]):
     """The native object of a slot hold and what both features do with it alike. One
     instance holds at most one hold at a time. Thread-safe."""

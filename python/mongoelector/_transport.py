@@ -220,3 +220,11 @@ def _forget_facts(key: int, ref: weakref.ref[Any]) -> None:
     entry = _facts_by_client.get(key)
     if entry is not None and entry[0] is ref:  # not a newer client's at the same address
         del _facts_by_client[key]
+
+
+def check_fair(fair: object) -> bool:
+    """``fair`` is a bool, never a truthy stand-in (a string "no" would turn it on): the
+    same check for every fair hold (locks, semaphores, read-write locks)."""
+    if not isinstance(fair, bool):
+        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
+    return fair

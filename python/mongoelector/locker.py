@@ -87,12 +87,6 @@ def _check_args(key: str, db: object, ttl: float, database: Optional[str] = None
         raise ValueError("ttl must be a positive number (seconds)")
 
 
-def _check_fair(fair: object) -> None:
-    """``fair`` is a bool, never a truthy stand-in (a string "no" would turn it on)."""
-    if not isinstance(fair, bool):
-        raise TypeError(f"fair must be a bool, not {type(fair).__name__}")
-
-
 def _native_maxoffset(maxoffset: Any) -> float:
     """The time check runs in Python (_verifytime, against self._maxoffset, which may be
     any value as in the original); the native copy is only a sane default."""
@@ -187,7 +181,7 @@ class MongoLocker:
         # _ensure_indexes=False: for the library's own short-lived lockers on a collection
         # whose indexes another of its lockers has just ensured (FireClaims).
         _check_args(key, db, ttl, database)
-        _check_fair(fair)
+        _transport.check_fair(fair)
         if op_timeout is None:
             op_timeout = _transport.op_timeout_for(ttl)
         storage, use = _transport.open_storage(db, database=database, op_timeout=op_timeout)

@@ -42,9 +42,8 @@ from ._slots import (
     SlotHolder,
     SlotLease,
     check_args,
-    check_fair,
 )
-from ._transport import DatabaseArg, check_db
+from ._transport import DatabaseArg, check_db, check_fair
 from .errors import AcquireTimeout, LeaseLost, LockExists
 from .locker import _identity
 

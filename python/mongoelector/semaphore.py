@@ -33,10 +33,9 @@ from ._slots import (
     SlotHandle,
     SlotLease,
     check_args,
-    check_fair,
 )
 from ._slots import SlotHolder as SemaphoreHolder
-from ._transport import DatabaseArg, check_db
+from ._transport import DatabaseArg, check_db, check_fair
 from .errors import AcquireTimeout, LeaseLost, LockExists
 from .locker import _identity as _identity  # the asyncio semaphore's too
 

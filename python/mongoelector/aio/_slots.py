@@ -19,7 +19,8 @@ from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from .._loss import AsyncLossEvent
 from .._native import AcquireRun
-from .._slots import NativeSlotHolder, NativeSlotLease, check_fair
+from .._slots import NativeSlotHolder, NativeSlotLease
+from .._transport import check_fair
 from ..errors import ClosedError
 from ..locker import _identity
 from . import _pool

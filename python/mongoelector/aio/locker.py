@@ -13,8 +13,9 @@ from types import TracebackType
 from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type, TypeVar, cast
 
 from .. import _native
+from .._transport import check_fair
 from ..errors import AcquireTimeout
-from ..locker import LockerStatus, _check_fair, _native_maxoffset
+from ..locker import LockerStatus, _native_maxoffset
 from . import _loop_io, _pool
 from ._common import AsyncDatabaseArg, NativeHandle, call, drive, prepare
 
@@ -73,7 +74,7 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         op_timeout: Optional[float] = None,
         fair: bool = False,
     ) -> None:
-        _check_fair(fair)
+        check_fair(fair)
         target, facade, timeout = prepare(key, db, ttl, database, op_timeout)
         self.key = key
         self.database = db
