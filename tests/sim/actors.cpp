@@ -602,10 +602,56 @@ void World::touch_or_release(Holder& holder, PlainHold& st, Rng& r, int node,
   // else: keeps the hold without renewing (it lapses at its deadline)
 }
 
+// ---- plain slot holds that crash (fair schedules) -------------------------------------------
+
+template <class H>
+void World::open_plain(PlainInstance<H>& pi, PlainHold& st, Node& n) {
+  if (pi.bid) remove_believer(pi.bid);
+  pi.uuid = uuid_for(n.id, pi.gen == 0 ? pi.what : pi.what + "-r" + ms(pi.gen));
+  pi.h = pi.make(pi.uuid);
+  PlainInstance<H>* pp = &pi;
+  PlainHold* sp = &st;
+  pi.bid = add_believer(
+      believer(n.id, pi.kind, pi.coll, pi.key, pi.uuid, pi.label,
+               [this, pp, sp]() -> std::optional<BeliefState> {
+                 if (!plain_believes(*pp->h, sp->holding, sp->fence, sp->u, sched_.mono()))
+                   return std::nullopt;
+                 return BeliefState{sp->fence, -1, false, sp->write};
+               }));
+}
+
+template <class H>
+void World::restart_plain(PlainInstance<H>& pi, PlainHold& st, Node& n) {
+  trace(n.id, pi.key,
+        pi.label + ": the process of " + pi.uuid + " crashed (" +
+            (st.holding ? "holding" : "waiting") + "): a new one starts");
+  st.holding = false;
+  ++pi.gen;
+  open_plain(pi, st, n);
+  if (SimThread* t = Scheduler::self()) t->crashed = false;
+}
+
+std::function<bool()> World::crashing_cancel(Rng& fr, std::int64_t within_ms,
+                                             std::function<bool()> cancel) {
+  if (!p_.fair || !fr.chance(0.2)) return cancel;
+  const std::int64_t at = sched_.mono() + fr.range(0, within_ms);
+  return [this, at, cancel = std::move(cancel)] {
+    if (sched_.mono() < at) return cancel();
+    if (SimThread* t = Scheduler::self()) t->crashed = true;
+    return true;
+  };
+}
+
+bool World::crashed() {
+  const SimThread* t = Scheduler::self();
+  return t && t->crashed;
+}
+
 // ---- semaphores -------------------------------------------------------------------------------
 
 void World::semaphore_actor(Node& n) {
   Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x5E3A));
+  Rng fr(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xFA1F));  // crashes (fair)
   NodeClock& c = *n.clock;
   const std::int64_t T = p_.ttl;
   const int node = n.id;
@@ -617,40 +663,45 @@ void World::semaphore_actor(Node& n) {
     o.key = key;
     o.limit = p_.sem_limit;
     o.ttl_s = static_cast<double>(T) / 1000.0;
+    o.fair = p_.roles[static_cast<std::size_t>(node)].fair_sem;
     return o;
   };
   // A plain hold.
-  const std::string uuid = uuid_for(node, "sem");
-  auto sem = std::make_shared<Semaphore>(n.storage, options(), n.clock,
-                                         Identity{uuid, "host-" + n.name, 1000 + node});
   PlainHold st;
-  const std::uint64_t bid = add_believer(
-      believer(node, Kind::Sem, kSemColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
-        if (!plain_believes(*sem, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
-        return BeliefState{st.fence, -1};
-      }));
-  Unregister unreg{[this, bid] { remove_believer(bid); }};
+  PlainInstance<Semaphore> pi{Kind::Sem, kSemColl, key, label, "sem", [&](const std::string& uuid) {
+                                return std::make_shared<Semaphore>(
+                                    n.storage, options(), n.clock,
+                                    Identity{uuid, "host-" + n.name, 1000 + node});
+                              }};
+  open_plain(pi, st, n);
+  Unregister unreg{[this, &pi] { remove_believer(pi.bid); }};
   ActorLease ls;  // a lease hold (its own instance per hold)
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
+    if (p_.fair && st.holding && fr.chance(0.04)) {
+      restart_plain(pi, st, n);
+      continue;
+    }
     const double u = r.unit();
     try {
       if (u < 0.5) {  // the plain hold
+        Semaphore& sem = *pi.h;
         if (!st.holding) {
-          const bool blocking = r.chance(0.5);
+          const bool blocking = r.chance(p_.fair ? 0.8 : 0.5);
           trace(node, key, label + ": acquire(" + (blocking ? "blocking" : "non-blocking") + ")");
           const std::int64_t f =
-              blocking ? sem->acquire(true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
-                                      static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
-                       : sem->acquire(false);
-          const std::optional<SemaphoreHold> h = sem->hold();
+              blocking ? sem.acquire(true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
+                                     static_cast<double>(r.range(20, T / 5)) / 1000.0,
+                                     crashing_cancel(fr, T, cancel))
+                       : sem.acquire(false);
+          const std::optional<SemaphoreHold> h = sem.hold();
           st.holding = true;
           st.fence = h ? h->fence : f;
-          st.u = sem->server_clock().uncertainty_ms();
+          st.u = sem.server_clock().uncertainty_ms();
           trace(node, key, label + ": acquired slot " + ms(h ? h->slot : -1) + ", token " + ms(f));
         } else {
-          touch_or_release(*sem, st, r, node, key, label, 1.0);
+          touch_or_release(sem, st, r, node, key, label, 1.0);
         }
       } else {  // the lease
         if (!ls.lease) {
@@ -668,8 +719,9 @@ void World::semaphore_actor(Node& n) {
     } catch (const std::exception& ex) {
       trace(node, key, label + ": " + ex.what());
     }
+    if (crashed()) restart_plain(pi, st, n);
   }
-  stop_slot_actor(ls, st, *sem, n, key, label, "semaphore lease");
+  stop_slot_actor(ls, st, *pi.h, n, key, label, "semaphore lease");
 }
 
 // ---- read-write locks ---------------------------------------------------------------------------
@@ -679,6 +731,7 @@ void World::semaphore_actor(Node& n) {
 // preference is drawn per instance: instances with and without it share the key.
 void World::rwlock_actor(Node& n) {
   Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x2A1));
+  Rng fr(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xFA2F));  // crashes (fair)
   NodeClock& c = *n.clock;
   const std::int64_t T = p_.ttl;
   const int node = n.id;
@@ -691,47 +744,49 @@ void World::rwlock_actor(Node& n) {
     o.max_readers = p_.rw_readers;
     o.ttl_s = static_cast<double>(T) / 1000.0;
     o.writer_preference = r.chance(0.7);
+    o.fair = p_.roles[static_cast<std::size_t>(node)].fair_rw;
     return std::make_shared<RwLock>(n.storage, o, n.clock,
                                     Identity{uuid, "host-" + n.name, 1000 + node});
   };
   auto side_of = [&] { return r.chance(0.5) ? RwSide::Write : RwSide::Read; };
   // A plain hold.
-  const std::string uuid = uuid_for(node, "rw");
-  auto rw = make(uuid);
   PlainHold st;
-  const std::uint64_t bid = add_believer(
-      believer(node, Kind::Rw, kRwColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
-        if (!plain_believes(*rw, st.holding, st.fence, st.u, sched_.mono())) return std::nullopt;
-        return BeliefState{st.fence, -1, false, st.write};
-      }));
-  Unregister unreg{[this, bid] { remove_believer(bid); }};
+  PlainInstance<RwLock> pi{Kind::Rw, kRwColl, key, label, "rw", make};
+  open_plain(pi, st, n);
+  Unregister unreg{[this, &pi] { remove_believer(pi.bid); }};
   ActorLease ls;  // a lease hold (its own instance per hold)
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
+    if (p_.fair && st.holding && fr.chance(0.04)) {
+      restart_plain(pi, st, n);
+      continue;
+    }
     const double u = r.unit();
     try {
       if (u < 0.55) {  // the plain hold
+        RwLock& rw = *pi.h;
         if (!st.holding) {
           const RwSide side = side_of();
-          const bool blocking = r.chance(0.6);
+          const bool blocking = r.chance(p_.fair ? 0.8 : 0.6);
           trace(node, key,
                 label + ": acquire(" + side_name(side) + ", " +
                     (blocking ? "blocking" : "non-blocking") + ")");
           const std::int64_t f =
-              blocking ? rw->acquire(side, true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
-                                     static_cast<double>(r.range(20, T / 5)) / 1000.0, cancel)
-                       : rw->acquire(side, false);
-          const std::optional<Hold> h = rw->hold();
+              blocking ? rw.acquire(side, true, static_cast<double>(r.range(T / 4, T)) / 1000.0,
+                                    static_cast<double>(r.range(20, T / 5)) / 1000.0,
+                                    crashing_cancel(fr, T, cancel))
+                       : rw.acquire(side, false);
+          const std::optional<Hold> h = rw.hold();
           st.holding = true;
           st.write = side == RwSide::Write;
           st.fence = h ? h->fence : f;
-          st.u = rw->server_clock().uncertainty_ms();
+          st.u = rw.server_clock().uncertainty_ms();
           trace(node, key,
                 label + ": acquired " + side_name(side) + " (slot " + ms(h ? h->slot : -1) +
                     "), token " + ms(f));
         } else {
-          touch_or_release(*rw, st, r, node, key, label, 0.8);
+          touch_or_release(rw, st, r, node, key, label, 0.8);
         }
       } else {  // the lease
         if (!ls.lease) {
@@ -751,8 +806,9 @@ void World::rwlock_actor(Node& n) {
     } catch (const std::exception& ex) {
       trace(node, key, label + ": " + ex.what());
     }
+    if (crashed()) restart_plain(pi, st, n);
   }
-  stop_slot_actor(ls, st, *rw, n, key, label, "rwlock lease");
+  stop_slot_actor(ls, st, *pi.h, n, key, label, "rwlock lease");
 }
 
 // The prober's turn at "rw0": a write, then a read, each at once.

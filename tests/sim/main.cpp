@@ -43,6 +43,7 @@ enum Flags : std::uint32_t {
   kCalm = 8,
   kHash = 16,             // hash the trace of a schedule that passes too (reruns compare it)
   kBreakPartitions = 32,  // proof mode of I9a (RunOptions::break_partitions)
+  kBreakFair = 64,        // proof mode of I10 (RunOptions::break_fair)
 };
 
 struct Cmd {
@@ -107,6 +108,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   o.shuffle = (c.flags & kNoShuffle) == 0;
   o.stop_at_first = (c.flags & kAllViolations) == 0;
   o.break_partitions = (c.flags & kBreakPartitions) != 0;
+  o.break_fair = (c.flags & kBreakFair) != 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
   sim::Result r = w->run();
   if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
@@ -114,7 +116,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
     std::ofstream f(path_for(c.tag, ".res.tmp"));
     f << "status " << r.status << "\n";
     f << "stats " << r.steps << " " << r.grants << " " << r.calls << " " << r.end_t << " "
-      << r.trace_hash << "\n";
+      << r.trace_hash << " " << r.queued << " " << r.queue_claims << "\n";
     if (!r.error.empty()) f << "error " << r.error << "\n";
     for (const auto& v : r.violations) {
       std::string what = v.what;
@@ -222,6 +224,7 @@ struct Outcome {
   std::string status = "crash";
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0, hash = 0;
+  std::uint64_t queued = 0, queue_claims = 0;
   std::int64_t end_t = 0;
   struct V {
     std::string inv, key, what;
@@ -251,7 +254,7 @@ Outcome load(std::uint32_t tag, std::uint64_t seed, int code) {
       o.status = rest;
     } else if (k == "stats") {
       std::istringstream in(rest);
-      in >> o.steps >> o.grants >> o.calls >> o.end_t >> o.hash;
+      in >> o.steps >> o.grants >> o.calls >> o.end_t >> o.hash >> o.queued >> o.queue_claims;
     } else if (k == "error") {
       o.error = rest;
     } else if (k == "violation") {
@@ -302,7 +305,7 @@ void usage() {
   std::cout << "usage: mongoelector_sim [--seeds A..B | --seed N] [--jobs J] [--time-limit S]\n"
                "                        [--expect-violations] [--show N] [--check-determinism K]\n"
                "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
-               "                        [--break-partitions]\n"
+               "                        [--break-partitions] [--break-fair]\n"
                "  --seeds A..B            run schedules A to B (default 1..200)\n"
                "  --seed N                replay schedule N and print its full trace\n"
                "  --jobs J                schedules run at once (default: number of CPUs)\n"
@@ -317,6 +320,8 @@ void usage() {
                "  --calm                  the same workloads without faults (checks the checks)\n"
                "  --break-partitions      partitioner members believe their callbacks, not their\n"
                "                          leases (proof mode of I9a, with --expect-violations)\n"
+               "  --break-fair            the nodes' reads show no fair queue: every claim's gate\n"
+               "                          is open (proof mode of I10, with --expect-violations)\n"
                "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
                "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
 }
@@ -391,6 +396,8 @@ int main(int argc, char** argv) {
       flags |= kCalm;
     } else if (a == "--break-partitions") {
       flags |= kBreakPartitions;
+    } else if (a == "--break-fair") {
+      flags |= kBreakFair;
     } else if (a == "--no-shuffle") {
       flags |= kNoShuffle;
     } else if (a == "--quiet") {
@@ -502,8 +509,8 @@ int main(int argc, char** argv) {
   // Summary.
   std::map<std::string, long> by_status, by_inv, by_hole;
   std::map<std::string, std::vector<std::uint64_t>> seeds_by_hole;
-  std::uint64_t steps = 0, calls = 0;
-  long nondet = 0;
+  std::uint64_t steps = 0, calls = 0, queued = 0, queue_claims = 0;
+  long nondet = 0, with_queues = 0;
   for (const auto& [seed, idx] : runs_of_seed) {
     const Outcome& o = outcomes[idx.front()];
     for (std::size_t k = 1; k < idx.size(); ++k) {
@@ -520,6 +527,9 @@ int main(int argc, char** argv) {
     ++by_status[o.status.rfind("crash", 0) == 0 ? "crash" : o.status];
     steps += o.steps;
     calls += o.calls;
+    queued += o.queued;
+    queue_claims += o.queue_claims;
+    with_queues += o.queue_claims > 0 ? 1 : 0;
     std::set<std::string> invs, holes;
     for (const auto& v : o.violations) {
       invs.insert(v.inv);
@@ -536,6 +546,9 @@ int main(int argc, char** argv) {
   std::cout << "\ntime: " << secs << " s, " << static_cast<double>(outcomes.size()) / secs
             << " schedules/s (" << jobs << " jobs; " << steps << " steps, " << calls
             << " storage calls)\n";
+  if (queued > 0)
+    std::cout << "fair queues: " << queued << " entries written, " << queue_claims
+              << " claims from an entry (" << with_queues << " schedules)\n";
   std::cout << "violations by invariant (schedules):";
   if (by_inv.empty()) std::cout << " none";
   for (const auto& [i, n] : by_inv) std::cout << " " << i << " " << n << ";";

@@ -31,6 +31,19 @@ std::string fmt_doc(const std::optional<LockDoc>& d) {
   return o.str();
 }
 
+}  // namespace
+
+std::string fmt_queue(const std::vector<QueueEntry>& q) {
+  Str o;
+  o << "[";
+  for (const QueueEntry& e : q)
+    o << (&e == &q.front() ? "" : " ") << e.uuid << "/" << e.ticket << " exp=" << e.expire_ms;
+  o << "]";
+  return o.str();
+}
+
+namespace {
+
 std::string describe(bool v) { return v ? "true" : "false"; }
 std::string describe(std::int64_t v) { return std::to_string(v); }
 std::string describe(const std::optional<LockDoc>& d) { return fmt_doc(d); }
@@ -46,6 +59,7 @@ std::string describe(const std::optional<SemaphoreDoc>& d) {
   for (const auto& s : d->slots)
     o << "[" << (s.uuid.empty() ? "-" : s.uuid) << " f=" << s.fence
       << " exp=" << (s.ts_expire ? s.ts_expire->ms : 0) << "]";
+  if (!d->queue.empty()) o << " queue=" << fmt_queue(d->queue);
   o << "}";
   return o.str();
 }
@@ -187,6 +201,8 @@ template <class R>
 R NodeStorage::rpc(const char* op, const std::string& key, const std::string& what,
                    std::function<R(const CallCtx&)> apply) {
   if (w_.stopping()) throw StorageUnavailable(std::string("sim: stopping (") + op + ")");
+  if (const SimThread* t = Scheduler::self(); t && t->crashed)  // never sent: no call number
+    throw StorageUnavailable(std::string("sim: crashed (") + op + ")");
   CallCtx c;
   c.node = node_;
   {
@@ -415,9 +431,15 @@ std::optional<LockDoc> NodeStorage::read(const std::string& collection, const st
 std::optional<SemaphoreDoc> NodeStorage::read_semaphore(const std::string& collection,
                                                         const std::string& key) {
   auto mem = w_.mem();
+  // Proof mode of I10 (RunOptions::break_fair): the node sees no queue, so its gate is
+  // always open and its claims name no entry.
+  const bool hide_queue = w_.options().break_fair;
   return rpc<std::optional<SemaphoreDoc>>(
-      "read_semaphore", key, key,
-      [mem, collection, key](const CallCtx&) { return mem->read_semaphore(collection, key); });
+      "read_semaphore", key, key, [mem, collection, key, hide_queue](const CallCtx&) {
+        std::optional<SemaphoreDoc> d = mem->read_semaphore(collection, key);
+        if (d && hide_queue) d->queue.clear();
+        return d;
+      });
 }
 
 namespace {
@@ -427,29 +449,35 @@ std::string sem_what(const SemaphoreClaim& c) {
     << c.new_fence << " now=" << c.now_ms << " exp=" << c.expire_ms;
   for (const me::SlotClear& x : c.clear_slots)  // emptied in the same write
     o << " clear=" << x.slot << (x.own_fence ? "/own " + std::to_string(x.own_fence) : "");
+  if (c.enqueue) o << " enqueue";
+  for (const me::QueueEntry& e : c.queue_passed) o << " pass=" << e.uuid << "/" << e.ticket;
+  if (c.queue_own) o << " own=" << c.queue_own->uuid << "/" << c.queue_own->ticket;
   return o.str();
+}
+
+// One write of a slot document at the server, recorded with the document before and after.
+bool sem_write(World* w, const CallCtx& c, const char* op, const std::string& collection,
+               const std::string& key, const std::function<bool()>& apply) {
+  auto before = w->mem()->read_semaphore(collection, key);
+  const bool r = apply();
+  w->note_sem_write(c, op, collection, key, before, w->mem()->read_semaphore(collection, key));
+  return r;
 }
 }  // namespace
 
 bool NodeStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& cl) {
   World* w = &w_;
   return rpc<bool>("create_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
-    auto before = w->mem()->read_semaphore(collection, cl.key);
-    bool r = w->mem()->create_semaphore(collection, cl);
-    w->note_sem_write(c, "create_semaphore", collection, cl.key, before,
-                      w->mem()->read_semaphore(collection, cl.key));
-    return r;
+    return sem_write(w, c, "create_semaphore", collection, cl.key,
+                     [&] { return w->mem()->create_semaphore(collection, cl); });
   });
 }
 
 bool NodeStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& cl) {
   World* w = &w_;
   return rpc<bool>("claim_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
-    auto before = w->mem()->read_semaphore(collection, cl.key);
-    bool r = w->mem()->claim_semaphore(collection, cl);
-    w->note_sem_write(c, "claim_semaphore", collection, cl.key, before,
-                      w->mem()->read_semaphore(collection, cl.key));
-    return r;
+    return sem_write(w, c, "claim_semaphore", collection, cl.key,
+                     [&] { return w->mem()->claim_semaphore(collection, cl); });
   });
 }
 
@@ -487,11 +515,9 @@ bool NodeStorage::renew_semaphore(const std::string& collection, const std::stri
   what << key << " slot=" << slot << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
        << " exp=" << expire_ms;
   return rpc<bool>("renew_semaphore", key, what.str(), [=](const CallCtx& c) {
-    auto before = w->mem()->read_semaphore(collection, key);
-    bool r = w->mem()->renew_semaphore(collection, key, slot, uuid, fence, now_ms, expire_ms);
-    w->note_sem_write(c, "renew_semaphore", collection, key, before,
-                      w->mem()->read_semaphore(collection, key));
-    return r;
+    return sem_write(w, c, "renew_semaphore", collection, key, [&] {
+      return w->mem()->renew_semaphore(collection, key, slot, uuid, fence, now_ms, expire_ms);
+    });
   });
 }
 
@@ -502,11 +528,37 @@ bool NodeStorage::release_semaphore(const std::string& collection, const std::st
   Str what;
   what << key << " slot=" << slot << " uuid=" << uuid << " fence=" << fence;
   return rpc<bool>("release_semaphore", key, what.str(), [=](const CallCtx& c) {
-    auto before = w->mem()->read_semaphore(collection, key);
-    bool r = w->mem()->release_semaphore(collection, key, slot, uuid, fence);
-    w->note_sem_write(c, "release_semaphore", collection, key, before,
-                      w->mem()->read_semaphore(collection, key));
-    return r;
+    return sem_write(w, c, "release_semaphore", collection, key, [&] {
+      return w->mem()->release_semaphore(collection, key, slot, uuid, fence);
+    });
+  });
+}
+
+// A fair waiter's renewal of its queue entry: crosses the network like every other write
+// (a late one must find a passed entry gone, and only ever move an expiry later).
+bool NodeStorage::renew_queue_entry(const std::string& collection, const std::string& key,
+                                    std::int64_t index, const std::string& uuid,
+                                    std::int64_t ticket, std::int64_t now_ms,
+                                    std::int64_t expire_ms) {
+  World* w = &w_;
+  Str what;
+  what << key << " entry=" << index << " uuid=" << uuid << " ticket=" << ticket << " now=" << now_ms
+       << " exp=" << expire_ms;
+  return rpc<bool>("renew_queue_entry", key, what.str(), [=](const CallCtx& c) {
+    return sem_write(w, c, "renew_queue_entry", collection, key, [&] {
+      return w->mem()->renew_queue_entry(collection, key, index, uuid, ticket, now_ms, expire_ms);
+    });
+  });
+}
+
+bool NodeStorage::leave_queue(const std::string& collection, const std::string& key,
+                              const std::string& uuid, std::int64_t ticket) {
+  World* w = &w_;
+  Str what;
+  what << key << " uuid=" << uuid << " ticket=" << ticket;
+  return rpc<bool>("leave_queue", key, what.str(), [=](const CallCtx& c) {
+    return sem_write(w, c, "leave_queue", collection, key,
+                     [&] { return w->mem()->leave_queue(collection, key, uuid, ticket); });
   });
 }
 

@@ -96,6 +96,9 @@ struct SimThread {
   std::atomic<int> go{0};  // 1: granted the baton (a futex word: no mutex on the handoff)
   // Set by the storage wrapper while this thread is inside a storage call.
   std::atomic<bool> in_call{false};
+  // Its process crashed (a fair actor's instance, actors.cpp): its storage calls are never
+  // sent from then on (they fail at once), until the actor starts as a new process.
+  bool crashed = false;
   std::string role;          // label without its node (grants by role)
   std::uint64_t grants = 0;  // guarded by the scheduler's mutex
 };

@@ -185,6 +185,34 @@ Params make_params(std::uint64_t seed, bool calm) {
   Rng rw(hash64(seed, 0x5EED, 0x2A1));
   p.rw_readers = static_cast<int>(rw.range(1, 3));
   for (int i = 0; i < p.nodes; ++i) p.roles[static_cast<std::size_t>(i)].rwlock = rw.chance(0.4);
+  // Fair holds, from a stream of their own. Queues form only with more contenders than
+  // slots: at least three semaphore nodes (each holds up to two slots, a plain hold and a
+  // lease) on a limit of at most 2, and at least three read-write lock nodes (one writer
+  // at a time). A fifth of those nodes stay non-fair: a mixed fleet on the same key.
+  Rng fq(hash64(seed, 0x5EED, 0xFA1F));
+  p.fair = fq.chance(0.3);
+  if (p.fair) {
+    p.sem_limit = std::min(p.sem_limit, 2);
+    const auto at_least = [&](bool NodeRoles::*role, int want) {
+      int have = 0;
+      for (int i = 0; i < p.nodes; ++i) have += p.roles[static_cast<std::size_t>(i)].*role ? 1 : 0;
+      for (int i = static_cast<int>(fq.range(0, p.nodes - 1)), k = 0; have < want && k < p.nodes;
+           ++k, i = (i + 1) % p.nodes) {
+        bool& on = p.roles[static_cast<std::size_t>(i)].*role;
+        if (!on) {
+          on = true;
+          ++have;
+        }
+      }
+    };
+    at_least(&NodeRoles::semaphore, 3);
+    at_least(&NodeRoles::rwlock, 3);
+    for (int i = 0; i < p.nodes; ++i) {
+      NodeRoles& nr = p.roles[static_cast<std::size_t>(i)];
+      nr.fair_sem = nr.semaphore && fq.chance(0.8);
+      nr.fair_rw = nr.rwlock && fq.chance(0.8);
+    }
+  }
   return p;
 }
 
@@ -217,8 +245,8 @@ std::string Params::describe() const {
     for (const auto& e : nr.electors) o << " elector(" << e << ")";
     if (nr.lockers) o << " lockers(" << nr.lockers << ")";
     if (nr.leases) o << " leases";
-    if (nr.semaphore) o << " semaphore";
-    if (nr.rwlock) o << " rwlock";
+    if (nr.semaphore) o << " semaphore" << (nr.fair_sem ? "(fair)" : "");
+    if (nr.rwlock) o << " rwlock" << (nr.fair_rw ? "(fair)" : "");
     if (nr.bad_sampler) o << " [lopsided clock samples]";
     if (priorities)
       o << " priority " << nr.priority << " (stability " << nr.priority_stability << " ms)";
@@ -417,6 +445,9 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
   if (!after) return;
   const std::string gk = coll + "/" + key;
   const bool rw = coll == kRwColl;
+  const std::vector<QueueEntry> no_queue;
+  const std::vector<QueueEntry>& qb = before ? before->queue : no_queue;
+  note_queue_write(c, key, gk, qb, after->queue);
   for (std::size_t i = 0; i < after->slots.size(); ++i) {
     SemaphoreSlot b;
     if (before && i < before->slots.size()) b = before->slots[i];
@@ -456,6 +487,70 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
               "slot " + ms(static_cast<std::int64_t>(i)) + " of " + gk + " granted to " + a.uuid +
                   " with token " + ms(a.fence) + ", not above token " + ms(below) +
                   " granted before it");
+    // I10 for every claim of a semaphore slot and of a read-write lock's writer slot
+    // (readers without writer preference do not wait for queued writers, by design).
+    if (granted && (!rw || static_cast<std::int64_t>(i) == after->limit))
+      fifo_check(key, gk, a.uuid, qb, after->queue, w);
+  }
+}
+
+namespace {
+bool same_entry(const QueueEntry& a, const QueueEntry& b) {
+  return a.is(b.uuid, b.ticket) && a.expire_ms == b.expire_ms;
+}
+bool has_entry(const std::vector<QueueEntry>& q, const QueueEntry& e) {
+  return std::any_of(q.begin(), q.end(),
+                     [&](const QueueEntry& x) { return x.is(e.uuid, e.ticket); });
+}
+}  // namespace
+
+void World::note_queue_write(const CallCtx& c, const std::string& key, const std::string& gk,
+                             const std::vector<QueueEntry>& before,
+                             const std::vector<QueueEntry>& after) {
+  if (std::equal(before.begin(), before.end(), after.begin(), after.end(), same_entry)) return;
+  for (const QueueEntry& e : after)
+    if (!has_entry(before, e)) ++queued_;
+  trace(-1, key,
+        "doc " + gk + " queue: " + fmt_queue(before) + " -> " + fmt_queue(after) + " (server now " +
+            ms(sched_.wall()) + ", n" + ms(c.node) + "#" + std::to_string(c.seq) + ")");
+}
+
+// I10 (FIFO): the write that just gave `uuid` a slot passed no live queue entry. Its
+// place is the last entry of its own that the write removed (a claim removes the expired
+// entries before its own, and its own); without one, it stands behind every entry. At
+// the server's true time of the write (less the steps of its clock so far, which move
+// every estimate by as much), every entry of another waiter before that place must be
+// expired. Derived from the document before and after the write, not from the claim's
+// request.
+void World::fifo_check(const std::string& key, const std::string& gk, const std::string& uuid,
+                       const std::vector<QueueEntry>& before, const std::vector<QueueEntry>& after,
+                       const WriteRec& w) {
+  std::size_t place = before.size();
+  for (std::size_t i = 0; i < before.size(); ++i)
+    if (before[i].uuid == uuid && !has_entry(after, before[i])) place = i;
+  if (place < before.size()) ++queue_claims_;
+  const std::int64_t now = sched_.wall() + step_slack();
+  for (std::size_t i = 0; i < place; ++i) {
+    const QueueEntry& e = before[i];
+    if (e.uuid == uuid || !e.live_at(now)) continue;
+    std::vector<std::string> tags;
+    tags.push_back(has_entry(after, e)
+                       ? "the write left that entry in the queue: the claimant's gate did not "
+                         "see it (claim-ignored-queue)"
+                       : "the write removed that entry as expired: the claimant's time was ahead "
+                         "of the server's (passed-as-expired)");
+    if (w.late) tags.push_back("the claim landed after its caller gave up (late-claim)");
+    violate("I10", key,
+            "a claim of " + gk + " by " + uuid + " (n" + ms(w.node) + "#" + std::to_string(w.seq) +
+                ", sent at " + ms(w.send) + ") at server time " + ms(sched_.wall()) +
+                " passed the live queue entry " + e.uuid + "/" + ms(e.ticket) + " (ts_expire " +
+                ms(e.expire_ms) + "), " +
+                (place < before.size()
+                     ? "ahead of its own entry at " + ms(static_cast<std::int64_t>(place))
+                     : std::string("the claimant having no entry")) +
+                "; queue before " + fmt_queue(before),
+            std::move(tags));
+    return;
   }
 }
 
@@ -1176,6 +1271,8 @@ Result World::run() {
   }
   res.steps = steps_;
   res.grants = sched_.grants();
+  res.queued = queued_;
+  res.queue_claims = queue_claims_;
   res.calls = calls.load();
   teardown();
   {

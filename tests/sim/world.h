@@ -100,6 +100,10 @@ struct NodeRoles {
   // Partitioners (Params::partitioners): a member of group kPartGroup, and its poll (ms).
   bool partitioner = false;
   std::int64_t part_poll = 0;
+  // Fair holds (Params::fair): this node's semaphore / read-write lock instances are fair
+  // (a node without is a non-fair node of the same key: a mixed fleet).
+  bool fair_sem = false;
+  bool fair_rw = false;
 };
 
 // Everything a schedule does, drawn from its seed (make_params).
@@ -139,6 +143,10 @@ struct Params {
   bool partitioners = false;
   std::int64_t part_n = 0;
   double part_restart = 0;
+  // Fair (FIFO) holds: the semaphore and the read-write lock's writers of most of their
+  // nodes wait in the key's queue (fair=true), with more contenders than slots; I10.
+  // Drawn from a stream of its own, so that the other draws of a seed are unchanged.
+  bool fair = false;
   int sem_limit = 2;
   int rw_readers = 2;  // max_readers of the read-write lock "rw0"
   std::vector<std::string> lock_keys;
@@ -171,7 +179,8 @@ struct Result {
   std::vector<Violation> violations;
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0;
-  std::uint64_t trace_hash = 0;  // 0 when not asked for (see World::trace_hash)
+  std::uint64_t queued = 0, queue_claims = 0;  // fair queues: entries written, claims from one
+  std::uint64_t trace_hash = 0;                // 0 when not asked for (see World::trace_hash)
   std::int64_t end_t = 0;
 };
 
@@ -183,6 +192,10 @@ struct RunOptions {
   // on_assigned until its on_revoked returns) instead of owned(): such a belief outlives
   // a lease lost while its on_revoked waits (a slow callback, a paused node).
   bool break_partitions = false;
+  // Proof mode of I10: the nodes' reads of a semaphore or read-write lock document show
+  // no queue, so that every claim's gate (fair_queue::gate) is open and passes live
+  // entries (the core's write names only the entries its gate saw).
+  bool break_fair = false;
 };
 
 struct Fate {
@@ -239,6 +252,11 @@ class NodeStorage final : public me::Storage {
                        std::int64_t expire_ms) override;
   bool release_semaphore(const std::string& collection, const std::string& key, std::int64_t slot,
                          const std::string& uuid, std::int64_t fence) override;
+  bool renew_queue_entry(const std::string& collection, const std::string& key, std::int64_t index,
+                         const std::string& uuid, std::int64_t ticket, std::int64_t now_ms,
+                         std::int64_t expire_ms) override;
+  bool leave_queue(const std::string& collection, const std::string& key, const std::string& uuid,
+                   std::int64_t ticket) override;
   std::vector<bool> renew_semaphores(const std::string& collection,
                                      const std::vector<me::SemaphoreRenewRequest>& requests,
                                      std::int64_t now_ms) override;
@@ -295,6 +313,8 @@ struct Node {
 
 enum class Kind { Lock, Elector, Lease, Sem, SemLease, Rw, RwLease, Partition };
 const char* kind_name(Kind k);
+// A fair queue for the trace: [uuid/ticket exp=ts_expire ...].
+std::string fmt_queue(const std::vector<me::QueueEntry>& q);
 
 struct BeliefState {
   std::int64_t fence = 0;
@@ -354,6 +374,7 @@ class World {
 
   // ---- used by NodeStorage and actors ----
   const Params& params() const { return p_; }
+  const RunOptions& options() const { return o_; }
   Scheduler& sched() { return sched_; }
   bool stopping() const { return stopping_.load(); }
   Fate draw_fate(int node, std::uint64_t seq, const char* op, std::int64_t t);
@@ -373,6 +394,14 @@ class World {
                       const std::string& key, const std::optional<me::SemaphoreDoc>& before,
                       const std::optional<me::SemaphoreDoc>& after);
   std::int64_t server_time_at(std::int64_t mono) const;
+  // Fair queues: a change of a document's queue (traced, enqueues counted) and I10 for the
+  // write that granted `uuid` a slot (see world.cpp).
+  void note_queue_write(const CallCtx& c, const std::string& key, const std::string& gk,
+                        const std::vector<me::QueueEntry>& before,
+                        const std::vector<me::QueueEntry>& after);
+  void fifo_check(const std::string& key, const std::string& gk, const std::string& uuid,
+                  const std::vector<me::QueueEntry>& before,
+                  const std::vector<me::QueueEntry>& after, const WriteRec& w);
   std::atomic<std::uint64_t> calls{0};
 
  private:
@@ -428,6 +457,42 @@ class World {
   // The end of a slot actor: its lease closed, its plain hold (of `plain`) released.
   void stop_slot_actor(ActorLease& ls, PlainHold& st, me::Holdable& plain, Node& n,
                        const std::string& key, const std::string& label, const std::string& what);
+  // A plain hold's instance (a Semaphore or an RwLock) and its belief, registered under
+  // its uuid. After a crash (fair schedules) the actor goes on as a new process: a new
+  // instance with a new uuid (gen).
+  template <class H>
+  struct PlainInstance {
+    using Make = std::function<std::shared_ptr<H>(const std::string& uuid)>;
+    PlainInstance(Kind k, const char* c, std::string key_, std::string label_, std::string what_,
+                  Make make_)
+        : kind(k),
+          coll(c),
+          key(std::move(key_)),
+          label(std::move(label_)),
+          what(std::move(what_)),
+          make(std::move(make_)) {}
+    Kind kind;
+    const char* coll;
+    std::string key, label, what;  // what: the uuid's stem
+    Make make;
+    std::shared_ptr<H> h;
+    std::string uuid;
+    std::uint64_t bid = 0;
+    int gen = 0;
+  };
+  template <class H>
+  void open_plain(PlainInstance<H>& pi, PlainHold& st, Node& n);
+  // Fair schedules: the instance's process crashed, holding or waiting in the queue
+  // (SimThread::crashed: its calls were never sent, so it neither released nor left the
+  // queue; its slot and its entry expire within a ttl). The actor goes on as a new one.
+  template <class H>
+  void restart_plain(PlainInstance<H>& pi, PlainHold& st, Node& n);
+  // Fair schedules, now and then (from `fr`): the cancel of a blocking acquire that, at
+  // an instant within `within_ms`, crashes the calling thread's process instead (a waiter
+  // that dies in the queue; if the acquire ended first, nothing happens).
+  std::function<bool()> crashing_cancel(Rng& fr, std::int64_t within_ms,
+                                        std::function<bool()> cancel);
+  static bool crashed();  // the calling thread's process crashed
   // A plain hold's touch, release, or (now and then) neither: it lapses at its deadline.
   template <class Holder>
   void touch_or_release(Holder& holder, PlainHold& st, Rng& r, int node, const std::string& key,
@@ -506,6 +571,8 @@ class World {
   std::map<std::string, std::vector<std::string>> elector_uuids_;  // key -> uuids
   std::vector<std::shared_ptr<void>> keep_;                        // objects kept until teardown
   std::uint64_t steps_ = 0;
+  std::uint64_t queued_ = 0;        // queue entries written (enqueues that landed)
+  std::uint64_t queue_claims_ = 0;  // claims by a waiter from its own queue entry
   std::atomic<bool> probed_{false};
 };
 
