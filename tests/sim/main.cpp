@@ -44,6 +44,7 @@ enum Flags : std::uint32_t {
   kHash = 16,             // hash the trace of a schedule that passes too (reruns compare it)
   kBreakPartitions = 32,  // proof mode of I9a (RunOptions::break_partitions)
   kBreakFair = 64,        // proof mode of I10 (RunOptions::break_fair)
+  kBreakTurns = 128,      // proof mode of I10b (RunOptions::break_turns)
 };
 
 struct Cmd {
@@ -109,6 +110,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   o.stop_at_first = (c.flags & kAllViolations) == 0;
   o.break_partitions = (c.flags & kBreakPartitions) != 0;
   o.break_fair = (c.flags & kBreakFair) != 0;
+  o.break_turns = (c.flags & kBreakTurns) != 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
   sim::Result r = w->run();
   if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
@@ -116,7 +118,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
     std::ofstream f(path_for(c.tag, ".res.tmp"));
     f << "status " << r.status << "\n";
     f << "stats " << r.steps << " " << r.grants << " " << r.calls << " " << r.end_t << " "
-      << r.trace_hash << " " << r.queued << " " << r.queue_claims << "\n";
+      << r.trace_hash << " " << r.queued << " " << r.queue_claims << " " << r.turn_checks << "\n";
     if (!r.error.empty()) f << "error " << r.error << "\n";
     for (const auto& v : r.violations) {
       std::string what = v.what;
@@ -224,7 +226,7 @@ struct Outcome {
   std::string status = "crash";
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0, hash = 0;
-  std::uint64_t queued = 0, queue_claims = 0;
+  std::uint64_t queued = 0, queue_claims = 0, turn_checks = 0;
   std::int64_t end_t = 0;
   struct V {
     std::string inv, key, what;
@@ -254,7 +256,8 @@ Outcome load(std::uint32_t tag, std::uint64_t seed, int code) {
       o.status = rest;
     } else if (k == "stats") {
       std::istringstream in(rest);
-      in >> o.steps >> o.grants >> o.calls >> o.end_t >> o.hash >> o.queued >> o.queue_claims;
+      in >> o.steps >> o.grants >> o.calls >> o.end_t >> o.hash >> o.queued >> o.queue_claims >>
+          o.turn_checks;
     } else if (k == "error") {
       o.error = rest;
     } else if (k == "violation") {
@@ -305,7 +308,7 @@ void usage() {
   std::cout << "usage: mongoelector_sim [--seeds A..B | --seed N] [--jobs J] [--time-limit S]\n"
                "                        [--expect-violations] [--show N] [--check-determinism K]\n"
                "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
-               "                        [--break-partitions] [--break-fair]\n"
+               "                        [--break-partitions] [--break-fair] [--break-turns]\n"
                "  --seeds A..B            run schedules A to B (default 1..200)\n"
                "  --seed N                replay schedule N and print its full trace\n"
                "  --jobs J                schedules run at once (default: number of CPUs)\n"
@@ -322,6 +325,8 @@ void usage() {
                "                          leases (proof mode of I9a, with --expect-violations)\n"
                "  --break-fair            the nodes' reads show no fair queue: every claim's gate\n"
                "                          is open (proof mode of I10, with --expect-violations)\n"
+               "  --break-turns           the nodes' reads show every semaphore slot held: a\n"
+               "                          head never claims (proof mode of I10b)\n"
                "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
                "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
 }
@@ -398,6 +403,8 @@ int main(int argc, char** argv) {
       flags |= kBreakPartitions;
     } else if (a == "--break-fair") {
       flags |= kBreakFair;
+    } else if (a == "--break-turns") {
+      flags |= kBreakTurns;
     } else if (a == "--no-shuffle") {
       flags |= kNoShuffle;
     } else if (a == "--quiet") {
@@ -509,7 +516,7 @@ int main(int argc, char** argv) {
   // Summary.
   std::map<std::string, long> by_status, by_inv, by_hole;
   std::map<std::string, std::vector<std::uint64_t>> seeds_by_hole;
-  std::uint64_t steps = 0, calls = 0, queued = 0, queue_claims = 0;
+  std::uint64_t steps = 0, calls = 0, queued = 0, queue_claims = 0, turn_checks = 0;
   long nondet = 0, with_queues = 0;
   for (const auto& [seed, idx] : runs_of_seed) {
     const Outcome& o = outcomes[idx.front()];
@@ -529,6 +536,7 @@ int main(int argc, char** argv) {
     calls += o.calls;
     queued += o.queued;
     queue_claims += o.queue_claims;
+    turn_checks += o.turn_checks;
     with_queues += o.queue_claims > 0 ? 1 : 0;
     std::set<std::string> invs, holes;
     for (const auto& v : o.violations) {
@@ -548,7 +556,8 @@ int main(int argc, char** argv) {
             << " storage calls)\n";
   if (queued > 0)
     std::cout << "fair queues: " << queued << " entries written, " << queue_claims
-              << " claims from an entry (" << with_queues << " schedules)\n";
+              << " claims from an entry (" << with_queues << " schedules), " << turn_checks
+              << " renewals checked by I10b\n";
   std::cout << "violations by invariant (schedules):";
   if (by_inv.empty()) std::cout << " none";
   for (const auto& [i, n] : by_inv) std::cout << " " << i << " " << n << ";";

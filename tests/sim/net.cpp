@@ -12,7 +12,9 @@
 // server applies calls on the driver thread at their instant, in (time, arrival, node,
 // call number) order.
 #include <algorithm>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "exceptions.h"
 #include "world.h"
@@ -212,6 +214,10 @@ R NodeStorage::rpc(const char* op, const std::string& key, const std::string& wh
   c.send = clock_->mono_ms();
   c.fate = w_.draw_fate(node_, c.seq, op, c.send);
   c.who = Scheduler::self_label();
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    c.prev_seq = std::exchange(last_seq_[c.who], c.seq);
+  }
   ++w_.calls;
   const Fate& f = c.fate;
   auto box = std::make_shared<Box<R>>();
@@ -399,7 +405,12 @@ std::vector<bool> NodeStorage::renew_many(const std::string& collection,
     std::vector<LockSnap> before;
     for (const auto& r : requests) before.push_back(w->snap_lock(collection, r.key));
     auto out = w->mem()->renew_many(collection, requests, now_ms);
-    for (std::size_t i = 0; i < requests.size(); ++i)
+    std::vector<std::size_t> by_key(requests.size());  // traced by key, as `what`
+    for (std::size_t i = 0; i < by_key.size(); ++i) by_key[i] = i;
+    std::stable_sort(by_key.begin(), by_key.end(), [&](std::size_t a, std::size_t b) {
+      return requests[a].key < requests[b].key;
+    });
+    for (const std::size_t i : by_key)
       w->note_lock_write(c, "renew_many", collection, requests[i].key, before[i],
                          w->snap_lock(collection, requests[i].key));
     return out;
@@ -430,16 +441,22 @@ std::optional<LockDoc> NodeStorage::read(const std::string& collection, const st
 
 std::optional<SemaphoreDoc> NodeStorage::read_semaphore(const std::string& collection,
                                                         const std::string& key) {
-  auto mem = w_.mem();
-  // Proof mode of I10 (RunOptions::break_fair): the node sees no queue, so its gate is
-  // always open and its claims name no entry.
+  World* w = &w_;
+  // Proof modes: of I10 (RunOptions::break_fair), the node sees no queue, so its gate is
+  // always open and its claims name no entry; of I10b (break_turns), it sees every slot
+  // of a semaphore held, so a head never takes its turn.
   const bool hide_queue = w_.options().break_fair;
-  return rpc<std::optional<SemaphoreDoc>>(
-      "read_semaphore", key, key, [mem, collection, key, hide_queue](const CallCtx&) {
-        std::optional<SemaphoreDoc> d = mem->read_semaphore(collection, key);
-        if (d && hide_queue) d->queue.clear();
-        return d;
-      });
+  const bool hide_slots =  // not the prober's: I6 stays quiet
+      w_.options().break_turns && collection == kSemColl && node_ < w_.params().nodes;
+  return rpc<std::optional<SemaphoreDoc>>("read_semaphore", key, key, [=](const CallCtx& c) {
+    std::optional<SemaphoreDoc> d = w->mem()->read_semaphore(collection, key);
+    w->note_sem_read(c, collection, d);
+    if (d && hide_queue) d->queue.clear();
+    if (d && hide_slots)
+      for (SemaphoreSlot& s : d->slots)
+        s.ts_expire = DateTime{std::numeric_limits<std::int64_t>::max() / 2};
+    return d;
+  });
 }
 
 namespace {
@@ -545,6 +562,7 @@ bool NodeStorage::renew_queue_entry(const std::string& collection, const std::st
   what << key << " entry=" << index << " uuid=" << uuid << " ticket=" << ticket << " now=" << now_ms
        << " exp=" << expire_ms;
   return rpc<bool>("renew_queue_entry", key, what.str(), [=](const CallCtx& c) {
+    w->turn_check(c, collection, key, uuid, ticket);
     return sem_write(w, c, "renew_queue_entry", collection, key, [&] {
       return w->mem()->renew_queue_entry(collection, key, index, uuid, ticket, now_ms, expire_ms);
     });

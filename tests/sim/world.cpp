@@ -515,6 +515,49 @@ void World::note_queue_write(const CallCtx& c, const std::string& key, const std
             ms(sched_.wall()) + ", n" + ms(c.node) + "#" + std::to_string(c.seq) + ")");
 }
 
+void World::note_sem_read(const CallCtx& c, const std::string& coll,
+                          const std::optional<SemaphoreDoc>& d) {
+  if (coll != kSemColl || !d) return;
+  sem_reads_[c.who] = SemRead{c.seq, c.send, sched_.wall(), *d};
+}
+
+// I10b (the head's turn is never lost), for the semaphore, once the faults are over: a
+// fair waiter renews its entry only after a fresh read refused it (SlotHolder: read,
+// choose, gate, then wait_in_queue). So a renewal whose thread's call just before it
+// was a read that showed, at the server's time t of the read, its entry with every entry
+// before it expired and a slot free -- both by more than M = the call bound plus the
+// clock's steps so far, which covers the claimant's estimate error (its earliest server
+// time is at most a round trip's uncertainty behind, a round trip being at most a bound)
+// -- is a head that saw its turn and did not claim. A waiter that keeps its entry alive
+// renews it at least every ttl/3: with a slot free whenever it looks as the head, it is
+// then granted at that look. Derived from the documents the server answered and the
+// order of the thread's calls, not from what the waiter believes.
+void World::turn_check(const CallCtx& c, const std::string& coll, const std::string& key,
+                       const std::string& uuid, std::int64_t ticket) {
+  if (coll != kSemColl || c.send < p_.F) return;
+  const auto it = sem_reads_.find(c.who);
+  if (it == sem_reads_.end() || it->second.seq != c.prev_seq || it->second.send < p_.F) return;
+  ++turn_checks_;
+  const SemRead& rd = it->second;
+  const std::int64_t by = rd.t - p_.bound - step_slack();
+  const auto own = std::find_if(rd.doc.queue.begin(), rd.doc.queue.end(),
+                                [&](const QueueEntry& e) { return e.is(uuid, ticket); });
+  if (own == rd.doc.queue.end()) return;
+  if (std::any_of(rd.doc.queue.begin(), own, [&](const QueueEntry& e) { return e.live_at(by); }))
+    return;
+  const auto free = std::find_if(rd.doc.slots.begin(), rd.doc.slots.end(),
+                                 [&](const SemaphoreSlot& s) { return !s.held_at(by); });
+  if (free == rd.doc.slots.end()) return;
+  violate("I10b", key,
+          uuid + " (" + c.who + ") renewed its queue entry " + ms(ticket) + " (n" + ms(c.node) +
+              "#" + std::to_string(c.seq) + ") instead of claiming: its read #" +
+              std::to_string(rd.seq) + " at server time " + ms(rd.t) +
+              " showed it at the head of the live queue " + fmt_queue(rd.doc.queue) + " and slot " +
+              ms(static_cast<std::int64_t>(free - rd.doc.slots.begin())) + " free (by " +
+              ms(p_.bound + step_slack()) + " ms)",
+          {"the head saw its turn and waited (turn-lost)"});
+}
+
 // I10 (FIFO): the write that just gave `uuid` a slot passed no live queue entry. Its
 // place is the last entry of its own that the write removed (a claim removes the expired
 // entries before its own, and its own); without one, it stands behind every entry. At
@@ -1273,6 +1316,7 @@ Result World::run() {
   res.grants = sched_.grants();
   res.queued = queued_;
   res.queue_claims = queue_claims_;
+  res.turn_checks = turn_checks_;
   res.calls = calls.load();
   teardown();
   {

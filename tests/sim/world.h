@@ -180,6 +180,7 @@ struct Result {
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0;
   std::uint64_t queued = 0, queue_claims = 0;  // fair queues: entries written, claims from one
+  std::uint64_t turn_checks = 0;               // renewals after a read, checked by I10b
   std::uint64_t trace_hash = 0;                // 0 when not asked for (see World::trace_hash)
   std::int64_t end_t = 0;
 };
@@ -196,6 +197,9 @@ struct RunOptions {
   // no queue, so that every claim's gate (fair_queue::gate) is open and passes live
   // entries (the core's write names only the entries its gate saw).
   bool break_fair = false;
+  // Proof mode of I10b: the nodes' reads of the semaphore s0 show every slot held, so
+  // that a head never sees its turn (it renews its entry instead of claiming).
+  bool break_turns = false;
 };
 
 struct Fate {
@@ -212,6 +216,7 @@ struct CallCtx {
   std::int64_t send = 0;
   Fate fate;
   std::string who;
+  std::uint64_t prev_seq = 0;  // the calling thread's call before this one (0: none)
 };
 
 class World;
@@ -280,6 +285,7 @@ class NodeStorage final : public me::Storage {
   std::shared_ptr<me::ClockSampleBoard> board_;
   std::mutex mu_;
   std::uint64_t seq_ = 0;
+  std::map<std::string, std::uint64_t> last_seq_;  // each thread's last call
 };
 
 // A keep-alive lease a workload actor holds on an instance of its own (a semaphore's
@@ -402,6 +408,12 @@ class World {
   void fifo_check(const std::string& key, const std::string& gk, const std::string& uuid,
                   const std::vector<me::QueueEntry>& before,
                   const std::vector<me::QueueEntry>& after, const WriteRec& w);
+  // I10b: a read of the semaphore document as the server answered it (kept per thread),
+  // and the check of a queue entry's renewal against the same thread's read before it.
+  void note_sem_read(const CallCtx& c, const std::string& coll,
+                     const std::optional<me::SemaphoreDoc>& d);
+  void turn_check(const CallCtx& c, const std::string& coll, const std::string& key,
+                  const std::string& uuid, std::int64_t ticket);
   std::atomic<std::uint64_t> calls{0};
 
  private:
@@ -573,6 +585,13 @@ class World {
   std::uint64_t steps_ = 0;
   std::uint64_t queued_ = 0;        // queue entries written (enqueues that landed)
   std::uint64_t queue_claims_ = 0;  // claims by a waiter from its own queue entry
+  struct SemRead {
+    std::uint64_t seq = 0;
+    std::int64_t send = 0, t = 0;  // fake mono send time, server time of the read
+    me::SemaphoreDoc doc;
+  };
+  std::map<std::string, SemRead> sem_reads_;  // each thread's last read of a semaphore
+  std::uint64_t turn_checks_ = 0;
   std::atomic<bool> probed_{false};
 };
 
