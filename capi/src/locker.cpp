@@ -52,7 +52,9 @@ mongoelector::LockerOptions to_core(const char* key, const mongoelector_locker_c
     o.delete_on_release = c->delete_on_release;
     o.allow_unsafe_server = c->allow_unsafe_server;
   }
-  return to_core(key, &o);
+  auto opts = to_core(key, &o);
+  if (c != nullptr && c->version >= 2) opts.fair = c->fair != 0;  // version 1: off
+  return opts;
 }
 
 std::unique_ptr<mongoelector_locker> open_locker(mongoelector_client* client,
@@ -145,6 +147,7 @@ mongoelector_locker_config_init(mongoelector_locker_config* config, uint32_t ver
     config->delete_on_release = D::delete_on_release ? 1 : 0;
     config->allow_unsafe_server = D::allow_unsafe_server ? 1 : 0;
     config->op_timeout_seconds = 0;
+    if (version >= 2) config->fair = 0;
   });
 }
 

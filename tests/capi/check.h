@@ -8,7 +8,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mongoelector.h"
 
@@ -44,16 +46,24 @@ static int g_passed = 0;
     }                                                                                             \
   } while (0)
 
+#define CHECK_ERROR_SAYS(text) CHECK(strstr(mongoelector_last_error(), (text)) != NULL)
+
 #define CHECK_OK(expr) CHECK_STATUS(expr, MONGOELECTOR_OK)
 #define CHECK_INVALID(expr) CHECK_STATUS(expr, MONGOELECTOR_ERR_INVALID_ARGUMENT)
 
-static double now_s(void) {
+/* A name no earlier run used: prefix-pid-time-counter. */
+static inline void unique_name(char *out, size_t n, const char *prefix) {
+  static int counter = 0;
+  snprintf(out, n, "%s-%ld-%d-%d", prefix, (long)getpid(), (int)time(NULL), ++counter);
+}
+
+static inline double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void sleep_s(double s) {
+static inline void sleep_s(double s) {
   struct timespec ts;
   ts.tv_sec = (time_t)s;
   ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);

@@ -29,13 +29,6 @@
 #define N_PARTS 8
 #define WALL_START INT64_C(1800000000000)
 
-static void unique_name(char *out, size_t n, const char *prefix) {
-  static int counter = 0;
-  snprintf(out, n, "%s-%ld-%d-%d", prefix, (long)getpid(), (int)time(NULL), ++counter);
-}
-
-#define CHECK_ERROR_SAYS(text) CHECK(strstr(mongoelector_last_error(), (text)) != NULL)
-
 /* ---- what the callbacks saw -------------------------------------------------------- */
 
 /* One member's view, filled by its callbacks; `log` is shared by the members of a test

@@ -29,8 +29,6 @@ static void unique_key(char *out, size_t n, const char *prefix) {
   snprintf(out, n, "%s-%ld-%d-%d", prefix, (long)getpid(), (int)time(NULL), ++counter);
 }
 
-#define CHECK_ERROR_SAYS(text) CHECK(strstr(mongoelector_last_error(), (text)) != NULL)
-
 static void config(mongoelector_rwlock_config *cfg, int64_t max_readers, double ttl) {
   CHECK_OK(mongoelector_rwlock_config_init(cfg, MONGOELECTOR_RWLOCK_CONFIG_VERSION));
   cfg->max_readers = max_readers;

@@ -21,7 +21,9 @@ extern "C" {
  * collection "mongolocker", ttl 600 s, timeparanoid on, max offset 0.5 s,
  * delete_on_release off (Python's drop-in MongoLocker turns it on, as the original
  * deletes on release), allow_unsafe_server off, per-call timeout ttl/10 in [0.1 s, 5 s]. */
-#define MONGOELECTOR_LOCKER_CONFIG_VERSION 1
+/* Version 1 is the struct up to op_timeout_seconds; a program compiled against it keeps
+ * working (fair stays off). */
+#define MONGOELECTOR_LOCKER_CONFIG_VERSION 2
 typedef struct mongoelector_locker_config {
   uint32_t version;       /* the version passed to mongoelector_locker_config_init */
   const char *collection; /* NULL: "mongolocker"; copied */
@@ -33,6 +35,15 @@ typedef struct mongoelector_locker_config {
   /* Time bound of one round trip (server selection, connect, socket, maxTimeMS).
    * 0: ttl/10 clamped to [0.1 s, 5 s]; else finite, > 0 and at most ttl/2. */
   double op_timeout_seconds;
+  /* Version 2. Fair (FIFO) locking, default 0: with fair != 0 a blocking acquire that
+   * finds the lock held waits in the key's queue ("<collection>.queue") and is served in
+   * arrival order (a queued waiter renews its place; one that dies holds the queue up
+   * for at most one ttl; a timeout or a cancel leaves the queue). Every acquire of a fair
+   * locker honours the live queue: a non-blocking one refused while others wait gets
+   * MONGOELECTOR_ERR_LOCK_EXISTS with a message about the waiters. A locker without fair
+   * neither queues nor reads the queue (it may pass the waiters, never break exclusion):
+   * make every locker of the key fair. */
+  int fair;
 } mongoelector_locker_config;
 
 /* Sets version and the defaults of the fields that exist in `version` (1 ..

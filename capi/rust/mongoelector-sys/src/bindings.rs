@@ -10,7 +10,7 @@ pub const MONGOELECTOR_VERSION_NUMBER: u32 = 10100;
 pub const MONGOELECTOR_ERROR_INFO_VERSION: u32 = 1;
 pub const MONGOELECTOR_ELECTOR_CONFIG_VERSION: u32 = 4;
 pub const MONGOELECTOR_PAYLOAD_MAX_BYTES: u32 = 16384;
-pub const MONGOELECTOR_LOCKER_CONFIG_VERSION: u32 = 1;
+pub const MONGOELECTOR_LOCKER_CONFIG_VERSION: u32 = 2;
 pub const MONGOELECTOR_ACQUIRE_OPTIONS_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOCK_DETAILS_VERSION: u32 = 1;
 pub const MONGOELECTOR_LOG_RECORD_VERSION: u32 = 1;
@@ -288,6 +288,7 @@ pub struct mongoelector_locker_config {
     pub delete_on_release: ::std::os::raw::c_int,
     pub allow_unsafe_server: ::std::os::raw::c_int,
     pub op_timeout_seconds: f64,
+    pub fair: ::std::os::raw::c_int,
 }
 extern "C" {
     pub fn mongoelector_locker_config_init(
