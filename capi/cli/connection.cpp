@@ -239,13 +239,14 @@ int report_open_failure(mongoelector_status st, const char* hint) {
 }
 
 LockerPtr open_locker(mongoelector_client* client, const std::string& key, const char* collection,
-                      double ttl, int& exit_code) {
-  mongoelector_locker_options o;
-  mongoelector_locker_options_init(&o);
-  o.collection = collection;
-  o.ttl_seconds = ttl;
+                      double ttl, int& exit_code, bool fair) {
+  mongoelector_locker_config c;
+  mongoelector_locker_config_init(&c, MONGOELECTOR_LOCKER_CONFIG_VERSION);
+  c.collection = collection;
+  c.ttl_seconds = ttl;
+  c.fair = fair ? 1 : 0;
   mongoelector_locker* locker = nullptr;
-  mongoelector_status st = mongoelector_locker_new(client, key.c_str(), &o, &locker);
+  mongoelector_status st = mongoelector_locker_new_with(client, key.c_str(), &c, &locker);
   if (st != MONGOELECTOR_OK) {
     exit_code = report_open_failure(st, "a key is 1 to 1024 bytes of UTF-8");
     return nullptr;

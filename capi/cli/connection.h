@@ -48,8 +48,9 @@ ClientPtr open_client(const std::string& uri, int& exit_code, bool read_only = f
 // The collection `run` locks in (the C API's default) and the elector's.
 constexpr const char* kRunCollection = "mongolocker";
 constexpr const char* kElectCollection = "elector.locks";
+// fair: FIFO among fair lockers of KEY (blocking waiters served in arrival order).
 LockerPtr open_locker(mongoelector_client* client, const std::string& key, const char* collection,
-                      double ttl, int& exit_code);
+                      double ttl, int& exit_code, bool fair = false);
 // Says why a locker (or read-write lock) could not be made (its status `st`: a bad key
 // or option, an unsafe server, the storage) and what to do (`hint`: a line about the
 // options, may be ""); returns the exit code.

@@ -22,11 +22,11 @@ namespace {
 
 const char* kRunHelp =
     "Usage: mongoelector run KEY [--uri URI] [--ttl S] [--wait] [--timeout S] [--grace S]\n"
-    "                        [--min-hold S] [--once-per S] [--verbose] [--http ADDR]\n"
-    "                        [--notify] -- CMD [ARGS...]\n"
-    "       mongoelector run (--shared | --exclusive) KEY [--max-readers N] [--uri URI]\n"
-    "                        [--ttl S] [--wait] [--timeout S] [--grace S] [--verbose]\n"
+    "                        [--fair] [--min-hold S] [--once-per S] [--verbose]\n"
     "                        [--http ADDR] [--notify] -- CMD [ARGS...]\n"
+    "       mongoelector run (--shared | --exclusive [--fair]) KEY [--max-readers N]\n"
+    "                        [--uri URI] [--ttl S] [--wait] [--timeout S] [--grace S]\n"
+    "                        [--verbose] [--http ADDR] [--notify] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD only while holding the lock KEY, keeps the lock's lease alive while CMD runs\n"
     "(renewed about every ttl/3 by the library), and releases it when CMD exits.\n"
@@ -41,6 +41,12 @@ const char* kRunHelp =
     "  --wait         wait for the lock while another process holds it (default: exit 75\n"
     "                 at once)\n"
     "  --timeout S    with --wait, give up after S seconds (exit 75); implies --wait\n"
+    "  --fair         first come, first served: with --wait, runs waiting for KEY take\n"
+    "                 it in the order they started waiting (a waiter that dies holds the\n"
+    "                 line up for at most --ttl). Give every run of KEY --fair: while\n"
+    "                 --fair runs wait, another --fair run without --wait exits 75, but a\n"
+    "                 run without --fair does not queue and may pass them. With\n"
+    "                 --exclusive: the writers of KEY, in order; not with --shared\n"
     "  --grace S      when the lease is lost, seconds between SIGTERM and SIGKILL to CMD\n"
     "                 (default and maximum: ttl/20, 1.5 s at the default ttl; a longer\n"
     "                 grace is refused, see below)\n"
@@ -112,6 +118,7 @@ const char* kRunHelp =
     "Examples:\n"
     "  mongoelector run nightly-report -- ./report.sh --since yesterday\n"
     "  mongoelector run --wait --timeout 60 db-migration -- alembic upgrade head\n"
+    "  mongoelector run --wait --fair deploy -- ./deploy.sh   # deploys in the order queued\n"
     "  mongoelector run --once-per 1h --min-hold 5m hourly-sync -- ./sync.sh   # from every\n"
     "                                                    # node's crontab: runs once an hour\n"
     "  mongoelector run --shared --wait catalog -- ./export.sh      # many exports at once,\n"
@@ -343,7 +350,7 @@ int cmd_run(int argc, char** argv, int sigfd) {
   int ec = 0;
   if (!parse_args("run", argc, argv, 2,
                   {"uri", "ttl", "timeout", "grace", "min-hold", "once-per", "http", "max-readers"},
-                  {"wait", "verbose", "notify", "shared", "exclusive"}, 1, true, a, ec))
+                  {"wait", "verbose", "notify", "shared", "exclusive", "fair"}, 1, true, a, ec))
     return ec;
   if (a.help) {
     print_run_help();
@@ -366,6 +373,11 @@ int cmd_run(int argc, char** argv, int sigfd) {
       return usage_error("run", std::string("--") + lock_only +
                                     " applies to the lock KEY only, not to --shared or "
                                     "--exclusive (the read-write lock KEY)");
+  const bool fair = a.flags.count("fair") != 0;
+  if (fair && shared)
+    return usage_error("run",
+                       "--fair does not go with --shared: readers share KEY and do not queue; "
+                       "--fair applies to the lock KEY and to --exclusive (its writers)");
   if (!rw && a.values.count("max-readers"))
     return usage_error("run",
                        "--max-readers goes with --shared or --exclusive (the read-write lock KEY)");
@@ -401,9 +413,9 @@ int cmd_run(int argc, char** argv, int sigfd) {
   if (rw) {
     hold = RunRwLock::open(client.get(), key,
                            shared ? MONGOELECTOR_RWLOCK_READ : MONGOELECTOR_RWLOCK_WRITE,
-                           a.values.count("max-readers") ? &max_readers : nullptr, ttl, ec);
+                           a.values.count("max-readers") ? &max_readers : nullptr, ttl, fair, ec);
   } else {
-    std::unique_ptr<RunLock> l = RunLock::open(client.get(), key, kRunCollection, ttl, ec);
+    std::unique_ptr<RunLock> l = RunLock::open(client.get(), key, kRunCollection, ttl, fair, ec);
     lock = l.get();
     hold = std::move(l);
   }
@@ -464,7 +476,9 @@ int cmd_run(int argc, char** argv, int sigfd) {
     if (st == MONGOELECTOR_ERR_LOCK_EXISTS || st == MONGOELECTOR_ERR_TIMEOUT) {
       std::string holder = hold->holder();
       if (holder.empty()) holder = "held by another process";
-      if (st == MONGOELECTOR_ERR_LOCK_EXISTS)
+      if (st == MONGOELECTOR_ERR_LOCK_EXISTS && error.find("fair queue") != std::string::npos)
+        msg("%s; the command was not run (add --wait to queue for it)", error.c_str());
+      else if (st == MONGOELECTOR_ERR_LOCK_EXISTS)
         msg("%s is %s; the command was not run (add --wait to wait for it, --timeout S to "
             "bound the wait)",
             key.c_str(), holder.c_str());

@@ -66,8 +66,9 @@ std::string leader_fields(const std::string& key, const std::string& status, boo
 // ---------------------------------------------------------------- the lock ----------
 
 std::unique_ptr<RunLock> RunLock::open(mongoelector_client* client, const std::string& key,
-                                       const char* collection, double ttl, int& exit_code) {
-  LockerPtr locker = open_locker(client, key, collection, ttl, exit_code);
+                                       const char* collection, double ttl, bool fair,
+                                       int& exit_code) {
+  LockerPtr locker = open_locker(client, key, collection, ttl, exit_code, fair);
   if (!locker) return nullptr;
   std::unique_ptr<RunLock> out(new RunLock());
   out->client_ = client;
@@ -135,10 +136,12 @@ std::string RunLock::uuid() const {
 
 std::unique_ptr<RunRwLock> RunRwLock::open(mongoelector_client* client, const std::string& key,
                                            mongoelector_rwlock_side side,
-                                           const int64_t* max_readers, double ttl, int& exit_code) {
+                                           const int64_t* max_readers, double ttl, bool fair,
+                                           int& exit_code) {
   mongoelector_rwlock_config c;
   mongoelector_rwlock_config_init(&c, MONGOELECTOR_RWLOCK_CONFIG_VERSION);
   c.ttl_seconds = ttl;
+  c.fair = fair ? 1 : 0;  // writers only: the caller refuses --fair with --shared
   if (max_readers != nullptr) c.max_readers = *max_readers;
   std::unique_ptr<RunRwLock> out(new RunRwLock());
   out->key_ = key;

@@ -54,8 +54,10 @@ class RunHold {
 class RunLock : public RunHold {
  public:
   // Null (message printed, exit_code set) when the locker cannot be made.
+  // fair: wait in KEY's queue, served in arrival order (--fair).
   static std::unique_ptr<RunLock> open(mongoelector_client* client, const std::string& key,
-                                       const char* collection, double ttl, int& exit_code);
+                                       const char* collection, double ttl, bool fair,
+                                       int& exit_code);
   ~RunLock() override;
   std::string name() const override { return key_; }
   mongoelector_status take(const mongoelector_acquire_options& how,
@@ -85,7 +87,7 @@ class RunRwLock : public RunHold {
  public:
   static std::unique_ptr<RunRwLock> open(mongoelector_client* client, const std::string& key,
                                          mongoelector_rwlock_side side, const int64_t* max_readers,
-                                         double ttl, int& exit_code);
+                                         double ttl, bool fair, int& exit_code);
   ~RunRwLock() override;
   std::string name() const override;
   mongoelector_status take(const mongoelector_acquire_options& how,

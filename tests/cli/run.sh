@@ -1048,6 +1048,41 @@ t_rw_bad_input() {  # --shared/--exclusive: bad combinations and values refused 
   "$BIN" run --exclusive --max-readers 2 "$key" -- true || fail "the same number is fine"
 }
 
+t_fair() {  # run --fair: waiters take KEY in the order they queued; --fair refused with --shared
+  local key="fair-$RANDOM"
+  export OUT="$T/fair.out" TURNS="$T/fair.turns"; : >"$OUT"; : >"$TURNS"
+  mkfifo "$T/fair-go"
+  "$BIN" run --fair "$key" -- bash -c 'echo ready >>"$OUT"; read -r _ <"$0"' "$T/fair-go" &
+  local holder=$!
+  wait_for "grep -q ready '$OUT'" 10 || fail "holder did not start"
+  # queued N: a --fair run without --wait is refused (75) because N runs wait before it.
+  queued() {
+    local rc=0
+    "$BIN" run --fair "$key" -- sh -c 'echo probe >>"$OUT"' 2>"$T/fair.e" || rc=$?
+    (( rc == 75 )) || fail "probe: exit $rc: $(cat "$T/fair.e")"
+    grep -q "$1 waiter(s) before this one" "$T/fair.e"
+  }
+  "$BIN" run --fair --wait "$key" -- sh -c 'echo first >>"$TURNS"' &
+  local first=$!
+  wait_for "queued 1" 20 || fail "the first waiter did not queue: $(cat "$T/fair.e")"
+  grep -q "add --wait to queue for it" "$T/fair.e" || fail "refusal: $(cat "$T/fair.e")"
+  "$BIN" run --fair --wait "$key" -- sh -c 'echo second >>"$TURNS"' &
+  local second=$!
+  wait_for "queued 2" 20 || fail "the second waiter did not queue: $(cat "$T/fair.e")"
+  echo go >"$T/fair-go"
+  exit_code "$holder" 10; [[ $RC == 0 ]] || fail "holder exit $RC"
+  exit_code "$first" 20; [[ $RC == 0 ]] || fail "first waiter exit $RC"
+  exit_code "$second" 20; [[ $RC == 0 ]] || fail "second waiter exit $RC"
+  [[ "$(tr '\n' ' ' <"$TURNS")" == "first second " ]] || fail "turns: $(tr '\n' ' ' <"$TURNS")"
+  ! grep -q probe "$OUT" || fail "a probe ran CMD past the queue"
+  # Not with --shared (readers do not queue); with --exclusive (the writers queue).
+  local rc=0
+  "$BIN" run --fair --shared "$key" -- true 2>"$T/fair.e" || rc=$?
+  (( rc == 64 )) && grep -q -- "--fair does not go with --shared" "$T/fair.e" \
+    || fail "--fair --shared: exit $rc: $(cat "$T/fair.e")"
+  "$BIN" run --fair --exclusive "$key" -- true || fail "--fair --exclusive"
+}
+
 t_demo() {
   if [[ "$STORAGE" == sqlite ]]; then "$BIN" demo >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"
   else "$BIN" demo --uri "$URI" >"$T/demo.out" 2>&1 || fail "$(cat "$T/demo.out")"; fi
@@ -1087,6 +1122,7 @@ run_test "run --http: holder ready, waiter healthy and not ready" t_http_run
 run_test "run --shared: 3 hold together; --exclusive waits, stops new readers, runs alone" t_shared_exclusive
 [[ $STORAGE == sqlite ]] && run_test "run --shared: storage cut off -> CMD dead (70) before the writer" t_shared_lost
 [[ $STORAGE == sqlite ]] && run_test "run --shared/--exclusive: bad input refused by name (64)" t_rw_bad_input
+run_test "run --fair: waiters served in the order they queued; not with --shared" t_fair
 run_test "elect --notify: READY, STATUS, WATCHDOG pings, STOPPING" t_notify
 [[ $STORAGE == mongo ]] && run_test "elect --http: server frozen -> /healthz 503 before expiry" t_http_frozen_server
 run_test "demo" t_demo
