@@ -32,6 +32,13 @@ type LockerOptions struct {
 	// 0 = default (TTL/10 clamped to [100 ms, 5 s]); else at most TTL/2.
 	OpTimeout         time.Duration
 	AllowUnsafeServer bool // run on servers with non-atomic findAndModify (FerretDB)
+	// Fair queues a blocking Acquire that finds the lock held in the key's queue, served
+	// in arrival order (a waiter that dies holds the queue up for at most one TTL; a
+	// timeout or a cancel leaves the queue). Every acquire of a fair locker honours the
+	// live queue: TryAcquire while others wait returns ErrLockExists, naming the waiters.
+	// A locker without Fair does not queue and may pass them: make every locker of the
+	// key fair.
+	Fair bool
 }
 
 // DefaultLockerOptions is the library's default locker configuration (from
@@ -53,6 +60,7 @@ func DefaultLockerOptions() LockerOptions {
 		DeleteOnRelease:     Bool(c.delete_on_release != 0),
 		OpTimeout:           fromSeconds(c.op_timeout_seconds),
 		AllowUnsafeServer:   c.allow_unsafe_server != 0,
+		Fair:                c.fair != 0,
 	}
 }
 
@@ -138,6 +146,7 @@ func NewLocker(ctx context.Context, client *Client, key string, opts *LockerOpti
 	if opts.AllowUnsafeServer {
 		cfg.allow_unsafe_server = 1
 	}
+	cfg.fair = cbool(opts.Fair)
 
 	ptr, err := newChild(ctx, client, "new locker for "+key, func(cptr *C.mongoelector_client) (*C.mongoelector_locker, error) {
 		var p *C.mongoelector_locker
