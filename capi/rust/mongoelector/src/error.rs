@@ -97,7 +97,8 @@ pub enum Error {
     /// Bad argument: empty/too long/non-UTF-8 key, ttl <= 0, bad URI, NUL in a string,
     /// a non-blocking acquire given a timeout.
     InvalidArgument(ErrorDetail),
-    /// Non-blocking acquire: another holds the lock (`"<key> owned by <host> pid <pid>"`).
+    /// Non-blocking acquire: another holds the lock (`"<key> owned by <host> pid <pid>"`),
+    /// or a fair one found others waiting in its queue.
     LockHeld(ErrorDetail),
     /// A blocking acquire ran past its timeout.
     Timeout(ErrorDetail),

@@ -25,7 +25,7 @@ fn c_config() -> Result<sys::mongoelector_locker_config> {
 /// left unset keeps the library's default (from `mongoelector_locker_config_init`, the
 /// same for every binding): collection "mongolocker", ttl 600 s, timeparanoid on, max
 /// offset 0.5 s, delete_on_release off, allow_unsafe_server off, per-call timeout ttl/10
-/// clamped to [0.1 s, 5 s].
+/// clamped to [0.1 s, 5 s], fair off.
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until build()"]
 pub struct LockerBuilder<'a> {
@@ -38,6 +38,7 @@ pub struct LockerBuilder<'a> {
     delete_on_release: Option<bool>,
     allow_unsafe_server: Option<bool>,
     op_timeout: Option<Duration>,
+    fair: Option<bool>,
 }
 
 impl<'a> LockerBuilder<'a> {
@@ -80,6 +81,16 @@ impl<'a> LockerBuilder<'a> {
         self.op_timeout = Some(timeout);
         self
     }
+    /// Fair (FIFO) locking (default false): a blocking acquire that finds the lock held
+    /// waits in the key's queue and is served in arrival order (a waiter that dies holds
+    /// the queue up for at most one ttl; a timeout or a cancel leaves the queue). Every
+    /// acquire of a fair locker honours the live queue: `try_acquire` while others wait
+    /// is `Error::LockHeld`, naming the waiters. A locker without it does not queue and
+    /// may pass them: make every locker of the key fair.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = Some(on);
+        self
+    }
 
     /// Creates the locker and ensures the collection's TTL index (one round trip).
     /// `Error::InvalidArgument` for a bad key (empty, over 1024 bytes, NUL) or option.
@@ -112,6 +123,9 @@ impl<'a> LockerBuilder<'a> {
         }
         if let Some(t) = self.op_timeout {
             c.op_timeout_seconds = t.as_secs_f64();
+        }
+        if let Some(on) = self.fair {
+            c.fair = on as c_int;
         }
         let mut ptr = ptr::null_mut();
         check(unsafe {
@@ -285,6 +299,7 @@ impl Locker {
             delete_on_release: None,
             allow_unsafe_server: None,
             op_timeout: None,
+            fair: None,
         }
     }
 
