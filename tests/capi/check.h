@@ -57,6 +57,13 @@ static inline void unique_name(char *out, size_t n, const char *prefix) {
   snprintf(out, n, "%s-%ld-%d-%d", prefix, (long)getpid(), (int)time(NULL), ++counter);
 }
 
+/* The test server is FerretDB (MONGOELECTOR_TEST_SERVER=ferretdb), whose conditional
+ * writes are not atomic: locks and everything built on them refuse it by default. */
+static inline int on_ferretdb(void) {
+  const char *env = getenv("MONGOELECTOR_TEST_SERVER");
+  return env != NULL && strcmp(env, "ferretdb") == 0;
+}
+
 static inline double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -256,10 +256,7 @@ int main(int argc, char **argv) {
     char db[64];
     sprintf(db, "lease_test_%ld", tag);
     sprintf(key, "lease-%ld", tag);
-    {
-      const char *env = getenv("MONGOELECTOR_TEST_SERVER");
-      g_unsafe_server = env != NULL && strcmp(env, "ferretdb") == 0;
-    }
+    g_unsafe_server = on_ferretdb();
     test_suite(uri, db, key);
   }
   printf("lease_test: %d passed, 0 failed\n", g_passed);

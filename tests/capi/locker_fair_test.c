@@ -301,6 +301,10 @@ int main(int argc, char **argv) {
     printf("locker_fair_test: MONGOELECTOR_TEST_URI is not set: skipped\n");
     return 77;
   }
+  if (on_ferretdb()) {
+    printf("locker_fair_test: the test server is FerretDB, which locks refuse: skipped\n");
+    return 77;
+  }
   CHECK_OK(mongoelector_client_new(uri, "locker_fair_test", &client));
   test_server(client);
   mongoelector_client_free(client);
