@@ -95,6 +95,7 @@ void Renewer::add(std::shared_ptr<Renewable> r, std::int64_t due_mono_ms) {
     if (slot.r) return;  // already queued or running
     slot.domain = r->batch_domain();
     slot.early_ok = r->early_ok(due_mono_ms);
+    slot.registered = ++registrations_;
     slot.r = std::move(r);
     Key k{due_mono_ms, ++seq_};
     queue_.emplace(k, key);
@@ -180,6 +181,10 @@ void Renewer::pop_batch_locked(const void* domain, std::int64_t now,
     slot.queued.reset();
     out.push_back(slot.r);
   }
+  // slots_ is keyed by address: its order changes from run to run of the same program.
+  std::sort(out.begin(), out.end(), [this](const auto& a, const auto& b) {
+    return slots_.at(a.get()).registered < slots_.at(b.get()).registered;
+  });
 }
 
 namespace {

@@ -129,12 +129,15 @@ class Renewer {
     std::optional<Key> queued;  // nullopt while a step runs
     std::int64_t early_ok = 0;  // batching: may run from here on
     const void* domain = nullptr;
-    bool removed = false;  // remove() was called while a step ran
+    std::uint64_t registered = 0;  // add()'s order: a batch's members run in this order
+    bool removed = false;          // remove() was called while a step ran
   };
   // Pops the earliest due step (mu_ held); nullptr if none is due.
   std::shared_ptr<Renewable> pop_due_locked(std::int64_t now);
   void run_step(const std::shared_ptr<Renewable>& r);
   // mu_ held: pops every queued renewable of `domain` whose early-ok time has passed.
+  // `out` is then in registration order (never that of addresses: the batches, their
+  // requests and the log lines about them repeat from run to run).
   void pop_batch_locked(const void* domain, std::int64_t now,
                         std::vector<std::shared_ptr<Renewable>>& out);
   // mu_ held: takes the earliest due step and, if batchable, its batch. nullopt: none
@@ -156,6 +159,7 @@ class Renewer {
   std::map<Key, const Renewable*> queue_;
   std::unordered_map<const Renewable*, Slot> slots_;
   std::uint64_t seq_ = 0;
+  std::uint64_t registrations_ = 0;
   std::uint64_t changes_ = 0;
   bool batching_ = true;
   std::uint64_t batches_ = 0;

@@ -263,4 +263,65 @@ TEST_F(BatchedRenewalTest, LockersOfOneClientShareOneClockSample) {
   EXPECT_EQ(jumps, 50);
 }
 
+// A batch's members are begun, sent and finished (and so logged) in the order they were
+// registered, never in that of their addresses, which changes from run to run: the
+// simulation's traces must repeat.
+class OrderedRenewable : public Renewable {
+ public:
+  OrderedRenewable(std::string name, std::string collection, Storage* storage,
+                   std::vector<std::string>* begun, std::vector<std::string>* finished)
+      : name_(std::move(name)),
+        collection_(std::move(collection)),
+        storage_(storage),
+        begun_(begun),
+        finished_(finished) {
+    ticket_.request.key = name_;
+    ticket_.request.uuid = "uuid-" + name_;
+    ticket_.request.expire_ms = 1000;
+  }
+  std::optional<std::int64_t> renew_step() override { return std::nullopt; }
+  const void* batch_domain() const override { return storage_; }
+  BatchStart begin_batched(std::int64_t /*sent*/) override {
+    begun_->push_back(name_);
+    return BatchStart{&ticket_, collection_, storage_, std::nullopt};
+  }
+  std::optional<std::int64_t> finish_batched(bool /*renewed*/, const char* /*error*/) override {
+    finished_->push_back(name_);
+    return std::nullopt;
+  }
+
+ private:
+  std::string name_, collection_;
+  Storage* storage_;
+  std::vector<std::string>* begun_;
+  std::vector<std::string>* finished_;
+  RenewTicket ticket_;
+};
+
+TEST_F(BatchedRenewalTest, ABatchRunsInRegistrationOrderNotAddressOrder) {
+  // Allocated in one order, registered in another (a fixed shuffle).
+  constexpr int kN = 24;
+  std::vector<std::string> begun, finished;
+  std::vector<std::shared_ptr<OrderedRenewable>> all;
+  for (int i = 0; i < kN; ++i)
+    all.push_back(std::make_shared<OrderedRenewable>("r" + std::to_string(i),
+                                                     i % 3 == 0 ? "other" : "mongolocker",
+                                                     storage.get(), &begun, &finished));
+  std::vector<std::string> registered, sent_locks, sent_other;
+  for (int j = 0; j < kN; ++j) {
+    const int i = (j * 7 + 5) % kN;  // 7 is prime to 24: a permutation
+    renewer->add(all[static_cast<std::size_t>(i)], clock->mono_ms() + 100);
+    registered.push_back("r" + std::to_string(i));
+    (i % 3 == 0 ? sent_other : sent_locks).push_back(registered.back());
+  }
+  clock->advance(100);
+  ASSERT_EQ(renewer->run_due(), kN);
+  EXPECT_EQ(renewer->batches_sent(), 2u) << "one call per collection";
+  EXPECT_EQ(begun, registered);
+  // Sent (and finished) by collection, each in registration order.
+  std::vector<std::string> expected = sent_locks;
+  expected.insert(expected.end(), sent_other.begin(), sent_other.end());
+  EXPECT_EQ(finished, expected);
+}
+
 }  // namespace
