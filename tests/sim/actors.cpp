@@ -279,7 +279,8 @@ void World::locker_actor(Node& n, int idx) {
   NodeClock& c = *n.clock;
   const std::int64_t T = p_.ttl;
   const int node = n.id;
-  const std::string key = r.pick(p_.lock_keys);
+  const bool extra = idx == kFairLockerIdx;  // Params::fair_locks
+  const std::string key = extra ? p_.fair_lock_key : r.pick(p_.lock_keys);
   const std::string uuid = uuid_for(node, "lk" + std::to_string(idx));
   const std::string label = n.name + ".locker" + std::to_string(idx);
   LockerOptions o;
@@ -289,6 +290,7 @@ void World::locker_actor(Node& n, int idx) {
   o.ensure_indexes = r.chance(0.5);
   // Deferred tokens: the hold is named by the document's counter until token() is asked.
   o.lazy_token = r.chance(0.3);
+  o.fair = extra && p_.roles[static_cast<std::size_t>(node)].fair_lock == NodeRoles::kFairLocker;
   auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
   std::shared_ptr<Locker> lk;
   while (!lk) {

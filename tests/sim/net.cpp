@@ -450,7 +450,7 @@ std::optional<SemaphoreDoc> NodeStorage::read_semaphore(const std::string& colle
       w_.options().break_turns && collection == kSemColl && node_ < w_.params().nodes;
   return rpc<std::optional<SemaphoreDoc>>("read_semaphore", key, key, [=](const CallCtx& c) {
     std::optional<SemaphoreDoc> d = w->mem()->read_semaphore(collection, key);
-    w->note_sem_read(c, collection, d);
+    w->note_sem_read(c, collection, key, d);
     if (d && hide_queue) d->queue.clear();
     if (d && hide_slots)
       for (SemaphoreSlot& s : d->slots)

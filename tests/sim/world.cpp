@@ -213,6 +213,19 @@ Params make_params(std::uint64_t seed, bool calm) {
       nr.fair_rw = nr.rwlock && fq.chance(0.8);
     }
   }
+  // Fair plain locks, from a stream of their own (every draw above is unchanged): in half
+  // of the fair schedules, 3 to 5 nodes run one more locker on the first lock key, fair
+  // on most of them (the others, and that key's other lockers, are the mixed fleet).
+  Rng fl(hash64(seed, 0x5EED, 0xFA3F));
+  p.fair_locks = p.fair && fl.chance(0.5);
+  if (p.fair_locks) {
+    p.fair_lock_key = p.lock_keys[0];
+    const int want = std::min(p.nodes, static_cast<int>(fl.range(3, 5)));
+    for (int i = static_cast<int>(fl.range(0, p.nodes - 1)), k = 0; k < want;
+         ++k, i = (i + 1) % p.nodes)
+      p.roles[static_cast<std::size_t>(i)].fair_lock =
+          fl.chance(0.8) ? NodeRoles::kFairLocker : NodeRoles::kUnfairLocker;
+  }
   return p;
 }
 
@@ -247,6 +260,9 @@ std::string Params::describe() const {
     if (nr.leases) o << " leases";
     if (nr.semaphore) o << " semaphore" << (nr.fair_sem ? "(fair)" : "");
     if (nr.rwlock) o << " rwlock" << (nr.fair_rw ? "(fair)" : "");
+    if (nr.fair_lock)
+      o << " locker" << kFairLockerIdx << "(" << fair_lock_key
+        << (nr.fair_lock == NodeRoles::kFairLocker ? ", fair)" : ")");
     if (nr.bad_sampler) o << " [lopsided clock samples]";
     if (priorities)
       o << " priority " << nr.priority << " (stability " << nr.priority_stability << " ms)";
@@ -437,6 +453,8 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
       grants_[coll + "/" + key].emplace(std::make_pair(after.uuid, after.fence), ++grant_seq_);
   }
   if (claimed) on_claim_applied(coll, key, after.uuid, sched_.wall());
+  if (claimed && coll == kLockColl && fair_lockers_.count(after.uuid))
+    lock_fifo_check(key, after.uuid, w);
 }
 
 void World::note_sem_write(const CallCtx& c, const char* op, const std::string& coll,
@@ -489,7 +507,7 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
                   " granted before it");
     // I10 for every claim of a semaphore slot and of a read-write lock's writer slot
     // (readers without writer preference do not wait for queued writers, by design).
-    if (granted && (!rw || static_cast<std::int64_t>(i) == after->limit))
+    if (granted && coll != kLockQueueColl && (!rw || static_cast<std::int64_t>(i) == after->limit))
       fifo_check(key, gk, a.uuid, qb, after->queue, w);
   }
 }
@@ -510,13 +528,22 @@ void World::note_queue_write(const CallCtx& c, const std::string& key, const std
   if (std::equal(before.begin(), before.end(), after.begin(), after.end(), same_entry)) return;
   for (const QueueEntry& e : after)
     if (!has_entry(before, e)) ++queued_;
+  // A late renewal that revived an entry expired at the server (core/lock_queue.h, "Late
+  // operations"): remembered for I10 of fair locks.
+  const std::int64_t now = sched_.wall();
+  for (const QueueEntry& b : before)
+    for (const QueueEntry& a : after)
+      if (a.is(b.uuid, b.ticket) && !b.live_at(now) && a.live_at(now))
+        revived_[gk][{a.uuid, a.ticket}] = now;
   trace(-1, key,
         "doc " + gk + " queue: " + fmt_queue(before) + " -> " + fmt_queue(after) + " (server now " +
             ms(sched_.wall()) + ", n" + ms(c.node) + "#" + std::to_string(c.seq) + ")");
 }
 
-void World::note_sem_read(const CallCtx& c, const std::string& coll,
+void World::note_sem_read(const CallCtx& c, const std::string& coll, const std::string& key,
                           const std::optional<SemaphoreDoc>& d) {
+  if (coll == kLockQueueColl)
+    queue_reads_[c.who][c.seq] = {key, sched_.wall(), d ? d->queue : std::vector<QueueEntry>{}};
   if (coll != kSemColl || !d) return;
   sem_reads_[c.who] = SemRead{c.seq, c.send, sched_.wall(), *d};
 }
@@ -556,6 +583,55 @@ void World::turn_check(const CallCtx& c, const std::string& coll, const std::str
               ms(static_cast<std::int64_t>(free - rd.doc.slots.begin())) + " free (by " +
               ms(p_.bound + step_slack()) + " ms)",
           {"the head saw its turn and waited (turn-lost)"});
+}
+
+// I10 for the claim of a plain lock by a fair locker (uuid known at its creation). The
+// queue is beside the lock (core/lock_queue.h) and the claim may land long after its
+// look: the entries ahead of the claimant are those ahead of its place in the queue
+// document as its look read it (the thread's last read of it before the claim was
+// sent; the place is its last entry there -- its current one -- and without one, it
+// stands behind every entry). Entries appended later stand behind it, and one that left
+// or was removed since is passed by nobody. When the claim lands, every entry ahead
+// still in the queue document must be expired at the server's true time (less the
+// clock's steps): entries are only appended and an entry's expiry only moves later, so
+// one expired at the look is still expired -- except one that a late renewal revived
+// (lock_queue.h, "Late operations"): it does not count when the revival came after the
+// look (that claim looked while the entry was expired).
+void World::lock_fifo_check(const std::string& key, const std::string& uuid, const WriteRec& w) {
+  const auto& reads = queue_reads_[w.who];
+  const QueueRead* rd = nullptr;
+  for (auto it = reads.lower_bound(w.seq); it != reads.begin() && !rd;)
+    if ((--it)->second.key == key) rd = &it->second;
+  if (!rd) return;  // not a fair claim of this key (none looked)
+  const std::optional<SemaphoreDoc> d = mem_->read_semaphore(kLockQueueColl, key);
+  if (!d) return;
+  const std::vector<QueueEntry>& ahead = rd->queue;
+  std::size_t place = ahead.size();
+  for (std::size_t i = 0; i < ahead.size(); ++i)
+    if (ahead[i].uuid == uuid) place = i;
+  if (place < ahead.size()) ++queue_claims_;
+  const auto& revived = revived_[std::string(kLockQueueColl) + "/" + key];
+  const std::int64_t now = sched_.wall() + step_slack();
+  for (std::size_t i = 0; i < place; ++i) {
+    if (ahead[i].uuid == uuid) continue;
+    const auto e = std::find_if(d->queue.begin(), d->queue.end(), [&](const QueueEntry& x) {
+      return x.is(ahead[i].uuid, ahead[i].ticket);
+    });
+    if (e == d->queue.end() || !e->live_at(now)) continue;
+    const auto rv = revived.find({e->uuid, e->ticket});
+    if (rv != revived.end() && rv->second > rd->t) continue;
+    std::vector<std::string> tags{"the claimant's gate did not see it (claim-ignored-queue)"};
+    if (w.late) tags.push_back("the claim landed after its caller gave up (late-claim)");
+    violate("I10", key,
+            "a fair claim of " + std::string(kLockColl) + "/" + key + " by " + uuid + " (n" +
+                ms(w.node) + "#" + std::to_string(w.seq) + ", sent at " + ms(w.send) +
+                ") at server time " + ms(sched_.wall()) + " passed the live queue entry " +
+                e->uuid + "/" + ms(e->ticket) + " (ts_expire " + ms(e->expire_ms) +
+                "), ahead of it in its look at server time " + ms(rd->t) + ": " + fmt_queue(ahead) +
+                "; queue now " + fmt_queue(d->queue),
+            std::move(tags));
+    return;
+  }
 }
 
 // I10 (FIFO): the write that just gave `uuid` a slot passed no live queue entry. Its
@@ -1206,6 +1282,12 @@ void World::setup() {
     }
     for (int j = 0; j < nr.lockers; ++j)
       spawn(n, n.name + ".locker" + std::to_string(j), [this, &n, j] { locker_actor(n, j); });
+    if (nr.fair_lock) {
+      if (nr.fair_lock == NodeRoles::kFairLocker)
+        fair_lockers_.insert(uuid_for(i, "lk" + std::to_string(kFairLockerIdx)));
+      spawn(n, n.name + ".locker" + std::to_string(kFairLockerIdx),
+            [this, &n] { locker_actor(n, kFairLockerIdx); });
+    }
     if (nr.leases) spawn(n, n.name + ".leases", [this, &n] { lease_actor(n); });
     if (nr.semaphore) spawn(n, n.name + ".semaphore", [this, &n] { semaphore_actor(n); });
     if (nr.rwlock) spawn(n, n.name + ".rwlock", [this, &n] { rwlock_actor(n); });

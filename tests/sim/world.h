@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -77,6 +78,8 @@ inline const char* const kLockColl = "mongolocker";
 inline const char* const kElectColl = "elector.locks";
 inline const char* const kSemColl = "mongosemaphore";
 inline const char* const kRwColl = "mongorwlock";
+// The queue documents of fair plain locks of kLockColl (core/lock_queue.h).
+inline const char* const kLockQueueColl = "mongolocker.queue";
 inline const char* const kPartColl = "partitioner.locks";
 inline const char* const kPartGroup = "g0";
 inline constexpr std::int64_t kEpochUnit = std::int64_t{1} << 32;  // tokens: epoch << 32 | n
@@ -104,7 +107,15 @@ struct NodeRoles {
   // (a node without is a non-fair node of the same key: a mixed fleet).
   bool fair_sem = false;
   bool fair_rw = false;
+  // Fair plain locks (Params::fair_locks): one more locker on Params::fair_lock_key,
+  // fair (kFairLocker) or not (kUnfairLocker: the mixed fleet), or none.
+  enum FairLockRole { kNoFairLockRole = 0, kFairLocker, kUnfairLocker };
+  FairLockRole fair_lock = kNoFairLockRole;
 };
+
+// The index (locker_actor) of the extra locker of Params::fair_locks: its uuid and its
+// random stream are its own.
+inline constexpr int kFairLockerIdx = 100;
 
 // Everything a schedule does, drawn from its seed (make_params).
 struct Params {
@@ -147,6 +158,11 @@ struct Params {
   // nodes wait in the key's queue (fair=true), with more contenders than slots; I10.
   // Drawn from a stream of its own, so that the other draws of a seed are unchanged.
   bool fair = false;
+  // Fair plain locks (half of the fair schedules, from a stream of their own): 3-5 nodes
+  // run one more locker on fair_lock_key (the first lock key, where the other lockers
+  // contend too), fair on most of them; I10 for the claims of the fair ones.
+  bool fair_locks = false;
+  std::string fair_lock_key;
   int sem_limit = 2;
   int rw_readers = 2;  // max_readers of the read-write lock "rw0"
   std::vector<std::string> lock_keys;
@@ -405,12 +421,14 @@ class World {
   void note_queue_write(const CallCtx& c, const std::string& key, const std::string& gk,
                         const std::vector<me::QueueEntry>& before,
                         const std::vector<me::QueueEntry>& after);
+  // I10 for a fair locker's claim of a plain lock (the queue is beside the lock).
+  void lock_fifo_check(const std::string& key, const std::string& uuid, const WriteRec& w);
   void fifo_check(const std::string& key, const std::string& gk, const std::string& uuid,
                   const std::vector<me::QueueEntry>& before,
                   const std::vector<me::QueueEntry>& after, const WriteRec& w);
   // I10b: a read of the semaphore document as the server answered it (kept per thread),
   // and the check of a queue entry's renewal against the same thread's read before it.
-  void note_sem_read(const CallCtx& c, const std::string& coll,
+  void note_sem_read(const CallCtx& c, const std::string& coll, const std::string& key,
                      const std::optional<me::SemaphoreDoc>& d);
   void turn_check(const CallCtx& c, const std::string& coll, const std::string& key,
                   const std::string& uuid, std::int64_t ticket);
@@ -591,6 +609,17 @@ class World {
     me::SemaphoreDoc doc;
   };
   std::map<std::string, SemRead> sem_reads_;  // each thread's last read of a semaphore
+  // Fair plain locks: the uuids of the fair lockers (configuration, set before the actors
+  // start), each thread's reads of lock queue documents,
+  // and the entries a late renewal revived (queue gk -> {uuid, ticket} -> server time).
+  std::set<std::string> fair_lockers_;
+  struct QueueRead {
+    std::string key;
+    std::int64_t t = 0;                 // server time
+    std::vector<me::QueueEntry> queue;  // as the server answered (none: no document)
+  };
+  std::map<std::string, std::map<std::uint64_t, QueueRead>> queue_reads_;  // thread -> seq
+  std::map<std::string, std::map<std::pair<std::string, std::int64_t>, std::int64_t>> revived_;
   std::uint64_t turn_checks_ = 0;
   std::atomic<bool> probed_{false};
 };
