@@ -45,12 +45,7 @@ void Locker::check_server_safety() {
 std::int64_t Locker::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                              bool force, const CancelFn& cancel) {
   const std::unique_ptr<AcquireRun> run = start_acquire(blocking, timeout_s, step_s, force);
-  try {
-    return state_.acquire(*run, cancel);
-  } catch (...) {
-    leave_queue();  // gave up waiting: the next in line moves up now, not in a ttl
-    throw;
-  }
+  return state_.acquire(*run, cancel);
 }
 
 std::unique_ptr<AcquireRun> Locker::start_acquire(bool blocking, std::optional<double> timeout_s,
@@ -60,7 +55,10 @@ std::unique_ptr<AcquireRun> Locker::start_acquire(bool blocking, std::optional<d
       [this, force, wait = blocking && queue_ != nullptr] { return claim_once(force, wait); },
       [this] { return refusal_message(); },
       [this](std::int64_t fence) { return release_if(fence); });
-  if (queue_) run->set_pace([this](std::int64_t step_ms) { return queue_->pace_ms(step_ms); });
+  if (queue_) {
+    run->set_pace([this](std::int64_t step_ms) { return queue_->pace_ms(step_ms); });
+    run->set_undo_wait([this] { leave_queue(); });
+  }
   return run;
 }
 

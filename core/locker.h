@@ -151,7 +151,7 @@ class Locker : public Holdable {
 
   // Fair queueing: removes this instance's queue entry, if any (fenced: uuid and ticket;
   // no round trip without one). Failures are logged (the entry expires within its ttl).
-  // A caller that stops driving a run of start_acquire calls it.
+  // A run of start_acquire does it when its caller gives up (AcquireRun::give_up()).
   void leave_queue();
   // This instance's queue entry as last written (ticket 0: none, or not fair).
   QueueEntry queue_entry() const;

@@ -104,9 +104,12 @@ AcquireStep AcquireRun::attempt() {
     if (!got && !options_.blocking) held = held_();
   } catch (...) {
     fail_attempt(std::current_exception());
+    undo_wait_if_due();  // the caller gave up while this attempt ran
     throw;
   }
-  return end_attempt(got, std::move(held));
+  const AcquireStep step = end_attempt(got, std::move(held));
+  undo_wait_if_due();
+  return step;
 }
 
 std::optional<AcquireStep> AcquireRun::begin_attempt(bool round_trips) {
@@ -209,6 +212,27 @@ bool AcquireRun::release_unclaimed(std::int64_t fence) {
         state_.log_fields(LogEvent::ReleaseFailed, fence));
     return false;
   }
+}
+
+AcquireStep AcquireRun::give_up() {
+  AcquireStep step;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    step = final_ ? *final_ : finish_locked(step_of(AcquireStep::Kind::Cancelled));
+    if (step.kind == AcquireStep::Kind::Acquired || undone_) return step;
+    undo_due_ = true;
+  }
+  undo_wait_if_due();
+  return step;
+}
+
+void AcquireRun::undo_wait_if_due() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!undo_due_ || in_flight_ || undone_) return;
+    undone_ = true;
+  }
+  if (undo_wait_) undo_wait_();
 }
 
 AcquireStep AcquireRun::cancel() {

@@ -18,6 +18,12 @@
 //   abandon()  the run acquired, but its caller gave up before taking the outcome (an
 //              event loop's task cancelled as the attempt ended): releases that hold,
 //              fenced, as a claim landing after cancel() is.
+//   give_up()  the run ends without the hold (timed out, cancelled, failed): undoes what
+//              its waiting wrote at the server (the feature's hook: a fair waiter's queue
+//              entry, a waiting writer's mark), once. An attempt in flight on another
+//              thread runs it as that attempt ends instead, after its own writes: an entry
+//              it writes after its caller gave up would otherwise hold the queue back for
+//              up to a ttl.
 //
 // attempt() is begin_attempt(), the time check, the feature's claim and end_attempt().
 // A caller that sends the claim's write itself (an event loop awaiting its driver) runs
@@ -88,6 +94,10 @@ class AcquireRun {
   // run is driven.
   using Pace = std::function<std::int64_t(std::int64_t step_ms)>;
   void set_pace(Pace pace) { pace_ = std::move(pace); }
+  // What give_up() undoes (round trips; errors are the hook's to log). Default: nothing.
+  // Set before the run is driven.
+  using UndoWait = std::function<void()>;
+  void set_undo_wait(UndoWait undo) { undo_wait_ = std::move(undo); }
 
   AcquireStep next();
   AcquireStep attempt();
@@ -111,6 +121,15 @@ class AcquireRun {
   // alone). Round trips. Whether it released; false for any other final step.
   bool abandon();
 
+  // The caller stops waiting without the hold (the blocking driver on any outcome but
+  // Acquired; an event loop whose task was cancelled or failed): ends the run as cancel()
+  // does when it has not ended, then runs the undo hook -- round trips, so call it where
+  // blocking is allowed -- unless the run acquired (the claim removed what it wrote) or
+  // the hook ran already. With an attempt in flight, that attempt runs the hook when it
+  // ends (attempt() does; a caller driving attempts in parts calls give_up() again after
+  // end_attempt or fail_attempt). The final step.
+  AcquireStep give_up();
+
   // The final step as the blocking API reports it: the token, or LockExists (Held),
   // AcquireTimeout (TimedOut), Cancelled. Not final yet: std::logic_error.
   std::int64_t result() const;
@@ -125,6 +144,8 @@ class AcquireRun {
   AcquireStep finish_locked(AcquireStep step);  // mu_ held: the final step, counted once
   // Releases a hold nobody will take (a cancelled acquire's), fenced, and logs it.
   bool release_unclaimed(std::int64_t fence);
+  // The undo hook, when give_up() asked for it and no attempt is in flight (once).
+  void undo_wait_if_due();
 
   HoldState& state_;
   Clock& clock_;
@@ -135,6 +156,7 @@ class AcquireRun {
   const std::int64_t start_;
   std::int64_t step_ms_ = 1;
   Pace pace_;  // empty: the step
+  UndoWait undo_wait_;
 
   mutable std::mutex mu_;  // never held across a claim
   std::int64_t count_ = 0;
@@ -145,6 +167,8 @@ class AcquireRun {
   bool in_flight_ = false;
   bool time_checked_ = false;
   bool check_time_ = false;  // the attempt in flight runs the time check first
+  bool undo_due_ = false;    // give_up() asked; runs once no attempt is in flight
+  bool undone_ = false;      // the undo hook ran
   std::string held_message_;
 };
 

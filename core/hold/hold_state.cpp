@@ -142,18 +142,23 @@ bool HoldState::acquire_retry(bool blocking, std::int64_t start_ms, std::int64_t
 
 std::int64_t HoldState::acquire(AcquireRun& run, const CancelFn& cancel) {
   ClockCall call(*clock_);  // its pauses wait on the clock
-  for (AcquireStep s = run.next();;) {
-    if (s.final()) return run.result();
-    if (cancel && cancel()) {
-      s = run.cancel();
-    } else if (s.kind == AcquireStep::Kind::TryNow) {
-      s = run.attempt();
-    } else {
-      // Sleep in short slices so that cancellation is prompt.
-      const std::int64_t now = clock_->mono_ms();
-      if (now < s.wake_mono) clock_->sleep_ms(std::min(kCancelPollMs, s.wake_mono - now));
-      s = run.next();
+  try {
+    for (AcquireStep s = run.next();;) {
+      if (s.final()) return run.result();
+      if (cancel && cancel()) {
+        s = run.cancel();
+      } else if (s.kind == AcquireStep::Kind::TryNow) {
+        s = run.attempt();
+      } else {
+        // Sleep in short slices so that cancellation is prompt.
+        const std::int64_t now = clock_->mono_ms();
+        if (now < s.wake_mono) clock_->sleep_ms(std::min(kCancelPollMs, s.wake_mono - now));
+        s = run.next();
+      }
     }
+  } catch (...) {
+    run.give_up();  // what the waiting wrote goes now: the next in line moves up at once
+    throw;
   }
 }
 

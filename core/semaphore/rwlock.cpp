@@ -128,13 +128,7 @@ std::string RwLock::already_holding(const Lease& live) const {
 std::int64_t RwLock::acquire(RwSide side, bool blocking, std::optional<double> timeout_s,
                              double step_s, const CancelFn& cancel) {
   const std::unique_ptr<AcquireRun> run = start_acquire(side, blocking, timeout_s, step_s);
-  try {
-    return run_blocking(*run, cancel);
-  } catch (...) {
-    drop_mark();  // the writer gave up waiting: readers may enter again
-    leave_queue();
-    throw;
-  }
+  return run_blocking(*run, cancel);
 }
 
 std::unique_ptr<AcquireRun> RwLock::start_acquire(RwSide side, bool blocking,

@@ -104,8 +104,7 @@ class RwLock : public SlotHolder {
                        std::optional<double> timeout_s = std::nullopt, double step_s = 0.25,
                        const CancelFn& cancel = {});
   // The same acquire as a state machine its caller drives (see Locker::start_acquire).
-  // A blocking writer's mark is left to expire when the caller stops driving it (or
-  // released by release()).
+  // A blocking writer's mark and queue entry go with the run's give_up() (or release()).
   std::unique_ptr<AcquireRun> start_acquire(RwSide side, bool blocking = true,
                                             std::optional<double> timeout_s = std::nullopt,
                                             double step_s = 0.25);
@@ -114,8 +113,7 @@ class RwLock : public SlotHolder {
 
   // Releases this instance's hold (fenced) and its waiting mark, if any.
   void release() override;
-  // Releases (fenced) only this instance's waiting mark, if any: for a caller that drives
-  // start_acquire and gives up (acquire() does it itself). Failures are logged.
+  // Releases (fenced) only this instance's waiting mark, if any. Failures are logged.
   void drop_mark();
 
   // The side of the current hold (nullopt: none).
@@ -135,6 +133,11 @@ class RwLock : public SlotHolder {
   class Rule;
   void check_server_safety() override;
   std::string already_holding(const Lease& live) const override;
+  // A writer that gives up: its mark (readers may enter again) and its queue entry.
+  void undo_wait() override {
+    drop_mark();
+    leave_queue();
+  }
   std::optional<std::int64_t> attempt(RwSide side, bool mark, bool queue);
   // The writer's side write when refused (writer preference): see the file comment.
   bool wait_with_mark(const SemaphoreDoc& doc, std::int64_t now_ms);

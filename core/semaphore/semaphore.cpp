@@ -75,12 +75,7 @@ std::string Semaphore::already_holding(const Lease& live) const {
 std::int64_t Semaphore::acquire(bool blocking, std::optional<double> timeout_s, double step_s,
                                 const CancelFn& cancel) {
   const std::unique_ptr<AcquireRun> run = start_acquire(blocking, timeout_s, step_s);
-  try {
-    return run_blocking(*run, cancel);
-  } catch (...) {
-    leave_queue();  // gave up waiting: the next in line moves up now, not in a ttl
-    throw;
-  }
+  return run_blocking(*run, cancel);
 }
 
 std::unique_ptr<AcquireRun> Semaphore::start_acquire(bool blocking, std::optional<double> timeout_s,

@@ -61,6 +61,7 @@ std::unique_ptr<AcquireRun> SlotHolder::make_run(
       [this, held = std::move(held)] { return held(cached()); },
       [this](std::int64_t fence) { return release_if(fence); });
   run->set_pace([this](std::int64_t step_ms) { return pace_ms(step_ms); });
+  run->set_undo_wait([this] { undo_wait(); });
   return run;
 }
 

@@ -170,10 +170,13 @@ class SlotHolder : public Holdable {
   std::optional<std::int64_t> try_claim(SlotRule& rule);
   // The acquire loop over `attempt` (AcquireRun), `held` naming the holders from the
   // copy of the document the refusing attempt read.
+  // A run that ends without the hold undoes what its waiting wrote (undo_wait()).
   std::unique_ptr<AcquireRun> make_run(
       bool blocking, std::optional<double> timeout_s, double step_s,
       std::function<std::optional<std::int64_t>()> attempt,
       std::function<std::string(const std::optional<SemaphoreDoc>&)> held);
+  // What a waiter that gives up removes (round trips; failures logged): its queue entry.
+  virtual void undo_wait() { leave_queue(); }
   std::int64_t run_blocking(AcquireRun& run, const CancelFn& cancel) {
     return state_.acquire(run, cancel);
   }

@@ -55,6 +55,7 @@ class LockerOptions(TypedDict, total=False):
     delete_on_release: bool
     allow_unsafe_server: bool
     op_timeout: Optional[float]
+    fair: bool
 
 
 class Lease(KeepAlive):

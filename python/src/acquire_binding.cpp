@@ -55,6 +55,12 @@ void bind_acquire_run(py::module_& m) {
            })
       .def("cancel", [](me::AcquireRun& r) { r.cancel(); })
       .def(
+          "give_up", [](me::AcquireRun& r) { nogil<void>([&] { (void)r.give_up(); }); },
+          "The caller stops waiting without the hold: ends the run (as cancel()) and "
+          "undoes what its waiting wrote -- a fair waiter's queue entry, a waiting "
+          "writer's mark -- once (round trips: on a thread). An attempt in flight does it "
+          "as it ends, after its own writes.")
+      .def(
           "abandon", [](me::AcquireRun& r) { return nogil<bool>([&] { return r.abandon(); }); },
           "The run acquired but its caller will not take the hold (cancelled before it "
           "resumed): releases it, fenced (round trips: on a thread). Whether it released.")

@@ -9,6 +9,8 @@ import signal
 import time
 import uuid
 
+import mongoelector
+import mongoelector.aio
 import pytest
 from mongoelector import AcquireTimeout, MongoLocker
 from mongoelector.aio import AsyncMongoLocker
@@ -145,3 +147,64 @@ def test_a_fair_waiter_that_times_out_leaves_the_queue(tmp_path, give_up):
     assert newcomer.acquire(blocking=False), "no entry left before the newcomer"
     holder.close()
     newcomer.close()
+
+
+async def _queued(locker):
+    while locker._core is None or locker._core.queue_ticket == 0:
+        await asyncio.sleep(0.01)
+
+
+def _next_is_served(db, holder, give_up):
+    """After ``give_up()`` (a coroutine function: a waiter gives up) the next waiter is
+    served when ``holder`` lets go, not one ttl (600 s) later."""
+
+    async def body():
+        await give_up()
+        nxt = AsyncMongoLocker("k", db, ttl=600, fair=True, timeparanoid=False)
+        waiter = asyncio.ensure_future(nxt.acquire(step=0.02))
+        await asyncio.wait_for(_queued(nxt), 30)
+        holder.release()
+        assert await asyncio.wait_for(waiter, 30) is True
+        await nxt.close()
+
+    asyncio.run(body())
+
+
+@pytest.fixture
+def held(tmp_path):
+    db = f"sqlite://{tmp_path}/fair.db"
+    holder = MongoLocker("k", db, ttl=600, fair=True)
+    holder.acquire(blocking=False)
+    yield db, holder
+    holder.close()
+
+
+def test_a_cancelled_async_fair_waiter_leaves_the_queue(held):
+    db, holder = held
+    quitter = AsyncMongoLocker("k", db, ttl=600, fair=True, timeparanoid=False)
+
+    async def cancel_a_waiter():
+        task = asyncio.ensure_future(quitter.acquire(step=0.02))
+        await asyncio.wait_for(_queued(quitter), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    _next_is_served(db, holder, cancel_a_waiter)
+    assert quitter._core is not None and not quitter._core.owned()
+    asyncio.run(quitter.close())
+
+
+def test_an_async_fair_lease_that_times_out_leaves_the_queue(held):
+    """Its locker stays open (closing it would leave the queue too)."""
+    db, holder = held
+    lease = mongoelector.aio.lease(
+        db, "k", ttl=600, timeout=0.3, step=0.05, fair=True, timeparanoid=False
+    )
+
+    async def time_out():
+        with pytest.raises(AcquireTimeout):
+            await lease.acquire()
+
+    _next_is_served(db, holder, time_out)
+    asyncio.run(lease.locker.close())

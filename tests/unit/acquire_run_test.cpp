@@ -150,6 +150,46 @@ TEST_F(AcquireRunTest, AClaimThatLandsAfterTheCancelIsReleased) {
   EXPECT_GT(c->acquire(false), 0);
 }
 
+TEST_F(AcquireRunTest, GiveUpUndoesTheWaitOnceAndNotAfterAnAcquire) {
+  auto a = make_locker("a", 60), b = make_locker("b", 60);
+  ASSERT_GT(a->acquire(false), 0);
+  const auto cancelled = count_of(metrics::AcquireOutcome::Cancelled);
+  int undone = 0;
+  auto run = b->start_acquire();
+  run->set_undo_wait([&] { ++undone; });
+  ASSERT_EQ(run->attempt().kind, Kind::Wait);
+  EXPECT_EQ(run->give_up().kind, Kind::Cancelled);
+  EXPECT_EQ(undone, 1);
+  EXPECT_EQ(run->give_up().kind, Kind::Cancelled);
+  EXPECT_EQ(undone, 1) << "once";
+  EXPECT_EQ(count_of(metrics::AcquireOutcome::Cancelled), cancelled + 1) << "counted once";
+  EXPECT_EQ(run->attempt().kind, Kind::Cancelled) << "no claim after giving up";
+
+  // With the attempt in flight (give_up from inside its claim, as another thread would):
+  // the undo waits for the attempt to end, so it runs after the attempt's own writes.
+  auto late = b->start_acquire();
+  late->set_undo_wait([&] { ++undone; });
+  int undone_in_flight = -1;
+  storage->set_fault_hook([&](const std::string& op, bool applied) {
+    if (op != "claim" || applied || undone_in_flight >= 0) return;
+    EXPECT_EQ(late->give_up().kind, Kind::Cancelled);
+    undone_in_flight = undone - 1;
+  });
+  EXPECT_EQ(late->attempt().kind, Kind::Cancelled);
+  storage->set_fault_hook(nullptr);
+  EXPECT_EQ(undone_in_flight, 0) << "not while the attempt ran";
+  EXPECT_EQ(undone, 2) << "as the attempt ended";
+
+  // Acquired: the claim removed what the wait wrote; nothing to undo.
+  a->release();
+  auto won = b->start_acquire();
+  won->set_undo_wait([&] { ++undone; });
+  ASSERT_EQ(won->attempt().kind, Kind::Acquired);
+  EXPECT_EQ(won->give_up().kind, Kind::Acquired);
+  EXPECT_EQ(undone, 2);
+  EXPECT_TRUE(b->hold());
+}
+
 TEST_F(AcquireRunTest, AnAcquiredOutcomeNobodyTookIsReleasedByAbandon) {
   // An event loop's task cancelled as the attempt ended: the run says Acquired, but
   // nobody will take the hold. abandon() releases it, once, and only that hold.

@@ -127,6 +127,12 @@ TEST_F(FairLockTest, AWaiterThatTimesOutOrIsCancelledLeavesAtOnce) {
       [&] { return queue().size(); });
 }
 
+TEST_F(FairLockTest, AGiveUpDuringAnAttemptLeavesNoEntry) {
+  expect_a_give_up_during_an_attempt_leaves_nothing(lock("holder"), lock("quitter"), lock("next"),
+                                                    "claim_semaphore",
+                                                    [&] { return queue().size(); });
+}
+
 TEST_F(FairLockTest, AStrayEntryOfAWaitersOwnIsRemovedAtItsNextLook) {
   expect_a_stray_of_its_own_is_removed(lock("holder"), lock("w"), lock("next"),
                                        [&] { return queue(); });

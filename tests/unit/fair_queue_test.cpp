@@ -143,6 +143,30 @@ TEST_F(FairQueueTest, AWaiterThatGivesUpLeavesAtOnce) {
       [&] { return doc().queue.size(); });
 }
 
+TEST_F(FairQueueTest, AGiveUpDuringAnAttemptLeavesNoEntry) {
+  expect_a_give_up_during_an_attempt_leaves_nothing(sem("holder"), sem("quitter"), sem("next"),
+                                                    "claim_semaphore",
+                                                    [&] { return doc().queue.size(); });
+}
+
+TEST_F(FairQueueTest, AWriterThatGivesUpDuringAnAttemptLeavesNoEntry) {
+  auto reader = rw("reader"), quitter = rw("quitter");
+  reader->acquire(RwSide::Read, false);
+  auto run = quitter->start_acquire(RwSide::Write, true, std::nullopt, 0.25);
+  bool gave_up = false;
+  storage->set_fault_hook([&](const std::string& op, bool applied) {
+    if (applied || gave_up || op != "claim_semaphore") return;
+    gave_up = true;
+    EXPECT_EQ(run->give_up().kind, Kind::Cancelled);
+  });
+  EXPECT_EQ(run->attempt().kind, Kind::Cancelled);
+  storage->set_fault_hook({});
+  ASSERT_TRUE(gave_up);
+  EXPECT_TRUE(doc("mongorwlock", "db").queue.empty()) << "its entry went with the give-up";
+  reader->release();
+  EXPECT_TRUE(rw("late")->try_acquire(RwSide::Read)) << "no writer waits: readers enter";
+}
+
 TEST_F(FairQueueTest, AStrayEntryOfAWaitersOwnIsRemovedAtItsNextLook) {
   expect_a_stray_of_its_own_is_removed(sem("holder"), sem("w"), sem("next"),
                                        [&] { return doc().queue; });

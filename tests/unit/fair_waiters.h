@@ -116,9 +116,45 @@ class FairTest : public CoreTest {
     ws.push_back(FairWaiter{"next", next, next->start_acquire(true, std::nullopt, 0.25)});
     ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
     EXPECT_EQ(queue_size(), 2u);
-    ws[0].run->cancel();
-    quitter->leave_queue();
-    EXPECT_EQ(queue_size(), 1u);
+    EXPECT_EQ(ws[0].run->give_up().kind, Kind::Cancelled);
+    EXPECT_EQ(queue_size(), 1u) << "the run's give_up() removed its entry";
+    holder->release();
+    std::vector<std::string> granted;
+    drive(ws, 3, granted);
+    EXPECT_EQ(granted, (std::vector<std::string>{"next"})) << "within a step or two, not a ttl";
+  }
+
+  // A caller that gives up while an attempt of its run is in flight (on another thread:
+  // here from inside the attempt's first queue write, before it lands) does not leave an
+  // entry behind: the attempt runs the undo as it ends, after its own write, so `next`
+  // is served right after the release and not a ttl later. `first_write`: the storage
+  // operation that writes the waiter's entry.
+  template <class H>
+  void expect_a_give_up_during_an_attempt_leaves_nothing(
+      const std::shared_ptr<H>& holder, const std::shared_ptr<H>& quitter,
+      const std::shared_ptr<H>& next, const std::string& first_write,
+      const std::function<std::size_t()>& queue_size) {
+    using Kind = AcquireStep::Kind;
+    holder->acquire(false);
+    std::vector<FairWaiter> ws;
+    ws.push_back(FairWaiter{"quitter", quitter, quitter->start_acquire(true, std::nullopt, 0.25)});
+    AcquireRun& run = *ws.back().run;
+    bool gave_up = false;
+    storage->set_fault_hook([&](const std::string& op, bool applied) {
+      if (applied || gave_up || op != first_write) return;
+      gave_up = true;
+      EXPECT_EQ(run.give_up().kind, Kind::Cancelled) << "the run ends at once";
+      EXPECT_EQ(queue_size(), 0u) << "nothing written yet";
+    });
+    const AcquireStep step = run.attempt();
+    storage->set_fault_hook({});
+    ASSERT_TRUE(gave_up) << first_write << " was never sent";
+    EXPECT_EQ(step.kind, Kind::Cancelled);
+    EXPECT_EQ(quitter->queue_entry().ticket, 0);
+    EXPECT_EQ(queue_size(), 0u) << "the entry written after the caller gave up was removed";
+    ws.push_back(FairWaiter{"next", next, next->start_acquire(true, std::nullopt, 0.25)});
+    ASSERT_EQ(ws.back().run->attempt().kind, Kind::Wait);
+    ws[0].done = true;
     holder->release();
     std::vector<std::string> granted;
     drive(ws, 3, granted);

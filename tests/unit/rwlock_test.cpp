@@ -289,6 +289,14 @@ TEST_F(RwLockTest, AWriterThatGivesUpReleasesItsMark) {
   run->cancel();
   w->release();
   EXPECT_FALSE(mark_live(*doc(), clock->wall_ms()));
+  // A driven run's give_up() releases it (what an event loop calls when its task ends).
+  auto driven = w->start_acquire(RwSide::Write, true, std::nullopt, 0.1);
+  ASSERT_EQ(driven->attempt().kind, Kind::Wait);
+  ASSERT_TRUE(mark_live(*doc(), clock->wall_ms()));
+  EXPECT_EQ(driven->give_up().kind, Kind::Cancelled);
+  EXPECT_EQ(w->waiting_mark(), 0);
+  EXPECT_FALSE(mark_live(*doc(), clock->wall_ms()));
+  EXPECT_TRUE(r2->try_acquire(RwSide::Read)) << "readers enter at once";
 }
 
 // ---- late renewals: the claims' clear_slots ------------------------------------------------

@@ -12,6 +12,7 @@ import threading
 from typing import (
     Any,
     Callable,
+    ContextManager,
     Coroutine,
     Generic,
     List,
@@ -305,6 +306,8 @@ async def drive(
     attempt: Callable[[], Tuple[str, Any]],
     orphan: Callable[[Tuple[str, Any]], object],
     on_loop: Optional[Callable[[], Coroutine[Any, Any, Optional[Tuple[str, Any]]]]] = None,
+    *,
+    give_up_under: Optional[ContextManager[Any]] = None,
 ) -> Any:
     """Awaits the core's acquire loop (a native ``AcquireRun``: its retry rule, step,
     timeout, time check and metrics): waits with ``asyncio.sleep`` on the loop when the
@@ -317,7 +320,13 @@ async def drive(
 
     Cancelling the awaiting task cancels the run: a claim in flight that lands is released
     (fenced by its token): by the core, by the attempt on the loop, or, when its result
-    reached the loop after the task was cancelled, by ``orphan`` (on a worker)."""
+    reached the loop after the task was cancelled, by ``orphan`` (on a worker).
+
+    ``give_up_under``: for a run that may write while it waits (a fair waiter's queue
+    entry, a waiting writer's mark), the instance's lock, under which the run's
+    ``give_up()`` undoes those writes on a worker when the acquire ends without the hold
+    -- in the background when the task was cancelled, as nothing may be awaited then. An
+    attempt still in flight does it as it ends (the core's rule)."""
     kind, value = run.next()
     try:
         while kind != "acquired":
@@ -332,6 +341,19 @@ async def drive(
             else:  # "cancelled": only ever after this task was cancelled
                 raise asyncio.CancelledError()
         return value
-    except asyncio.CancelledError:
-        run.cancel()
+    except BaseException as exc:
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        if cancelled:
+            run.cancel()
+        if give_up_under is not None:
+            undo = functools.partial(_give_up_sync, run)
+            if cancelled:
+                _pool.clean_up(undo, give_up_under)
+            else:
+                await call(functools.partial(undo, give_up_under))
         raise
+
+
+def _give_up_sync(run: "_native.AcquireRun", io: ContextManager[Any]) -> None:
+    with io:  # on a worker
+        run.give_up()

@@ -12,7 +12,6 @@ leases (``AsyncSemaphoreLease``, ``AsyncRwLockLease``).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from datetime import datetime
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
@@ -23,7 +22,6 @@ from .._slots import NativeSlotHolder, NativeSlotLease
 from .._transport import check_fair
 from ..errors import ClosedError
 from ..locker import _identity
-from . import _pool
 from ._common import NativeHandle, call, drive, prepare
 from .lease import KeepAlive, close_orphan, lost_callback
 
@@ -107,40 +105,24 @@ class AsyncSlotHandle(NativeHandle[_N]):
 
     async def _drive(
         self,
-        core: _N,
         run: AcquireRun,
         attempt: Callable[[], Tuple[str, Any]],
         orphan: Callable[[Tuple[str, Any]], object],
     ) -> Any:
         """``drive(run, ...)`` with each attempt under ``_io``; when the acquire does not
-        end acquired, ``_gave_up(core, cancelled)`` undoes what its waiting wrote."""
-        try:
-            return await drive(run, functools.partial(self._attempt_sync, attempt), orphan)
-        except BaseException as exc:
-            await self._gave_up(core, isinstance(exc, asyncio.CancelledError))
-            raise
-
-    async def _gave_up(self, core: _N, cancelled: bool) -> None:
-        """An acquire ended without the hold (``cancelled``: its task was cancelled, so
-        nothing may be awaited): what its waiting wrote goes with it (``_undo_wait_sync``
-        on a worker; in the background when cancelled), when it may have written any."""
-        if not self._waits_with_writes():
-            return
-        if cancelled:
-            _pool.clean_up(self._undo_wait_sync, core)
-        else:
-            await call(functools.partial(self._undo_wait_sync, core))
+        end acquired, the run gives up what its waiting wrote (the core's rule)."""
+        give_up_under = self._io if self._waits_with_writes() else None
+        return await drive(
+            run,
+            functools.partial(self._attempt_sync, attempt),
+            orphan,
+            give_up_under=give_up_under,
+        )
 
     def _waits_with_writes(self) -> bool:
         """Whether a blocking acquire may write while it waits: a fair waiter's queue
         entry."""
         return self.fair
-
-    def _undo_wait_sync(self, core: _N) -> None:
-        """On a worker: a fair waiter's queue entry leaves (the next in line moves up
-        now, not one ttl later)."""
-        with self._io:
-            core.leave_queue()
 
     def _check_not_holding(self) -> None:
         if self.owned:
@@ -254,7 +236,7 @@ class AsyncSlotLease(KeepAlive):
                 return kind, value
             return kind, self._adopt(core, on_lost)
 
-        native: NativeSlotLease = await holder._drive(core, run, attempt, close_orphan)
+        native: NativeSlotLease = await holder._drive(run, attempt, close_orphan)
         self._native = native
         self.lost._bind(native)
         return native.fence

@@ -138,7 +138,10 @@ class AsyncLease(KeepAlive):
             return kind, _native.KeepAliveLease.adopt(core, on_lost)
 
         native: _native.KeepAliveLease = await drive(
-            run, functools.partial(self.locker._attempt_sync, attempt), close_orphan
+            run,
+            functools.partial(self.locker._attempt_sync, attempt),
+            close_orphan,
+            give_up_under=self.locker._give_up_under(),
         )
         self._native = native
         self.lost._bind(native)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import os
+import threading
 import uuid as _uuid
 from datetime import datetime
 from socket import getfqdn
@@ -110,6 +110,11 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         self._host = host
         return core
 
+    def _give_up_under(self) -> Optional[threading.Lock]:
+        """``drive``'s ``give_up_under``: a fair waiter's queue entry goes when its
+        acquire ends without the lock (the next in line moves up now, not a ttl later)."""
+        return self._io if self.fair else None
+
     def _release_sync(self, core: _native.Locker) -> None:
         core.release(False)
 
@@ -148,17 +153,10 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
                 functools.partial(self._attempt_sync, run.attempt),
                 functools.partial(self._abandon, run),
                 on_loop,
+                give_up_under=self._give_up_under(),
             )
-        except asyncio.CancelledError:
-            if self.fair:  # gave up waiting: the next in line moves up now (a worker)
-                _pool.pool().submit(core.leave_queue)
-            raise
-        except BaseException as exc:
-            if self.fair:
-                await call(core.leave_queue)
-            if isinstance(exc, AcquireTimeout):
-                raise AcquireTimeout("Timeout reached, lock not acquired") from None
-            raise
+        except AcquireTimeout:
+            raise AcquireTimeout("Timeout reached, lock not acquired") from None
         hold = core.hold
         if hold is not None:
             self._ts_expire = hold[2]

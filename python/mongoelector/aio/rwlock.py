@@ -134,18 +134,11 @@ class AsyncMongoReadWriteLock(AsyncSlotHandle[_NativeRwLock]):
         self._check_not_holding()
         core = await self._opened()
         run = core.start_acquire(side, bool(blocking), timeout, step)
-        await self._drive(core, run, run.attempt, functools.partial(self._abandon, run))
+        await self._drive(run, run.attempt, functools.partial(self._abandon, run))
         return True
 
     def _waits_with_writes(self) -> bool:
         return True  # a blocking writer's waiting mark, or a fair writer's queue entry
-
-    def _undo_wait_sync(self, core: _NativeRwLock) -> None:
-        # A blocking writer's waiting mark stops new readers: it goes with the wait, and
-        # a fair writer's queue entry too.
-        with self._io:
-            core.drop_mark()
-            core.leave_queue()
 
     def _check_not_holding(self) -> None:
         core = self._core

@@ -101,7 +101,7 @@ class AsyncMongoSemaphore(AsyncSlotHandle[_NativeSemaphore]):
             )
         core = await self._opened()
         run = core.start_acquire(bool(blocking), timeout, step)
-        await self._drive(core, run, run.attempt, functools.partial(self._abandon, run))
+        await self._drive(run, run.attempt, functools.partial(self._abandon, run))
         return True
 
     def keep_alive(
