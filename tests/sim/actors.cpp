@@ -77,7 +77,8 @@ void World::wait_quiet(NodeClock& c, const bool& in_callback) {
 // How a lease is acquired (blocking or not), and its on_lost: sometimes slow, on the
 // node's timer thread, flagged in `in_callback` while it runs.
 KeepAliveOptions World::lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
-                                      const std::string& what, bool& in_callback) {
+                                      const std::string& what, bool& in_callback,
+                                      const std::string& uuid) {
   const std::int64_t T = p_.ttl;
   KeepAliveOptions ko;
   ko.blocking = r.chance(0.5);
@@ -87,7 +88,11 @@ KeepAliveOptions World::lease_options(Rng& r, NodeClock& c, int node, const std:
   const std::int64_t slow =
       (p_.p_slow_cb > 0 && r.chance(p_.p_slow_cb)) ? r.range(T / 10, p_.slow_cb_max) : 0;
   bool* flag = &in_callback;
-  ko.on_lost = [this, flag, slow, &c, node, key, what] {
+  ko.on_lost = [this, flag, slow, &c, node, key, what, uuid] {
+    if (!uuid.empty() && refused(uuid)) {  // its process crashed: a callback never runs
+      trace(node, key, what + ": not run (its process crashed)");
+      return;
+    }
     *flag = true;
     trace(node, key,
           what + " on " + Scheduler::self_label() +
@@ -539,8 +544,9 @@ void World::open_lease(
     const std::string& label, const std::string& what,
     const std::function<std::unique_ptr<KeepAliveLease>(KeepAliveOptions)>& acquire) {
   const int node = n.id;
-  KeepAliveOptions ko = lease_options(
-      r, *n.clock, node, key, label + ": on_lost of " + what + " (" + ls.uuid + ")", ls.in_cb);
+  KeepAliveOptions ko =
+      lease_options(r, *n.clock, node, key, label + ": on_lost of " + what + " (" + ls.uuid + ")",
+                    ls.in_cb, ls.uuid);
   trace(node, key, label + ": " + what + " (" + ls.uuid + ") acquire");
   try {
     ls.lease = acquire(ko);
@@ -572,10 +578,41 @@ void World::close_lease(ActorLease& ls, Node& n, const std::string& key, const s
   ls.holder.reset();
 }
 
+void World::crash_lease(ActorLease& ls, Node& n, const std::string& key, const std::string& label) {
+  if (!ls.lease) return;
+  ++dead_leases_;
+  kill_process(ls.uuid);
+  trace(n.id, key,
+        label + ": its lease (" + ls.uuid + ") dies with the process" +
+            (o_.break_crash ? ": NOT (--break-crash), it lives on" : ": its renewals stop"));
+  if (o_.break_crash) return;
+  remove_believer(ls.bid);
+  ls.bid = 0;
+  ls.closing = false;
+  ls.dead.emplace_back(std::move(ls.holder), std::move(ls.lease));
+  ls.holder.reset();
+  ls.lease.reset();
+}
+
+void World::bury_leases(ActorLease& ls, Node& n, const std::string& key, const std::string& label) {
+  for (auto& [holder, lease] : ls.dead) {
+    wait_quiet(*n.clock, ls.in_cb);
+    try {
+      lease->close();  // every call refused: nothing reaches the server
+    } catch (const std::exception& ex) {
+      trace(n.id, key, label + ": close of a crashed lease: " + ex.what());
+    }
+    lease.reset();
+    holder.reset();
+  }
+  ls.dead.clear();
+}
+
 void World::stop_slot_actor(ActorLease& ls, PlainHold& st, Holdable& plain, Node& n,
                             const std::string& key, const std::string& label,
                             const std::string& what) {
   if (ls.lease) close_lease(ls, n, key, label, what);
+  bury_leases(ls, n, key, label);
   if (!st.holding) return;
   st.holding = false;
   try {
@@ -624,6 +661,8 @@ void World::open_plain(PlainInstance<H>& pi, PlainHold& st, Node& n) {
 
 template <class H>
 void World::restart_plain(PlainInstance<H>& pi, PlainHold& st, Node& n) {
+  ++crashes_;
+  kill_process(pi.uuid);
   trace(n.id, pi.key,
         pi.label + ": the process of " + pi.uuid + " crashed (" +
             (st.holding ? "holding" : "waiting") + "): a new one starts");
@@ -682,6 +721,7 @@ void World::semaphore_actor(Node& n) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
     if (p_.fair && st.holding && fr.chance(0.04)) {
+      crash_lease(ls, n, key, label);
       restart_plain(pi, st, n);
       continue;
     }
@@ -721,7 +761,10 @@ void World::semaphore_actor(Node& n) {
     } catch (const std::exception& ex) {
       trace(node, key, label + ": " + ex.what());
     }
-    if (crashed()) restart_plain(pi, st, n);
+    if (crashed()) {
+      crash_lease(ls, n, key, label);
+      restart_plain(pi, st, n);
+    }
   }
   stop_slot_actor(ls, st, *pi.h, n, key, label, "semaphore lease");
 }
@@ -761,6 +804,7 @@ void World::rwlock_actor(Node& n) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
     if (p_.fair && st.holding && fr.chance(0.04)) {
+      crash_lease(ls, n, key, label);
       restart_plain(pi, st, n);
       continue;
     }
@@ -808,7 +852,10 @@ void World::rwlock_actor(Node& n) {
     } catch (const std::exception& ex) {
       trace(node, key, label + ": " + ex.what());
     }
-    if (crashed()) restart_plain(pi, st, n);
+    if (crashed()) {
+      crash_lease(ls, n, key, label);
+      restart_plain(pi, st, n);
+    }
   }
   stop_slot_actor(ls, st, *pi.h, n, key, label, "rwlock lease");
 }

@@ -45,6 +45,7 @@ enum Flags : std::uint32_t {
   kBreakPartitions = 32,  // proof mode of I9a (RunOptions::break_partitions)
   kBreakFair = 64,        // proof mode of I10 (RunOptions::break_fair)
   kBreakTurns = 128,      // proof mode of I10b (RunOptions::break_turns)
+  kBreakCrash = 256,      // proof mode of I11 (RunOptions::break_crash)
 };
 
 struct Cmd {
@@ -111,6 +112,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   o.break_partitions = (c.flags & kBreakPartitions) != 0;
   o.break_fair = (c.flags & kBreakFair) != 0;
   o.break_turns = (c.flags & kBreakTurns) != 0;
+  o.break_crash = (c.flags & kBreakCrash) != 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
   sim::Result r = w->run();
   if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
@@ -118,7 +120,8 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
     std::ofstream f(path_for(c.tag, ".res.tmp"));
     f << "status " << r.status << "\n";
     f << "stats " << r.steps << " " << r.grants << " " << r.calls << " " << r.end_t << " "
-      << r.trace_hash << " " << r.queued << " " << r.queue_claims << " " << r.turn_checks << "\n";
+      << r.trace_hash << " " << r.queued << " " << r.queue_claims << " " << r.turn_checks << " "
+      << r.crashes << " " << r.dead_leases << " " << r.dead_checks << "\n";
     if (!r.error.empty()) f << "error " << r.error << "\n";
     for (const auto& v : r.violations) {
       std::string what = v.what;
@@ -227,6 +230,7 @@ struct Outcome {
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0, hash = 0;
   std::uint64_t queued = 0, queue_claims = 0, turn_checks = 0;
+  std::uint64_t crashes = 0, dead_leases = 0, dead_checks = 0;
   std::int64_t end_t = 0;
   struct V {
     std::string inv, key, what;
@@ -257,7 +261,7 @@ Outcome load(std::uint32_t tag, std::uint64_t seed, int code) {
     } else if (k == "stats") {
       std::istringstream in(rest);
       in >> o.steps >> o.grants >> o.calls >> o.end_t >> o.hash >> o.queued >> o.queue_claims >>
-          o.turn_checks;
+          o.turn_checks >> o.crashes >> o.dead_leases >> o.dead_checks;
     } else if (k == "error") {
       o.error = rest;
     } else if (k == "violation") {
@@ -309,6 +313,7 @@ void usage() {
                "                        [--expect-violations] [--show N] [--check-determinism K]\n"
                "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
                "                        [--break-partitions] [--break-fair] [--break-turns]\n"
+               "                        [--break-crash]\n"
                "  --seeds A..B            run schedules A to B (default 1..200)\n"
                "  --seed N                replay schedule N and print its full trace\n"
                "  --jobs J                schedules run at once (default: number of CPUs)\n"
@@ -327,6 +332,8 @@ void usage() {
                "                          is open (proof mode of I10, with --expect-violations)\n"
                "  --break-turns           the nodes' reads show every semaphore slot held: a\n"
                "                          head never claims (proof mode of I10b)\n"
+               "  --break-crash           a crash leaves the actor's keep-alive lease running\n"
+               "                          (proof mode of I11)\n"
                "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
                "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
 }
@@ -405,6 +412,8 @@ int main(int argc, char** argv) {
       flags |= kBreakFair;
     } else if (a == "--break-turns") {
       flags |= kBreakTurns;
+    } else if (a == "--break-crash") {
+      flags |= kBreakCrash;
     } else if (a == "--no-shuffle") {
       flags |= kNoShuffle;
     } else if (a == "--quiet") {
@@ -517,6 +526,7 @@ int main(int argc, char** argv) {
   std::map<std::string, long> by_status, by_inv, by_hole;
   std::map<std::string, std::vector<std::uint64_t>> seeds_by_hole;
   std::uint64_t steps = 0, calls = 0, queued = 0, queue_claims = 0, turn_checks = 0;
+  std::uint64_t crashes = 0, dead_leases = 0, dead_checks = 0;
   long nondet = 0, with_queues = 0;
   for (const auto& [seed, idx] : runs_of_seed) {
     const Outcome& o = outcomes[idx.front()];
@@ -537,6 +547,9 @@ int main(int argc, char** argv) {
     queued += o.queued;
     queue_claims += o.queue_claims;
     turn_checks += o.turn_checks;
+    crashes += o.crashes;
+    dead_leases += o.dead_leases;
+    dead_checks += o.dead_checks;
     with_queues += o.queue_claims > 0 ? 1 : 0;
     std::set<std::string> invs, holes;
     for (const auto& v : o.violations) {
@@ -558,6 +571,10 @@ int main(int argc, char** argv) {
     std::cout << "fair queues: " << queued << " entries written, " << queue_claims
               << " claims from an entry (" << with_queues << " schedules), " << turn_checks
               << " renewals checked by I10b\n";
+  if (crashes > 0)
+    std::cout << "crashes: " << crashes << " processes, " << dead_leases
+              << " with a keep-alive lease; " << dead_checks
+              << " checks of their slots and entries by I11\n";
   std::cout << "violations by invariant (schedules):";
   if (by_inv.empty()) std::cout << " none";
   for (const auto& [i, n] : by_inv) std::cout << " " << i << " " << n << ";";

@@ -192,6 +192,37 @@ void World::enqueue(std::int64_t at, std::int64_t arrival, int node, std::uint64
   events_.emplace(EventKey{at, arrival, node, seq}, std::move(fn));
 }
 
+// ---- crashed processes ------------------------------------------------------------------
+
+namespace {
+// A call that names a crashed process (World::kill_process) is never sent: a kill -9
+// stops every thread of the process, its renewer's too. No call number is drawn.
+void refuse(World& w, const char* op, const std::string& uuid) {
+  if (w.refused(uuid)) throw StorageUnavailable(std::string("sim: crashed (") + op + ")");
+}
+
+// A batch of renewals from the node's renewer carries the requests of every live process
+// of the node; those of a crashed process are never sent (they report not renewed: the
+// dead lease's end is invisible). Empty when none is refused; throws when all are.
+template <class Req, class F>
+std::optional<std::vector<bool>> without_dead(World& w, const char* op,
+                                              const std::vector<Req>& requests, F&& send) {
+  std::vector<Req> live;
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    if (!w.refused(requests[i].uuid)) {
+      live.push_back(requests[i]);
+      at.push_back(i);
+    }
+  if (live.size() == requests.size()) return std::nullopt;
+  if (live.empty()) throw StorageUnavailable(std::string("sim: crashed (") + op + ")");
+  const std::vector<bool> r = send(live);
+  std::vector<bool> out(requests.size(), false);
+  for (std::size_t j = 0; j < at.size() && j < r.size(); ++j) out[at[j]] = r[j];
+  return out;
+}
+}  // namespace
+
 // ---- the wrapper ----------------------------------------------------------------------
 
 NodeStorage::NodeStorage(World& w, int node, std::shared_ptr<NodeClock> clock)
@@ -294,6 +325,7 @@ void NodeStorage::ensure_lock_indexes(const std::string& collection) {
 
 std::optional<LockDoc> NodeStorage::claim(const std::string& collection, const LockClaim& cl,
                                           bool force) {
+  refuse(w_, "claim", cl.uuid);
   World* w = &w_;
   Str what;
   what << cl.key << " uuid=" << cl.uuid << " now=" << cl.now_ms << " exp=" << cl.expire_ms
@@ -310,6 +342,7 @@ std::optional<LockDoc> NodeStorage::claim(const std::string& collection, const L
 
 std::optional<LockDoc> NodeStorage::insert_claim(const std::string& collection,
                                                  const LockClaim& cl) {
+  refuse(w_, "insert_claim", cl.uuid);
   World* w = &w_;
   Str what;
   what << cl.key << " uuid=" << cl.uuid << " now=" << cl.now_ms << " exp=" << cl.expire_ms;
@@ -334,6 +367,7 @@ std::int64_t NodeStorage::bump_epoch(const std::string& collection, const std::s
 bool NodeStorage::set_fence(const std::string& collection, const std::string& key,
                             const std::string& uuid, std::int64_t old_fence,
                             std::int64_t created_ms, std::int64_t new_fence) {
+  refuse(w_, "set_fence", uuid);
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid << " " << old_fence << "->" << new_fence;
@@ -348,6 +382,7 @@ bool NodeStorage::set_fence(const std::string& collection, const std::string& ke
 bool NodeStorage::renew(const std::string& collection, const std::string& key,
                         const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                         std::int64_t expire_ms) {
+  refuse(w_, "renew", uuid);
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
@@ -365,6 +400,7 @@ bool NodeStorage::renew(const std::string& collection, const std::string& key,
 bool NodeStorage::set_expiry(const std::string& collection, const std::string& key,
                              const std::string& uuid, std::int64_t fence, std::int64_t now_ms,
                              std::int64_t expire_ms, std::int64_t created_ms) {
+  refuse(w_, "set_expiry", uuid);
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
@@ -381,6 +417,7 @@ bool NodeStorage::set_expiry(const std::string& collection, const std::string& k
 // A leader's payload update: crosses the network like every other write. (The payload
 // changes no hold; the simulation's workloads set none today.)
 bool NodeStorage::set_payload(const std::string& collection, const PayloadWrite& pw) {
+  refuse(w_, "set_payload", pw.uuid);
   World* w = &w_;
   Str what;
   what << pw.key << " uuid=" << pw.uuid << " fence=" << pw.fence << " version=" << pw.version;
@@ -391,6 +428,10 @@ bool NodeStorage::set_payload(const std::string& collection, const PayloadWrite&
 std::vector<bool> NodeStorage::renew_many(const std::string& collection,
                                           const std::vector<RenewRequest>& requests,
                                           std::int64_t now_ms) {
+  if (auto r = without_dead(w_, "renew_many", requests, [&](const std::vector<RenewRequest>& l) {
+        return renew_many(collection, l, now_ms);
+      }))
+    return *r;
   World* w = &w_;
   // Listed by key: the renewer's batch order follows addresses, not the schedule.
   std::vector<std::string> parts;
@@ -420,6 +461,7 @@ std::vector<bool> NodeStorage::renew_many(const std::string& collection,
 bool NodeStorage::release(const std::string& collection, const std::string& key,
                           const std::optional<std::string>& uuid, std::int64_t fence,
                           std::int64_t now_ms, bool delete_document) {
+  if (uuid) refuse(w_, "release", *uuid);
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid.value_or("*") << " fence=" << fence << " now=" << now_ms
@@ -483,6 +525,7 @@ bool sem_write(World* w, const CallCtx& c, const char* op, const std::string& co
 }  // namespace
 
 bool NodeStorage::create_semaphore(const std::string& collection, const SemaphoreClaim& cl) {
+  refuse(w_, "create_semaphore", cl.uuid);
   World* w = &w_;
   return rpc<bool>("create_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
     return sem_write(w, c, "create_semaphore", collection, cl.key,
@@ -491,6 +534,7 @@ bool NodeStorage::create_semaphore(const std::string& collection, const Semaphor
 }
 
 bool NodeStorage::claim_semaphore(const std::string& collection, const SemaphoreClaim& cl) {
+  refuse(w_, "claim_semaphore", cl.uuid);
   World* w = &w_;
   return rpc<bool>("claim_semaphore", cl.key, sem_what(cl), [=](const CallCtx& c) {
     return sem_write(w, c, "claim_semaphore", collection, cl.key,
@@ -503,6 +547,11 @@ bool NodeStorage::claim_semaphore(const std::string& collection, const Semaphore
 std::vector<bool> NodeStorage::renew_semaphores(
     const std::string& collection, const std::vector<me::SemaphoreRenewRequest>& requests,
     std::int64_t now_ms) {
+  if (auto r = without_dead(w_, "renew_semaphores", requests,
+                            [&](const std::vector<me::SemaphoreRenewRequest>& l) {
+                              return renew_semaphores(collection, l, now_ms);
+                            }))
+    return *r;
   World* w = &w_;
   std::vector<std::string> parts;  // by key, as renew_many's
   for (const auto& r : requests)
@@ -527,6 +576,7 @@ std::vector<bool> NodeStorage::renew_semaphores(
 bool NodeStorage::renew_semaphore(const std::string& collection, const std::string& key,
                                   std::int64_t slot, const std::string& uuid, std::int64_t fence,
                                   std::int64_t now_ms, std::int64_t expire_ms) {
+  refuse(w_, "renew_semaphore", uuid);
   World* w = &w_;
   Str what;
   what << key << " slot=" << slot << " uuid=" << uuid << " fence=" << fence << " now=" << now_ms
@@ -541,6 +591,7 @@ bool NodeStorage::renew_semaphore(const std::string& collection, const std::stri
 bool NodeStorage::release_semaphore(const std::string& collection, const std::string& key,
                                     std::int64_t slot, const std::string& uuid,
                                     std::int64_t fence) {
+  refuse(w_, "release_semaphore", uuid);
   World* w = &w_;
   Str what;
   what << key << " slot=" << slot << " uuid=" << uuid << " fence=" << fence;
@@ -557,6 +608,7 @@ bool NodeStorage::renew_queue_entry(const std::string& collection, const std::st
                                     std::int64_t index, const std::string& uuid,
                                     std::int64_t ticket, std::int64_t now_ms,
                                     std::int64_t expire_ms) {
+  refuse(w_, "renew_queue_entry", uuid);
   World* w = &w_;
   Str what;
   what << key << " entry=" << index << " uuid=" << uuid << " ticket=" << ticket << " now=" << now_ms
@@ -571,6 +623,7 @@ bool NodeStorage::renew_queue_entry(const std::string& collection, const std::st
 
 bool NodeStorage::leave_queue(const std::string& collection, const std::string& key,
                               const std::string& uuid, std::int64_t ticket) {
+  refuse(w_, "leave_queue", uuid);
   World* w = &w_;
   Str what;
   what << key << " uuid=" << uuid << " ticket=" << ticket;
@@ -606,6 +659,7 @@ std::vector<Document> NodeStorage::list_status(const std::string& collection,
 }
 
 bool NodeStorage::hand_over(const std::string& collection, const HandOver& h) {
+  refuse(w_, "hand_over", h.from_uuid);
   World* w = &w_;
   Str what;
   what << h.key << " from=" << h.from_uuid << "/" << h.from_fence << " to=" << h.to_uuid << "/"

@@ -510,6 +510,56 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
     if (granted && coll != kLockQueueColl && (!rw || static_cast<std::int64_t>(i) == after->limit))
       fifo_check(key, gk, a.uuid, qb, after->queue, w);
   }
+  // I11: every slot and entry of a crashed process the document shows after the write
+  // (those the write set, and those set before the crash, which it must bound as well).
+  if (!dead_.empty()) {
+    for (std::size_t i = 0; i < after->slots.size(); ++i) {
+      const SemaphoreSlot& a = after->slots[i];
+      if (!a.uuid.empty() && a.ts_expire)
+        dead_check(c, key, gk, a.uuid, a.ts_expire->ms, "slot " + ms(static_cast<std::int64_t>(i)));
+    }
+    for (const QueueEntry& e : after->queue)
+      dead_check(c, key, gk, e.uuid, e.expire_ms, "queue entry " + ms(e.ticket));
+  }
+}
+
+void World::kill_process(const std::string& uuid) {
+  std::lock_guard<std::mutex> g(mu_);
+  dead_.emplace(uuid, sched_.wall());
+}
+
+bool World::refused(const std::string& uuid) {
+  if (o_.break_crash) return false;
+  std::lock_guard<std::mutex> g(mu_);
+  return dead_.count(uuid) > 0;
+}
+
+// I11 (a crash ends every hold of the process within a ttl): the expiry of a slot or a
+// queue entry of a process that crashed at server time c (a kill -9: its threads, its
+// renewer's included, send nothing more) was set by a call sent before the crash, which
+// computed it from its estimate of the server's time then: at most c + ttl, plus M = the
+// call bound and the clock's steps so far (the estimate's error), wherever the call
+// landed. Checked after every write of the document; a later expiry means the process
+// was still renewing.
+void World::dead_check(const CallCtx& c, const std::string& key, const std::string& gk,
+                       const std::string& uuid, std::int64_t expire, const std::string& where) {
+  std::int64_t crash = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    const auto it = dead_.find(uuid);
+    if (it == dead_.end()) return;
+    crash = it->second;
+    ++dead_checks_;
+  }
+  const std::int64_t bound = crash + p_.ttl + p_.bound + step_slack();
+  if (expire <= bound) return;
+  violate("I11", key,
+          "the " + where + " of " + gk + " held by " + uuid + ", whose process crashed at server " +
+              "time " + ms(crash) + ", has ts_expire " + ms(expire) + " after the write n" +
+              ms(c.node) + "#" + std::to_string(c.seq) + " (sent at " + ms(c.send) + " by " +
+              c.who + ") at server time " + ms(sched_.wall()) + ": past crash + ttl + " +
+              ms(p_.bound + step_slack()) + " ms = " + ms(bound),
+          {"the crashed process still renewed (dead-renewed)"});
 }
 
 namespace {
@@ -1399,6 +1449,9 @@ Result World::run() {
   res.queued = queued_;
   res.queue_claims = queue_claims_;
   res.turn_checks = turn_checks_;
+  res.crashes = crashes_;
+  res.dead_leases = dead_leases_;
+  res.dead_checks = dead_checks_;
   res.calls = calls.load();
   teardown();
   {

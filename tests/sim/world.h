@@ -197,6 +197,8 @@ struct Result {
   std::uint64_t steps = 0, grants = 0, calls = 0;
   std::uint64_t queued = 0, queue_claims = 0;  // fair queues: entries written, claims from one
   std::uint64_t turn_checks = 0;               // renewals after a read, checked by I10b
+  std::uint64_t crashes = 0, dead_leases = 0;  // processes crashed, with a live lease
+  std::uint64_t dead_checks = 0;               // writes of a crashed process's slot (I11)
   std::uint64_t trace_hash = 0;                // 0 when not asked for (see World::trace_hash)
   std::int64_t end_t = 0;
 };
@@ -216,6 +218,10 @@ struct RunOptions {
   // Proof mode of I10b: the nodes' reads of the semaphore s0 show every slot held, so
   // that a head never sees its turn (it renews its entry instead of claiming).
   bool break_turns = false;
+  // Proof mode of I11: a crash kills the actor's plain instance only, as before: its
+  // keep-alive lease lives on (the node's renewer keeps renewing it, its callbacks run,
+  // its holder still believes), so that the crashed process's slot outlives its ttl.
+  bool break_crash = false;
 };
 
 struct Fate {
@@ -309,6 +315,9 @@ class NodeStorage final : public me::Storage {
 struct ActorLease {
   std::shared_ptr<me::Holdable> holder;
   std::unique_ptr<me::KeepAliveLease> lease;
+  // Leases of crashed processes (World::crash_lease): never used again, their calls never
+  // sent, their callbacks not run; closed (invisibly: refused) when the actor stops.
+  std::vector<std::pair<std::shared_ptr<me::Holdable>, std::unique_ptr<me::KeepAliveLease>>> dead;
   std::string uuid;
   bool write = false;  // a read-write lock's write hold
   bool closing = false, in_cb = false;
@@ -432,6 +441,12 @@ class World {
                      const std::optional<me::SemaphoreDoc>& d);
   void turn_check(const CallCtx& c, const std::string& coll, const std::string& key,
                   const std::string& uuid, std::int64_t ticket);
+  // Crashes (fair schedules): the uuids of the processes that crashed, with the server's
+  // true time of the crash. From then on a call that names such a uuid is never sent
+  // (refused(): its renewals through the node's renewer included), its callbacks do not
+  // run; calls sent before still land (I11 bounds what they may do).
+  void kill_process(const std::string& uuid);
+  bool refused(const std::string& uuid);
   std::atomic<std::uint64_t> calls{0};
 
  private:
@@ -474,7 +489,8 @@ class World {
   void prober(Node& n);
   void wait_quiet(NodeClock& c, const bool& in_callback);
   me::KeepAliveOptions lease_options(Rng& r, NodeClock& c, int node, const std::string& key,
-                                     const std::string& what, bool& in_callback);
+                                     const std::string& what, bool& in_callback,
+                                     const std::string& uuid = "");
   // An actor's lease (`what`: "semaphore lease", "rwlock lease"): `acquire` takes it on
   // ls.holder (set by the caller, named ls.uuid) with the drawn options; its belief is of
   // `kind`. Errors propagate (ls.holder reset).
@@ -523,6 +539,12 @@ class World {
   std::function<bool()> crashing_cancel(Rng& fr, std::int64_t within_ms,
                                         std::function<bool()> cancel);
   static bool crashed();  // the calling thread's process crashed
+  // The crash of the actor's process kills its keep-alive lease too (a kill -9 stops the
+  // renewer's thread with the rest): its uuid is refused from now on, its belief ends, and
+  // the lease is set aside (ls.dead) so that the actor can go on as a new process. With
+  // break_crash, nothing (the lease survives the crash: proof mode of I11).
+  void crash_lease(ActorLease& ls, Node& n, const std::string& key, const std::string& label);
+  void bury_leases(ActorLease& ls, Node& n, const std::string& key, const std::string& label);
   // A plain hold's touch, release, or (now and then) neither: it lapses at its deadline.
   template <class Holder>
   void touch_or_release(Holder& holder, PlainHold& st, Rng& r, int node, const std::string& key,
@@ -621,6 +643,12 @@ class World {
   std::map<std::string, std::map<std::uint64_t, QueueRead>> queue_reads_;  // thread -> seq
   std::map<std::string, std::map<std::pair<std::string, std::int64_t>, std::int64_t>> revived_;
   std::uint64_t turn_checks_ = 0;
+  std::map<std::string, std::int64_t> dead_;  // crashed process uuid -> server time of the crash
+  std::uint64_t dead_checks_ = 0;             // writes of a crashed process's slot, by I11
+  std::uint64_t crashes_ = 0, dead_leases_ = 0;
+  // I11: a slot or queue entry of a crashed process never lasts past its crash + ttl.
+  void dead_check(const CallCtx& c, const std::string& key, const std::string& gk,
+                  const std::string& uuid, std::int64_t expire, const std::string& where);
   std::atomic<bool> probed_{false};
 };
 
