@@ -46,6 +46,7 @@ enum Flags : std::uint32_t {
   kBreakFair = 64,        // proof mode of I10 (RunOptions::break_fair)
   kBreakTurns = 128,      // proof mode of I10b (RunOptions::break_turns)
   kBreakCrash = 256,      // proof mode of I11 (RunOptions::break_crash)
+  kBreakRwTurns = 512,    // proof mode of I10b for rw0 (RunOptions::break_rw_turns)
 };
 
 struct Cmd {
@@ -113,6 +114,7 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
   o.break_fair = (c.flags & kBreakFair) != 0;
   o.break_turns = (c.flags & kBreakTurns) != 0;
   o.break_crash = (c.flags & kBreakCrash) != 0;
+  o.break_rw_turns = (c.flags & kBreakRwTurns) != 0;
   sim::World* w = new sim::World(p, o);  // never destroyed: _exit below
   sim::Result r = w->run();
   if (r.status != "ok" || (c.flags & (kHash | kFullTrace))) r.trace_hash = w->trace_hash();
@@ -121,7 +123,8 @@ std::vector<std::string> excerpt(const std::vector<sim::TraceEntry>& tr, const s
     f << "status " << r.status << "\n";
     f << "stats " << r.steps << " " << r.grants << " " << r.calls << " " << r.end_t << " "
       << r.trace_hash << " " << r.queued << " " << r.queue_claims << " " << r.turn_checks << " "
-      << r.crashes << " " << r.dead_leases << " " << r.dead_checks << "\n";
+      << r.rw_turn_checks << " " << r.crashes << " " << r.dead_leases << " " << r.dead_checks
+      << "\n";
     if (!r.error.empty()) f << "error " << r.error << "\n";
     for (const auto& v : r.violations) {
       std::string what = v.what;
@@ -230,7 +233,7 @@ struct Outcome {
   std::string error;
   std::uint64_t steps = 0, grants = 0, calls = 0, hash = 0;
   std::uint64_t queued = 0, queue_claims = 0, turn_checks = 0;
-  std::uint64_t crashes = 0, dead_leases = 0, dead_checks = 0;
+  std::uint64_t rw_turn_checks = 0, crashes = 0, dead_leases = 0, dead_checks = 0;
   std::int64_t end_t = 0;
   struct V {
     std::string inv, key, what;
@@ -261,7 +264,7 @@ Outcome load(std::uint32_t tag, std::uint64_t seed, int code) {
     } else if (k == "stats") {
       std::istringstream in(rest);
       in >> o.steps >> o.grants >> o.calls >> o.end_t >> o.hash >> o.queued >> o.queue_claims >>
-          o.turn_checks >> o.crashes >> o.dead_leases >> o.dead_checks;
+          o.turn_checks >> o.rw_turn_checks >> o.crashes >> o.dead_leases >> o.dead_checks;
     } else if (k == "error") {
       o.error = rest;
     } else if (k == "violation") {
@@ -313,7 +316,7 @@ void usage() {
                "                        [--expect-violations] [--show N] [--check-determinism K]\n"
                "                        [--all-violations] [--no-shuffle] [--calm] [--quiet]\n"
                "                        [--break-partitions] [--break-fair] [--break-turns]\n"
-               "                        [--break-crash]\n"
+               "                        [--break-rw-turns] [--break-crash]\n"
                "  --seeds A..B            run schedules A to B (default 1..200)\n"
                "  --seed N                replay schedule N and print its full trace\n"
                "  --jobs J                schedules run at once (default: number of CPUs)\n"
@@ -332,6 +335,8 @@ void usage() {
                "                          is open (proof mode of I10, with --expect-violations)\n"
                "  --break-turns           the nodes' reads show every semaphore slot held: a\n"
                "                          head never claims (proof mode of I10b)\n"
+               "  --break-rw-turns        the same for the read-write lock rw0: a head writer\n"
+               "                          never claims (proof mode of I10b for rw0)\n"
                "  --break-crash           a crash leaves the actor's keep-alive lease running\n"
                "                          (proof mode of I11)\n"
                "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
@@ -412,6 +417,8 @@ int main(int argc, char** argv) {
       flags |= kBreakFair;
     } else if (a == "--break-turns") {
       flags |= kBreakTurns;
+    } else if (a == "--break-rw-turns") {
+      flags |= kBreakRwTurns;
     } else if (a == "--break-crash") {
       flags |= kBreakCrash;
     } else if (a == "--no-shuffle") {
@@ -526,7 +533,7 @@ int main(int argc, char** argv) {
   std::map<std::string, long> by_status, by_inv, by_hole;
   std::map<std::string, std::vector<std::uint64_t>> seeds_by_hole;
   std::uint64_t steps = 0, calls = 0, queued = 0, queue_claims = 0, turn_checks = 0;
-  std::uint64_t crashes = 0, dead_leases = 0, dead_checks = 0;
+  std::uint64_t rw_turn_checks = 0, crashes = 0, dead_leases = 0, dead_checks = 0;
   long nondet = 0, with_queues = 0;
   for (const auto& [seed, idx] : runs_of_seed) {
     const Outcome& o = outcomes[idx.front()];
@@ -547,6 +554,7 @@ int main(int argc, char** argv) {
     queued += o.queued;
     queue_claims += o.queue_claims;
     turn_checks += o.turn_checks;
+    rw_turn_checks += o.rw_turn_checks;
     crashes += o.crashes;
     dead_leases += o.dead_leases;
     dead_checks += o.dead_checks;
@@ -570,7 +578,7 @@ int main(int argc, char** argv) {
   if (queued > 0)
     std::cout << "fair queues: " << queued << " entries written, " << queue_claims
               << " claims from an entry (" << with_queues << " schedules), " << turn_checks
-              << " renewals checked by I10b\n";
+              << " renewals checked by I10b (" << rw_turn_checks << " of rw0's)\n";
   if (crashes > 0)
     std::cout << "crashes: " << crashes << " processes, " << dead_leases
               << " with a keep-alive lease; " << dead_checks

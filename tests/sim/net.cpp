@@ -485,11 +485,13 @@ std::optional<SemaphoreDoc> NodeStorage::read_semaphore(const std::string& colle
                                                         const std::string& key) {
   World* w = &w_;
   // Proof modes: of I10 (RunOptions::break_fair), the node sees no queue, so its gate is
-  // always open and its claims name no entry; of I10b (break_turns), it sees every slot
-  // of a semaphore held, so a head never takes its turn.
+  // always open and its claims name no entry; of I10b (break_turns, break_rw_turns), it
+  // sees every slot of s0 (of rw0) held, so a head never takes its turn.
   const bool hide_queue = w_.options().break_fair;
   const bool hide_slots =  // not the prober's: I6 stays quiet
-      w_.options().break_turns && collection == kSemColl && node_ < w_.params().nodes;
+      ((w_.options().break_turns && collection == kSemColl) ||
+       (w_.options().break_rw_turns && collection == kRwColl)) &&
+      node_ < w_.params().nodes;
   return rpc<std::optional<SemaphoreDoc>>("read_semaphore", key, key, [=](const CallCtx& c) {
     std::optional<SemaphoreDoc> d = w->mem()->read_semaphore(collection, key);
     w->note_sem_read(c, collection, key, d);

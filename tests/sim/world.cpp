@@ -594,11 +594,11 @@ void World::note_sem_read(const CallCtx& c, const std::string& coll, const std::
                           const std::optional<SemaphoreDoc>& d) {
   if (coll == kLockQueueColl)
     queue_reads_[c.who][c.seq] = {key, sched_.wall(), d ? d->queue : std::vector<QueueEntry>{}};
-  if (coll != kSemColl || !d) return;
-  sem_reads_[c.who] = SemRead{c.seq, c.send, sched_.wall(), *d};
+  if ((coll != kSemColl && coll != kRwColl) || !d) return;
+  sem_reads_[c.who] = SemRead{c.seq, c.send, sched_.wall(), coll, *d};
 }
 
-// I10b (the head's turn is never lost), for the semaphore, once the faults are over: a
+// I10b (the head's turn is never lost), for s0 and rw0, once the faults are over: a
 // fair waiter renews its entry only after a fresh read refused it (SlotHolder: read,
 // choose, gate, then wait_in_queue). So a renewal whose thread's call just before it
 // was a read that showed, at the server's time t of the read, its entry with every entry
@@ -608,13 +608,17 @@ void World::note_sem_read(const CallCtx& c, const std::string& coll, const std::
 // -- is a head that saw its turn and did not claim. A waiter that keeps its entry alive
 // renews it at least every ttl/3: with a slot free whenever it looks as the head, it is
 // then granted at that look. Derived from the documents the server answered and the
-// order of the thread's calls, not from what the waiter believes.
+// order of the thread's calls, not from what the waiter believes. For rw0 the turn is the
+// fair writer's rule (RwLock's Rule::choose): the writer slot and every reader slot free.
 void World::turn_check(const CallCtx& c, const std::string& coll, const std::string& key,
                        const std::string& uuid, std::int64_t ticket) {
-  if (coll != kSemColl || c.send < p_.F) return;
+  if ((coll != kSemColl && coll != kRwColl) || c.send < p_.F) return;
   const auto it = sem_reads_.find(c.who);
-  if (it == sem_reads_.end() || it->second.seq != c.prev_seq || it->second.send < p_.F) return;
+  if (it == sem_reads_.end() || it->second.seq != c.prev_seq || it->second.send < p_.F ||
+      it->second.coll != coll)
+    return;
   ++turn_checks_;
+  if (coll == kRwColl) ++rw_turn_checks_;
   const SemRead& rd = it->second;
   const std::int64_t by = rd.t - p_.bound - step_slack();
   const auto own = std::find_if(rd.doc.queue.begin(), rd.doc.queue.end(),
@@ -622,16 +626,28 @@ void World::turn_check(const CallCtx& c, const std::string& coll, const std::str
   if (own == rd.doc.queue.end()) return;
   if (std::any_of(rd.doc.queue.begin(), own, [&](const QueueEntry& e) { return e.live_at(by); }))
     return;
-  const auto free = std::find_if(rd.doc.slots.begin(), rd.doc.slots.end(),
-                                 [&](const SemaphoreSlot& s) { return !s.held_at(by); });
-  if (free == rd.doc.slots.end()) return;
+  std::string turn;
+  if (coll == kSemColl) {
+    const auto free = std::find_if(rd.doc.slots.begin(), rd.doc.slots.end(),
+                                   [&](const SemaphoreSlot& s) { return !s.held_at(by); });
+    if (free == rd.doc.slots.end()) return;
+    turn = "slot " + ms(static_cast<std::int64_t>(free - rd.doc.slots.begin())) + " free";
+  } else {
+    // The read-write lock's queue holds fair blocking writers only (readers never enqueue),
+    // and a writer's rule grants when neither the writer slot nor any reader slot is held
+    // (the waiting mark does not stop a writer; a fair writer writes none).
+    const std::size_t writer = static_cast<std::size_t>(rd.doc.limit);
+    if (writer >= rd.doc.slots.size()) return;
+    for (std::size_t i = 0; i <= writer; ++i)
+      if (rd.doc.slots[i].held_at(by)) return;
+    turn = "the writer slot and every reader slot free";
+  }
   violate("I10b", key,
           uuid + " (" + c.who + ") renewed its queue entry " + ms(ticket) + " (n" + ms(c.node) +
               "#" + std::to_string(c.seq) + ") instead of claiming: its read #" +
               std::to_string(rd.seq) + " at server time " + ms(rd.t) +
-              " showed it at the head of the live queue " + fmt_queue(rd.doc.queue) + " and slot " +
-              ms(static_cast<std::int64_t>(free - rd.doc.slots.begin())) + " free (by " +
-              ms(p_.bound + step_slack()) + " ms)",
+              " showed it at the head of the live queue " + fmt_queue(rd.doc.queue) + " and " +
+              turn + " (by " + ms(p_.bound + step_slack()) + " ms)",
           {"the head saw its turn and waited (turn-lost)"});
 }
 
@@ -1449,6 +1465,7 @@ Result World::run() {
   res.queued = queued_;
   res.queue_claims = queue_claims_;
   res.turn_checks = turn_checks_;
+  res.rw_turn_checks = rw_turn_checks_;
   res.crashes = crashes_;
   res.dead_leases = dead_leases_;
   res.dead_checks = dead_checks_;

@@ -197,6 +197,7 @@ struct Result {
   std::uint64_t steps = 0, grants = 0, calls = 0;
   std::uint64_t queued = 0, queue_claims = 0;  // fair queues: entries written, claims from one
   std::uint64_t turn_checks = 0;               // renewals after a read, checked by I10b
+  std::uint64_t rw_turn_checks = 0;            // of them, of the read-write lock's queue
   std::uint64_t crashes = 0, dead_leases = 0;  // processes crashed, with a live lease
   std::uint64_t dead_checks = 0;               // writes of a crashed process's slot (I11)
   std::uint64_t trace_hash = 0;                // 0 when not asked for (see World::trace_hash)
@@ -218,6 +219,9 @@ struct RunOptions {
   // Proof mode of I10b: the nodes' reads of the semaphore s0 show every slot held, so
   // that a head never sees its turn (it renews its entry instead of claiming).
   bool break_turns = false;
+  // The same for the read-write lock rw0 (its reads show every slot held): a head writer
+  // never claims.
+  bool break_rw_turns = false;
   // Proof mode of I11: a crash kills the actor's plain instance only, as before: its
   // keep-alive lease lives on (the node's renewer keeps renewing it, its callbacks run,
   // its holder still believes), so that the crashed process's slot outlives its ttl.
@@ -628,9 +632,10 @@ class World {
   struct SemRead {
     std::uint64_t seq = 0;
     std::int64_t send = 0, t = 0;  // fake mono send time, server time of the read
+    std::string coll;              // the semaphore's or the read-write lock's
     me::SemaphoreDoc doc;
   };
-  std::map<std::string, SemRead> sem_reads_;  // each thread's last read of a semaphore
+  std::map<std::string, SemRead> sem_reads_;  // each thread's last read of s0 or rw0
   // Fair plain locks: the uuids of the fair lockers (configuration, set before the actors
   // start), each thread's reads of lock queue documents,
   // and the entries a late renewal revived (queue gk -> {uuid, ticket} -> server time).
@@ -642,7 +647,7 @@ class World {
   };
   std::map<std::string, std::map<std::uint64_t, QueueRead>> queue_reads_;  // thread -> seq
   std::map<std::string, std::map<std::pair<std::string, std::int64_t>, std::int64_t>> revived_;
-  std::uint64_t turn_checks_ = 0;
+  std::uint64_t turn_checks_ = 0, rw_turn_checks_ = 0;
   std::map<std::string, std::int64_t> dead_;  // crashed process uuid -> server time of the crash
   std::uint64_t dead_checks_ = 0;             // writes of a crashed process's slot, by I11
   std::uint64_t crashes_ = 0, dead_leases_ = 0;
