@@ -55,6 +55,20 @@ bool is_sqlite_uri(const std::string& uri);
 // (pool wait and selection share one, connect, socket): 0.3 ttl; a SQLite call by one
 // plus a margin (sqlite_storage.h).
 std::int64_t op_timeout_ms_for_ttl(double ttl_s);
+// The bound of a storage's one-time setup calls (index creation, asking what the server
+// is), made before any claim, where the transport can bound them apart from the others:
+// the larger of op_timeout_ms and the lesser of kSetupTimeoutMs and the client's own
+// server-selection timeout (a user who asked a client to give up on an unreachable
+// server within 200 ms gets that, not 5 s). Setup calls are not part of a hold's timing,
+// and on a loaded host a first call (connection, handshake, createIndexes) can take well
+// over the 100 ms a short ttl gives a claim or a renewal, whose bounds stay as they are.
+// Used by the Python transport over a user's pymongo Database (and AsyncDatabase), whose
+// client-side timeout is set per call. MongoStorage (libmongoc) cannot: its timeouts are
+// its pool's (mongo_client.h), so its setup calls keep that pool's bound, in which
+// server selection and the connection each get a whole timeout class.
+constexpr std::int64_t kSetupTimeoutMs = 5000;
+std::int64_t setup_timeout_ms(std::int64_t op_timeout_ms,
+                              std::int64_t selection_timeout_ms = kSetupTimeoutMs);
 bool is_mongodb_uri(const std::string& uri);
 
 }  // namespace mongoelector

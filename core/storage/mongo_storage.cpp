@@ -561,4 +561,10 @@ std::int64_t op_timeout_ms_for_ttl(double ttl_s) {
   return static_cast<std::int64_t>(ms);
 }
 
+std::int64_t setup_timeout_ms(std::int64_t op_timeout_ms, std::int64_t selection_timeout_ms) {
+  const std::int64_t setup =
+      selection_timeout_ms > 0 ? std::min(kSetupTimeoutMs, selection_timeout_ms) : kSetupTimeoutMs;
+  return std::max(op_timeout_ms, setup);
+}
+
 }  // namespace mongoelector

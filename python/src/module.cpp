@@ -18,6 +18,7 @@
 
 #include "binding_util.h"
 #include "bindings.h"
+#include "convert.h"
 #include "log_bridge.h"
 #include "metrics_binding.h"
 #include "observer_binding.h"
@@ -52,6 +53,17 @@ PYBIND11_MODULE(_native, m) {
       [](double ttl_s) { return static_cast<double>(me::op_timeout_ms_for_ttl(ttl_s)) / 1000.0; },
       "The default per-call timeout of a locker or elector with this ttl (seconds): ttl/10 "
       "in [0.1 s, 5 s], as in every binding.");
+  m.def(
+      "setup_timeout_for",
+      [](double op_timeout_s, double selection_timeout_s) {
+        return static_cast<double>(me::setup_timeout_ms(ms_from_seconds(op_timeout_s),
+                                                        ms_from_seconds(selection_timeout_s))) /
+               1000.0;
+      },
+      py::arg("op_timeout_s"), py::arg("selection_timeout_s") = 0.0,
+      "The bound of a storage's one-time setup calls (index creation, asking what the "
+      "server is) for this per-call timeout (seconds): the larger of it and the lesser of "
+      "5 s and the client's server-selection timeout (0: none given).");
   // mongoelector.testing: the in-process memory:// backend's test levers.
   m.def(
       "memory_expire",

@@ -12,6 +12,7 @@
 #include "gil.h"
 #include "log.h"
 #include "server_clock.h"
+#include "storage/client.h"
 
 namespace mongoelector_py {
 
@@ -80,17 +81,32 @@ py::object call_method(PyObject* obj, PyObject* name, std::initializer_list<PyOb
   return py::reinterpret_steal<py::object>(r);
 }
 
+// The serverSelectionTimeoutMS of the client of `db` (a pymongo Database, or the facade
+// of an AsyncDatabase): 0 when it tells none.
+std::int64_t selection_timeout_ms(const py::object& db) {
+  try {
+    py::object client = py::getattr(db, "client", py::none());
+    if (client.is_none()) return 0;
+    py::object s = py::getattr(py::getattr(client, "options", py::none()),
+                               "server_selection_timeout", py::none());
+    return s.is_none() ? 0 : ms_from_seconds(s.cast<double>());
+  } catch (const std::exception&) {  // a lookalike's client: no such option
+    return 0;
+  }
+}
+
 }  // namespace
 
 struct PyMongoStorage::Refs {
   py::object db;
-  py::object return_after;            // pymongo.ReturnDocument.AFTER
-  py::object duplicate_key_error;     // pymongo.errors.DuplicateKeyError
-  py::object operation_failure;       // pymongo.errors.OperationFailure
-  py::object update_one_op;           // pymongo.UpdateOne (a bulk_write statement)
-  std::unique_ptr<CsotTimeout> csot;  // each call's client-side timeout
-  py::object upsert_after_names;      // ("upsert", "return_document")
-  py::object upsert_names;            // ("upsert",)
+  py::object return_after;                  // pymongo.ReturnDocument.AFTER
+  py::object duplicate_key_error;           // pymongo.errors.DuplicateKeyError
+  py::object operation_failure;             // pymongo.errors.OperationFailure
+  py::object update_one_op;                 // pymongo.UpdateOne (a bulk_write statement)
+  std::unique_ptr<CsotTimeout> csot;        // each call's client-side timeout
+  std::unique_ptr<CsotTimeout> setup_csot;  // a setup call's (ensure_indexes, server_info)
+  py::object upsert_after_names;            // ("upsert", "return_document")
+  py::object upsert_names;                  // ("upsert",)
   // Collection objects by name: db[name] builds a new Collection (name checks, codec
   // options) on every call; the lock, fences and status collections are asked for on
   // every poll. Used with the GIL held.
@@ -152,7 +168,12 @@ PyMongoStorage::PyMongoStorage(py::object db, double op_timeout_s,
   py::object database_type = py::module_::import("pymongo.database").attr("Database");
   bool real = py::isinstance(refs_->db, database_type);
   real_ = real;
-  if (real && op_timeout_s > 0) refs_->csot = std::make_unique<CsotTimeout>(op_timeout_s);
+  if (real && op_timeout_s > 0) {
+    refs_->csot = std::make_unique<CsotTimeout>(op_timeout_s);
+    const auto setup_ms =
+        me::setup_timeout_ms(ms_from_seconds(op_timeout_s), selection_timeout_ms(refs_->db));
+    refs_->setup_csot = std::make_unique<CsotTimeout>(static_cast<double>(setup_ms) / 1000.0);
+  }
   csot_ = refs_->csot && refs_->csot->available();
   std::string module = py::str(py::type::of(refs_->db).attr("__module__"));
   mock_ = !real && module.rfind("mongomock", 0) == 0;
@@ -195,14 +216,21 @@ py::object PyMongoStorage::with_majority_writes(py::object coll) {
   return coll.attr("with_options")(py::arg("write_concern") = majority);
 }
 
-// Runs f() with the GIL and, for a real pymongo Database, inside pymongo.timeout().
+// Runs f() with the GIL and, for a real pymongo Database, inside pymongo.timeout(): the
+// call budget, or for a setup call the setup bound.
 template <class F>
-auto PyMongoStorage::with_python(F&& f) {
+auto PyMongoStorage::with_python(Bound bound, F&& f) {
   if (interpreter_finalizing())
     throw me::StorageUnavailable("the Python interpreter is shutting down");
   py::gil_scoped_acquire gil;
-  CsotTimeout::Scope scope(csot_ ? refs_->csot.get() : nullptr);
+  const CsotTimeout* t = bound == Bound::setup ? refs_->setup_csot.get() : refs_->csot.get();
+  CsotTimeout::Scope scope(csot_ ? t : nullptr);
   return f();
+}
+
+template <class F>
+auto PyMongoStorage::with_python(F&& f) {
+  return with_python(Bound::call, std::forward<F>(f));
 }
 
 const char* PyMongoStorage::timeout_scope() const {
@@ -230,7 +258,7 @@ me::ServerInfo PyMongoStorage::server_info() {
 }
 
 me::ServerInfo PyMongoStorage::probe_server_info() {
-  return with_python([&] {
+  return with_python(Bound::setup, [&] {
     me::ServerInfo info;
     if (mock_) {
       // mongomock runs in this process, one operation at a time.
@@ -434,7 +462,7 @@ py::object PyMongoStorage::start(const me::commands::Command& c) {
 
 void PyMongoStorage::ensure_indexes(const std::string& collection,
                                     const std::vector<me::commands::IndexSpec>& specs) {
-  with_python([&] {
+  with_python(Bound::setup, [&] {
     py::object coll = this->collection(collection);
     for (const auto& spec : specs) {
       if (spec.expire_after_s)

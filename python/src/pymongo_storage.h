@@ -37,8 +37,9 @@ struct ServerFacts {
 class PyMongoStorage final : public mongoelector::Storage {
  public:
   // op_timeout_s: CSOT budget (pymongo.timeout) for each call when `db` is a real
-  // pymongo Database; <= 0 disables it. facts: shared with the client's other storages
-  // (none: this storage learns alone). Needs the GIL.
+  // pymongo Database (setup_timeout_ms of it for setup calls); <= 0 disables it. facts:
+  // shared with the client's other storages (none: this storage learns alone). Needs
+  // the GIL.
   PyMongoStorage(py::object db, double op_timeout_s, std::shared_ptr<ServerFacts> facts = {});
   ~PyMongoStorage() override;
 
@@ -139,8 +140,13 @@ class PyMongoStorage final : public mongoelector::Storage {
   struct Domain;
 
  private:
+  // What bounds a call: the call budget (op_timeout), or for a one-time setup call
+  // (index creation, asking what the server is) setup_timeout_ms of it (client.h).
+  enum class Bound { call, setup };
   template <class F>
-  auto with_python(F&& f);
+  auto with_python(Bound bound, F&& f);
+  template <class F>
+  auto with_python(F&& f);  // Bound::call
   // The Collection object of `name`, created once. Needs the GIL.
   py::object collection(const std::string& name);
   py::object with_majority_writes(py::object coll);  // see pymongo_storage.cpp

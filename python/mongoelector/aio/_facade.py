@@ -17,7 +17,10 @@ Rules:
   ``RuntimeError`` at once (``mongoelector.aio`` runs every core call in a worker).
 * Every call is bounded by ``op_timeout``: inside ``pymongo.timeout(op_timeout)`` on the
   loop (pymongo's client-side operation timeout), and the waiting thread gives up after
-  ``op_timeout`` too (``pymongo.errors.NetworkTimeout``; the coroutine is cancelled).
+  ``op_timeout`` too (``pymongo.errors.NetworkTimeout``; the coroutine is cancelled). A
+  call made inside the core's own client-side timeout scope takes that scope's budget
+  instead: the core gives its one-time setup calls (index creation, asking what the
+  server is) a longer bound than a claim or a renewal.
 * A closed loop, or a call cancelled on the loop (the loop shutting down), is
   ``mongoelector.StorageUnavailable``, a ``pymongo.errors.ConnectionFailure``.
 
@@ -57,6 +60,18 @@ def is_async_database(db: object) -> bool:
     return hasattr(kind, "create_collection") and inspect.iscoroutinefunction(
         getattr(kind, "command", None)
     )
+
+
+def _scope_timeout(default: float) -> float:
+    """The budget of the client-side timeout scope the calling thread is in (the core
+    enters one around each of its calls: pymongo_storage.cpp), else ``default``."""
+    try:
+        from pymongo import _csot
+
+        budget = _csot.get_timeout()
+    except (ImportError, AttributeError):
+        return default
+    return float(budget) if budget else default
 
 
 class _Raised:
@@ -119,7 +134,7 @@ class AsyncDatabaseFacade(Database[Any]):
                 "a mongoelector core call through an AsyncDatabase ran on the event loop's "
                 "own thread, which would deadlock; mongoelector.aio runs them in workers"
             )
-        timeout = self.op_timeout
+        timeout = _scope_timeout(self.op_timeout)
 
         async def run() -> Any:
             with pymongo.timeout(timeout):
