@@ -65,3 +65,15 @@ TEST(Timeouts, ARenewalAtHalfTtlEndsBeforeTheRenewDeadline) {
   EXPECT_EQ(op_timeout_ms_for_ttl(0.2), 100);
   EXPECT_EQ(op_timeout_ms_for_ttl(600), 5000);
 }
+
+TEST(Timeouts, SetupCallsGetSecondsNotTheTtlsCallBudget) {
+  // Index creation and the server probe come before any claim: at ttl=1 a call gets
+  // 100 ms, a setup call 5 s.
+  EXPECT_EQ(setup_timeout_ms(op_timeout_ms_for_ttl(1.0)), 5000);
+  EXPECT_EQ(setup_timeout_ms(8000), 8000);  // never below the call budget
+  // A client's own shorter server-selection timeout is kept, a longer one is not.
+  EXPECT_EQ(setup_timeout_ms(100, 2000), 2000);
+  EXPECT_EQ(setup_timeout_ms(500, 200), 500);
+  EXPECT_EQ(setup_timeout_ms(100, 30000), 5000);
+  EXPECT_EQ(setup_timeout_ms(100, 0), 5000);  // none given
+}
