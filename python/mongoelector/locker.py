@@ -118,7 +118,10 @@ class MongoLocker:
         allow_unsafe_server: run on a server whose findAndModify is not atomic
             (FerretDB); mutual exclusion is then not guaranteed under contention.
         op_timeout: seconds one database call may take (default ttl/10 within [0.1 s, 5 s],
-            as in every binding).
+            as in every binding). On a pymongo Database, the calls made once when the
+            locker is created (index creation, asking what the server is) may take up
+            to 5 s instead, or the client's serverSelectionTimeoutMS if shorter (never
+            less than ``op_timeout``).
         fair: True serves blocking acquires in arrival order (FIFO) among fair lockers:
             a waiter that finds the lock taken joins the key's queue (a document in
             ``"<dbcollection>.queue"``), only the head of the queue tries the lock, a
