@@ -30,8 +30,8 @@ def test_exported():
 
 def test_kept_alive_while_idle_then_released():
     """On the fake clock, so the renewals are due at fixed instants whatever the load
-    (only a memory:// backend runs on one; the real transports' renewals are covered by
-    the keep-alive tests that watch the stored expiry move)."""
+    (only a memory:// backend runs on one; the real transports' renewals are watched in
+    the stored expiry by test_renewed_while_idle_on_every_transport)."""
     clock = testing.FakeClock()
     db = clock.memory_uri()
     key, ttl = _key(), 1
@@ -70,6 +70,25 @@ def test_kept_alive_while_idle_then_released():
     # Released on exit: the next holder gets it at once, with a greater token.
     with mongoelector.lease(db, key, ttl=ttl, blocking=False) as again:
         assert again.fence > fence
+
+
+def test_renewed_while_idle_on_every_transport(backend):
+    """The renewer keeps an idle lease alive on the real transports: the stored expiry
+    moves forward twice while the block does nothing (watched in the document; no
+    assertion on how long that takes)."""
+    key, ttl = _key(), 1
+    locks = backend.raw["mongolocker"]
+    with mongoelector.lease(backend.db, key, ttl=ttl, timeout=5) as lease:
+        first = locks.find_one({"_id": key})["ts_expire"]
+        seen = {first}
+        deadline = time.monotonic() + 60
+        while len(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            seen.add(locks.find_one({"_id": key})["ts_expire"])
+        assert len(seen) >= 3 and max(seen) > first, "renewed at least twice"
+        lease.check()
+        assert lease.locker.owned()
+        assert locks.find_one({"_id": key})["uuid"] == lease.locker.uuid
 
 
 def test_lost_when_taken(backend):
