@@ -46,4 +46,13 @@ bool renew_due(std::int64_t expire_ms, std::int64_t now_ms, std::int64_t ttl_ms)
   return expire_ms - now_ms < ttl_ms - ttl_ms / 3;
 }
 
+std::vector<QueueEntry> waiting(const std::vector<QueueEntry>& queue, std::int64_t now_ms) {
+  std::vector<QueueEntry> out;
+  for (const QueueEntry& e : queue)
+    if (e.live_at(now_ms)) out.push_back(e);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const QueueEntry& a, const QueueEntry& b) { return a.ticket < b.ticket; });
+  return out;
+}
+
 }  // namespace mongoelector::fair_queue

@@ -64,4 +64,8 @@ std::int64_t wait_ms(std::int64_t ahead, std::int64_t step_ms, std::int64_t ttl_
 // A waiter's entry is renewed when less than two thirds of a ttl is left.
 bool renew_due(std::int64_t expire_ms, std::int64_t now_ms, std::int64_t ttl_ms);
 
+// Who waits in `queue` at server time `now_ms` (the earliest, as claimants judge it): its
+// live entries, in ticket (arrival) order. What every status and holders() shows.
+std::vector<QueueEntry> waiting(const std::vector<QueueEntry>& queue, std::int64_t now_ms);
+
 }  // namespace mongoelector::fair_queue

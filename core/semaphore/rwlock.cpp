@@ -237,6 +237,7 @@ RwLockHolders RwLock::holders() {
     if (Rule::at(*doc, i).held_at(now)) out.readers.push_back(Rule::at(*doc, i));
   if (Rule::at(*doc, writer_slot()).held_at(now)) out.writer = Rule::at(*doc, writer_slot());
   if (Rule::at(*doc, mark_slot()).held_at(now)) out.waiting_writer = Rule::at(*doc, mark_slot());
+  out.waiting = fair_queue::waiting(doc->queue, now);
   return out;
 }
 

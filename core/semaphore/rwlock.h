@@ -88,6 +88,7 @@ struct RwLockHolders {
   std::vector<SemaphoreSlot> readers;  // in slot order
   std::optional<SemaphoreSlot> writer;
   std::optional<SemaphoreSlot> waiting_writer;  // the live mark
+  std::vector<QueueEntry> waiting;              // fair queue: fair_queue::waiting
 };
 
 class RwLock : public SlotHolder {
