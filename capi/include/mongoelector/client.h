@@ -50,6 +50,29 @@ MONGOELECTOR_API mongoelector_status mongoelector_client_new(const char *uri, co
 MONGOELECTOR_API mongoelector_status mongoelector_client_new_read_only(const char *uri,
                                                                        const char *database,
                                                                        mongoelector_client **out);
+/* Since 1.1. What a fair queue holds: the waiters of a plain lock (fair lockers), of a
+ * semaphore or of a read-write lock (fair ones), read without a holder, for tools that
+ * may only read (`mongoelector status`). */
+typedef enum mongoelector_queue_of {
+  MONGOELECTOR_QUEUE_LOCK = 1,      /* a plain lock's queue (beside the lock) */
+  MONGOELECTOR_QUEUE_SEMAPHORE = 2, /* a semaphore's */
+  MONGOELECTOR_QUEUE_RWLOCK = 3     /* a read-write lock's */
+} mongoelector_queue_of;
+/* Since 1.1. Who waits for `key` in its fair queue (`of` says whose; `collection` is the
+ * lock's, semaphore's or read-write lock's collection, NULL for the default of its kind:
+ * "mongolocker", "mongosemaphore", "mongorwlock"), as one JSON object (*json_out, owned
+ * by the caller: mongoelector_free()):
+ *   {"server_time_ms": N, "waiting": [{"uuid": "...", "ticket": N, "expire_ms": N}]}
+ * "waiting" lists the entries still live at the earliest the server's clock can read
+ * (server_time_ms; what claimants judge by), in arrival (ticket) order; empty when
+ * nobody waits or the key has no document. It only reads (one find plus a server-clock
+ * sample). INVALID_ARGUMENT: NULL client, key or json_out, an unknown `of`, an invalid key
+ * or collection. Any thread. */
+MONGOELECTOR_API mongoelector_status mongoelector_client_read_queue(mongoelector_client *client,
+                                                                    mongoelector_queue_of of,
+                                                                    const char *collection,
+                                                                    const char *key,
+                                                                    char **json_out);
 /* Frees a client. NULL ok. Lockers/electors made from it keep its connections open
  * until the last of them is freed. */
 MONGOELECTOR_API void mongoelector_client_free(mongoelector_client *client);

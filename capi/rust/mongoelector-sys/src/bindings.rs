@@ -128,6 +128,19 @@ extern "C" {
         out: *mut *mut mongoelector_client,
     ) -> mongoelector_status;
 }
+pub const MONGOELECTOR_QUEUE_LOCK: mongoelector_queue_of = 1;
+pub const MONGOELECTOR_QUEUE_SEMAPHORE: mongoelector_queue_of = 2;
+pub const MONGOELECTOR_QUEUE_RWLOCK: mongoelector_queue_of = 3;
+pub type mongoelector_queue_of = ::std::os::raw::c_uint;
+extern "C" {
+    pub fn mongoelector_client_read_queue(
+        client: *mut mongoelector_client,
+        of: mongoelector_queue_of,
+        collection: *const ::std::os::raw::c_char,
+        key: *const ::std::os::raw::c_char,
+        json_out: *mut *mut ::std::os::raw::c_char,
+    ) -> mongoelector_status;
+}
 extern "C" {
     pub fn mongoelector_client_free(client: *mut mongoelector_client);
 }
