@@ -23,7 +23,9 @@ const char* kStatusHelp =
     "electors): holder host, pid and uuid, fencing token, expiry and time left (on the\n"
     "storage's clock), and the elector members with their last reports. Also, when they\n"
     "are in use: the holders of KEY's read-write lock (`run --shared`/`--exclusive` and\n"
-    "the read-write locks in the default collection), and, when KEY is a partitioner's\n"
+    "the read-write locks in the default collection), the fair waiters queued for KEY's\n"
+    "lock, semaphore or read-write lock (first in line first), and, when KEY is a\n"
+    "partitioner's\n"
     "group, its members and each partition's owner, fencing token and assigned member.\n"
     "It only reads: read access is enough, and a SQLite file is opened read-only (never\n"
     "created).\n"
@@ -46,6 +48,9 @@ const char* kStatusHelp =
     "               \"rwlock\": [{\"side\": \"read\" | \"write\" | \"waiting_writer\",\n"
     "                            \"host\", \"pid\", \"uuid\", \"fence\", \"created_ms\",\n"
     "                            \"expire_ms\"}],\n"
+    "               \"waiting\": {\"lock\": [...], \"semaphore\": [...], \"rwlock\": [...]},\n"
+    "                   each [{\"uuid\", \"ticket\", \"expire_ms\", \"expires_in_s\"}]: the\n"
+    "                   fair waiters still queued, first in line first\n"
     "               \"partition_group\": null | {\"group\", \"partitions\", \"settled\",\n"
     "                   \"members\": [{\"uuid\", \"host\", \"pid\", \"live\", \"running\",\n"
     "                                \"expire_ms\", \"owned\", \"assigned\"}],\n"
@@ -176,6 +181,84 @@ bool read_rwlock(mongoelector_client* client, const std::string& key, std::vecto
   }
   mongoelector_rwlock_holders_free(h, n);
   return true;
+}
+
+// The fair waiters of KEY's lock, semaphore and read-write lock (default collections),
+// as the library reads them (mongoelector_client_read_queue).
+struct Waiting {
+  const char* what;  // "lock", "semaphore", "rwlock"
+  Json entries;      // [{"uuid", "ticket", "expire_ms"}]
+};
+
+bool read_waiting(mongoelector_client* client, const std::string& key, std::vector<Waiting>& out,
+                  int& ec) {
+  const std::pair<mongoelector_queue_of, const char*> kinds[] = {
+      {MONGOELECTOR_QUEUE_LOCK, "lock"},
+      {MONGOELECTOR_QUEUE_SEMAPHORE, "semaphore"},
+      {MONGOELECTOR_QUEUE_RWLOCK, "rwlock"}};
+  for (const auto& [of, what] : kinds) {
+    char* text = nullptr;
+    const mongoelector_status st =
+        mongoelector_client_read_queue(client, of, nullptr, key.c_str(), &text);
+    const std::string body = text != nullptr ? text : "";
+    mongoelector_free(text);
+    if (st != MONGOELECTOR_OK) {
+      msg("cannot read the %s queue: %s", what, storage_error(st).c_str());
+      ec = st == MONGOELECTOR_ERR_INVALID_ARGUMENT ? kExitUsage : exit_code_for(st);
+      return false;
+    }
+    Json j;
+    std::string perr;
+    if (!parse_json(body, j, perr)) {
+      msg("unexpected queue from the library (%s): %s", perr.c_str(), body.c_str());
+      ec = kExitFailure;
+      return false;
+    }
+    Waiting w{what, Json{}};
+    if (const Json* e = j.get("waiting"); e != nullptr && e->type == Json::Array) w.entries = *e;
+    out.push_back(std::move(w));
+  }
+  return true;
+}
+
+std::size_t waiting_count(const Waiting& w) {
+  return w.entries.type == Json::Array ? w.entries.arr.size() : 0;
+}
+
+std::string waiting_json(const std::vector<Waiting>& waiting, int64_t now_ms) {
+  std::string out = "{";
+  for (std::size_t k = 0; k < waiting.size(); ++k) {
+    out += std::string(k ? ", " : "") + json_quote(waiting[k].what) + ": [";
+    for (std::size_t i = 0; i < waiting_count(waiting[k]); ++i) {
+      const Json& e = waiting[k].entries.arr[i];
+      char buf[160];
+      snprintf(buf, sizeof buf,
+               ", \"ticket\": %" PRId64 ", \"expire_ms\": %" PRId64 ", \"expires_in_s\": %.3f}",
+               int_of(e.get("ticket")), int_of(e.get("expire_ms")),
+               static_cast<double>(int_of(e.get("expire_ms")) - now_ms) / 1000.0);
+      out += std::string(i ? ", " : "") + "{\"uuid\": " + json_quote(str_of(e.get("uuid"))) + buf;
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
+std::string waiting_lines(const std::vector<Waiting>& waiting, int64_t now_ms,
+                          const std::string& indent) {
+  std::string out;
+  for (const Waiting& w : waiting) {
+    for (std::size_t i = 0; i < waiting_count(w); ++i) {
+      const Json& e = w.entries.arr[i];
+      char buf[512];
+      snprintf(buf, sizeof buf,
+               "%-10s%-9s #%zu uuid %s, ticket %" PRId64 ", expires in %.1f s unless renewed\n",
+               out.empty() ? "waiting" : "", i == 0 ? w.what : "", i + 1,
+               str_of(e.get("uuid")).c_str(), int_of(e.get("ticket")),
+               static_cast<double>(int_of(e.get("expire_ms")) - now_ms) / 1000.0);
+      out += indent + buf;
+    }
+  }
+  return out;
 }
 
 // KEY as a partitioner's group (the library's status object): found false when no member
@@ -375,6 +458,10 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
 
   std::vector<RwHolder> rw;
   if (!read_rwlock(client, key, rw, ec)) return ec;
+  std::vector<Waiting> waiting;
+  if (!read_waiting(client, key, waiting, ec)) return ec;
+  bool anyone_waiting = false;
+  for (const Waiting& w : waiting) anyone_waiting = anyone_waiting || waiting_count(w) > 0;
   Json group;
   bool is_group = false;
   std::string group_note;
@@ -420,7 +507,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
         out += "}}";
       }
     }
-    out += "], \"rwlock\": " + rwlock_json(rw) +
+    out += "], \"rwlock\": " + rwlock_json(rw) + ", \"waiting\": " + waiting_json(waiting, now_ms) +
            ", \"partition_group\": " + (is_group ? json_text(group) : std::string("null")) + "}\n";
   } else {
     out += indent + "key       " + key + "\n";
@@ -430,7 +517,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
     const bool election_used = leader.found || !members.empty();
     // Used as a read-write lock or a partition group only: the lock and the election
     // are said unused, not "free".
-    const bool other_used = is_group || !rw.empty();
+    const bool other_used = is_group || !rw.empty() || anyone_waiting;
     out += indent + "lock      " +
            (lock.found || (!election_used && !other_used) ? holder_lines(lock, now_ms, indent)
                                                           : "not used as a lock\n");
@@ -470,6 +557,7 @@ int print_status(mongoelector_client* client, const std::string& uri, const std:
       }
     }
     out += rwlock_lines(rw, now_ms, indent);
+    out += waiting_lines(waiting, now_ms, indent);
     if (is_group) out += partition_lines(group, indent);
     if (!group_note.empty()) out += indent + "partitions cannot be shown: " + group_note + "\n";
   }
