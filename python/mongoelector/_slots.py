@@ -50,6 +50,15 @@ class SlotHolder(TypedDict):
     ts_expire: datetime
 
 
+class QueuedWaiter(TypedDict):
+    """One fair waiter still queued for a key (its entry live at the earliest server
+    time), as ``holders()`` lists them: first in line first."""
+
+    uuid: str
+    ticket: int  # its place: smaller tickets are served first
+    ts_expire: datetime  # unless renewed; server time base, tz-aware UTC
+
+
 class NativeSlotHolder(Protocol):
     """The private native bindings of a slot hold (``_native._Semaphore``,
     ``_native._RwLock``), as far as they share their methods."""

@@ -38,6 +38,7 @@ from ._slots import (
     MAX_LIMIT,
     NativeSlotHolder,
     NativeSlotLease,
+    QueuedWaiter,
     SlotHandle,
     SlotHolder,
     SlotLease,
@@ -69,6 +70,8 @@ class RwLockHolders(TypedDict):
     writer: Optional[SlotHolder]
     #: The writer whose waiting (writer preference) stops new readers, if any.
     waiting_writer: Optional[SlotHolder]
+    #: The fair waiters (``fair=True``) still queued, first in line first.
+    waiting: List[QueuedWaiter]
 
 
 class _NativeRwLock(NativeSlotHolder, Protocol):
@@ -258,7 +261,7 @@ class MongoReadWriteLock(SlotHandle[_NativeRwLock]):
     def holders(self) -> RwLockHolders:
         """Who holds the key now (one round trip): the readers in slot order, the writer,
         and the writer waiting with its mark (writer preference), each ``None`` when
-        there is none."""
+        there is none; and the fair waiters still queued, first in line first."""
         return self._core.holders()
 
     def __repr__(self) -> str:

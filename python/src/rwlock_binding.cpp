@@ -111,6 +111,7 @@ void bind_rwlock(py::module_& m) {
              out["readers"] = readers;
              out["writer"] = optional_slot(h.writer);
              out["waiting_writer"] = optional_slot(h.waiting_writer);
+             out["waiting"] = queue_list(h.waiting);
              return out;
            })
       .def_property_readonly("side",

@@ -40,6 +40,19 @@ std::shared_ptr<Holder> make_slot_holder(std::shared_ptr<me::Storage> storage, O
 }
 
 // One slot as Python sees it: {uuid, host, pid, fence, ts_created, ts_expire}.
+// Queue entries as Python shows them: [{uuid, ticket, ts_expire}], in the given order.
+inline py::list queue_list(const std::vector<me::QueueEntry>& entries) {
+  py::list out;
+  for (const auto& e : entries) {
+    py::dict entry;
+    entry["uuid"] = e.uuid;
+    entry["ticket"] = e.ticket;
+    entry["ts_expire"] = datetime_from_ms(e.expire_ms);
+    out.append(entry);
+  }
+  return out;
+}
+
 inline py::dict slot_dict(const me::SemaphoreSlot& s) {
   py::dict d;
   d["uuid"] = s.uuid;
@@ -87,17 +100,8 @@ void def_slot_holder(py::class_<T, std::shared_ptr<T>>& cls) {
              py::list slots;
              for (const auto& slot : d->slots) slots.append(slot_dict(slot));
              out["slots"] = slots;
-             if (!d->queue.empty()) {  // fair queueing: the waiters, in arrival order
-               py::list queue;
-               for (const auto& e : d->queue) {
-                 py::dict entry;
-                 entry["uuid"] = e.uuid;
-                 entry["ticket"] = e.ticket;
-                 entry["ts_expire"] = datetime_from_ms(e.expire_ms);
-                 queue.append(entry);
-               }
-               out["queue"] = queue;
-             }
+             // fair queueing: the waiters, in arrival order
+             if (!d->queue.empty()) out["queue"] = queue_list(d->queue);
              return py::object(out);
            })
       .def("verify_time", [](T& s) { return nogil<double>([&] { return s.verify_time(); }); })

@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 from mongoelector import MongoReadWriteLock, MongoSemaphore, testing
@@ -302,3 +303,38 @@ def test_a_killed_waiter_costs_at_most_one_ttl(where, request, tmp_path):
     assert enters[1][1] >= dead_entry["ts_expire"].timestamp()
     assert _queue(holder) == [], "the dead entry was removed by the claim that passed it"
     holder.close()
+
+
+@pytest.mark.parametrize("where", ["server", "sqlite"])
+def test_holders_list_the_queued_writers_in_line(where, request, tmp_path):
+    """``holders()["waiting"]``: the fair writers queued in the document, first in line
+    first; empty once nobody waits."""
+    uri, key = _uri_of(where, request, tmp_path), "fair-rw-" + uuid.uuid4().hex[:8]
+    holder = MongoReadWriteLock(key, uri, ttl=120, fair=True)
+    holder.acquire("write", blocking=False)
+    assert holder.holders()["waiting"] == []
+    waiters = [MongoReadWriteLock(key, uri, ttl=120, fair=True) for _ in range(2)]
+    threads = []
+    for n, w in enumerate(waiters, start=1):
+        t = threading.Thread(
+            target=w.acquire, args=("write",), kwargs={"timeout": 60, "step": 0.05}
+        )
+        t.start()
+        threads.append(t)
+        until = time.monotonic() + 60
+        while len(_queue(holder)) < n:  # its entry is in the document
+            assert time.monotonic() < until, "the waiter did not queue"
+            time.sleep(0.02)
+    queue = _queue(holder)
+    waiting = holder.holders()["waiting"]
+    assert [e["uuid"] for e in waiting] == [w.uuid for w in waiters]
+    assert waiting == sorted(queue, key=lambda e: e["ticket"])
+    assert all(e["ts_expire"] > datetime.now(timezone.utc) for e in waiting)
+    holder.release()
+    for t, w in zip(threads, waiters):
+        t.join(60)
+        assert not t.is_alive()
+        w.release()
+    assert holder.holders()["waiting"] == []
+    for rw in [holder, *waiters]:
+        rw.close()

@@ -151,7 +151,8 @@ class AsyncMongoReadWriteLock(AsyncSlotHandle[_NativeRwLock]):
 
     async def holders(self) -> RwLockHolders:
         """Who holds the key now (one round trip): the readers in slot order, the writer,
-        and the writer waiting with its mark, each ``None`` when there is none."""
+        and the writer waiting with its mark, each ``None`` when there is none; and the
+        fair waiters still queued, first in line first."""
         core = await self._opened()
         return await call(core.holders)
 
