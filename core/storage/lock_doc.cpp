@@ -64,6 +64,14 @@ std::vector<bool> LockStorage::renew_many(const std::string& collection,
   return renewed;
 }
 
+std::vector<std::optional<LockDoc>> LockStorage::read_many(const std::string& collection,
+                                                           const std::vector<std::string>& keys) {
+  std::vector<std::optional<LockDoc>> docs;
+  docs.reserve(keys.size());
+  for (const std::string& k : keys) docs.push_back(read(collection, k));
+  return docs;
+}
+
 std::vector<RenewGroup> renew_groups(const std::vector<RenewRequest>& requests, std::size_t from,
                                      std::size_t to) {
   std::map<std::pair<std::int64_t, bool>, std::vector<std::size_t>> by;

@@ -208,6 +208,20 @@ std::optional<LockDoc> MemoryStorage::read(const std::string& collection, const 
   });
 }
 
+// One round trip for all the keys, like one find on a server.
+std::vector<std::optional<LockDoc>> MemoryStorage::read_many(const std::string& collection,
+                                                             const std::vector<std::string>& keys) {
+  return call("read_many", [this, collection, keys]() {
+    std::vector<std::optional<LockDoc>> docs;
+    docs.reserve(keys.size());
+    for (const std::string& k : keys) {
+      Document* doc = find_lock(collection, k);
+      docs.push_back(doc ? std::optional<LockDoc>(LockDoc::from_document(*doc)) : std::nullopt);
+    }
+    return docs;
+  });
+}
+
 void MemoryStorage::ensure_status_indexes(const std::string&, std::int64_t) {
   call("ensure_indexes", [] { return true; });
 }

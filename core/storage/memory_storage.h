@@ -23,7 +23,7 @@ namespace mongoelector {
 class MemoryStorage final : public Storage {
  public:
   // op: "server_info", "server_time_ms", "claim", "insert_claim", "bump_epoch", "set_fence", "renew",
-  // "renew_many", "set_expiry", "release", "read", "put_status", "list_status",
+  // "renew_many", "set_expiry", "release", "read", "read_many", "put_status", "list_status",
   // "ensure_indexes", "read_semaphore", "create_semaphore", "claim_semaphore",
   // "renew_semaphore", "renew_semaphores", "release_semaphore", "renew_queue_entry",
   // "leave_queue", "hand_over".
@@ -105,6 +105,8 @@ class MemoryStorage final : public Storage {
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  std::vector<std::optional<LockDoc>> read_many(const std::string& collection,
+                                                const std::vector<std::string>& keys) override;
   std::optional<SemaphoreDoc> read_semaphore(const std::string& collection,
                                              const std::string& key) override;
   bool create_semaphore(const std::string& collection, const SemaphoreClaim& claim) override;

@@ -337,6 +337,28 @@ bool MongoStorage::release(const std::string& collection, const std::string& key
                  commands::release(collection, key, uuid, fence, now_ms, delete_document));
 }
 
+std::vector<std::optional<LockDoc>> MongoStorage::read_many(const std::string& collection,
+                                                            const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
+  for (const std::string& k : keys) mongo_bson::check_utf8(k, "_id");
+  auto s = impl_->conn.session();
+  commands::Command c = commands::read_keys(collection, keys);
+  c.what = "find (read_many)";
+  c.limit = 0;  // a cursor (getMore past the first batch), not one batch capped at 16 MB
+  std::map<std::string, LockDoc> by_key;
+  for (const Document& d : found(s, c)) {
+    LockDoc doc = LockDoc::from_document(d);
+    by_key.emplace(doc.key, std::move(doc));
+  }
+  std::vector<std::optional<LockDoc>> docs;
+  docs.reserve(keys.size());
+  for (const std::string& k : keys) {
+    auto it = by_key.find(k);
+    docs.push_back(it == by_key.end() ? std::nullopt : std::optional<LockDoc>(it->second));
+  }
+  return docs;
+}
+
 std::optional<LockDoc> MongoStorage::read(const std::string& collection, const std::string& key) {
   auto s = impl_->conn.session();
   auto docs = found(s, commands::read(collection, key));

@@ -72,6 +72,8 @@ class MongoStorage final : public Storage {
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  std::vector<std::optional<LockDoc>> read_many(const std::string& collection,
+                                                const std::vector<std::string>& keys) override;
   // Semaphores (storage.h): one command each -- find (read), insert (create), update
   // with a compare-and-set filter on {limit, fence, "slots.<i>.ts_expire"} (claim),
   // update naming {"slots.<i>.uuid", "slots.<i>.fence"} (renew, release).

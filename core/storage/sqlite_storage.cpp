@@ -818,6 +818,32 @@ std::optional<LockDoc> SqliteStorage::read(const std::string& collection, const 
   });
 }
 
+std::vector<std::optional<LockDoc>> SqliteStorage::read_many(const std::string& collection,
+                                                             const std::vector<std::string>& keys) {
+  check_collection_name(collection);
+  std::vector<std::string> ids;  // InvalidArgument before the call
+  ids.reserve(keys.size());
+  for (const std::string& k : keys) ids.push_back(id_of_key(k));
+  if (keys.empty()) return {};
+  return call("read_many", [&](sqlite3* db) {
+    // One read transaction: one consistent snapshot of every key, no write lock.
+    exec(db, "BEGIN DEFERRED", "read_many (BEGIN)");
+    std::vector<std::optional<LockDoc>> docs;
+    try {
+      docs.reserve(keys.size());
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        auto doc = load(db, collection, ids[i], "read " + keys[i]);
+        docs.push_back(doc ? std::optional<LockDoc>(LockDoc::from_document(*doc)) : std::nullopt);
+      }
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    exec(db, "COMMIT", "read_many (COMMIT)");
+    return docs;
+  });
+}
+
 void SqliteStorage::put_document(const std::string& collection, const Document& doc) {
   check_collection_name(collection);
   const Value* idv = doc.get("_id");

@@ -144,6 +144,8 @@ class SqliteStorage final : public Storage {
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
   std::optional<LockDoc> read(const std::string& collection, const std::string& key) override;
+  std::vector<std::optional<LockDoc>> read_many(const std::string& collection,
+                                                const std::vector<std::string>& keys) override;
   // Semaphores (storage.h): each operation is ONE `BEGIN IMMEDIATE` transaction, read -
   // decide - write, as claim(). The document is a row of `documents` in the flat form of
   // semaphore_doc.h ({_id, limit, fence, "slots.<i>.<field>"...}).

@@ -621,6 +621,28 @@ std::optional<me::LockDoc> PyMongoStorage::read(const std::string& collection,
   });
 }
 
+std::vector<std::optional<me::LockDoc>> PyMongoStorage::read_many(
+    const std::string& collection, const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
+  auto c = me::commands::read_keys(collection, keys);
+  c.what = "find (read_many)";
+  c.limit = 0;  // a cursor (getMore past the first batch), not one batch capped at 16 MB
+  return with_python([&] {
+    std::map<std::string, me::LockDoc> by_key;
+    for (py::handle d : find(c)) {
+      me::LockDoc doc = me::LockDoc::from_document(doc_from_py(d));
+      by_key.emplace(doc.key, std::move(doc));
+    }
+    std::vector<std::optional<me::LockDoc>> docs;
+    docs.reserve(keys.size());
+    for (const std::string& k : keys) {
+      auto it = by_key.find(k);
+      docs.push_back(it == by_key.end() ? std::nullopt : std::optional<me::LockDoc>(it->second));
+    }
+    return docs;
+  });
+}
+
 void PyMongoStorage::ensure_status_indexes(const std::string& collection, std::int64_t ttl_s) {
   ensure_indexes(collection, me::commands::status_indexes(ttl_s));
 }

@@ -90,6 +90,8 @@ class PyMongoStorage final : public mongoelector::Storage {
   bool release(const std::string& collection, const std::string& key,
                const std::optional<std::string>& uuid, std::int64_t fence, std::int64_t now_ms,
                bool delete_document) override;
+  std::vector<std::optional<mongoelector::LockDoc>> read_many(
+      const std::string& collection, const std::vector<std::string>& keys) override;
   std::optional<mongoelector::LockDoc> read(const std::string& collection,
                                             const std::string& key) override;
   // Semaphores (storage.h): find_one, insert_one (DuplicateKeyError -> false), and

@@ -373,6 +373,29 @@ TEST_F(LockOps, ReadOfAnAbsentKeyIsNullopt) {
   EXPECT_FALSE(s->read(coll + "_never_created", "k").has_value());
 }
 
+TEST_F(LockOps, ReadManyReadsEachKeyInTheOrderAsked) {
+  EXPECT_TRUE(s->read_many(coll, {}).empty());
+  ASSERT_TRUE(s->claim(coll, claim_by("a", now, 10000, "k1"), false));
+  ASSERT_TRUE(s->claim(coll, claim_by("b", now, 10000, "k3"), false));
+  const std::vector<std::string> keys = {"k3", "k2", "k1", "k3"};
+  const std::vector<std::optional<LockDoc>> docs = s->read_many(coll, keys);
+  ASSERT_EQ(docs.size(), keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::optional<LockDoc> one = s->read(coll, keys[i]);
+    ASSERT_EQ(docs[i].has_value(), one.has_value()) << keys[i];
+    if (!one) continue;
+    EXPECT_EQ(docs[i]->key, keys[i]);
+    EXPECT_EQ(docs[i]->uuid, one->uuid);
+    EXPECT_EQ(docs[i]->fence, one->fence);
+  }
+  EXPECT_FALSE(docs[1].has_value());
+  EXPECT_EQ(docs[0]->uuid, "uuid-b");
+  EXPECT_EQ(docs[2]->uuid, "uuid-a");
+  const auto none = s->read_many(coll + "_never_created", {"k1"});
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_FALSE(none[0].has_value());
+}
+
 TEST_F(LockOps, OddTypedDocumentsReadWithDefaults) {
   raw().insert(
       coll,
