@@ -144,13 +144,21 @@ PartitionStatus partition_status(Storage& storage, const PartitionerCollections&
   }
   const std::vector<int> owner = rendezvous_assign(view.live, *partitions);
   st.settled = true;
+  // Every partition's lock document in one read (LockStorage::read_many).
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<std::size_t>(*partitions));
+  for (std::int64_t p = 0; p < *partitions; ++p) keys.push_back(partition_key(group, p));
+  const std::vector<std::optional<LockDoc>> docs = storage.read_many(collections.locks, keys);
+  if (docs.size() != keys.size())
+    throw StorageError("read_many returned " + std::to_string(docs.size()) + " documents for " +
+                       std::to_string(keys.size()) + " keys");
   for (std::int64_t p = 0; p < *partitions; ++p) {
     PartitionOwner o;
     o.partition = p;
-    o.key = partition_key(group, p);
+    o.key = keys[static_cast<std::size_t>(p)];
     const int a = owner[static_cast<std::size_t>(p)];
     if (a >= 0) o.assigned = view.live[static_cast<std::size_t>(a)];
-    if (const std::optional<LockDoc> doc = storage.read(collections.locks, o.key)) {
+    if (const std::optional<LockDoc>& doc = docs[static_cast<std::size_t>(p)]) {
       if (auto foreign = foreign_lock_document(*doc)) {
         o.conflict = *foreign;
       } else {

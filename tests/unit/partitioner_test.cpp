@@ -34,6 +34,7 @@ class Cuttable final : public Storage {
   explicit Cuttable(std::shared_ptr<Storage> s) : s_(std::move(s)) {}
   std::atomic<bool> down{false};
   std::atomic<int> renew_many_calls{0};
+  std::atomic<int> calls{0};  // the reads status makes: read, read_many, list_status
 
   void check() {
     if (down) throw StorageUnavailable("cut off (test)");
@@ -71,7 +72,13 @@ class Cuttable final : public Storage {
     return check(), s_->release(c, k, u, f, n, d);
   }
   std::optional<LockDoc> read(const std::string& c, const std::string& k) override {
+    ++calls;
     return check(), s_->read(c, k);
+  }
+  std::vector<std::optional<LockDoc>> read_many(const std::string& c,
+                                                const std::vector<std::string>& k) override {
+    ++calls;
+    return check(), s_->read_many(c, k);
   }
   void ensure_status_indexes(const std::string& c, std::int64_t t) override {
     check(), s_->ensure_status_indexes(c, t);
@@ -80,6 +87,7 @@ class Cuttable final : public Storage {
     check(), s_->put_status(c, d);
   }
   std::vector<Document> list_status(const std::string& c, const std::string& k) override {
+    ++calls;
     return check(), s_->list_status(c, k);
   }
   std::optional<SemaphoreDoc> read_semaphore(const std::string& c, const std::string& k) override {
@@ -464,6 +472,26 @@ TEST_F(PartitionerTest, StatusShowsTheAssignmentFromTheDocuments) {
   const PartitionStatus after = partition_status(*server, PartitionerCollections{}, "jobs", kN,
                                                  ServerTime{clock->wall_ms(), 0});
   for (const auto& o : after.owners) EXPECT_FALSE(o.owner) << o.key;
+}
+
+TEST_F(PartitionerTest, StatusReadsEveryPartitionInOneQuery) {
+  constexpr std::int64_t kMany = 64;
+  join("a", kMany);
+  run(settle_ms);
+  Cuttable counting(server);
+  const PartitionStatus st = partition_status(counting, PartitionerCollections{}, "jobs",
+                                              std::nullopt, ServerTime{clock->wall_ms(), 0});
+  // The members' reports, then all 64 partitions' documents at once (one read each made
+  // it 1 + 64 = 65).
+  EXPECT_EQ(counting.calls.load(), 2);
+  ASSERT_EQ(st.owners.size(), static_cast<std::size_t>(kMany));
+  EXPECT_TRUE(st.settled);
+  for (const auto& o : st.owners) {  // what one read per key finds
+    const std::optional<LockDoc> doc = server->read(PartitionerCollections{}.locks, o.key);
+    ASSERT_TRUE(doc && o.owner) << o.key;
+    EXPECT_EQ(*o.owner, doc->uuid);
+    EXPECT_EQ(o.token, doc->fence);
+  }
 }
 
 TEST_F(PartitionerTest, StopFromACallbackDoesNotWaitForItself) {
