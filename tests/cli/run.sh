@@ -32,6 +32,9 @@ T="$(mktemp -d "${TMPDIR:-/tmp}/mongoelector-cli-test.XXXXXX")"
 HELPER="$T/force_lock"
 cc -std=c99 -Wall -Wextra -Werror -I"$ROOT/capi/include" "$ROOT/tests/cli/force_lock.c" \
   -L"$BUILD_DIR/capi" -lmongoelector -Wl,-rpath,"$BUILD_DIR/capi" -o "$HELPER" || exit 2
+SEMHOLD="$T/semaphore_hold"
+cc -std=c99 -Wall -Wextra -Werror -I"$ROOT/capi/include" "$ROOT/tests/cli/semaphore_hold.c" \
+  -L"$BUILD_DIR/capi" -lmongoelector -Wl,-rpath,"$BUILD_DIR/capi" -o "$SEMHOLD" || exit 2
 MEMBER="$T/partition_member"
 cc -std=c99 -Wall -Wextra -Werror -I"$ROOT/capi/include" "$ROOT/tests/cli/partition_member.c" \
   -L"$BUILD_DIR/capi" -lmongoelector -Wl,-rpath,"$BUILD_DIR/capi" -o "$MEMBER" || exit 2
@@ -1083,7 +1086,7 @@ t_fair() {  # run --fair: waiters take KEY in the order they queued; --fair refu
   "$BIN" run --fair --exclusive "$key" -- true || fail "--fair --exclusive"
 }
 
-t_status_queue() {  # status lists the fair waiters of a lock and of a read-write lock, first in line first
+t_status_queue() {  # status lists the fair waiters of a lock, a semaphore and a read-write lock, first in line first
   local key="sq-$RANDOM"
   "$BIN" status "$key" --json >"$T/sq.json" || fail "status"
   [[ $(json "$T/sq.json" 'd["waiting"] == {"lock": [], "semaphore": [], "rwlock": []}') == True ]] ||
@@ -1115,6 +1118,24 @@ t_status_queue() {  # status lists the fair waiters of a lock and of a read-writ
   grep -q "^waiting   lock      #1 uuid $lock_uuid, ticket [0-9]*, expires in" "$T/sq.txt" ||
     fail "table: $(cat "$T/sq.txt")"
   grep -q "^          rwlock    #1 uuid " "$T/sq.txt" || fail "table: $(cat "$T/sq.txt")"
+  # A fair semaphore's waiter (KEY's semaphore, limit 1), listed once its entry is queued.
+  mkfifo "$T/sq-s1" "$T/sq-s2"
+  "$SEMHOLD" "$URI" "$DB" "$key" <"$T/sq-s1" >"$T/sq.s1" &
+  local s1=$!
+  exec 7>"$T/sq-s1"
+  wait_for "grep -q held '$T/sq.s1'" 20 || fail "the semaphore holder did not start"
+  "$SEMHOLD" "$URI" "$DB" "$key" <"$T/sq-s2" >"$T/sq.s2" 7>&- &
+  local s2=$!
+  exec 8>"$T/sq-s2"
+  wait_for "'$BIN' status '$key' --json >'$T/sq.json' && [[ \$(json '$T/sq.json' 'len(d[\"waiting\"][\"semaphore\"])') == 1 ]]" 20 ||
+    fail "the semaphore's waiter not listed: $(cat "$T/sq.json")"
+  ! grep -q held "$T/sq.s2" || fail "the second semaphore holder did not wait"
+  "$BIN" status "$key" | grep -q "^          semaphore #1 uuid " || fail "table: $("$BIN" status "$key")"
+  exec 7>&-
+  wait_for "grep -q held '$T/sq.s2'" 20 || fail "the semaphore's waiter was not served"
+  exec 8>&-
+  exit_code "$s1" 20; [[ $RC == 0 ]] || fail "semaphore holder exit $RC"
+  exit_code "$s2" 20; [[ $RC == 0 ]] || fail "semaphore waiter exit $RC"
   echo go >"$T/sq-go"; echo go >"$T/sq-wgo"
   for p in $holder $writer $waiter $wwaiter; do exit_code "$p" 20; [[ $RC == 0 ]] || fail "exit $RC"; done
   "$BIN" status "$key" --json >"$T/sq.json" || fail "status"
@@ -1164,7 +1185,7 @@ run_test "run --shared: 3 hold together; --exclusive waits, stops new readers, r
 run_test "run --fair: waiters served in the order they queued; not with --shared" t_fair
 run_test "elect --notify: READY, STATUS, WATCHDOG pings, STOPPING" t_notify
 [[ $STORAGE == mongo ]] && run_test "elect --http: server frozen -> /healthz 503 before expiry" t_http_frozen_server
-run_test "status: the fair waiters of a lock and a read-write lock, in line (table, --json)" t_status_queue
+run_test "status: the fair waiters of a lock, a semaphore and a read-write lock (table, --json)" t_status_queue
 run_test "demo" t_demo
 
 echo "$STORAGE: ${PASSED} passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"
