@@ -134,8 +134,28 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
   const std::string label = n.name + ".elector." + key;
   const int node = n.id;
   ElectorCallbacks cb;
-  cb.on_leader = [this, node, key, label] { trace(node, key, label + ": on_leader"); };
-  cb.on_leader_loss = [this, st, &c, node, key, label, T] {
+  // A crashed process runs no callback (kill -9): the uuid of the loop's process is st->uuid
+  // until the next process stands, after the crashed one's threads are gone.
+  auto dead = [this, st] {
+    std::string u;
+    {
+      std::lock_guard<std::mutex> g(st->mu);
+      u = st->uuid;
+    }
+    return !u.empty() && refused(u);
+  };
+  cb.on_leader = [this, dead, node, key, label] {
+    if (dead()) {
+      trace(node, key, label + ": on_leader not run (its process crashed)");
+      return;
+    }
+    trace(node, key, label + ": on_leader");
+  };
+  cb.on_leader_loss = [this, st, dead, &c, node, key, label, T] {
+    if (dead()) {
+      trace(node, key, label + ": on_leader_loss not run (its process crashed)");
+      return;
+    }
     std::int64_t d = 0;
     {
       std::lock_guard<std::mutex> g(st->mu);
@@ -161,8 +181,8 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
       std::lock_guard<std::mutex> g(st->mu);
       stop = st->stop;
     }
-    if (stop) {
-      trace(node, key, label + ": stop() (the process restarts)");
+    if (stop) {  // the crashed process's loop ends: every call it sends is refused
+      trace(node, key, label + ": stop() (the process crashed: its calls are not sent)");
       e->stop();
       return;
     }
@@ -238,14 +258,21 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
     sched_.set_spawn_label(node, loop_label);
     e->start();
     sched_.await_registered();
-    // A crash and restart of the process, now and then, before the faults end: the
-    // loop stops itself (releasing, fenced), and a new process with a new uuid stands.
+    // A crash (kill -9) and restart of the process, now and then, before the faults end:
+    // from the crash no call naming its uuid is sent (no release, no report, no renewal),
+    // no callback runs and its belief ends; calls sent before still land. Its hold expires
+    // within a ttl (I11). The loop is then stopped (its calls refused), and a new process
+    // with a new uuid stands.
     if (p_.p_restart <= 0) return;
     for (;;) {
       c.sleep_ms(r.range(T, 3 * T));
       if (stopping() || sched_.mono() >= p_.F - T) return;  // restarted well before F
       if (r.chance(p_.p_restart)) break;
     }
+    ++crashes_;
+    kill_process(uuid);
+    remove_believer(bid);
+    trace(node, key, loop_label + ": the process of " + uuid + " crashed (kill -9)");
     {
       std::lock_guard<std::mutex> g(st->mu);
       st->stop = true;
@@ -262,7 +289,6 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
       if (!sched_.find(loop_label) && !loss) break;
       c.sleep_ms(5);
     }
-    remove_believer(bid);
     {
       std::lock_guard<std::mutex> g(st->mu);
       st->e = nullptr;
@@ -496,8 +522,9 @@ void World::lease_actor(Node& n) {
     s.locker = std::make_shared<Locker>(n.storage, o, n.clock,
                                         Identity{s.uuid, "host-" + n.name, 1000 + node});
     Slot* sp = &s;
-    KeepAliveOptions ko = lease_options(
-        r, c, node, s.key, label + ": on_lost of lease " + s.key + " (" + s.uuid + ")", sp->in_cb);
+    KeepAliveOptions ko = lease_options(r, c, node, s.key,
+                                        label + ": on_lost of lease " + s.key + " (" + s.uuid + ")",
+                                        sp->in_cb, s.uuid);
     trace(node, s.key,
           label + ": lease " + s.key + " (" + s.uuid + ") acquire(" +
               (ko.blocking ? "blocking" : "non-blocking") + ")");
@@ -519,9 +546,46 @@ void World::lease_actor(Node& n) {
           return BeliefState{sp->lease->fence(), sp->lease->renew_deadline_mono()};
         }));
   };
+  // Crashes (fair schedules, from a stream of their own): the actor is one process, whose
+  // leases share the node's renewer. A kill -9 ends them all: from then on no call naming
+  // their uuids is sent (the renewer's batches go without them), their on_lost never runs,
+  // their beliefs end; calls sent before still land. Their locks expire within a ttl (I11).
+  // The actor goes on as a new process (each slot's next lease has a new uuid). With
+  // break_crash the leases live on (proof mode of I11).
+  Rng fr(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xFA3F));
+  struct Dead {
+    Slot* slot;  // its in_cb: an on_lost that began before the crash may still run
+    std::shared_ptr<Locker> locker;
+    std::unique_ptr<KeepAliveLease> lease;
+  };
+  std::vector<Dead> dead;
+  auto crash = [&] {
+    ++crashes_;
+    trace(node, slots.front()->key,
+          label + ": the process crashed (kill -9)" +
+              (o_.break_crash ? ": NOT its leases (--break-crash), they live on" : ""));
+    for (auto& sp : slots) {
+      Slot& s = *sp;
+      if (!s.lease) continue;
+      ++dead_leases_;
+      kill_process(s.uuid);
+      trace(node, s.key, label + ": lease " + s.key + " (" + s.uuid + ") dies with the process");
+      if (o_.break_crash) continue;
+      remove_believer(s.bid);
+      s.bid = 0;
+      s.closing = false;
+      dead.push_back(Dead{&s, std::move(s.locker), std::move(s.lease)});
+      s.locker.reset();
+      s.lease.reset();
+    }
+  };
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
+    if (p_.fair && sched_.mono() < p_.F && fr.chance(0.03)) {
+      crash();
+      continue;
+    }
     Slot& s = *slots[static_cast<std::size_t>(r.next() % slots.size())];
     try {
       if (!s.lease) {
@@ -535,6 +599,16 @@ void World::lease_actor(Node& n) {
   }
   for (auto& s : slots)
     if (s->lease) close(*s, false);
+  for (Dead& d : dead) {  // every call refused: nothing reaches the server
+    quiet(*d.slot);
+    try {
+      d.lease->close();
+    } catch (const std::exception& ex) {
+      trace(node, "", label + ": close of a crashed lease: " + ex.what());
+    }
+    d.lease.reset();
+    d.locker.reset();
+  }
 }
 
 // ---- slot holds (semaphores, read-write locks) ----------------------------------------------
@@ -927,14 +1001,25 @@ void World::partitioner_actor(Node& n) {
     o.poll_s = static_cast<double>(nr.part_poll) / 1000.0;
     o.ensure_indexes = r.chance(0.5);
     PartitionerCallbacks cb;
-    cb.on_assigned = [this, st, node, label](std::int64_t part, std::int64_t token) {
+    // A crashed process runs no callback (kill -9).
+    cb.on_assigned = [this, st, node, label, uuid](std::int64_t part, std::int64_t token) {
+      if (refused(uuid)) {
+        trace(node, partition_key(kPartGroup, part),
+              label + ": on_assigned(" + ms(part) + ") not run (its process crashed)");
+        return;
+      }
       trace(node, partition_key(kPartGroup, part),
             label + ": on_assigned(" + ms(part) + ", token " + ms(token) + ") on " +
                 Scheduler::self_label());
       std::lock_guard<std::mutex> g(st->mu);
       st->told[part] = token;
     };
-    cb.on_revoked = [this, st, &c, node, label, T](std::int64_t part) {
+    cb.on_revoked = [this, st, &c, node, label, T, uuid](std::int64_t part) {
+      if (refused(uuid)) {
+        trace(node, partition_key(kPartGroup, part),
+              label + ": on_revoked(" + ms(part) + ") not run (its process crashed)");
+        return;
+      }
       std::int64_t d = 0;
       {
         std::lock_guard<std::mutex> g(st->mu);
@@ -990,14 +1075,20 @@ void World::partitioner_actor(Node& n) {
     sched_.set_spawn_label(node, label);
     pp->start_loop();
     sched_.await_registered();
-    // Leaves and joins again as a new process, now and then, well before F.
+    // Crashes (kill -9) and joins again as a new process, now and then, well before F:
+    // from the crash no call naming its uuid is sent (no report, no renewal or release of
+    // a partition), no callback runs and its beliefs end; calls sent before still land.
+    // Its partitions expire within a ttl (I11). Its loop is then stopped (calls refused).
     if (p_.part_restart <= 0) return;
     for (;;) {
       c.sleep_ms(r.range(T, 3 * T));
       if (stopping() || sched_.mono() >= p_.F - T) return;
       if (r.chance(p_.part_restart)) break;
     }
-    trace(node, kPartGroup, label + ": leaves the group (the process restarts)");
+    ++crashes_;
+    kill_process(uuid);
+    for (const std::uint64_t bid : bids) remove_believer(bid);
+    trace(node, kPartGroup, label + ": the process of " + uuid + " crashed (kill -9)");
     pp->request_stop();
     // stop() joins the loop thread in real time: wait for it (and a callback that
     // sleeps) on the fake clock first.
@@ -1012,7 +1103,6 @@ void World::partitioner_actor(Node& n) {
       c.sleep_ms(5);
     }
     pp->stop();
-    for (const std::uint64_t bid : bids) remove_believer(bid);
     {
       std::lock_guard<std::mutex> g(mu_);
       n.partitioners.erase(std::remove(n.partitioners.begin(), n.partitioners.end(), pp),

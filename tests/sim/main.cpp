@@ -337,7 +337,7 @@ void usage() {
                "                          head never claims (proof mode of I10b)\n"
                "  --break-rw-turns        the same for the read-write lock rw0: a head writer\n"
                "                          never claims (proof mode of I10b for rw0)\n"
-               "  --break-crash           a crash leaves the actor's keep-alive lease running\n"
+               "  --break-crash           a crash leaves the process's keep-alive leases running\n"
                "                          (proof mode of I11)\n"
                "Exit status: 0 when no schedule violated an invariant, stalled or crashed (with\n"
                "--expect-violations: when at least one violated an invariant), 1 otherwise.\n";
@@ -581,8 +581,8 @@ int main(int argc, char** argv) {
               << " renewals checked by I10b (" << rw_turn_checks << " of rw0's)\n";
   if (crashes > 0)
     std::cout << "crashes: " << crashes << " processes, " << dead_leases
-              << " with a keep-alive lease; " << dead_checks
-              << " checks of their slots and entries by I11\n";
+              << " keep-alive leases killed with them; " << dead_checks
+              << " checks of their holds by I11\n";
   std::cout << "violations by invariant (schedules):";
   if (by_inv.empty()) std::cout << " none";
   for (const auto& [i, n] : by_inv) std::cout << " " << i << " " << n << ";";

@@ -644,6 +644,8 @@ void NodeStorage::ensure_status_indexes(const std::string& collection, std::int6
 }
 
 void NodeStorage::put_status(const std::string& collection, const Document& doc) {
+  // A member's report names its process (uuid, or _id): a crashed one reports no more.
+  refuse(w_, "put_status", doc.get_string("uuid").value_or(doc.get_string("_id").value_or("")));
   auto mem = w_.mem();
   rpc<bool>("put_status", doc.get_string("key").value_or(""), doc.get_string("_id").value_or(""),
             [mem, collection, doc](const CallCtx&) {

@@ -455,6 +455,15 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
   if (claimed) on_claim_applied(coll, key, after.uuid, sched_.wall());
   if (claimed && coll == kLockColl && fair_lockers_.count(after.uuid))
     lock_fifo_check(key, after.uuid, w);
+  // I11 for a lock (an elector's, a partition's, a keep-alive lease's): a write by a crashed
+  // process's own call (a claim, a renewal, a fence) that sets its hold's expiry. Not a
+  // minimum hold's set_expiry (that bound is the minimum hold's, I5), nor a hand-over to it
+  // (sent by the live leader: a hand-over to a dead member expires in a ttl of its send).
+  const std::string o(op);
+  if (!dead_.empty() && after.exists && after.locked && !after.uuid.empty() &&
+      (after.expire != before.expire || after.uuid != before.uuid) && o != "set_expiry" &&
+      o != "hand_over" && o != "ttl-delete" && o != "release")
+    dead_check(c, key, coll + "/" + key, after.uuid, after.expire, "lock");
 }
 
 void World::note_sem_write(const CallCtx& c, const char* op, const std::string& coll,
@@ -534,8 +543,8 @@ bool World::refused(const std::string& uuid) {
   return dead_.count(uuid) > 0;
 }
 
-// I11 (a crash ends every hold of the process within a ttl): the expiry of a slot or a
-// queue entry of a process that crashed at server time c (a kill -9: its threads, its
+// I11 (a crash ends every hold of the process within a ttl): the expiry of a slot, a
+// queue entry or a lock of a process that crashed at server time c (a kill -9: its threads, its
 // renewer's included, send nothing more) was set by a call sent before the crash, which
 // computed it from its estimate of the server's time then: at most c + ttl, plus M = the
 // call bound and the clock's steps so far (the estimate's error), wherever the call

@@ -198,8 +198,8 @@ struct Result {
   std::uint64_t queued = 0, queue_claims = 0;  // fair queues: entries written, claims from one
   std::uint64_t turn_checks = 0;               // renewals after a read, checked by I10b
   std::uint64_t rw_turn_checks = 0;            // of them, of the read-write lock's queue
-  std::uint64_t crashes = 0, dead_leases = 0;  // processes crashed, with a live lease
-  std::uint64_t dead_checks = 0;               // writes of a crashed process's slot (I11)
+  std::uint64_t crashes = 0, dead_leases = 0;  // processes crashed, leases killed with them
+  std::uint64_t dead_checks = 0;               // checks of a crashed process's holds (I11)
   std::uint64_t trace_hash = 0;                // 0 when not asked for (see World::trace_hash)
   std::int64_t end_t = 0;
 };
@@ -223,8 +223,10 @@ struct RunOptions {
   // never claims.
   bool break_rw_turns = false;
   // Proof mode of I11: a crash kills the actor's plain instance only, as before: its
-  // keep-alive lease lives on (the node's renewer keeps renewing it, its callbacks run,
-  // its holder still believes), so that the crashed process's slot outlives its ttl.
+  // keep-alive leases live on (the node's renewer keeps renewing them, their callbacks run,
+  // their holders still believe), so that the crashed process's slot or lock outlives its
+  // ttl. An elector or partitioner that crashes is still stopped, its calls sent (it
+  // releases).
   bool break_crash = false;
 };
 
