@@ -69,6 +69,7 @@ mod locker;
 mod log;
 mod observer;
 mod partitioner;
+mod queue;
 mod rwlock;
 mod semaphore;
 mod slot;
@@ -91,6 +92,7 @@ pub use partitioner::{
     partition_status, PartitionMember, PartitionOwner, PartitionStatus, Partitioner,
     PartitionerBuilder, MAX_PARTITIONS,
 };
+pub use queue::{read_queue, QueueOf, QueueStatus, QueuedWaiter};
 pub use rwlock::{RwLock, RwLockBuilder, RwLockGuard, RwLockHolders, RwSide};
 pub use semaphore::{Semaphore, SemaphoreBuilder, SemaphoreGuard, SemaphoreHolder};
 pub use stats::{stats, AcquireCounts, LatencyHistogram, Stats};
