@@ -18,6 +18,7 @@ from typing import (
     Callable,
     Dict,
     Generic,
+    List,
     Optional,
     Protocol,
     Tuple,
@@ -31,6 +32,7 @@ from ._keepalive import KeepAlive, NativeKeepAlive
 from ._loss import LossEvent
 from ._transport import DatabaseArg
 from .errors import ClosedError
+from .locker import QueuedWaiter as QueuedWaiter
 from .locker import _Closed
 
 #: The largest ``limit`` / ``max_readers`` (the whole slot array is one document every
@@ -50,15 +52,6 @@ class SlotHolder(TypedDict):
     ts_expire: datetime
 
 
-class QueuedWaiter(TypedDict):
-    """One fair waiter still queued for a key (its entry live at the earliest server
-    time), as ``holders()`` lists them: first in line first."""
-
-    uuid: str
-    ticket: int  # its place: smaller tickets are served first
-    ts_expire: datetime  # unless renewed; server time base, tz-aware UTC
-
-
 class NativeSlotHolder(Protocol):
     """The private native bindings of a slot hold (``_native._Semaphore``,
     ``_native._RwLock``), as far as they share their methods."""
@@ -68,6 +61,7 @@ class NativeSlotHolder(Protocol):
     def leave_queue(self) -> None: ...
     def touch(self) -> Optional[datetime]: ...
     def read(self) -> Optional[Dict[str, Any]]: ...
+    def waiting(self) -> List[Dict[str, Any]]: ...
     def verify_time(self) -> float: ...
     @property
     def hold(self) -> Optional[Tuple[int, int, datetime, datetime]]: ...

@@ -17,7 +17,18 @@ from os import getpid
 from socket import getfqdn
 from time import sleep
 from types import TracebackType
-from typing import Any, Dict, Literal, NoReturn, Optional, Type, TypedDict, TypeVar, cast
+from typing import (
+    Any,
+    Dict,
+    List,
+    Literal,
+    NoReturn,
+    Optional,
+    Type,
+    TypedDict,
+    TypeVar,
+    cast,
+)
 
 from pymongo.collection import Collection
 from pymongo.database import Database
@@ -27,7 +38,14 @@ from ._outcome import counted_acquire
 from ._transport import DatabaseArg
 from .errors import AcquireTimeout, ClosedError, LockExists, TimeOffsetError, _time_offset_error
 
-__all__ = ["MongoLocker", "LockExists", "AcquireTimeout", "TimeOffsetError", "LockerStatus"]
+__all__ = [
+    "MongoLocker",
+    "LockExists",
+    "AcquireTimeout",
+    "TimeOffsetError",
+    "LockerStatus",
+    "QueuedWaiter",
+]
 
 _L = TypeVar("_L", bound="MongoLocker")
 
@@ -44,6 +62,15 @@ class LockerStatus(TypedDict):
     lock_owned: bool
     lock_created: Optional[datetime]  # None unless owned
     lock_expires: Optional[datetime]  # None unless owned
+
+
+class QueuedWaiter(TypedDict):
+    """One fair waiter still queued for a key (its entry live at the earliest server
+    time), as ``waiting()`` and ``holders()`` list them: first in line first."""
+
+    uuid: str  # the waiting instance's uuid
+    ticket: int  # its place: smaller tickets are served first
+    ts_expire: datetime  # unless renewed; server time base, tz-aware UTC
 
 
 #: How long a good time check is trusted (as the original).
@@ -515,6 +542,11 @@ class MongoLocker:
     def get_current(self) -> Optional[Dict[str, Any]]:
         """Return the current lock document, or None if no active lock."""
         return self._core.current()
+
+    def waiting(self) -> List[QueuedWaiter]:
+        """The fair waiters still queued for the lock, first in line first (one round
+        trip); empty when nobody waits. Only blocking acquires of fair lockers queue."""
+        return [cast(QueuedWaiter, w) for w in self._core.waiting()]
 
     def release(
         self, force: bool = False, *, min_hold: Optional[float] = None

@@ -30,6 +30,7 @@ from ._slots import (
     MAX_LIMIT,
     NativeSlotHolder,
     NativeSlotLease,
+    QueuedWaiter,
     SlotHandle,
     SlotLease,
     check_args,
@@ -189,6 +190,11 @@ class MongoSemaphore(SlotHandle[_NativeSemaphore]):
     def holders(self) -> List[SemaphoreHolder]:
         """The unexpired holders (one round trip), in slot order."""
         return [cast(SemaphoreHolder, h) for h in self._core.holders()]
+
+    def waiting(self) -> List[QueuedWaiter]:
+        """The fair waiters still queued for a slot, first in line first (one round
+        trip); empty when nobody waits. Only blocking acquires of fair semaphores queue."""
+        return [cast(QueuedWaiter, w) for w in self._core.waiting()]
 
     def __enter__(self: _S) -> _S:
         self.acquire()

@@ -11,7 +11,9 @@
 #include "binding_util.h"
 #include "convert.h"
 #include "election/elector.h"
+#include "lock_queue.h"
 #include "locker.h"
+#include "slot_holder_binding.h"
 
 namespace mongoelector_py {
 
@@ -185,6 +187,14 @@ void bind_locker(py::module_& m) {
                                  return seconds_until(l.lease_deadline_mono(), l.clock());
                                });
                              })
+      .def(
+          "waiting",
+          [](me::Locker& l) {
+            return read_waiting(l.storage(), l.server_clock(),
+                                me::LockQueue::collection_for(l.options().collection), l.key());
+          },
+          "The fair waiters still queued for the lock, first in line first (one round trip; "
+          "the queue beside the lock, lock_queue.h).")
       .def_property_readonly("uuid", [](me::Locker& l) { return l.identity().uuid; })
       .def_property_readonly("host", [](me::Locker& l) { return l.identity().host; })
       .def_property_readonly("pid", [](me::Locker& l) { return l.identity().pid; })

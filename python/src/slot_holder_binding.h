@@ -14,6 +14,7 @@
 
 #include "binding_util.h"
 #include "convert.h"
+#include "hold/queue_status.h"
 #include "semaphore/slot_holder.h"
 
 namespace mongoelector_py {
@@ -51,6 +52,16 @@ inline py::list queue_list(const std::vector<me::QueueEntry>& entries) {
     out.append(entry);
   }
   return out;
+}
+
+// The live fair waiters of `key` whose queue is in `collection` (core
+// hold/queue_status.h: one read, judged at the earliest server time), as queue_list shows
+// them; without the GIL while reading.
+inline py::list read_waiting(me::SemaphoreStorage& storage, me::ServerClock& clock,
+                             const std::string& collection, const std::string& key) {
+  auto st = nogil<me::QueueStatus>(
+      [&] { return me::read_queue_status(storage, collection, key, clock.estimate_sampling()); });
+  return queue_list(st.waiting);
 }
 
 inline py::dict slot_dict(const me::SemaphoreSlot& s) {
@@ -104,6 +115,10 @@ void def_slot_holder(py::class_<T, std::shared_ptr<T>>& cls) {
              if (!d->queue.empty()) out["queue"] = queue_list(d->queue);
              return py::object(out);
            })
+      .def(
+          "waiting",
+          [](T& s) { return read_waiting(s.storage(), s.server_clock(), s.collection(), s.key()); },
+          "The fair waiters still queued for the key, first in line first (one round trip).")
       .def("verify_time", [](T& s) { return nogil<double>([&] { return s.verify_time(); }); })
       .def_property_readonly("hold",
                              [](T& s) -> py::object {

@@ -10,12 +10,12 @@ import uuid as _uuid
 from datetime import datetime
 from socket import getfqdn
 from types import TracebackType
-from typing import Any, Callable, Dict, Literal, Optional, Tuple, Type, TypeVar, cast
+from typing import Any, Callable, Dict, List, Literal, Optional, Tuple, Type, TypeVar, cast
 
 from .. import _native
 from .._transport import check_fair
 from ..errors import AcquireTimeout
-from ..locker import LockerStatus, _native_maxoffset
+from ..locker import LockerStatus, QueuedWaiter, _native_maxoffset
 from . import _loop_io, _pool
 from ._common import AsyncDatabaseArg, NativeHandle, call, drive, prepare
 
@@ -297,6 +297,12 @@ class AsyncMongoLocker(NativeHandle[_native.Locker]):
         if self._reads_on_loop(core):
             return await self._read(core, core.current_of)
         return await call(core.current)
+
+    async def waiting(self) -> List[QueuedWaiter]:
+        """The fair waiters still queued for the lock, first in line first (one round
+        trip); empty when nobody waits. Only blocking acquires of fair lockers queue."""
+        core = await self._opened()
+        return [cast(QueuedWaiter, w) for w in await call(core.waiting)]
 
     async def touch(self) -> Optional[datetime]:
         """Renews this instance's hold; the new expiry, or None if it holds none."""

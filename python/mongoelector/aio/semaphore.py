@@ -10,6 +10,7 @@ from .. import _native
 from .._native import AcquireRun
 from .._slots import NativeSlotLease
 from .._transport import check_db
+from ..locker import QueuedWaiter
 from ..semaphore import (
     SemaphoreHolder,
     _check_args,
@@ -119,6 +120,12 @@ class AsyncMongoSemaphore(AsyncSlotHandle[_NativeSemaphore]):
         """The unexpired holders (one round trip), in slot order."""
         core = await self._opened()
         return [cast(SemaphoreHolder, h) for h in await call(core.holders)]
+
+    async def waiting(self) -> List[QueuedWaiter]:
+        """The fair waiters still queued for a slot, first in line first (one round
+        trip); empty when nobody waits. Only blocking acquires of fair semaphores queue."""
+        core = await self._opened()
+        return [cast(QueuedWaiter, w) for w in await call(core.waiting)]
 
     def __repr__(self) -> str:
         return self._repr(f"limit={self.limit}", lambda: f"owned={self.owned}")
