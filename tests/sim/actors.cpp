@@ -307,12 +307,14 @@ void World::elector_actor(Node& n, const std::string& key, int idx) {
 
 void World::locker_actor(Node& n, int idx) {
   Rng r(hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0x10C, static_cast<std::uint64_t>(idx)));
+  // Crashes, from a stream of their own (every schedule).
+  Rng fr(
+      hash64(p_.seed, static_cast<std::uint64_t>(n.id), 0xFA3F, static_cast<std::uint64_t>(idx)));
   NodeClock& c = *n.clock;
   const std::int64_t T = p_.ttl;
   const int node = n.id;
   const bool extra = idx == kFairLockerIdx;  // Params::fair_locks
   const std::string key = extra ? p_.fair_lock_key : r.pick(p_.lock_keys);
-  const std::string uuid = uuid_for(node, "lk" + std::to_string(idx));
   const std::string label = n.name + ".locker" + std::to_string(idx);
   LockerOptions o;
   o.key = key;
@@ -323,28 +325,59 @@ void World::locker_actor(Node& n, int idx) {
   o.lazy_token = r.chance(0.3);
   o.fair = extra && p_.roles[static_cast<std::size_t>(node)].fair_lock == NodeRoles::kFairLocker;
   auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
-  std::shared_ptr<Locker> lk;
-  while (!lk) {
-    if (cancel()) return;
-    try {
-      lk = std::make_shared<Locker>(n.storage, o, n.clock,
-                                    Identity{uuid, "host-" + n.name, 1000 + node});
-    } catch (const std::exception& ex) {
-      trace(node, key, label + ": constructor: " + ex.what());
-      c.sleep_ms(r.range(10, T / 4));
-    }
-  }
   struct {
     bool holding = false, in_token = false;
     std::int64_t fence = 0, u = 0, acq = 0;
   } st;
+  // The locker's process: its uuid (a new one after each crash), its instance, its belief.
+  int gen = 0;
+  std::string uuid;
+  std::shared_ptr<Locker> lk;
+  std::uint64_t bid = 0;
+  Unregister unreg{[this, &bid] {
+    if (bid) remove_believer(bid);
+  }};
   auto believes = [&] { return plain_believes(*lk, st.holding, st.fence, st.u, sched_.mono()); };
-  const std::uint64_t bid = add_believer(
-      believer(node, Kind::Lock, kLockColl, key, uuid, label, [&]() -> std::optional<BeliefState> {
-        if (!believes()) return std::nullopt;
-        return BeliefState{st.fence, -1, st.in_token};
-      }));
-  Unregister unreg{[this, bid] { remove_believer(bid); }};
+  // Stands the locker's process up (false: the actor stopped before it could).
+  auto open = [&] {
+    uuid = uuid_for(node, "lk" + std::to_string(idx) + (gen ? "-r" + ms(gen) : std::string()));
+    if (o.fair && gen) add_fair_locker(uuid);  // the first is registered at spawn
+    lk = nullptr;
+    while (!lk) {
+      if (cancel()) return false;
+      try {
+        lk = std::make_shared<Locker>(n.storage, o, n.clock,
+                                      Identity{uuid, "host-" + n.name, 1000 + node});
+      } catch (const std::exception& ex) {
+        trace(node, key, label + ": constructor: " + ex.what());
+        c.sleep_ms(r.range(10, T / 4));
+      }
+    }
+    bid = add_believer(believer(node, Kind::Lock, kLockColl, key, uuid, label,
+                                [&]() -> std::optional<BeliefState> {
+                                  if (!believes()) return std::nullopt;
+                                  return BeliefState{st.fence, -1, st.in_token};
+                                }));
+    return true;
+  };
+  // A kill -9 of the locker's process, holding or waiting (SimThread::crashed: a blocking
+  // acquire's cancel crashed it, so it did not leave the fair queue): no call naming its
+  // uuid is sent from now on and its belief ends; calls sent before still land. Its lock
+  // and its queue entry expire within a ttl (I11), and a new process stands.
+  auto crash = [&] {
+    ++crashes_;
+    kill_process(uuid);
+    remove_believer(bid);
+    bid = 0;
+    trace(node, key,
+          label + ": the process of " + uuid + " crashed (kill -9, " +
+              (st.holding ? "holding" : "waiting") + "): a new one starts");
+    st.holding = false;
+    if (SimThread* t = Scheduler::self()) t->crashed = false;
+    ++gen;
+    return open();
+  };
+  if (!open()) return;
   auto took = [&](std::int64_t token, const std::string& how) {
     const std::optional<Hold> h = lk->hold();
     st.holding = true;
@@ -382,6 +415,10 @@ void World::locker_actor(Node& n, int idx) {
   while (!cancel()) {
     c.sleep_ms(r.range(1, T / 3));
     if (cancel()) break;
+    if (st.holding && fr.chance(0.03)) {
+      if (!crash()) return;
+      continue;
+    }
     const double u = r.unit();
     try {
       if (!st.holding) {
@@ -395,7 +432,9 @@ void World::locker_actor(Node& n, int idx) {
           trace(node, key,
                 label + ": acquire(blocking, timeout " + ms(timeout) + ", step " + ms(step) + ")");
           took(lk->acquire(true, static_cast<double>(timeout) / 1000.0,
-                           static_cast<double>(step) / 1000.0, false, cancel),
+                           static_cast<double>(step) / 1000.0, false,
+                           fr.chance(0.15) ? crash_at(sched_.mono() + fr.range(0, T), cancel)
+                                           : std::function<bool()>(cancel)),
                "acquired");
         }
       } else {
@@ -441,6 +480,7 @@ void World::locker_actor(Node& n, int idx) {
     } catch (const std::exception& ex) {
       trace(node, key, label + ": " + ex.what());
     }
+    if (crashed() && !crash()) return;
   }
   if (st.holding) {
     st.holding = false;
@@ -749,7 +789,10 @@ void World::restart_plain(PlainInstance<H>& pi, PlainHold& st, Node& n) {
 std::function<bool()> World::crashing_cancel(Rng& fr, std::int64_t within_ms,
                                              std::function<bool()> cancel) {
   if (!p_.fair || !fr.chance(0.2)) return cancel;
-  const std::int64_t at = sched_.mono() + fr.range(0, within_ms);
+  return crash_at(sched_.mono() + fr.range(0, within_ms), std::move(cancel));
+}
+
+std::function<bool()> World::crash_at(std::int64_t at, std::function<bool()> cancel) {
   return [this, at, cancel = std::move(cancel)] {
     if (sched_.mono() < at) return cancel();
     if (SimThread* t = Scheduler::self()) t->crashed = true;

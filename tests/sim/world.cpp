@@ -453,14 +453,17 @@ void World::note_lock_write(const CallCtx& c, const char* op, const std::string&
       grants_[coll + "/" + key].emplace(std::make_pair(after.uuid, after.fence), ++grant_seq_);
   }
   if (claimed) on_claim_applied(coll, key, after.uuid, sched_.wall());
-  if (claimed && coll == kLockColl && fair_lockers_.count(after.uuid))
+  if (claimed && coll == kLockColl && is_fair_locker(after.uuid))
     lock_fifo_check(key, after.uuid, w);
-  // I11 for a lock (an elector's, a partition's, a keep-alive lease's): a write by a crashed
+  // I11 for a lock (a plain locker's, an elector's, a partition's, a keep-alive lease's): a write by a crashed
   // process's own call (a claim, a renewal, a fence) that sets its hold's expiry. Not a
   // minimum hold's set_expiry (that bound is the minimum hold's, I5), nor a hand-over to it
   // (sent by the live leader: a hand-over to a dead member expires in a ttl of its send).
+  // Nor a window marker (Locker::claim_window): it records that the window was won, is
+  // never released, and expires at the window's end by design, crash or not.
   const std::string o(op);
   if (!dead_.empty() && after.exists && after.locked && !after.uuid.empty() &&
+      key.find("@window:") == std::string::npos &&
       (after.expire != before.expire || after.uuid != before.uuid) && o != "set_expiry" &&
       o != "hand_over" && o != "ttl-delete" && o != "release")
     dead_check(c, key, coll + "/" + key, after.uuid, after.expire, "lock");
@@ -535,6 +538,16 @@ void World::note_sem_write(const CallCtx& c, const char* op, const std::string& 
 void World::kill_process(const std::string& uuid) {
   std::lock_guard<std::mutex> g(mu_);
   dead_.emplace(uuid, sched_.wall());
+}
+
+void World::add_fair_locker(const std::string& uuid) {
+  std::lock_guard<std::mutex> g(mu_);
+  fair_lockers_.insert(uuid);
+}
+
+bool World::is_fair_locker(const std::string& uuid) {
+  std::lock_guard<std::mutex> g(mu_);
+  return fair_lockers_.count(uuid) > 0;
 }
 
 bool World::refused(const std::string& uuid) {
@@ -1359,7 +1372,7 @@ void World::setup() {
       spawn(n, n.name + ".locker" + std::to_string(j), [this, &n, j] { locker_actor(n, j); });
     if (nr.fair_lock) {
       if (nr.fair_lock == NodeRoles::kFairLocker)
-        fair_lockers_.insert(uuid_for(i, "lk" + std::to_string(kFairLockerIdx)));
+        add_fair_locker(uuid_for(i, "lk" + std::to_string(kFairLockerIdx)));
       spawn(n, n.name + ".locker" + std::to_string(kFairLockerIdx),
             [this, &n] { locker_actor(n, kFairLockerIdx); });
     }

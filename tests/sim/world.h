@@ -447,12 +447,15 @@ class World {
                      const std::optional<me::SemaphoreDoc>& d);
   void turn_check(const CallCtx& c, const std::string& coll, const std::string& key,
                   const std::string& uuid, std::int64_t ticket);
-  // Crashes (fair schedules): the uuids of the processes that crashed, with the server's
+  // Crashes: the uuids of the processes that crashed, with the server's
   // true time of the crash. From then on a call that names such a uuid is never sent
   // (refused(): its renewals through the node's renewer included), its callbacks do not
   // run; calls sent before still land (I11 bounds what they may do).
   void kill_process(const std::string& uuid);
+  // A fair locker's uuid, whose claims of a plain lock I10 checks (one per process).
+  void add_fair_locker(const std::string& uuid);
   bool refused(const std::string& uuid);
+  bool is_fair_locker(const std::string& uuid);
   std::atomic<std::uint64_t> calls{0};
 
  private:
@@ -544,6 +547,8 @@ class World {
   // that dies in the queue; if the acquire ended first, nothing happens).
   std::function<bool()> crashing_cancel(Rng& fr, std::int64_t within_ms,
                                         std::function<bool()> cancel);
+  // The cancel of a blocking acquire that crashes the calling thread's process at `at`.
+  std::function<bool()> crash_at(std::int64_t at, std::function<bool()> cancel);
   static bool crashed();  // the calling thread's process crashed
   // The crash of the actor's process kills its keep-alive lease too (a kill -9 stops the
   // renewer's thread with the rest): its uuid is refused from now on, its belief ends, and
