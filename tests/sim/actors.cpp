@@ -327,7 +327,8 @@ void World::locker_actor(Node& n, int idx) {
   auto cancel = [this] { return stopping() || sched_.mono() >= p_.P; };
   struct {
     bool holding = false, in_token = false;
-    std::int64_t fence = 0, u = 0, acq = 0;
+    // acq: the server's true time when the acquire was sent; done: when it returned.
+    std::int64_t fence = 0, u = 0, acq = 0, done = 0;
   } st;
   // The locker's process: its uuid (a new one after each crash), its instance, its belief.
   int gen = 0;
@@ -384,6 +385,7 @@ void World::locker_actor(Node& n, int idx) {
     st.fence = h ? h->fence : token;
     st.u = lk->server_clock().uncertainty_ms();
     st.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
+    st.done = sched_.wall();
     trace(node, key,
           label + " " + how + ": token " + ms(token) + ", clock uncertainty " + ms(st.u) + " ms");
     if (token == 0 && r.chance(0.7)) {  // deferred: the user asks for it (two round trips)
@@ -457,6 +459,7 @@ void World::locker_actor(Node& n, int idx) {
           const std::int64_t m = r.range(0, 2 * T);
           const bool valid = believes();
           st.holding = false;
+          if (valid) busy_until(key, min_hold_end_bound(st.done, m));
           const std::uint64_t id = valid ? begin_min_hold(key, uuid, st.acq, m) : 0;
           trace(node, key,
                 label + ": release_min_hold(" + ms(m) + " ms), acquired at server time " +
@@ -508,7 +511,7 @@ void World::lease_actor(Node& n) {
     bool in_cb = false;
     std::uint64_t bid = 0;
     int gen = 0;
-    std::int64_t acq = 0;
+    std::int64_t acq = 0, done = 0;  // server's true time: acquire sent, acquire returned
   };
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<std::string> keys = p_.lock_keys;
@@ -531,7 +534,7 @@ void World::lease_actor(Node& n) {
     std::uint64_t id = 0;  // the minimum hold checked (I5), as for a locker's
     if (min_hold && !lost) {
       m = r.range(1, 2 * T);
-      busy_until(s.key, s.acq + m + 2 * p_.bound);
+      busy_until(s.key, min_hold_end_bound(s.done, m));
       id = begin_min_hold(s.key, s.uuid, s.acq, m);
     }
     trace(node, s.key,
@@ -577,6 +580,7 @@ void World::lease_actor(Node& n) {
     }
     const std::optional<Hold> h = s.locker->hold();
     s.acq = h ? server_time_at(h->lease_start_mono) : sched_.wall();
+    s.done = sched_.wall();
     trace(node, s.key,
           label + ": lease " + s.key + " (" + s.uuid + ") held, token " + ms(s.lease->fence()) +
               ", renew deadline " + ms(s.lease->renew_deadline_mono()));

@@ -572,6 +572,15 @@ class World {
   std::vector<std::string> min_hold_tags(const MinHold& m, std::int64_t claim_server_t);
   void min_hold_violated(const MinHold& m, const std::string& claimant,
                          std::int64_t claim_server_t);
+  // The latest a minimum hold of `m` ms may keep its lock taken, for the prober (I6): the
+  // library counts it from the latest the server's clock could read when the acquire
+  // completed (its last reply, before `done`, the server's true time when the acquire
+  // returned), which is at most `done` + twice the estimate's uncertainty (at most half a
+  // round trip each): done + m + 2 * bound. Counting from the acquire's send instead
+  // misses the acquire's round trips (claim, epoch, fence: several on a new document).
+  std::int64_t min_hold_end_bound(std::int64_t done, std::int64_t m) const {
+    return done + m + 2 * p_.bound;
+  }
   std::uint64_t begin_min_hold(const std::string& key, const std::string& uuid, std::int64_t acq,
                                std::int64_t m);
   void end_min_hold(std::uint64_t id, bool kept);
